@@ -1,0 +1,67 @@
+"""memplane: the Python SDK for the memplane memory service.
+
+>>> with memplane.Client("https://memplane.example.com", api_key) as client:  # doctest: +SKIP
+...     client.memory.set(scope="user", scope_ref="u1", key="prefs", value={"tone": "brief"})
+...     client.memory.get(scope="user", scope_ref="u1", key="prefs").value
+{'tone': 'brief'}
+
+The exceptions are drawn as a tree in ``memplane._exceptions``.
+"""
+
+from ._async_client import AsyncClient
+from ._client import Client
+from ._exceptions import (
+    APIError,
+    BadRequest,
+    Conflict,
+    Forbidden,
+    HashMismatch,
+    InvalidResponse,
+    MemplaneError,
+    NotFound,
+    PayloadTooLarge,
+    ServerError,
+    StorageUnavailable,
+    SubjectErasureInProgress,
+    TransportError,
+    Unauthorized,
+)
+from ._models import (
+    AuditEntry,
+    AuditVerification,
+    CreatedKey,
+    CreatedTenant,
+    Memory,
+    Page,
+    Pointer,
+    Tenant,
+)
+from ._version import __version__
+
+__all__ = [
+    "APIError",
+    "AsyncClient",
+    "AuditEntry",
+    "AuditVerification",
+    "BadRequest",
+    "Client",
+    "Conflict",
+    "CreatedKey",
+    "CreatedTenant",
+    "Forbidden",
+    "HashMismatch",
+    "InvalidResponse",
+    "Memory",
+    "MemplaneError",
+    "NotFound",
+    "Page",
+    "PayloadTooLarge",
+    "Pointer",
+    "ServerError",
+    "StorageUnavailable",
+    "SubjectErasureInProgress",
+    "Tenant",
+    "TransportError",
+    "Unauthorized",
+    "__version__",
+]

@@ -1,0 +1,115 @@
+"""Typed views of the server's JSON answers.
+
+Every model allows extra fields, so a newer server adding a field never breaks an older
+client; the extra values stay reachable through ``model_extra``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "AuditEntry",
+    "AuditVerification",
+    "CreatedKey",
+    "CreatedTenant",
+    "Memory",
+    "Page",
+    "Pointer",
+    "Tenant",
+]
+
+T = TypeVar("T")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class Pointer(_Model):
+    """Metadata of one stored memory; the content itself lives in the tenant's bucket."""
+
+    id: str
+    scope: str
+    scope_ref: str
+    key: str | None = None
+    memory_type: str | None = None
+    title: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    importance: float | None = None
+    source: str | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    storage_path: str | None = None
+    content_sha256: str | None = None
+    content_size: int | None = None
+    sync_status: str | None = None
+    version: int
+    has_embeddings: bool = False
+    embedding_model: str | None = None
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None = None
+
+
+class Memory(_Model):
+    """A memory read by key: its JSON value and its pointer."""
+
+    value: Any
+    pointer: Pointer
+
+
+class Page(_Model, Generic[T]):
+    """One page of a list endpoint; pass ``next_cursor`` back to get the next one."""
+
+    items: list[T]
+    next_cursor: str | None = None
+
+
+class AuditEntry(_Model):
+    """One access record; ``seq`` is None until the entry is sealed into the hash chain."""
+
+    seq: int | None = None
+    pointer_id: str | None = None
+    accessor_type: str
+    accessor_id: str | None = None
+    operation: str
+    success: bool
+    detail: Any = None
+    request_id: str | None = None
+    accessed_at: datetime
+
+
+class AuditVerification(_Model):
+    """The outcome of checking the audit hash chain."""
+
+    ok: bool
+    checked: int
+    unsealed: int
+    first_bad_seq: int | None = None
+
+
+class CreatedKey(_Model):
+    """A new API key; ``api_key`` is shown once and cannot be read back later."""
+
+    id: str
+    role: str
+    name: str
+    api_key: str = Field(repr=False)
+
+
+class Tenant(_Model):
+    """A tenant: the unit of isolation an API key belongs to."""
+
+    id: str
+    name: str
+
+
+class CreatedTenant(_Model):
+    """A new tenant and its first admin key (shown once)."""
+
+    tenant: Tenant
+    api_key: str = Field(repr=False)
