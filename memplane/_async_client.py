@@ -1,0 +1,338 @@
+"""The asynchronous client: ``_client.py`` with ``await``; both send the same ``Call``s."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from . import _base
+from ._base import Call, ClientConfig
+from ._exceptions import TransportError
+from ._models import (
+    AuditEntry,
+    AuditVerification,
+    CreatedKey,
+    CreatedTenant,
+    Memory,
+    Page,
+    Pointer,
+)
+
+__all__ = ["AsyncAuditAPI", "AsyncClient", "AsyncKeysAPI", "AsyncMemoryAPI", "AsyncTenantsAPI"]
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """An asynchronous memplane client.
+
+    ``base_url`` is the server root (``https://memplane.example.com``); ``api_key`` is sent
+    as a bearer token and decides the tenant. Pass ``http_client`` to reuse a configured
+    ``httpx.AsyncClient`` (the caller then owns and closes it), or ``transport`` to swap the
+    network layer, e.g. ``httpx.MockTransport`` in tests. Use as an async context manager or
+    await ``aclose()``.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float | httpx.Timeout = 30.0,
+        http_client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if http_client is not None and transport is not None:
+            raise ValueError("pass either http_client or transport, not both")
+        self._config = ClientConfig(base_url, api_key)
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.AsyncClient(transport=transport, timeout=timeout)
+        self.memory = AsyncMemoryAPI(self)
+        self.audit = AsyncAuditAPI(self)
+        self.keys = AsyncKeysAPI(self)
+        self.tenants = AsyncTenantsAPI(self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self._config.base_url!r})"
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the underlying ``httpx.AsyncClient``, unless the caller passed it in."""
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def health(self) -> bool:
+        """Whether the server process answers ``/healthz``; False when unreachable."""
+        return await self._probe("/healthz")
+
+    async def ready(self) -> bool:
+        """Whether the server can serve requests (``/readyz``: its database is reachable)."""
+        return await self._probe("/readyz")
+
+    async def _probe(self, path: str) -> bool:
+        try:
+            return await self._send(_base.probe(path))
+        except TransportError:
+            return False
+
+    async def _send(self, call: Call[T]) -> T:
+        request = self._config.build_request(self._http, call)
+        try:
+            response = await self._http.send(request)
+        except httpx.RequestError as exc:
+            raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+        return _base.handle_response(call, response)
+
+    async def _iterate(self, page_call: Callable[[str | None], Call[Page[T]]]) -> AsyncIterator[T]:
+        cursor: str | None = None
+        while True:
+            page = await self._send(page_call(cursor))
+            for item in page.items:
+                yield item
+            cursor = page.next_cursor
+            if cursor is None:
+                return
+
+
+class _Namespace:
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+
+class AsyncMemoryAPI(_Namespace):
+    """Memories addressed by ``(scope, scope_ref, key)``; reached as ``client.memory``.
+
+    ``scope_ref`` may be omitted for the ``tenant`` and ``institutional`` scopes.
+    """
+
+    async def set(
+        self,
+        *,
+        scope: str,
+        key: str,
+        value: Any,
+        scope_ref: str | None = None,
+        memory_type: str | None = None,
+        tags: list[str] | None = None,
+        importance: float | None = None,
+        title: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        ttl_days: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Pointer:
+        """Store ``value`` (any JSON) under the key, replacing what was there.
+
+        Metadata left as None is not sent. A retry with the same ``idempotency_key``
+        returns the first answer instead of writing again.
+        """
+        metadata = dict(
+            memory_type=memory_type,
+            tags=tags,
+            importance=importance,
+            title=title,
+            user_id=user_id,
+            agent_id=agent_id,
+            ttl_days=ttl_days,
+        )
+        return await self._client._send(
+            _base.memory_set(
+                scope=scope,
+                scope_ref=scope_ref,
+                key=key,
+                value=value,
+                metadata=metadata,
+                idempotency_key=idempotency_key,
+            )
+        )
+
+    async def get(self, *, scope: str, key: str, scope_ref: str | None = None) -> Memory:
+        """Read the value and pointer under the key; raises ``NotFound`` if absent."""
+        return await self._client._send(_base.memory_get(scope=scope, scope_ref=scope_ref, key=key))
+
+    async def append(
+        self,
+        *,
+        scope: str,
+        key: str,
+        value: Any,
+        scope_ref: str | None = None,
+        memory_type: str | None = None,
+        tags: list[str] | None = None,
+        importance: float | None = None,
+        title: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        ttl_days: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Pointer:
+        """Append ``value`` to the JSON list stored under the key, creating the list if absent."""
+        metadata = dict(
+            memory_type=memory_type,
+            tags=tags,
+            importance=importance,
+            title=title,
+            user_id=user_id,
+            agent_id=agent_id,
+            ttl_days=ttl_days,
+        )
+        return await self._client._send(
+            _base.memory_append(
+                scope=scope,
+                scope_ref=scope_ref,
+                key=key,
+                value=value,
+                metadata=metadata,
+                idempotency_key=idempotency_key,
+            )
+        )
+
+    async def delete(self, *, scope: str, key: str, scope_ref: str | None = None) -> None:
+        """Delete the memory under the key; raises ``NotFound`` if absent."""
+        await self._client._send(_base.memory_delete(scope=scope, scope_ref=scope_ref, key=key))
+
+    async def clear(self, *, scope: str, scope_ref: str | None = None) -> int:
+        """Delete every memory in the scope; returns how many were deleted."""
+        return await self._client._send(_base.memory_clear(scope=scope, scope_ref=scope_ref))
+
+    async def list_pointers(
+        self,
+        *,
+        scope: str | None = None,
+        scope_ref: str | None = None,
+        user_id: str | None = None,
+        memory_type: str | None = None,
+        sync_status: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Pointer]:
+        """One page of pointers (metadata only) matching the filters."""
+        return await self._client._send(
+            _base.list_pointers(
+                scope=scope,
+                scope_ref=scope_ref,
+                user_id=user_id,
+                memory_type=memory_type,
+                sync_status=sync_status,
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+
+    def iter_pointers(
+        self,
+        *,
+        scope: str | None = None,
+        scope_ref: str | None = None,
+        user_id: str | None = None,
+        memory_type: str | None = None,
+        sync_status: str | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[Pointer]:
+        """Every matching pointer, fetching pages of ``limit`` lazily as iteration goes."""
+        return self._client._iterate(
+            lambda cursor: _base.list_pointers(
+                scope=scope,
+                scope_ref=scope_ref,
+                user_id=user_id,
+                memory_type=memory_type,
+                sync_status=sync_status,
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+
+
+class AsyncAuditAPI(_Namespace):
+    """The tenant's access log (compliance role); reached as ``client.audit``."""
+
+    async def list(
+        self,
+        *,
+        pointer_id: str | None = None,
+        accessor_id: str | None = None,
+        operation: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[AuditEntry]:
+        """One page of audit entries matching the filters."""
+        return await self._client._send(
+            _base.audit_list(
+                pointer_id=pointer_id,
+                accessor_id=accessor_id,
+                operation=operation,
+                since=since,
+                until=until,
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+
+    def iter(
+        self,
+        *,
+        pointer_id: str | None = None,
+        accessor_id: str | None = None,
+        operation: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[AuditEntry]:
+        """Every matching audit entry, fetching pages of ``limit`` lazily."""
+        return self._client._iterate(
+            lambda cursor: _base.audit_list(
+                pointer_id=pointer_id,
+                accessor_id=accessor_id,
+                operation=operation,
+                since=since,
+                until=until,
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+
+    async def verify(self) -> AuditVerification:
+        """Check the audit hash chain; ``ok`` is False and ``first_bad_seq`` set on a break."""
+        return await self._client._send(_base.audit_verify())
+
+
+class AsyncKeysAPI(_Namespace):
+    """API keys of the caller's tenant (admin role); reached as ``client.keys``."""
+
+    async def create(
+        self, *, role: str, name: str, idempotency_key: str | None = None
+    ) -> CreatedKey:
+        """Create a key with ``role`` (admin | agent | compliance); its secret is shown once."""
+        return await self._client._send(
+            _base.keys_create(role=role, name=name, idempotency_key=idempotency_key)
+        )
+
+    async def delete(self, key_id: str) -> None:
+        """Revoke the key with this id."""
+        await self._client._send(_base.keys_delete(key_id))
+
+
+class AsyncTenantsAPI(_Namespace):
+    """Tenant creation (server bootstrap key only); reached as ``client.tenants``."""
+
+    async def create(self, *, name: str, idempotency_key: str | None = None) -> CreatedTenant:
+        """Create a tenant; the answer carries its first admin key, shown once."""
+        return await self._client._send(
+            _base.tenants_create(name=name, idempotency_key=idempotency_key)
+        )

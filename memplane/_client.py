@@ -1,0 +1,333 @@
+"""The synchronous client. Its twin, ``_async_client.py``, sends the same ``Call``s."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from . import _base
+from ._base import Call, ClientConfig
+from ._exceptions import TransportError
+from ._models import (
+    AuditEntry,
+    AuditVerification,
+    CreatedKey,
+    CreatedTenant,
+    Memory,
+    Page,
+    Pointer,
+)
+
+__all__ = ["AuditAPI", "Client", "KeysAPI", "MemoryAPI", "TenantsAPI"]
+
+T = TypeVar("T")
+
+
+class Client:
+    """A synchronous memplane client.
+
+    ``base_url`` is the server root (``https://memplane.example.com``); ``api_key`` is sent
+    as a bearer token and decides the tenant. Pass ``http_client`` to reuse a configured
+    ``httpx.Client`` (the caller then owns and closes it), or ``transport`` to swap the
+    network layer, e.g. ``httpx.MockTransport`` in tests. Use as a context manager or call
+    ``close()``.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float | httpx.Timeout = 30.0,
+        http_client: httpx.Client | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if http_client is not None and transport is not None:
+            raise ValueError("pass either http_client or transport, not both")
+        self._config = ClientConfig(base_url, api_key)
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.Client(transport=transport, timeout=timeout)
+        self.memory = MemoryAPI(self)
+        self.audit = AuditAPI(self)
+        self.keys = KeysAPI(self)
+        self.tenants = TenantsAPI(self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self._config.base_url!r})"
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the underlying ``httpx.Client``, unless it was passed in by the caller."""
+        if self._owns_http:
+            self._http.close()
+
+    def health(self) -> bool:
+        """Whether the server process answers ``/healthz``; False when unreachable."""
+        return self._probe("/healthz")
+
+    def ready(self) -> bool:
+        """Whether the server can serve requests (``/readyz``: its database is reachable)."""
+        return self._probe("/readyz")
+
+    def _probe(self, path: str) -> bool:
+        try:
+            return self._send(_base.probe(path))
+        except TransportError:
+            return False
+
+    def _send(self, call: Call[T]) -> T:
+        request = self._config.build_request(self._http, call)
+        try:
+            response = self._http.send(request)
+        except httpx.RequestError as exc:
+            raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+        return _base.handle_response(call, response)
+
+    def _iterate(self, page_call: Callable[[str | None], Call[Page[T]]]) -> Iterator[T]:
+        cursor: str | None = None
+        while True:
+            page = self._send(page_call(cursor))
+            yield from page.items
+            cursor = page.next_cursor
+            if cursor is None:
+                return
+
+
+class _Namespace:
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+
+class MemoryAPI(_Namespace):
+    """Memories addressed by ``(scope, scope_ref, key)``; reached as ``client.memory``.
+
+    ``scope_ref`` may be omitted for the ``tenant`` and ``institutional`` scopes.
+    """
+
+    def set(
+        self,
+        *,
+        scope: str,
+        key: str,
+        value: Any,
+        scope_ref: str | None = None,
+        memory_type: str | None = None,
+        tags: list[str] | None = None,
+        importance: float | None = None,
+        title: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        ttl_days: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Pointer:
+        """Store ``value`` (any JSON) under the key, replacing what was there.
+
+        Metadata left as None is not sent. A retry with the same ``idempotency_key``
+        returns the first answer instead of writing again.
+        """
+        metadata = dict(
+            memory_type=memory_type,
+            tags=tags,
+            importance=importance,
+            title=title,
+            user_id=user_id,
+            agent_id=agent_id,
+            ttl_days=ttl_days,
+        )
+        return self._client._send(
+            _base.memory_set(
+                scope=scope,
+                scope_ref=scope_ref,
+                key=key,
+                value=value,
+                metadata=metadata,
+                idempotency_key=idempotency_key,
+            )
+        )
+
+    def get(self, *, scope: str, key: str, scope_ref: str | None = None) -> Memory:
+        """Read the value and pointer under the key; raises ``NotFound`` if absent."""
+        return self._client._send(_base.memory_get(scope=scope, scope_ref=scope_ref, key=key))
+
+    def append(
+        self,
+        *,
+        scope: str,
+        key: str,
+        value: Any,
+        scope_ref: str | None = None,
+        memory_type: str | None = None,
+        tags: list[str] | None = None,
+        importance: float | None = None,
+        title: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        ttl_days: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Pointer:
+        """Append ``value`` to the JSON list stored under the key, creating the list if absent."""
+        metadata = dict(
+            memory_type=memory_type,
+            tags=tags,
+            importance=importance,
+            title=title,
+            user_id=user_id,
+            agent_id=agent_id,
+            ttl_days=ttl_days,
+        )
+        return self._client._send(
+            _base.memory_append(
+                scope=scope,
+                scope_ref=scope_ref,
+                key=key,
+                value=value,
+                metadata=metadata,
+                idempotency_key=idempotency_key,
+            )
+        )
+
+    def delete(self, *, scope: str, key: str, scope_ref: str | None = None) -> None:
+        """Delete the memory under the key; raises ``NotFound`` if absent."""
+        self._client._send(_base.memory_delete(scope=scope, scope_ref=scope_ref, key=key))
+
+    def clear(self, *, scope: str, scope_ref: str | None = None) -> int:
+        """Delete every memory in the scope; returns how many were deleted."""
+        return self._client._send(_base.memory_clear(scope=scope, scope_ref=scope_ref))
+
+    def list_pointers(
+        self,
+        *,
+        scope: str | None = None,
+        scope_ref: str | None = None,
+        user_id: str | None = None,
+        memory_type: str | None = None,
+        sync_status: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Pointer]:
+        """One page of pointers (metadata only) matching the filters."""
+        return self._client._send(
+            _base.list_pointers(
+                scope=scope,
+                scope_ref=scope_ref,
+                user_id=user_id,
+                memory_type=memory_type,
+                sync_status=sync_status,
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+
+    def iter_pointers(
+        self,
+        *,
+        scope: str | None = None,
+        scope_ref: str | None = None,
+        user_id: str | None = None,
+        memory_type: str | None = None,
+        sync_status: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[Pointer]:
+        """Every matching pointer, fetching pages of ``limit`` lazily as iteration goes."""
+        return self._client._iterate(
+            lambda cursor: _base.list_pointers(
+                scope=scope,
+                scope_ref=scope_ref,
+                user_id=user_id,
+                memory_type=memory_type,
+                sync_status=sync_status,
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+
+
+class AuditAPI(_Namespace):
+    """The tenant's access log (compliance role); reached as ``client.audit``."""
+
+    def list(
+        self,
+        *,
+        pointer_id: str | None = None,
+        accessor_id: str | None = None,
+        operation: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[AuditEntry]:
+        """One page of audit entries matching the filters."""
+        return self._client._send(
+            _base.audit_list(
+                pointer_id=pointer_id,
+                accessor_id=accessor_id,
+                operation=operation,
+                since=since,
+                until=until,
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+
+    def iter(
+        self,
+        *,
+        pointer_id: str | None = None,
+        accessor_id: str | None = None,
+        operation: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = None,
+    ) -> Iterator[AuditEntry]:
+        """Every matching audit entry, fetching pages of ``limit`` lazily."""
+        return self._client._iterate(
+            lambda cursor: _base.audit_list(
+                pointer_id=pointer_id,
+                accessor_id=accessor_id,
+                operation=operation,
+                since=since,
+                until=until,
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+
+    def verify(self) -> AuditVerification:
+        """Check the audit hash chain; ``ok`` is False and ``first_bad_seq`` set on a break."""
+        return self._client._send(_base.audit_verify())
+
+
+class KeysAPI(_Namespace):
+    """API keys of the caller's tenant (admin role); reached as ``client.keys``."""
+
+    def create(self, *, role: str, name: str, idempotency_key: str | None = None) -> CreatedKey:
+        """Create a key with ``role`` (admin | agent | compliance); its secret is shown once."""
+        return self._client._send(
+            _base.keys_create(role=role, name=name, idempotency_key=idempotency_key)
+        )
+
+    def delete(self, key_id: str) -> None:
+        """Revoke the key with this id."""
+        self._client._send(_base.keys_delete(key_id))
+
+
+class TenantsAPI(_Namespace):
+    """Tenant creation (server bootstrap key only); reached as ``client.tenants``."""
+
+    def create(self, *, name: str, idempotency_key: str | None = None) -> CreatedTenant:
+        """Create a tenant; the answer carries its first admin key, shown once."""
+        return self._client._send(_base.tenants_create(name=name, idempotency_key=idempotency_key))
