@@ -62,9 +62,15 @@ def test_get_returns_value_and_pointer() -> None:
     assert memory.pointer.key == "prefs"
 
 
-def test_delete_returns_none_on_204() -> None:
-    with _client(httpx.Response(204)) as c:
-        assert c.memory.delete(scope="user", scope_ref="u1", key="prefs") is None
+def test_delete_accepts_an_empty_204() -> None:
+    recorder = Recorder(httpx.Response(204))
+    with memplane.Client(BASE_URL, API_KEY, transport=httpx.MockTransport(recorder)) as c:
+        c.memory.delete(scope="user", scope_ref="u1", key="prefs")
+
+    assert (recorder.only.method, recorder.only.url.path) == (
+        "DELETE",
+        "/v1/memories/user/u1/prefs",
+    )
 
 
 def test_clear_returns_the_deleted_count() -> None:
