@@ -1,0 +1,302 @@
+"""Azure Blob Storage (azure-storage-blob).
+
+Backend facts this adapter relies on:
+
+- Puts are create-only and carry an MD5: ``upload_blob(data, overwrite=False,
+  validate_content=True)`` sends a transactional Content-MD5 the service checks, and the MD5
+  is stored with the blob; an existing blob answers 409 BlobAlreadyExists → ObjectExists.
+- Gets recompute the MD5 of the whole body and compare it with the stored Content-MD5; a
+  mismatch raises IntegrityError. A blob rewritten out of band gets a new stored MD5 and
+  reads back without complaint — the service's own SHA-256 is the final guard.
+- ``delete_blobs`` takes at most 256 sub-requests per batch (Azurite accepts more; the limit
+  is enforced here) and is not atomic: each sub-request is checked, and a missing blob
+  (404) counts as deleted.
+- Versions and soft-deleted blobs are listed with ``include=['versions', 'deleted']``; an
+  emulator without them (Azurite) falls back to a plain listing. ``purge_versions`` deletes
+  every version by id. Soft-deleted blobs stay restorable until the account's delete
+  retention ends unless permanent delete is enabled; ``describe()`` reports the window.
+- Azure SDK clients are thread-safe: one per adapter, shared by request threads.
+- SDK messages can carry the request URL, which holds a SAS token when one is used, so
+  errors are re-worded here and the secrets redacted.
+
+Every HTTP attempt is counted in ``stats`` under the operation that caused it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, NoReturn
+
+from azure.core.exceptions import (
+    AzureError,
+    ClientAuthenticationError,
+    HttpResponseError,
+    ResourceExistsError,
+    ResourceNotFoundError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
+from azure.storage.blob import BlobServiceClient, ContentSettings, LinearRetry
+
+from .base import (
+    BucketDescription,
+    HealthReport,
+    IntegrityError,
+    ObjectExists,
+    ObjectInfo,
+    ObjectNotFound,
+    ObjectVersion,
+    RequestStats,
+    StorageAuthError,
+    StorageError,
+    StorageUnavailable,
+    check_path,
+    check_prefix,
+    chunked,
+    timed_probe,
+)
+
+DELETE_BATCH_LIMIT = 256
+_AUTH_CODES = {"AuthenticationFailed", "AuthorizationFailure", "AuthorizationPermissionMismatch",
+               "InvalidAuthenticationInfo", "NoAuthenticationInformation"}
+
+
+class AzureAdapter:
+    scheme = "az"
+
+    def __init__(
+        self, container: str, *, connection_string: str | None = None,
+        account_url: str | None = None, account_key: str | None = None,
+        sas_token: str | None = None, prefix: str = "", connect_timeout: float = 3.0,
+        read_timeout: float = 20.0, max_attempts: int = 2,
+    ) -> None:
+        if not container:
+            raise ValueError("an Azure store needs 'container'")
+        self.container = container
+        self.root = check_prefix(prefix.strip("/") + "/") if prefix.strip("/") else ""
+        self.stats = RequestStats()
+        self._secrets = [s for s in (account_key, sas_token, _conn_key(connection_string)) if s]
+        self._local = threading.local()
+        options: dict[str, Any] = {
+            "connection_timeout": connect_timeout, "read_timeout": read_timeout,
+            "retry_policy": LinearRetry(backoff=0.5, random_jitter_range=0,
+                                        retry_total=max(0, max_attempts - 1)),
+            "raw_request_hook": self._count,
+        }
+        if connection_string:
+            service = BlobServiceClient.from_connection_string(connection_string, **options)
+        elif account_url and (account_key or sas_token):
+            service = BlobServiceClient(account_url, credential=account_key or sas_token,
+                                        **options)
+        else:
+            raise ValueError("an Azure store needs 'connection_string', or 'account_url' "
+                             "with 'account_key' or 'sas_token'")
+        self.account_url = service.url.split("?", 1)[0].rstrip("/")
+        self._service = service
+        self._container = service.get_container_client(container)
+        self._history_supported = True
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> AzureAdapter:
+        return cls(
+            str(config.get("container") or config.get("bucket") or ""),
+            connection_string=config.get("connection_string"),
+            account_url=config.get("account_url"), account_key=config.get("account_key"),
+            sas_token=config.get("sas_token"), prefix=str(config.get("prefix") or ""),
+            connect_timeout=float(config.get("connect_timeout") or 3.0),
+            read_timeout=float(config.get("read_timeout") or 20.0),
+            max_attempts=int(config.get("max_attempts") or 2),
+        )
+
+    def _count(self, request: Any) -> None:
+        self.stats.add(getattr(self._local, "kind", "other"))
+
+    def _op(self, kind: str) -> None:
+        self._local.kind = kind
+
+    def _key(self, path: str) -> str:
+        return self.root + check_path(path)
+
+    def put(self, path: str, data: bytes) -> None:
+        key = self._key(path)
+        md5 = hashlib.md5(data, usedforsecurity=False).digest()
+        self._op("put")
+        try:
+            self._container.upload_blob(
+                key, data, overwrite=False, validate_content=True,
+                content_settings=ContentSettings(content_type="application/octet-stream",
+                                                 content_md5=bytearray(md5)))
+        except ResourceExistsError:
+            raise ObjectExists(path) from None
+        except AzureError as exc:
+            self._raise(exc, path)
+
+    def get(self, path: str) -> bytes:
+        key = self._key(path)
+        self._op("get")
+        try:
+            download = self._container.download_blob(key, max_concurrency=1)
+            data = download.readall()
+        except AzureError as exc:
+            self._raise(exc, path)
+        stored = download.properties.content_settings.content_md5
+        if stored and bytes(stored) != hashlib.md5(data, usedforsecurity=False).digest():
+            raise IntegrityError(f"{self._where(path)}: body does not match its stored MD5 "
+                                 f"{base64.b64encode(bytes(stored)).decode()}")
+        return bytes(data)
+
+    def head(self, path: str) -> ObjectInfo:
+        self._op("head")
+        try:
+            props = self._container.get_blob_client(self._key(path)).get_blob_properties()
+        except AzureError as exc:
+            self._raise(exc, path)
+        return ObjectInfo(path, int(props.size), props.last_modified)
+
+    def delete_many(self, paths: Iterable[str]) -> int:
+        n = 0
+        for batch in chunked(paths, DELETE_BATCH_LIMIT):
+            self._delete_batch([self._key(p) for p in batch])
+            n += len(batch)
+        return n
+
+    def _delete_batch(self, blobs: list[Any]) -> None:
+        self._op("delete_batch")
+        try:
+            parts = list(self._container.delete_blobs(*blobs, raise_on_any_failure=False))
+        except AzureError as exc:
+            self._raise(exc, str(blobs[0]))
+        if any(p.headers.get("x-ms-error-code") == "ContainerNotFound" for p in parts):
+            raise StorageUnavailable(
+                f"container {self.container!r} does not exist at {self.account_url}")
+        failed = [p for p in parts if p.status_code not in (200, 202, 404)]
+        if failed:
+            status = failed[0].status_code
+            error_type = StorageAuthError if status in (401, 403) else StorageError
+            raise error_type(f"{self._where('')}: {len(failed)} of {len(parts)} deletes in a "
+                             f"batch failed, first with HTTP {status}")
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        for blob in self._iter_blobs("list", prefix, include=None):
+            yield ObjectInfo(blob.name[len(self.root):], int(blob.size), blob.last_modified)
+
+    def list_versions(self, prefix: str) -> Iterator[ObjectVersion]:
+        include = ["versions", "deleted"] if self._history_supported else None
+        try:
+            blobs = self._iter_blobs("list_versions", prefix, include=include)
+            first = next(blobs, None)
+        except StorageError:
+            if include is None:
+                raise
+            self._history_supported = False  # an emulator without versions/soft delete
+            blobs = self._iter_blobs("list_versions", prefix, include=None)
+            first = next(blobs, None)
+        if first is None:
+            return
+        for blob in _chain(first, blobs):
+            yield ObjectVersion(
+                blob.name[len(self.root):], blob.version_id,
+                is_delete_marker=bool(blob.deleted),
+                is_latest=bool(blob.is_current_version) or blob.version_id is None,
+                size=int(blob.size or 0), last_modified=blob.last_modified)
+
+    def purge_versions(self, prefix: str) -> int:
+        n = 0
+        refs = ({"name": self.root + v.path, "version_id": v.version_id}
+                if v.version_id and not v.is_latest else self.root + v.path
+                for v in self.list_versions(prefix))
+        for batch in chunked(refs, DELETE_BATCH_LIMIT):  # type: ignore[arg-type]
+            self._delete_batch(batch)
+            n += len(batch)
+        return n
+
+    def describe(self) -> BucketDescription:
+        notes = ["blob versioning is an account setting not readable through the data plane"]
+        soft_delete_days: float | None = None
+        object_lock = False
+        self._op("describe")
+        try:
+            props = self._container.get_container_properties()
+            object_lock = bool(props.immutable_storage_with_versioning_enabled
+                               or props.has_immutability_policy or props.has_legal_hold)
+        except AzureError as exc:
+            self._raise(exc, "")
+        try:
+            policy = self._service.get_service_properties()["delete_retention_policy"]
+            if policy.enabled:
+                soft_delete_days = float(policy.days or 0)
+                notes.append("soft-deleted blobs stay restorable until the retention ends")
+        except HttpResponseError as exc:
+            notes.append(f"blob soft delete not readable: HTTP {exc.status_code}")
+        return BucketDescription(
+            backend="azure", bucket=self.container, region=None, versioning=False,
+            soft_delete_days=soft_delete_days, object_lock=object_lock, notes=tuple(notes))
+
+    def health_check(self) -> HealthReport:
+        return timed_probe(self, f"health/{uuid.uuid4().hex}")
+
+    def close(self) -> None:
+        self._service.close()
+
+    def _iter_blobs(self, kind: str, prefix: str, *, include: list[str] | None) -> Iterator[Any]:
+        full = self.root + check_prefix(prefix)
+        self._op(kind)
+        try:
+            for page in self._container.list_blobs(name_starts_with=full,
+                                                   include=include).by_page():
+                yield from page
+                self._op(kind)  # the consumer may have used this thread meanwhile
+        except AzureError as exc:
+            self._raise(exc, prefix)
+
+    def _where(self, path: str) -> str:
+        return f"az://{self.container}/{self.root}{path}"
+
+    def _redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return re.sub(r"(?i)(sig=)[^&\s'\"]+", r"\1***", text)
+
+    def _raise(self, exc: AzureError, path: str) -> NoReturn:
+        """Translate an SDK error; ``from None`` because SDK messages may hold a SAS token."""
+        where = self._where(path)
+        code = getattr(exc, "error_code", None)
+        code = str(getattr(code, "value", code) or "")
+        status = int(getattr(exc, "status_code", 0) or 0)
+        if "MD5 mismatch" in str(exc):
+            raise IntegrityError(f"{where}: {self._redact(str(exc))[:300]}") from None
+        if isinstance(exc, ResourceNotFoundError):
+            if code == "ContainerNotFound":
+                raise StorageUnavailable(
+                    f"container {self.container!r} does not exist at {self.account_url}"
+                ) from None
+            raise ObjectNotFound(path) from None
+        if isinstance(exc, ResourceExistsError) and code == "BlobAlreadyExists":
+            raise ObjectExists(path) from None
+        if isinstance(exc, ClientAuthenticationError) or code in _AUTH_CODES or status in (
+                401, 403):
+            raise StorageAuthError(f"{where}: credentials rejected ({code or status})") from None
+        if isinstance(exc, ServiceRequestError | ServiceResponseError):
+            raise StorageUnavailable(
+                f"{where}: cannot reach {self.account_url}: {type(exc).__name__}") from None
+        if status >= 500:
+            raise StorageUnavailable(f"{where}: server error {status} {code}") from None
+        raise StorageError(f"{where}: {type(exc).__name__} {status} {code}: "
+                           f"{self._redact(str(exc)).splitlines()[0][:300]}") from None
+
+
+def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
+    yield first
+    yield from rest
+
+
+def _conn_key(connection_string: str | None) -> str | None:
+    if not connection_string:
+        return None
+    match = re.search(r"(?i)(?:AccountKey|SharedAccessSignature)=([^;]+)", connection_string)
+    return match.group(1) if match else None

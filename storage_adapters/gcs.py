@@ -1,0 +1,353 @@
+"""Google Cloud Storage (google-cloud-storage).
+
+Backend facts this adapter relies on:
+
+- Puts are create-only and carry a CRC32C: ``upload_from_string(..., if_generation_match=0,
+  checksum='crc32c')``; an existing object answers 412 → ObjectExists. The server rejects
+  bytes that do not match the CRC32C sent with them.
+- Gets recompute the CRC32C (``checksum='crc32c'``) against the stored one; a mismatch
+  raises IntegrityError. An object rewritten out of band carries a new CRC32C and reads back
+  without complaint — the service's own SHA-256 of the plaintext is the final guard.
+- Real GCS deletes in ``client.batch()`` chunks of at most 100 (``use_batch``, the default).
+  Emulators without a working batch endpoint (fake-gcs-server) use ``use_batch=False``:
+  single deletes in a bounded thread pool. Deleting a missing object succeeds.
+- With versioning on, a delete without a generation leaves a noncurrent version:
+  ``purge_versions`` deletes every generation. Soft delete (on by default, 7 days) keeps
+  deleted objects restorable until the retention ends; the API cannot purge them earlier,
+  and ``describe()`` reports that window.
+- The requests session under a client is not documented as thread-safe, so each thread
+  gets its own client; credentials are shared.
+
+Every HTTP response is counted in ``stats`` under the operation that caused it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NoReturn
+
+import requests
+from google.api_core import exceptions as gexc
+from google.api_core.retry import Retry
+from google.auth import exceptions as auth_exc
+from google.auth.credentials import AnonymousCredentials
+from google.auth.transport.requests import AuthorizedSession
+from google.cloud import storage
+from google.cloud.storage.exceptions import DataCorruption, InvalidResponse
+from google.cloud.storage.retry import DEFAULT_RETRY
+
+from .base import (
+    BucketDescription,
+    HealthReport,
+    IntegrityError,
+    ObjectExists,
+    ObjectInfo,
+    ObjectNotFound,
+    ObjectVersion,
+    RequestStats,
+    StorageAuthError,
+    StorageError,
+    StorageUnavailable,
+    check_path,
+    check_prefix,
+    chunked,
+    timed_probe,
+)
+
+BATCH_LIMIT = 100
+_SCOPES = ("https://www.googleapis.com/auth/devstorage.read_write",)
+
+
+class GCSAdapter:
+    scheme = "gs"
+
+    def __init__(
+        self, bucket: str, *, project: str | None = None, endpoint: str | None = None,
+        credentials_info: Mapping[str, Any] | str | None = None, anonymous: bool = False,
+        use_batch: bool = True, prefix: str = "", connect_timeout: float = 3.0,
+        read_timeout: float = 20.0, max_attempts: int = 2, delete_workers: int = 8,
+    ) -> None:
+        if not bucket:
+            raise ValueError("a GCS store needs 'bucket'")
+        self.bucket = bucket
+        self.root = check_prefix(prefix.strip("/") + "/") if prefix.strip("/") else ""
+        self.endpoint = endpoint
+        self.use_batch = use_batch
+        self.stats = RequestStats()
+        self._project = project
+        self._timeout = (connect_timeout, read_timeout)
+        # The library retries for up to 120 s by time, not by count; a stopped backend must
+        # fail within seconds, so each extra attempt buys 1.5 s of retrying.
+        self._retry: Retry | None = None
+        if max_attempts > 1:
+            self._retry = DEFAULT_RETRY.with_timeout(1.5 * (max_attempts - 1)).with_delay(
+                initial=0.2, maximum=1.0, multiplier=2.0)
+        self._credentials = _credentials(credentials_info, anonymous)
+        self._local = threading.local()
+        self._clients: list[storage.Client] = []
+        self._clients_lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=delete_workers,
+                                        thread_name_prefix="gcs-delete")
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> GCSAdapter:
+        def flag(key: str, default: bool) -> bool:
+            value = config.get(key, default)
+            return value if isinstance(value, bool) else str(value).lower() in ("1", "true")
+
+        return cls(
+            str(config.get("bucket") or ""), project=config.get("project"),
+            endpoint=config.get("endpoint"), credentials_info=config.get("credentials_info"),
+            anonymous=flag("anonymous", False), use_batch=flag("use_batch", True),
+            prefix=str(config.get("prefix") or ""),
+            connect_timeout=float(config.get("connect_timeout") or 3.0),
+            read_timeout=float(config.get("read_timeout") or 20.0),
+            max_attempts=int(config.get("max_attempts") or 2),
+        )
+
+    # -- clients and request counting -------------------------------------------------
+
+    def _client(self, kind: str) -> storage.Client:
+        """This thread's client; responses it receives are counted under ``kind``."""
+        self._local.kind = kind
+        client: storage.Client | None = getattr(self._local, "client", None)
+        if client is None:
+            session = AuthorizedSession(self._credentials)
+            pool = requests.adapters.HTTPAdapter(pool_connections=2, pool_maxsize=8)
+            session.mount("http://", pool)
+            session.mount("https://", pool)
+            session.hooks["response"].append(self._count)
+            options = {"api_endpoint": self.endpoint} if self.endpoint else None
+            client = storage.Client(project=self._project, credentials=self._credentials,
+                                    client_options=options, _http=session)
+            # The library fetches bucket metadata in background threads to decorate tracing
+            # spans: unrequested traffic that would also skew the request counts.
+            client._bucket_metadata_cache = None
+            self._local.client = client
+            with self._clients_lock:
+                self._clients.append(client)
+        return client
+
+    def _count(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
+        self.stats.add(getattr(self._local, "kind", "other"))
+
+    def _blob(self, kind: str, key: str, generation: int | None = None) -> storage.Blob:
+        return self._client(kind).bucket(self.bucket).blob(key, generation=generation)
+
+    def _key(self, path: str) -> str:
+        return self.root + check_path(path)
+
+    # -- the protocol -----------------------------------------------------------------
+
+    def put(self, path: str, data: bytes) -> None:
+        blob = self._blob("put", self._key(path))
+        try:
+            blob.upload_from_string(
+                data, content_type="application/octet-stream", if_generation_match=0,
+                checksum="crc32c", retry=self._retry, timeout=self._timeout)
+        except gexc.PreconditionFailed:
+            raise ObjectExists(path) from None
+        except Exception as exc:
+            self._raise(exc, path)
+
+    def get(self, path: str) -> bytes:
+        blob = self._blob("get", self._key(path))
+        try:
+            return bytes(blob.download_as_bytes(checksum="crc32c", retry=self._retry,
+                                                timeout=self._timeout))
+        except Exception as exc:
+            self._raise(exc, path)
+
+    def head(self, path: str) -> ObjectInfo:
+        blob = self._blob("head", self._key(path))
+        try:
+            blob.reload(retry=self._retry, timeout=self._timeout)
+        except Exception as exc:
+            self._raise(exc, path)
+        return ObjectInfo(path, int(blob.size or 0), blob.updated)
+
+    def delete_many(self, paths: Iterable[str]) -> int:
+        n = 0
+        for batch in chunked(paths, BATCH_LIMIT):
+            self._delete([(self._key(p), None) for p in batch])
+            n += len(batch)
+        return n
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        for blob in self._iter_blobs("list", prefix, versions=False):
+            yield ObjectInfo(blob.name[len(self.root):], int(blob.size or 0), blob.updated)
+
+    def list_versions(self, prefix: str) -> Iterator[ObjectVersion]:
+        for blob in self._iter_blobs("list_versions", prefix, versions=True):
+            yield ObjectVersion(
+                blob.name[len(self.root):], str(blob.generation),
+                is_latest=blob.time_deleted is None, size=int(blob.size or 0),
+                last_modified=blob.updated)
+
+    def purge_versions(self, prefix: str) -> int:
+        n = 0
+        refs = ((self.root + v.path, int(v.version_id or 0) or None)
+                for v in self.list_versions(prefix))
+        for batch in _batches(refs, BATCH_LIMIT):
+            self._delete(batch)
+            n += len(batch)
+        return n
+
+    def describe(self) -> BucketDescription:
+        client = self._client("describe")
+        try:
+            bucket = client.get_bucket(self.bucket, retry=self._retry, timeout=self._timeout)
+        except Exception as exc:
+            self._raise(exc, "")
+        notes: list[str] = []
+        seconds = bucket.soft_delete_policy.retention_duration_seconds
+        if seconds is None:
+            notes.append("no soft delete policy reported")
+        retention = bucket.retention_period
+        object_lock = bool(bucket.retention_policy_locked) or (
+            getattr(bucket, "object_retention_mode", None) == "Enabled")
+        if seconds:
+            notes.append("soft-deleted objects stay restorable until the soft delete ends")
+        return BucketDescription(
+            backend="gcs", bucket=self.bucket, region=bucket.location,
+            versioning=bool(bucket.versioning_enabled),
+            soft_delete_days=None if seconds is None else int(seconds) / 86400,
+            object_lock=object_lock,
+            retention_days=None if retention is None else int(retention) / 86400,
+            notes=tuple(notes),
+        )
+
+    def health_check(self) -> HealthReport:
+        probe = f"health/{uuid.uuid4().hex}"
+        report = timed_probe(self, probe)
+        if report.ok and report.description is not None and report.description.versioning:
+            self.purge_versions(probe)
+        return report
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        with self._clients_lock:
+            clients, self._clients = self._clients, []
+        for client in clients:
+            client.close()
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def _iter_blobs(self, kind: str, prefix: str, *, versions: bool) -> Iterator[storage.Blob]:
+        full = self.root + check_prefix(prefix)
+        try:
+            blobs = self._client(kind).list_blobs(
+                self.bucket, prefix=full, versions=versions, retry=self._retry,
+                timeout=self._timeout)
+            for page in blobs.pages:
+                yield from page
+                self._local.kind = kind  # the consumer may have used this thread meanwhile
+        except Exception as exc:
+            self._raise(exc, prefix)
+
+    def _delete(self, refs: list[tuple[str, int | None]]) -> None:
+        """Delete objects (a generation each, or the live one); missing ones are fine."""
+        if self.use_batch:
+            self._delete_batch(refs)
+            return
+        for _ in self._pool.map(self._delete_one, refs):
+            pass
+
+    def _delete_one(self, ref: tuple[str, int | None]) -> None:
+        key, generation = ref
+        try:
+            self._blob("delete", key, generation).delete(retry=self._retry,
+                                                          timeout=self._timeout)
+        except gexc.NotFound as exc:
+            if _bucket_missing(exc):
+                self._raise(exc, key)
+        except Exception as exc:
+            self._raise(exc, key)
+
+    def _delete_batch(self, refs: list[tuple[str, int | None]]) -> None:
+        client = self._client("delete_batch")
+        bucket = client.bucket(self.bucket)
+        try:
+            with client.batch(raise_exception=False) as batch:
+                for key, generation in refs:
+                    bucket.blob(key, generation=generation).delete(timeout=self._timeout)
+        except Exception as exc:
+            self._raise(exc, refs[0][0])
+        for response in getattr(batch, "_responses", []):
+            status = getattr(response, "status_code", 200)
+            if status >= 400 and status != 404:
+                self._raise(gexc.from_http_status(status, "batch delete failed"), refs[0][0])
+
+    def _raise(self, exc: Exception, path: str) -> NoReturn:
+        """Translate a client error; messages name the bucket, never the credentials."""
+        where = f"gs://{self.bucket}/{self.root}{path}"
+        if isinstance(exc, StorageError):
+            raise exc
+        if isinstance(exc, gexc.RetryError) and exc.cause is not None:
+            exc = exc.cause if isinstance(exc.cause, Exception) else exc
+        if isinstance(exc, auth_exc.TransportError) and exc.args and isinstance(
+                exc.args[0], Exception):
+            exc = exc.args[0]
+        if isinstance(exc, DataCorruption):
+            raise IntegrityError(f"{where}: CRC32C mismatch on download") from exc
+        if isinstance(exc, InvalidResponse):
+            status = getattr(getattr(exc, "response", None), "status_code", 0)
+            exc = gexc.from_http_status(status, str(exc))
+        if isinstance(exc, gexc.NotFound):
+            if _bucket_missing(exc):
+                raise StorageUnavailable(f"bucket {self.bucket!r} does not exist") from exc
+            raise ObjectNotFound(path) from None
+        if isinstance(exc, gexc.PreconditionFailed):
+            raise ObjectExists(path) from None
+        if isinstance(exc, gexc.Unauthorized | gexc.Forbidden):
+            raise StorageAuthError(f"{where}: credentials rejected ({exc.code})") from exc
+        if isinstance(exc, auth_exc.RefreshError | auth_exc.DefaultCredentialsError):
+            raise StorageAuthError(f"{where}: cannot obtain credentials") from exc
+        if isinstance(exc, gexc.GoogleAPICallError):
+            if (exc.code or 0) >= 500 or exc.code == 429:
+                raise StorageUnavailable(f"{where}: server error {exc.code}") from exc
+            raise StorageError(f"{where}: HTTP {exc.code}: {exc.message}") from exc
+        if isinstance(exc, requests.RequestException | gexc.RetryError | ConnectionError):
+            raise StorageUnavailable(
+                f"{where}: cannot reach {self.endpoint or 'GCS'}: {type(exc).__name__}"
+            ) from exc
+        raise StorageError(f"{where}: {type(exc).__name__}: {exc}") from exc
+
+
+def _credentials(info: Mapping[str, Any] | str | None, anonymous: bool) -> Any:
+    if anonymous:
+        return AnonymousCredentials()
+    if info:
+        from google.oauth2 import service_account
+
+        data = json.loads(info) if isinstance(info, str) else dict(info)
+        return service_account.Credentials.from_service_account_info(data, scopes=_SCOPES)
+    import google.auth
+
+    try:
+        credentials, _ = google.auth.default(scopes=_SCOPES)
+    except auth_exc.DefaultCredentialsError as exc:
+        raise StorageAuthError("no GCS credentials: set credentials_info or anonymous") from exc
+    return credentials
+
+
+def _bucket_missing(exc: gexc.NotFound) -> bool:
+    message = str(exc.message).lower()
+    return "bucket" in message and "object" not in message
+
+
+def _batches(items: Iterable[tuple[str, int | None]], size: int,
+             ) -> Iterator[list[tuple[str, int | None]]]:
+    batch: list[tuple[str, int | None]] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+

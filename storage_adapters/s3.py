@@ -1,0 +1,309 @@
+"""Amazon S3 and S3-compatible stores (boto3).
+
+Backend facts this adapter relies on:
+
+- Puts are create-only and carry a SHA-256: ``put_object(..., ChecksumAlgorithm='SHA256',
+  ChecksumSHA256=<b64>, IfNoneMatch='*')``; an existing key answers 412 → ObjectExists.
+- Gets send ``ChecksumMode='ENABLED'``; botocore checks the stored SHA-256 while reading and
+  a mismatch raises IntegrityError. An object written without a checksum (not by us) comes
+  back unchecked — the service's own SHA-256 of the plaintext is the final guard.
+- ``delete_objects`` takes at most 1000 keys per request (some emulators accept more; the
+  limit is enforced here). Deleting a missing key succeeds.
+- In a versioned bucket a delete only adds a delete marker: ``purge_versions`` lists every
+  version and marker and deletes each by VersionId, 1000 per request.
+- botocore ≥ 1.36 adds CRC checksums to every request by default, which S3-compatible
+  endpoints reject; for a non-AWS ``endpoint_url`` checksums are sent only when required
+  (our explicit ChecksumSHA256 is still sent).
+- boto3 clients are thread-safe; one client per adapter, shared by request threads.
+
+Every HTTP attempt is counted in ``stats`` by operation (``put``, ``get``, ``delete_batch``…).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, NoReturn
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionError,
+    FlexibleChecksumError,
+    HTTPClientError,
+    NoCredentialsError,
+)
+
+from .base import (
+    BucketDescription,
+    HealthReport,
+    IntegrityError,
+    ObjectExists,
+    ObjectInfo,
+    ObjectNotFound,
+    ObjectVersion,
+    RequestStats,
+    StorageAuthError,
+    StorageError,
+    StorageUnavailable,
+    check_path,
+    check_prefix,
+    chunked,
+    timed_probe,
+)
+
+DELETE_BATCH_LIMIT = 1000
+
+_KINDS = {
+    "PutObject": "put", "GetObject": "get", "HeadObject": "head",
+    "DeleteObject": "delete", "DeleteObjects": "delete_batch",
+    "ListObjectsV2": "list", "ListObjectVersions": "list_versions",
+    "GetBucketVersioning": "describe", "GetObjectLockConfiguration": "describe",
+    "GetBucketLocation": "describe",
+}
+_AUTH_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken",
+               "InvalidToken", "AuthorizationHeaderMalformed", "InvalidClientTokenId"}
+_MISSING_CODES = {"NoSuchKey", "NotFound", "404", "NoSuchVersion"}
+
+
+class S3Adapter:
+    scheme = "s3"
+
+    def __init__(
+        self, bucket: str, *, region: str | None = None, endpoint_url: str | None = None,
+        access_key_id: str | None = None, secret_access_key: str | None = None,
+        session_token: str | None = None, addressing_style: str | None = None,
+        prefix: str = "", connect_timeout: float = 3.0, read_timeout: float = 20.0,
+        max_attempts: int = 2,
+    ) -> None:
+        if not bucket:
+            raise ValueError("an S3 store needs 'bucket'")
+        self.bucket = bucket
+        self.root = check_prefix(prefix.strip("/") + "/") if prefix.strip("/") else ""
+        self.endpoint_url = endpoint_url
+        self.stats = RequestStats()
+        options: dict[str, Any] = {
+            "connect_timeout": connect_timeout, "read_timeout": read_timeout,
+            "retries": {"max_attempts": max_attempts, "mode": "standard"},
+            "max_pool_connections": 32,
+        }
+        if addressing_style:
+            options["s3"] = {"addressing_style": addressing_style}
+        if endpoint_url and not _is_aws(endpoint_url):
+            options["request_checksum_calculation"] = "when_required"
+            options["response_checksum_validation"] = "when_required"
+        session = boto3.session.Session(
+            aws_access_key_id=access_key_id, aws_secret_access_key=secret_access_key,
+            aws_session_token=session_token, region_name=region,
+        )
+        self._client = session.client("s3", endpoint_url=endpoint_url, config=Config(**options))
+        self._client.meta.events.register("before-send.s3.*", self._count)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> S3Adapter:
+        def num(key: str, default: float) -> float:
+            return float(config.get(key) or default)
+
+        return cls(
+            str(config.get("bucket") or ""), region=config.get("region"),
+            endpoint_url=config.get("endpoint_url"),
+            access_key_id=config.get("access_key_id"),
+            secret_access_key=config.get("secret_access_key"),
+            session_token=config.get("session_token"),
+            addressing_style=config.get("addressing_style"),
+            prefix=str(config.get("prefix") or ""),
+            connect_timeout=num("connect_timeout", 3.0), read_timeout=num("read_timeout", 20.0),
+            max_attempts=int(num("max_attempts", 2)),
+        )
+
+    def _count(self, request: Any = None, event_name: str = "", **_: Any) -> None:
+        operation = event_name.rsplit(".", 1)[-1]
+        self.stats.add(_KINDS.get(operation, operation))
+
+    def _key(self, path: str) -> str:
+        return self.root + check_path(path)
+
+    def _path(self, key: str) -> str:
+        return key[len(self.root):]
+
+    def put(self, path: str, data: bytes) -> None:
+        key = self._key(path)
+        digest = base64.b64encode(hashlib.sha256(data).digest()).decode()
+        try:
+            self._client.put_object(
+                Bucket=self.bucket, Key=key, Body=data, ChecksumAlgorithm="SHA256",
+                ChecksumSHA256=digest, IfNoneMatch="*",
+            )
+        except ClientError as exc:
+            if _code(exc) in ("PreconditionFailed", "ConditionalRequestConflict", "412"):
+                raise ObjectExists(path) from None
+            self._raise(exc, path)
+        except BotoCoreError as exc:
+            self._raise(exc, path)
+
+    def get(self, path: str) -> bytes:
+        key = self._key(path)
+        try:
+            response = self._client.get_object(Bucket=self.bucket, Key=key, ChecksumMode="ENABLED")
+            return bytes(response["Body"].read())
+        except FlexibleChecksumError as exc:
+            raise IntegrityError(f"s3://{self.bucket}/{key}: {exc}") from exc
+        except (ClientError, BotoCoreError) as exc:
+            self._raise(exc, path)
+
+    def head(self, path: str) -> ObjectInfo:
+        try:
+            response = self._client.head_object(Bucket=self.bucket, Key=self._key(path))
+        except (ClientError, BotoCoreError) as exc:
+            self._raise(exc, path)
+        return ObjectInfo(path, int(response["ContentLength"]), response.get("LastModified"))
+
+    def delete_many(self, paths: Iterable[str]) -> int:
+        n = 0
+        for batch in chunked(paths, DELETE_BATCH_LIMIT):
+            keys = [{"Key": self._key(p)} for p in batch]
+            self._delete_objects(keys)
+            n += len(batch)
+        return n
+
+    def _delete_objects(self, objects: list[dict[str, str]]) -> None:
+        try:
+            response = self._client.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True}
+            )
+        except (ClientError, BotoCoreError) as exc:
+            self._raise(exc, objects[0]["Key"])
+        errors = [e for e in response.get("Errors", []) if e.get("Code") != "NoSuchKey"]
+        if errors:
+            first = errors[0]
+            code = first.get("Code", "")
+            error_type = StorageAuthError if code in _AUTH_CODES else StorageError
+            raise error_type(f"s3://{self.bucket}: {len(errors)} deletes failed, first "
+                             f"{first.get('Key')!r}: {code} {first.get('Message', '')}")
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        full = self.root + check_prefix(prefix)
+        pages = self._client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=full)
+        try:
+            for page in pages:
+                for item in page.get("Contents", []):
+                    yield ObjectInfo(self._path(item["Key"]), int(item["Size"]),
+                                     item.get("LastModified"))
+        except (ClientError, BotoCoreError) as exc:
+            self._raise(exc, prefix)
+
+    def list_versions(self, prefix: str) -> Iterator[ObjectVersion]:
+        full = self.root + check_prefix(prefix)
+        pages = self._client.get_paginator("list_object_versions").paginate(
+            Bucket=self.bucket, Prefix=full)
+        try:
+            for page in pages:
+                for item in page.get("Versions", []):
+                    yield ObjectVersion(
+                        self._path(item["Key"]), item.get("VersionId"),
+                        is_latest=bool(item.get("IsLatest")), size=int(item.get("Size", 0)),
+                        last_modified=item.get("LastModified"))
+                for item in page.get("DeleteMarkers", []):
+                    yield ObjectVersion(
+                        self._path(item["Key"]), item.get("VersionId"), is_delete_marker=True,
+                        is_latest=bool(item.get("IsLatest")),
+                        last_modified=item.get("LastModified"))
+        except (ClientError, BotoCoreError) as exc:
+            self._raise(exc, prefix)
+
+    def purge_versions(self, prefix: str) -> int:
+        # Versions are deleted page by page while listing continues: the listing resumes
+        # from a key/version marker, so removing what was already listed skips nothing.
+        n = 0
+        batch: list[dict[str, str]] = []
+        for version in self.list_versions(prefix):
+            batch.append({"Key": self.root + version.path,
+                          "VersionId": version.version_id or "null"})
+            if len(batch) == DELETE_BATCH_LIMIT:
+                self._delete_objects(batch)
+                n, batch = n + len(batch), []
+        if batch:
+            self._delete_objects(batch)
+            n += len(batch)
+        return n
+
+    def describe(self) -> BucketDescription:
+        notes: list[str] = []
+        versioning = object_lock = False
+        retention_days: float | None = None
+        region: str | None = None
+        try:
+            status = self._client.get_bucket_versioning(Bucket=self.bucket).get("Status")
+            versioning = status == "Enabled"
+            if status == "Suspended":
+                notes.append("versioning suspended: earlier versions are still kept")
+            location = self._client.get_bucket_location(Bucket=self.bucket)
+            region = location.get("LocationConstraint") or "us-east-1"
+        except (ClientError, BotoCoreError) as exc:
+            self._raise(exc, "")
+        try:
+            lock = self._client.get_object_lock_configuration(Bucket=self.bucket)
+            config = lock.get("ObjectLockConfiguration", {})
+            object_lock = config.get("ObjectLockEnabled") == "Enabled"
+            default = config.get("Rule", {}).get("DefaultRetention", {})
+            if "Days" in default:
+                retention_days = float(default["Days"])
+            elif "Years" in default:
+                retention_days = float(default["Years"]) * 365
+        except ClientError as exc:
+            if _code(exc) != "ObjectLockConfigurationNotFoundError":
+                notes.append(f"object lock not readable: {_code(exc)}")
+        except BotoCoreError as exc:
+            self._raise(exc, "")
+        notes.append("S3 has no soft delete; with versioning a delete leaves the old version")
+        return BucketDescription(
+            backend="s3", bucket=self.bucket, region=region, versioning=versioning,
+            soft_delete_days=None, object_lock=object_lock, retention_days=retention_days,
+            notes=tuple(notes),
+        )
+
+    def health_check(self) -> HealthReport:
+        probe = f"health/{uuid.uuid4().hex}"
+        report = timed_probe(self, probe)
+        if report.ok and report.description is not None and report.description.versioning:
+            self.purge_versions(probe)  # a versioned bucket would keep every probe forever
+        return report
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _raise(self, exc: Exception, path: str) -> NoReturn:
+        """Translate a botocore error; messages name the bucket, never the credentials."""
+        where = f"s3://{self.bucket}/{self.root}{path}"
+        if isinstance(exc, ClientError):
+            code = _code(exc)
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            if code == "NoSuchBucket":
+                raise StorageUnavailable(f"bucket {self.bucket!r} does not exist") from exc
+            if code in _MISSING_CODES:
+                raise ObjectNotFound(path) from None
+            if code in _AUTH_CODES or status in (401, 403):
+                raise StorageAuthError(f"{where}: credentials rejected ({code})") from exc
+            if status >= 500 or code in ("SlowDown", "ServiceUnavailable", "InternalError"):
+                raise StorageUnavailable(f"{where}: server error {status} {code}") from exc
+            raise StorageError(f"{where}: {code} (HTTP {status})") from exc
+        if isinstance(exc, NoCredentialsError):
+            raise StorageAuthError(f"{where}: no credentials configured") from exc
+        if isinstance(exc, ConnectionError | HTTPClientError):
+            raise StorageUnavailable(
+                f"{where}: cannot reach {self.endpoint_url or 'S3'}: {type(exc).__name__}"
+            ) from exc
+        raise StorageError(f"{where}: {type(exc).__name__}: {exc}") from exc
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _is_aws(endpoint_url: str) -> bool:
+    return ".amazonaws.com" in endpoint_url
