@@ -1,0 +1,121 @@
+"""The FastAPI application: routers, lifespan, error rendering."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy import exc as sa_exc
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .audit.router import router as audit_router
+from .errors import DomainError
+from .health import router as health_router
+from .memories.router import router as memories_router
+from .observability import Metrics, RequestContext
+from .runtime import Runtime
+from .settings import Settings
+from .tenants.router import router as tenants_router
+from .tenants.service import ensure_bootstrap
+
+log = logging.getLogger(__name__)
+
+_STATUS_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+                 405: "method_not_allowed", 406: "not_acceptable", 413: "payload_too_large",
+                 415: "unsupported_media_type"}
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runtime = Runtime(settings)
+        if settings.embedded:
+            runtime.migrate()
+        if settings.create_default_tenant:
+            with runtime.sessions() as session:
+                admin = settings.admin_key.get_secret_value() if settings.admin_key else None
+                new_key = ensure_bootstrap(session, admin)
+            if new_key:
+                print(f"\nmemplane: created the default tenant. Its admin key, shown once:\n\n"
+                      f"    {new_key}\n\nKeep it safe; it can create tenants and keys.\n",
+                      file=sys.stderr, flush=True)
+        if settings.run_background:
+            runtime.start_background()
+        app.state.runtime = runtime
+        try:
+            yield
+        finally:
+            runtime.close()
+
+    app = FastAPI(title="memplane", version="0.1.0", lifespan=lifespan,
+                  description="Pointers in the control plane; content in your own bucket.")
+    app.state.metrics = Metrics()
+    app.add_middleware(RequestContext, metrics=app.state.metrics,
+                       max_body_bytes=settings.max_body_bytes)
+    for router in (health_router, memories_router, audit_router, tenants_router):
+        app.include_router(router)
+    _install_error_handlers(app)
+    return app
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(DomainError)
+    async def domain_error(_: Request, exc: DomainError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        return JSONResponse({"error": "validation_error", "detail": describe_errors(errors),
+                             "errors": [_plain(e) for e in errors]}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _STATUS_CODES.get(exc.status_code, "error")
+        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        if exc.status_code == 404 and detail == "Not Found":
+            detail = "no such endpoint; see /docs for the API"
+        return JSONResponse({"error": code, "detail": detail}, status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(sa_exc.OperationalError)
+    async def database_down(_: Request, exc: sa_exc.OperationalError) -> JSONResponse:
+        log.error("database error: %s", type(exc.orig).__name__)
+        return JSONResponse({"error": "database_unavailable",
+                             "detail": "the control-plane database is unreachable; retry later"},
+                            status_code=503, headers={"Retry-After": "5"})
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error")
+        return JSONResponse({"error": "internal_error",
+                             "detail": "the server failed; the request id identifies the log"},
+                            status_code=500)
+
+
+def describe_errors(errors: Any) -> str:
+    """One sentence per problem, naming where it is: 'body.value: Field required'."""
+    sentences = []
+    for error in errors:
+        where = ".".join(str(part) for part in error.get("loc", ()))
+        if error.get("type") == "json_invalid":
+            ctx = error.get("ctx") or {}
+            reason = ctx.get("error", "parse error")
+            sentences.append(f"the request body is not valid JSON ({reason})")
+        elif error.get("type") == "missing" and where.startswith("body"):
+            sentences.append(f"{where}: this field is required")
+        else:
+            sentences.append(f"{where}: {error.get('msg')}")
+    return "; ".join(sentences)
+
+
+def _plain(error: dict[str, Any]) -> dict[str, Any]:
+    return {"loc": list(error.get("loc", ())), "type": error.get("type"), "msg": error.get("msg")}

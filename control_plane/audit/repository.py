@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ..db.models import AccessLog
+
+
+def list_rows(session: Session, tenant_id: uuid.UUID, *, pointer_id: uuid.UUID | None,
+              accessor_id: str | None, operation: str | None, since: datetime | None,
+              until: datetime | None, after_id: int | None, limit: int) -> list[AccessLog]:
+    query = select(AccessLog).where(AccessLog.tenant_id == tenant_id)
+    if pointer_id is not None:
+        query = query.where(AccessLog.pointer_id == pointer_id)
+    if accessor_id is not None:
+        query = query.where(AccessLog.accessor_id == accessor_id)
+    if operation is not None:
+        query = query.where(AccessLog.operation == operation)
+    if since is not None:
+        query = query.where(AccessLog.accessed_at >= since)
+    if until is not None:
+        query = query.where(AccessLog.accessed_at < until)
+    if after_id is not None:
+        query = query.where(AccessLog.id > after_id)
+    return list(session.scalars(query.order_by(AccessLog.id).limit(limit)))

@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from ..deps import ComplianceCaller, SessionDep
+from . import service as audit
+from .schemas import AuditEntryOut, AuditPage, AuditVerificationOut
+from .service import query_page
+
+router = APIRouter(tags=["audit"])
+
+
+@router.get("/v1/audit", response_model=AuditPage)
+def list_audit(caller: ComplianceCaller, session: SessionDep,
+               pointer_id: uuid.UUID | None = None, accessor_id: str | None = None,
+               operation: str | None = None, since: datetime | None = None,
+               until: datetime | None = None,
+               limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
+               cursor: str | None = None) -> AuditPage:
+    rows, next_cursor = query_page(
+        session, caller.actor, pointer_id=pointer_id, accessor_id=accessor_id,
+        operation=operation, since=since, until=until, cursor=cursor, limit=limit,
+    )
+    return AuditPage(items=[AuditEntryOut.model_validate(r) for r in rows],
+                     next_cursor=next_cursor)
+
+
+@router.get("/v1/audit/verify", response_model=AuditVerificationOut)
+def verify_audit(caller: ComplianceCaller, session: SessionDep) -> AuditVerificationOut:
+    result = audit.verify_as(session, caller.actor)
+    return AuditVerificationOut(ok=result.ok, checked=result.checked, unsealed=result.unsealed,
+                                first_bad_seq=result.first_bad_seq, problem=result.problem)
+

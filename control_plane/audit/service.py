@@ -1,0 +1,232 @@
+"""The access audit log (I6): every operation appends a row; a sealer chains them.
+
+Writers only INSERT, so a tenant's writes never queue on a shared lock. The sealer takes
+the tenant's chain head (``audit_heads``, locked FOR UPDATE), numbers the unsealed rows in
+insertion order and links each to the one before:
+
+    row_hash = SHA-256(prev_hash || canonical JSON of the row's fields, seq included)
+
+``verify`` recomputes the chain: an edited row breaks its own hash, a deleted row leaves a
+gap in ``seq`` (or, at the tail, disagrees with the head), a reordered row breaks the link.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from ..db.base import utcnow
+from ..db.engine import begin_write
+from ..db.models import AccessLog, AuditHead
+from ..errors import DomainError, InvalidInput
+from ..kit import decode_cursor, encode_cursor, page_limit, request_id_var, sha256_hex
+from .repository import list_rows
+
+log = logging.getLogger(__name__)
+
+GENESIS = "0" * 64
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who did it: an API key, or the system itself (reconciler, GC, jobs)."""
+
+    tenant_id: uuid.UUID
+    accessor_type: str
+    accessor_id: str
+
+
+def record(session: Session, actor: Actor, operation: str, *, success: bool = True,
+           pointer_id: uuid.UUID | None = None, event_id: uuid.UUID | None = None,
+           detail: str = "") -> None:
+    """Add an audit row to the session's transaction; it commits with the change it records."""
+    session.add(AccessLog(
+        tenant_id=actor.tenant_id, pointer_id=pointer_id, event_id=event_id,
+        accessor_type=actor.accessor_type, accessor_id=actor.accessor_id,
+        operation=operation, success=success, detail=detail[:2000],
+        request_id=request_id_var.get(), accessed_at=utcnow(),
+    ))
+
+
+def record_failure(session: Session, actor: Actor, operation: str, *, detail: str,
+                   pointer_id: uuid.UUID | None = None) -> None:
+    """Write a failed operation's row in a transaction of its own.
+
+    The failed change itself is rolled back first; the audit row must still land, so this
+    commits on purpose.
+    """
+    session.rollback()
+    begin_write(session)
+    record(session, actor, operation, success=False, pointer_id=pointer_id, detail=detail)
+    session.commit()
+
+
+@contextmanager
+def audited(session: Session, actor: Actor, operation: str, *, detail: str = "",
+            pointer_id: uuid.UUID | None = None) -> Iterator[None]:
+    """Audit the failure of whatever runs inside; success rows are the service's own job."""
+    try:
+        yield
+    except DomainError as exc:
+        if not exc.audited:
+            reason = f"{exc.code}: {exc.detail}"
+            record_failure(session, actor, operation, pointer_id=pointer_id,
+                           detail=f"{detail} {reason}".strip())
+            exc.audited = True
+        raise
+    except Exception as exc:
+        try:
+            record_failure(session, actor, operation, pointer_id=pointer_id,
+                           detail=f"{detail} error: {type(exc).__name__}".strip())
+        except Exception:  # the database may be what failed; the original error matters more
+            log.warning("could not audit a failed %s", operation, exc_info=True)
+        raise
+
+
+def create_head(session: Session, tenant_id: uuid.UUID) -> None:
+    session.add(AuditHead(tenant_id=tenant_id, last_seq=0, last_hash=GENESIS))
+
+
+def _canonical(row: AccessLog) -> bytes:
+    fields = [
+        str(row.tenant_id), row.seq, str(row.pointer_id) if row.pointer_id else None,
+        str(row.event_id) if row.event_id else None, row.accessor_type, row.accessor_id,
+        row.operation, bool(row.success), row.detail, row.request_id,
+        _ts(row.accessed_at),
+    ]
+    return json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _ts(value: datetime) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def chain_hash(prev_hash: str, row: AccessLog) -> str:
+    return sha256_hex(prev_hash.encode() + _canonical(row))
+
+
+def seal(session: Session, tenant_id: uuid.UUID, *, batch: int = 5000) -> int:
+    """Chain the tenant's unsealed rows; returns how many were sealed. Commits."""
+    sealed = 0
+    while True:
+        begin_write(session)
+        head = session.scalar(
+            select(AuditHead).where(AuditHead.tenant_id == tenant_id).with_for_update()
+        )
+        if head is None:
+            session.rollback()
+            return sealed
+        rows = session.scalars(
+            select(AccessLog)
+            .where(AccessLog.tenant_id == tenant_id, AccessLog.seq.is_(None))
+            .order_by(AccessLog.id).limit(batch)
+        ).all()
+        if not rows:
+            session.rollback()
+            return sealed
+        seq, prev = head.last_seq, head.last_hash
+        for row in rows:
+            seq += 1
+            row.seq, row.prev_hash = seq, prev
+            row.row_hash = prev = chain_hash(prev, row)
+        head.last_seq, head.last_hash, head.sealed_at = seq, prev, utcnow()
+        session.commit()
+        sealed += len(rows)
+        if len(rows) < batch:
+            return sealed
+
+
+def seal_all(session: Session) -> int:
+    tenants = session.scalars(
+        select(AccessLog.tenant_id).where(AccessLog.seq.is_(None)).distinct()
+    ).all()
+    session.rollback()
+    return sum(seal(session, tenant_id) for tenant_id in tenants)
+
+
+@dataclass(frozen=True)
+class Verification:
+    ok: bool
+    checked: int
+    unsealed: int
+    first_bad_seq: int | None
+    problem: str | None = None
+
+
+def verify(session: Session, tenant_id: uuid.UUID, *, chunk: int = 5000) -> Verification:
+    """Recompute the tenant's chain from the first row to the head."""
+    head = session.get(AuditHead, tenant_id)
+    unsealed = session.scalar(
+        select(func.count()).select_from(AccessLog)
+        .where(AccessLog.tenant_id == tenant_id, AccessLog.seq.is_(None))
+    ) or 0
+    expected_seq, prev, checked = 1, GENESIS, 0
+    last_seq = 0
+    while True:
+        rows = session.scalars(
+            select(AccessLog)
+            .where(AccessLog.tenant_id == tenant_id, AccessLog.seq >= expected_seq)
+            .order_by(AccessLog.seq).limit(chunk)
+        ).all()
+        for row in rows:
+            assert row.seq is not None
+            if row.seq != expected_seq:
+                return Verification(False, checked, unsealed, expected_seq,
+                                    f"row {expected_seq} is missing")
+            if row.prev_hash != prev:
+                return Verification(False, checked, unsealed, row.seq,
+                                    f"row {row.seq} does not follow row {row.seq - 1}")
+            if row.row_hash != chain_hash(prev, row):
+                return Verification(False, checked, unsealed, row.seq,
+                                    f"row {row.seq} was changed after it was sealed")
+            prev, expected_seq, last_seq = row.row_hash, expected_seq + 1, row.seq
+            checked += 1
+        if len(rows) < chunk:
+            break
+    head_seq = head.last_seq if head else 0
+    head_hash = head.last_hash if head else GENESIS
+    if last_seq != head_seq or prev != head_hash:
+        return Verification(False, checked, unsealed, last_seq + 1,
+                            f"the chain ends at row {last_seq} but was sealed up to {head_seq}")
+    return Verification(True, checked, unsealed, None)
+
+
+def query_page(session: Session, actor: Actor, *, pointer_id: uuid.UUID | None,
+               accessor_id: str | None, operation: str | None, since: datetime | None,
+               until: datetime | None, cursor: str | None,
+               limit: int | None) -> tuple[list[AccessLog], str | None]:
+    """One page of the tenant's audit log, oldest first; sealed first so ``seq`` is set."""
+    size = page_limit(limit)
+    after = decode_cursor(cursor) if cursor else None
+    if after is not None and not isinstance(after, int):
+        raise InvalidInput("cursor is not valid; pass the next_cursor value unchanged")
+    session.rollback()
+    seal(session, actor.tenant_id)
+    rows = list_rows(session, actor.tenant_id, pointer_id=pointer_id, accessor_id=accessor_id,
+                     operation=operation, since=since, until=until, after_id=after,
+                     limit=size + 1)
+    next_cursor = encode_cursor(rows[size - 1].id) if len(rows) > size else None
+    session.rollback()
+    begin_write(session)
+    record(session, actor, "audit_query", detail=f"operation={operation} -> {len(rows[:size])}")
+    session.commit()
+    return rows[:size], next_cursor
+
+
+def verify_as(session: Session, actor: Actor) -> Verification:
+    result = verify(session, actor.tenant_id)
+    session.rollback()
+    begin_write(session)
+    record(session, actor, "audit_verify", success=result.ok,
+           detail=f"checked {result.checked}, unsealed {result.unsealed}, "
+                  f"first bad {result.first_bad_seq}")
+    session.commit()
+    return result

@@ -1,0 +1,1 @@
+"""Engine, sessions, ORM models and migrations of the control plane."""

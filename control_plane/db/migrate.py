@@ -1,0 +1,32 @@
+"""Alembic, driven from code: ``memplane db upgrade`` and the embedded default's start-up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine
+
+_HERE = Path(__file__).parent
+
+
+def alembic_config(engine: Engine) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(_HERE / "migrations"))
+    config.attributes["engine"] = engine
+    return config
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    config = alembic_config(engine)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+
+
+def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()

@@ -1,0 +1,166 @@
+"""Every table of the control plane. Metadata only: no memory content lives here (I7)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+    Uuid,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .base import Base, UTCDateTime, new_id, utcnow
+
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    key_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    role: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(200))
+    can_create_tenants: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class StorageConfig(Base):
+    """Where a tenant's content lives. Rows are never rewritten in place: a new configuration
+    is a new row, so pointers written under an old one stay readable from where they were."""
+
+    __tablename__ = "storage_configs"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), index=True
+    )
+    storage_type: Mapped[str] = mapped_column(String(16))  # default|local|s3|gcs|azure
+    bucket: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    prefix: Mapped[str] = mapped_column(String(255), default="")
+    region: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    endpoint: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    connection_config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    credentials_encrypted: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    kek_ref: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    versioning: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    soft_delete_days: Mapped[float | None] = mapped_column(nullable=True)
+    object_lock: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    is_active: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class MemoryPointer(Base):
+    __tablename__ = "memory_pointers"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "scope_type", "scope_ref", "key"),
+        Index(None, "tenant_id", "scope_type", "scope_ref", "id"),
+        Index(None, "tenant_id", "subject_user_id"),
+        Index(None, "sync_status", "updated_at"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    scope_type: Mapped[str] = mapped_column(String(16))
+    scope_ref: Mapped[str] = mapped_column(String(256))
+    key: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    memory_type: Mapped[str] = mapped_column(String(64))
+    subject_user_id: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    agent_id: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    title: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    tags: Mapped[list[str]] = mapped_column(JSON, default=list)
+    importance: Mapped[int] = mapped_column(Integer, default=3)
+    source: Mapped[str] = mapped_column(String(16), default="api")
+    storage_config_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("storage_configs.id"))
+    storage_path: Mapped[str] = mapped_column(String(1024))
+    content_sha256: Mapped[str] = mapped_column(String(64))
+    content_size: Mapped[int] = mapped_column(BigId)
+    sync_status: Mapped[str] = mapped_column(String(16))
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    has_embeddings: Mapped[bool] = mapped_column(Boolean, default=False)
+    embedding_model: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    embedding_storage_path: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class AccessLog(Base):
+    """Append-only audit rows. ``seq``, ``prev_hash`` and ``row_hash`` are filled in by the
+    sealer, which chains rows per tenant in order without making writers wait on a lock."""
+
+    __tablename__ = "access_logs"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "seq"),
+        Index("ix_access_logs_unsealed", "tenant_id", "id",
+              postgresql_where=text("seq IS NULL"), sqlite_where=text("seq IS NULL")),
+        Index(None, "tenant_id", "pointer_id"),
+        Index(None, "tenant_id", "accessed_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    seq: Mapped[int | None] = mapped_column(BigId, nullable=True)
+    pointer_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, nullable=True)
+    event_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, nullable=True)
+    accessor_type: Mapped[str] = mapped_column(String(16))
+    accessor_id: Mapped[str] = mapped_column(String(256))
+    operation: Mapped[str] = mapped_column(String(32))
+    success: Mapped[bool] = mapped_column(Boolean)
+    detail: Mapped[str] = mapped_column(Text, default="")
+    request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    accessed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    prev_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    row_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+class AuditHead(Base):
+    """The end of each tenant's sealed chain; the sealer locks this row, writers never do."""
+
+    __tablename__ = "audit_heads"
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True
+    )
+    last_seq: Mapped[int] = mapped_column(BigId, default=0)
+    last_hash: Mapped[str] = mapped_column(String(64))
+    sealed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class IdempotentResponse(Base):
+    """The first answer to a write sent with an Idempotency-Key (metadata only)."""
+
+    __tablename__ = "idempotency_keys"
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True
+    )
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    status_code: Mapped[int] = mapped_column(Integer)
+    response: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -1,0 +1,58 @@
+"""Small helpers shared by every domain: cursors, hashing, request ids."""
+
+from __future__ import annotations
+
+import base64
+import contextvars
+import hashlib
+import json
+import uuid
+from typing import Any
+
+from .errors import InvalidInput
+
+request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "memplane_request_id", default=None
+)
+
+MAX_PAGE = 1000
+DEFAULT_PAGE = 100
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def encode_cursor(value: Any) -> str:
+    raw = json.dumps(value, separators=(",", ":"), default=str).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> Any:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        return json.loads(base64.urlsafe_b64decode(padded.encode()))
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidInput(
+            "cursor is not valid; pass the next_cursor value of the previous page unchanged"
+        ) from None
+
+
+def decode_uuid_cursor(cursor: str | None) -> uuid.UUID | None:
+    if cursor is None:
+        return None
+    value = decode_cursor(cursor)
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise InvalidInput(
+            "cursor is not valid; pass the next_cursor value of the previous page unchanged"
+        ) from None
+
+
+def page_limit(limit: int | None) -> int:
+    if limit is None:
+        return DEFAULT_PAGE
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}")
+    return limit

@@ -1,0 +1,92 @@
+"""Where a memory lives: validating scopes, scope refs and keys, and confining them to paths.
+
+A key or scope ref becomes exactly one path segment (percent-encoded, ``/`` included), so
+no input can climb out of ``{prefix}/memories/{scope}/{scope_ref}/`` (I5).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from enum import StrEnum
+from urllib.parse import quote
+
+from ..errors import InvalidInput
+
+MAX_KEY_CHARS = 256
+MAX_SCOPE_REF_CHARS = 256
+MAX_KEY_BYTES = 512
+MAX_SCOPE_REF_BYTES = 256
+
+
+class Scope(StrEnum):
+    tenant = "tenant"
+    institutional = "institutional"
+    app = "app"
+    team = "team"
+    agent = "agent"
+    user = "user"
+    conversation = "conversation"
+    entity = "entity"
+    project = "project"
+
+    @property
+    def canonical(self) -> str:
+        return "tenant" if self is Scope.institutional else self.value
+
+
+DEFAULT_MEMORY_TYPES = {
+    "conversation": "conversation_history",
+    "agent": "agent_memory",
+    "team": "team_context",
+    "user": "preference",
+}
+
+
+def validate_segment(value: str, field: str, *, max_chars: int, max_bytes: int) -> str:
+    """Return the percent-encoded path segment for ``value`` or raise a clear InvalidInput."""
+    if value == "":
+        raise InvalidInput(f"{field} must not be empty")
+    if len(value) > max_chars:
+        raise InvalidInput(f"{field} must be at most {max_chars} characters")
+    for ch in value:
+        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            raise InvalidInput(
+                f"{field} must not contain control or format characters (found U+{ord(ch):04X})"
+            )
+    if value.startswith("/"):
+        raise InvalidInput(f"{field} must not start with '/' (no absolute paths)")
+    if any(part in (".", "..") for part in value.split("/")):
+        raise InvalidInput(f"{field} must not contain '.' or '..' path segments")
+    encoded = quote(value, safe="")
+    if len(encoded) > max_bytes:
+        raise InvalidInput(f"{field} is too long once encoded ({len(encoded)} > {max_bytes} bytes)")
+    return encoded
+
+
+@dataclass(frozen=True)
+class MemoryAddress:
+    scope: str  # canonical scope name
+    scope_ref: str
+    key: str | None = None
+
+    @classmethod
+    def parse(cls, scope: Scope, scope_ref: str, key: str | None = None) -> MemoryAddress:
+        canonical = scope.canonical
+        if canonical == "tenant" and scope_ref != "-":
+            raise InvalidInput("tenant-wide memories use scope_ref '-'")
+        validate_segment(scope_ref, "scope_ref", max_chars=MAX_SCOPE_REF_CHARS,
+                         max_bytes=MAX_SCOPE_REF_BYTES)
+        if key is not None:
+            validate_segment(key, "key", max_chars=MAX_KEY_CHARS, max_bytes=MAX_KEY_BYTES)
+        return cls(canonical, scope_ref, key)
+
+    def scope_dir(self) -> str:
+        return f"memories/{self.scope}/{quote(self.scope_ref, safe='')}"
+
+    def object_path(self, version_id: str) -> str:
+        assert self.key is not None
+        return f"{self.scope_dir()}/{quote(self.key, safe='')}/{version_id}.json"
+
+    def describe(self) -> str:
+        return f"{self.scope}/{self.scope_ref}" + (f" key={self.key}" if self.key else "")

@@ -1,0 +1,189 @@
+"""Settling what a crash left behind, and collecting objects no pointer names.
+
+The reconciler looks at rows left ``pending_*`` for longer than a grace period and asks the
+bucket: a ``pending_write`` whose object is present with the right hash is finished, any
+other is rolled back; a ``pending_delete`` has its object deleted and its row removed.
+Corrupt pointers are counted and reported, never served.
+
+Orphan GC lists a tenant's prefix and deletes objects older than the grace period that no
+pointer names — what a crash between "put" and "commit" leaves, or a superseded version whose
+delete did not happen.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from storage_adapters import base as storage
+
+from ..audit import service as audit
+from ..db.base import utcnow
+from ..db.engine import begin_write
+from ..db.models import MemoryPointer, StorageConfig, Tenant
+from ..kit import sha256_hex
+from ..storage_config.plane import DataPlane
+from . import repository as repo
+
+_BATCH = 500
+_GC_BATCH = 1000
+
+
+def _system(tenant_id: uuid.UUID, job: str) -> audit.Actor:
+    return audit.Actor(tenant_id, "system", job)
+
+
+@dataclass
+class ReconcileReport:
+    writes_completed: int = 0
+    writes_rolled_back: int = 0
+    deletes_completed: int = 0
+    corrupt: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def reconcile(session: Session, plane: DataPlane, *, grace_seconds: float,
+              tenant_id: uuid.UUID | None = None) -> ReconcileReport:
+    report = ReconcileReport()
+    before = utcnow() - timedelta(seconds=grace_seconds)
+    _settle_writes(session, plane, before, tenant_id, report)
+    _settle_deletes(session, plane, before, tenant_id, report)
+    query = select(func.count()).select_from(MemoryPointer).where(
+        MemoryPointer.sync_status == "corrupt")
+    if tenant_id is not None:
+        query = query.where(MemoryPointer.tenant_id == tenant_id)
+    report.corrupt = session.scalar(query) or 0
+    session.commit()
+    return report
+
+
+def _settle_writes(session: Session, plane: DataPlane, before, tenant_id, report) -> None:  # type: ignore[no-untyped-def]
+    seen: set[uuid.UUID] = set()
+    while True:
+        rows = [p for p in repo.stale(session, "pending_write", before, _BATCH, tenant_id)
+                if p.id not in seen]
+        session.commit()
+        if not rows:
+            return
+        for pointer in rows:
+            seen.add(pointer.id)
+            target = plane.by_id(session, pointer.storage_config_id)
+            session.commit()
+            try:
+                data = target.adapter.get(pointer.storage_path)
+                intact = sha256_hex(data) == pointer.content_sha256
+            except storage.ObjectNotFound:
+                intact = False
+            except storage.StorageError as exc:
+                report.errors.append(f"{pointer.id}: {type(exc).__name__}")
+                continue
+            begin_write(session)
+            row = session.get(MemoryPointer, pointer.id, with_for_update=True)
+            if row is None or row.sync_status != "pending_write":
+                session.rollback()
+                continue
+            actor = _system(row.tenant_id, "reconciler")
+            if intact:
+                row.sync_status, row.updated_at = "synced", utcnow()
+                audit.record(session, actor, "reconcile", pointer_id=row.id,
+                             detail="pending write completed")
+                report.writes_completed += 1
+            else:
+                session.delete(row)
+                audit.record(session, actor, "reconcile", pointer_id=row.id,
+                             detail="pending write rolled back: object absent or different")
+                report.writes_rolled_back += 1
+            session.commit()
+            if not intact:
+                try:
+                    target.adapter.delete_many([pointer.storage_path])
+                except storage.StorageError:
+                    pass  # orphan GC takes it later
+
+
+def _settle_deletes(session: Session, plane: DataPlane, before, tenant_id, report) -> None:  # type: ignore[no-untyped-def]
+    while True:
+        rows = list(repo.stale(session, "pending_delete", before, _BATCH, tenant_id))
+        session.commit()
+        if not rows:
+            return
+        by_target: dict[uuid.UUID, list[MemoryPointer]] = {}
+        for pointer in rows:
+            by_target.setdefault(pointer.storage_config_id, []).append(pointer)
+        settled: list[MemoryPointer] = []
+        for config_id, pointers in by_target.items():
+            target = plane.by_id(session, config_id)
+            session.commit()
+            try:
+                target.adapter.delete_many([p.storage_path for p in pointers])
+            except storage.StorageError as exc:
+                report.errors.append(f"storage {config_id}: {type(exc).__name__}")
+                continue
+            settled += pointers
+        if not settled:
+            return
+        begin_write(session)
+        removed = repo.delete_pending(session, [p.id for p in settled])
+        for pointer in settled:
+            audit.record(session, _system(pointer.tenant_id, "reconciler"), "reconcile",
+                         pointer_id=pointer.id, detail="pending delete completed")
+        session.commit()
+        report.deletes_completed += removed
+        if len(settled) < len(rows):
+            return
+
+
+@dataclass
+class GCReport:
+    scanned: int = 0
+    orphans_deleted: int = 0
+    young_kept: int = 0
+
+
+def collect_orphans(session: Session, plane: DataPlane, *, grace_seconds: float,
+                    tenant_id: uuid.UUID | None = None) -> GCReport:
+    """Delete objects under each tenant's ``memories/`` prefix that no pointer names."""
+    report = GCReport()
+    cutoff = utcnow() - timedelta(seconds=grace_seconds)
+    query = select(StorageConfig)
+    if tenant_id is not None:
+        query = query.where(StorageConfig.tenant_id == tenant_id)
+    configs = list(session.scalars(query.join(Tenant, Tenant.id == StorageConfig.tenant_id)))
+    session.commit()
+    for config in configs:
+        target = plane.by_id(session, config.id)
+        session.commit()
+        prefix = target.path("memories") + "/"
+        batch: list[storage.ObjectInfo] = []
+        for info in target.adapter.list(prefix):
+            report.scanned += 1
+            if info.last_modified is not None and info.last_modified > cutoff:
+                report.young_kept += 1
+                continue
+            batch.append(info)
+            if len(batch) >= _GC_BATCH:
+                report.orphans_deleted += _sweep(session, plane, config, batch)
+                batch = []
+        if batch:
+            report.orphans_deleted += _sweep(session, plane, config, batch)
+    return report
+
+
+def _sweep(session: Session, plane: DataPlane, config: StorageConfig,
+           batch: list[storage.ObjectInfo]) -> int:
+    paths = [info.path for info in batch]
+    named = repo.named_paths(session, config.id, paths)
+    session.commit()
+    orphans = [p for p in paths if p not in named]
+    if not orphans:
+        return 0
+    plane.by_id(session, config.id).adapter.delete_many(orphans)
+    begin_write(session)
+    audit.record(session, _system(config.tenant_id, "gc"), "gc",
+                 detail=f"deleted {len(orphans)} orphaned object(s)")
+    session.commit()
+    return len(orphans)

@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
+
+from ..db.models import MemoryPointer
+from .addresses import MemoryAddress
+
+
+def _by_address(tenant_id: uuid.UUID, address: MemoryAddress):  # type: ignore[no-untyped-def]
+    return select(MemoryPointer).where(
+        MemoryPointer.tenant_id == tenant_id,
+        MemoryPointer.scope_type == address.scope,
+        MemoryPointer.scope_ref == address.scope_ref,
+        MemoryPointer.key == address.key,
+    )
+
+
+def get(session: Session, tenant_id: uuid.UUID, address: MemoryAddress) -> MemoryPointer | None:
+    return session.scalar(_by_address(tenant_id, address))
+
+
+def lock(session: Session, tenant_id: uuid.UUID, address: MemoryAddress) -> MemoryPointer | None:
+    return session.scalar(_by_address(tenant_id, address).with_for_update())
+
+
+def mark_corrupt(session: Session, pointer_id: uuid.UUID, storage_path: str,
+                 now: datetime) -> bool:
+    """Mark corrupt only if the pointer still names the object that failed."""
+    result = session.execute(
+        update(MemoryPointer)
+        .where(MemoryPointer.id == pointer_id, MemoryPointer.storage_path == storage_path,
+               MemoryPointer.sync_status.in_(("synced", "corrupt")))
+        .values(sync_status="corrupt", updated_at=now)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def mark_synced(session: Session, pointer_id: uuid.UUID, storage_path: str,
+                now: datetime) -> None:
+    session.execute(
+        update(MemoryPointer)
+        .where(MemoryPointer.id == pointer_id, MemoryPointer.storage_path == storage_path,
+               MemoryPointer.sync_status == "corrupt")
+        .values(sync_status="synced", updated_at=now)
+    )
+
+
+def lock_scope(session: Session, tenant_id: uuid.UUID, scope: str, scope_ref: str,
+               limit: int) -> Sequence[MemoryPointer]:
+    return session.scalars(
+        select(MemoryPointer)
+        .where(MemoryPointer.tenant_id == tenant_id, MemoryPointer.scope_type == scope,
+               MemoryPointer.scope_ref == scope_ref,
+               MemoryPointer.sync_status != "pending_delete")
+        .order_by(MemoryPointer.id).limit(limit).with_for_update()
+    ).all()
+
+
+def pending_delete_in_scope(session: Session, tenant_id: uuid.UUID, scope: str,
+                            scope_ref: str, limit: int) -> Sequence[MemoryPointer]:
+    return session.scalars(
+        select(MemoryPointer)
+        .where(MemoryPointer.tenant_id == tenant_id, MemoryPointer.scope_type == scope,
+               MemoryPointer.scope_ref == scope_ref,
+               MemoryPointer.sync_status == "pending_delete")
+        .order_by(MemoryPointer.id).limit(limit)
+    ).all()
+
+
+def delete_pending(session: Session, pointer_ids: Sequence[uuid.UUID]) -> int:
+    """Remove rows whose objects are gone; a row rewritten meanwhile is left alone."""
+    result = session.execute(
+        delete(MemoryPointer)
+        .where(MemoryPointer.id.in_(pointer_ids), MemoryPointer.sync_status == "pending_delete")
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
+              scope_ref: str | None, user_id: str | None, memory_type: str | None,
+              sync_status: str | None, after: uuid.UUID | None,
+              limit: int) -> Sequence[MemoryPointer]:
+    query = select(MemoryPointer).where(MemoryPointer.tenant_id == tenant_id)
+    if scope is not None:
+        query = query.where(MemoryPointer.scope_type == scope)
+    if scope_ref is not None:
+        query = query.where(MemoryPointer.scope_ref == scope_ref)
+    if user_id is not None:
+        query = query.where(MemoryPointer.subject_user_id == user_id)
+    if memory_type is not None:
+        query = query.where(MemoryPointer.memory_type == memory_type)
+    if sync_status is not None:
+        query = query.where(MemoryPointer.sync_status == sync_status)
+    if after is not None:
+        query = query.where(MemoryPointer.id > after)
+    return session.scalars(query.order_by(MemoryPointer.id).limit(limit)).all()
+
+
+def stale(session: Session, status: str, before: datetime, limit: int,
+          tenant_id: uuid.UUID | None = None) -> Sequence[MemoryPointer]:
+    query = select(MemoryPointer).where(MemoryPointer.sync_status == status,
+                                        MemoryPointer.updated_at < before)
+    if tenant_id is not None:
+        query = query.where(MemoryPointer.tenant_id == tenant_id)
+    return session.scalars(query.order_by(MemoryPointer.updated_at).limit(limit)).all()
+
+
+def named_paths(session: Session, config_id: uuid.UUID, paths: Sequence[str]) -> set[str]:
+    """Which of ``paths`` some pointer still names."""
+    rows = session.scalars(
+        select(MemoryPointer.storage_path)
+        .where(MemoryPointer.storage_config_id == config_id,
+               MemoryPointer.storage_path.in_(paths))
+    ).all()
+    return set(rows)

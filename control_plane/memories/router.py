@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from typing import Annotated
+from urllib.parse import unquote
+
+from fastapi import APIRouter, Query, Response
+
+from ..deps import PlaneDep, ReaderCaller, SessionDep, WriterCaller
+from . import service as memories
+from .addresses import MemoryAddress, Scope
+from .schemas import AppendIn, Cleared, MemoryIn, MemoryMeta, MemoryOut, PointerOut, PointerPage
+
+router = APIRouter(tags=["memories"])
+
+# Path segments arrive with "%2F" and "%25" still encoded (see app.EncodedSlashes), so a key
+# or scope ref may hold any character and still be exactly one segment.
+
+
+def _address(scope: Scope, scope_ref: str, key: str | None = None) -> MemoryAddress:
+    return MemoryAddress.parse(scope, unquote(scope_ref),
+                               unquote(key) if key is not None else None)
+
+
+def _meta(body: MemoryMeta) -> MemoryMeta:
+    return MemoryMeta.model_validate(body.model_dump(exclude={"value"}))
+
+
+@router.put("/v1/memories/{scope}/{scope_ref}/{key}", response_model=PointerOut)
+def set_memory(scope: Scope, scope_ref: str, key: str, body: MemoryIn, caller: WriterCaller,
+               session: SessionDep, plane: PlaneDep) -> PointerOut:
+    pointer = memories.set_value(session, plane, caller.actor, _address(scope, scope_ref, key),
+                                 body.value, _meta(body))
+    return PointerOut.of(pointer)
+
+
+@router.get("/v1/memories/{scope}/{scope_ref}/{key}", response_model=MemoryOut)
+def get_memory(scope: Scope, scope_ref: str, key: str, caller: ReaderCaller,
+               session: SessionDep, plane: PlaneDep) -> MemoryOut:
+    result = memories.get_value(session, plane, caller.actor, _address(scope, scope_ref, key))
+    return MemoryOut(value=result.value, pointer=PointerOut.of(result.pointer))
+
+
+@router.post("/v1/memories/{scope}/{scope_ref}/{key}/append", response_model=PointerOut)
+def append_memory(scope: Scope, scope_ref: str, key: str, body: AppendIn, caller: WriterCaller,
+                  session: SessionDep, plane: PlaneDep) -> PointerOut:
+    pointer = memories.append_value(session, plane, caller.actor,
+                                    _address(scope, scope_ref, key), body.value, _meta(body))
+    return PointerOut.of(pointer)
+
+
+@router.delete("/v1/memories/{scope}/{scope_ref}/{key}", status_code=204)
+def delete_memory(scope: Scope, scope_ref: str, key: str, caller: WriterCaller,
+                  session: SessionDep, plane: PlaneDep) -> Response:
+    memories.delete_value(session, plane, caller.actor, _address(scope, scope_ref, key))
+    return Response(status_code=204)
+
+
+@router.delete("/v1/memories/{scope}/{scope_ref}", response_model=Cleared)
+def clear_scope(scope: Scope, scope_ref: str, caller: WriterCaller, session: SessionDep,
+                plane: PlaneDep) -> Cleared:
+    deleted = memories.clear_scope(session, plane, caller.actor, _address(scope, scope_ref))
+    return Cleared(deleted=deleted)
+
+
+@router.get("/v1/pointers", response_model=PointerPage)
+def list_pointers(caller: ReaderCaller, session: SessionDep,
+                  scope: Scope | None = None, scope_ref: str | None = None,
+                  user_id: str | None = None, memory_type: str | None = None,
+                  sync_status: str | None = None,
+                  limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
+                  cursor: str | None = None) -> PointerPage:
+    rows, next_cursor = memories.list_pointers(
+        session, caller.actor, scope=scope.canonical if scope else None, scope_ref=scope_ref,
+        user_id=user_id, memory_type=memory_type, sync_status=sync_status, cursor=cursor,
+        limit=limit,
+    )
+    return PointerPage(items=[PointerOut.of(p) for p in rows], next_cursor=next_cursor)

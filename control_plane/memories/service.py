@@ -1,0 +1,346 @@
+"""Memories by key: the write, read and delete protocols of DESIGN §4.
+
+Write — object first, then the pointer:
+  1. serialise the value, hash the plaintext;
+  2. put the bytes at a fresh per-version path, create-only (no transaction is open);
+  3. one transaction: lock the pointer row, point it at the new object as ``synced``,
+     bump ``version``, append the audit row, commit — only then does the API answer 2xx;
+  4. after the commit, delete the superseded object (best effort; orphan GC finishes).
+A crash between 2 and 3 leaves an orphan object that no pointer names, which GC removes.
+
+Read — look the pointer up, fetch, hash, compare (I3), audit.
+Delete — mark ``pending_delete`` (commit), delete the object, delete the row with its audit
+row (commit). A crash in between leaves a ``pending_delete`` row the reconciler finishes.
+
+These protocols commit at the steps named above, because the bucket is not part of the
+database transaction; everything else commits through the request's session.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import Session
+
+from storage_adapters import base as storage
+
+from ..audit import service as audit
+from ..audit.service import Actor, audited
+from ..db.base import new_id, utcnow
+from ..db.engine import begin_write
+from ..db.models import MemoryPointer
+from ..errors import Conflict, HashMismatch, InvalidInput, NotFound
+from ..kit import decode_uuid_cursor, encode_cursor, page_limit, sha256_hex
+from ..storage_config.plane import DataPlane, Target, storage_errors
+from . import repository as repo
+from .addresses import DEFAULT_MEMORY_TYPES, MemoryAddress
+from .schemas import MemoryMeta
+
+log = logging.getLogger(__name__)
+
+_APPEND_ATTEMPTS = 8
+_READ_ATTEMPTS = 3
+_CLEAR_BATCH = 500
+
+
+class _VersionMoved(Exception):
+    """A compare-and-swap write found the pointer changed since it was read."""
+
+
+@dataclass(frozen=True)
+class MemoryValue:
+    value: Any
+    pointer: MemoryPointer
+
+
+def serialise(value: Any) -> bytes:
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"),
+                          allow_nan=False).encode()
+    except ValueError as exc:
+        raise InvalidInput(f"value is not valid JSON: {exc}") from None
+
+
+def set_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
+              value: Any, meta: MemoryMeta) -> MemoryPointer:
+    """Store ``value`` at the address, replacing what was there (last writer wins)."""
+    with audited(session, actor, "write", detail=address.describe()):
+        return _write(session, plane, actor, address, serialise(value), meta)
+
+
+def append_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
+                 item: Any, meta: MemoryMeta) -> MemoryPointer:
+    """Append ``item`` to the JSON list at the address, creating it if absent.
+
+    Concurrent appends never lose an item: each one rewrites the list only if the pointer
+    still has the version it read, and otherwise reads again.
+    """
+    with audited(session, actor, "append", detail=address.describe()):
+        for _ in range(_APPEND_ATTEMPTS):
+            current = repo.get(session, actor.tenant_id, address)
+            if current is None or current.sync_status == "pending_delete":
+                items: list[Any] = []
+                expected = 0 if current is None else current.version
+            else:
+                stored = _read_verified(session, plane, actor, address, current).value
+                if not isinstance(stored, list):
+                    raise Conflict(
+                        "the value stored at this key is not a list, so nothing can be "
+                        "appended to it; use set to replace it"
+                    )
+                items, expected = stored, current.version
+            items.append(item)
+            try:
+                return _write(session, plane, actor, address, serialise(items), meta,
+                              expect_version=expected, operation="append")
+            except _VersionMoved:
+                continue
+        raise Conflict("the list changed under too many concurrent appends; retry")
+
+
+def _write(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
+           payload: bytes, meta: MemoryMeta, *, expect_version: int | None = None,
+           operation: str = "write") -> MemoryPointer:
+    target = plane.active(session, actor.tenant_id)
+    # No transaction may stay open across bucket I/O.
+    session.commit()
+    digest = sha256_hex(payload)
+    path = target.path(address.object_path(new_id().hex))
+    with storage_errors():
+        target.adapter.put(path, payload)
+    plane.checkpoint("write:after_put")
+    try:
+        pointer, superseded = _point_at(session, target, actor, address, path, digest,
+                                        len(payload), meta, expect_version, operation)
+    except Exception:  # the new object is an orphan now; remove it rather than wait for GC
+        session.rollback()
+        _delete_quietly(target, [path])
+        raise
+    plane.checkpoint("write:after_commit")
+    if superseded is not None:
+        old_target, old_path = superseded
+        _delete_quietly(plane.by_id(session, old_target), [old_path])
+        session.rollback()
+    return pointer
+
+
+def _point_at(session: Session, target: Target, actor: Actor, address: MemoryAddress,
+              path: str, digest: str, size: int, meta: MemoryMeta,
+              expect_version: int | None,
+              operation: str) -> tuple[MemoryPointer, tuple[uuid.UUID, str] | None]:
+    """Step 3: one transaction that moves the pointer to the new object."""
+    for attempt in (1, 2):
+        begin_write(session)
+        pointer = repo.lock(session, actor.tenant_id, address)
+        current_version = 0 if pointer is None else pointer.version
+        if expect_version is not None and current_version != expect_version:
+            raise _VersionMoved
+        now = utcnow()
+        superseded = None
+        if pointer is None:
+            pointer = MemoryPointer(
+                id=new_id(), tenant_id=actor.tenant_id, scope_type=address.scope,
+                scope_ref=address.scope_ref, key=address.key, version=1, created_at=now,
+                memory_type=DEFAULT_MEMORY_TYPES.get(address.scope, "fact"), tags=[],
+                importance=3, source="api", has_embeddings=False,
+                subject_user_id=address.scope_ref if address.scope == "user" else None,
+            )
+            session.add(pointer)
+        else:
+            superseded = (pointer.storage_config_id, pointer.storage_path)
+            pointer.version += 1
+        _apply_meta(pointer, meta, now)
+        pointer.storage_config_id = target.config_id
+        pointer.storage_path = path
+        pointer.content_sha256 = digest
+        pointer.content_size = size
+        pointer.sync_status = "synced"
+        pointer.updated_at = now
+        try:
+            session.flush()
+        except sa_exc.IntegrityError:
+            # Another writer created the row first; take the update path against it.
+            session.rollback()
+            if attempt == 2:
+                raise
+            continue
+        audit.record(session, actor, operation, pointer_id=pointer.id,
+                     detail=f"{address.describe()} v{pointer.version} {size} bytes")
+        session.commit()
+        return pointer, superseded
+    raise AssertionError("unreachable")
+
+
+def _apply_meta(pointer: MemoryPointer, meta: MemoryMeta, now: Any) -> None:
+    if meta.memory_type is not None:
+        pointer.memory_type = meta.memory_type
+    if meta.tags is not None:
+        pointer.tags = list(dict.fromkeys(meta.tags))
+    if meta.importance is not None:
+        pointer.importance = meta.importance
+    if meta.title is not None:
+        pointer.title = meta.title
+    if meta.user_id is not None:
+        pointer.subject_user_id = meta.user_id
+    if meta.agent_id is not None:
+        pointer.agent_id = meta.agent_id
+    if meta.ttl_days is not None:
+        pointer.expires_at = now + timedelta(days=meta.ttl_days)
+
+
+def get_value(session: Session, plane: DataPlane, actor: Actor,
+              address: MemoryAddress) -> MemoryValue:
+    """Read and verify the value at the address (I3)."""
+    with audited(session, actor, "read", detail=address.describe()):
+        pointer = _live_pointer(session, actor, address)
+        result = _read_verified(session, plane, actor, address, pointer)
+        begin_write(session)
+        audit.record(session, actor, "read", pointer_id=result.pointer.id,
+                     detail=address.describe())
+        session.commit()
+        return result
+
+
+def _live_pointer(session: Session, actor: Actor, address: MemoryAddress) -> MemoryPointer:
+    pointer = repo.get(session, actor.tenant_id, address)
+    if pointer is None or pointer.sync_status in ("pending_delete", "pending_write"):
+        raise NotFound(f"no memory at {address.describe()}")
+    if pointer.expires_at is not None and pointer.expires_at <= utcnow():
+        raise NotFound(f"the memory at {address.describe()} has expired")
+    return pointer
+
+
+def _read_verified(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
+                   pointer: MemoryPointer) -> MemoryValue:
+    for _ in range(_READ_ATTEMPTS):
+        target = plane.by_id(session, pointer.storage_config_id)
+        session.commit()
+        actual: str | None
+        try:
+            with storage_errors(pointer.id):
+                data = target.adapter.get(pointer.storage_path)
+            actual = sha256_hex(data)
+        except storage.ObjectNotFound:
+            data, actual = b"", None
+        if actual == pointer.content_sha256:
+            if pointer.sync_status == "corrupt":
+                begin_write(session)
+                repo.mark_synced(session, pointer.id, pointer.storage_path, utcnow())
+                session.commit()
+            return MemoryValue(json.loads(data), pointer)
+        # A concurrent overwrite may have replaced the object after we read the pointer:
+        # look again before calling anything corrupt.
+        fresh = _live_pointer(session, actor, address)
+        if fresh.version != pointer.version or fresh.storage_path != pointer.storage_path:
+            pointer = fresh
+            continue
+        _report_corrupt(session, actor, pointer, actual)
+    raise Conflict("the memory kept changing while it was being read; retry")
+
+
+def _report_corrupt(session: Session, actor: Actor, pointer: MemoryPointer,
+                    actual: str | None) -> None:
+    begin_write(session)
+    repo.mark_corrupt(session, pointer.id, pointer.storage_path, utcnow())
+    what = "is missing from the bucket" if actual is None else "does not match its hash"
+    audit.record(session, actor, "read", success=False, pointer_id=pointer.id,
+                 detail=f"hash_mismatch: object {what}; expected {pointer.content_sha256} "
+                        f"actual {actual}")
+    session.commit()
+    error = HashMismatch(
+        f"the stored object {what}; it was not served and the pointer is marked corrupt",
+        pointer_id=str(pointer.id), expected_sha256=pointer.content_sha256,
+        actual_sha256=actual,
+    )
+    error.audited = True
+    raise error
+
+
+def delete_value(session: Session, plane: DataPlane, actor: Actor,
+                 address: MemoryAddress) -> None:
+    """Delete the memory and its object. Safe to retry after a failure."""
+    with audited(session, actor, "delete", detail=address.describe()):
+        session.commit()
+        begin_write(session)
+        pointer = repo.lock(session, actor.tenant_id, address)
+        if pointer is None:
+            raise NotFound(f"no memory at {address.describe()}")
+        pointer.sync_status, pointer.updated_at = "pending_delete", utcnow()
+        session.commit()
+        plane.checkpoint("delete:after_mark")
+        _finish_deletes(session, plane, actor, [pointer], "delete")
+
+
+def clear_scope(session: Session, plane: DataPlane, actor: Actor,
+                address: MemoryAddress) -> int:
+    """Delete every memory of one scope ref, in batches."""
+    deleted = 0
+    with audited(session, actor, "clear", detail=address.describe()):
+        while True:
+            session.commit()
+            begin_write(session)
+            batch = list(repo.lock_scope(session, actor.tenant_id, address.scope,
+                                         address.scope_ref, _CLEAR_BATCH))
+            now = utcnow()
+            for pointer in batch:
+                pointer.sync_status, pointer.updated_at = "pending_delete", now
+            session.commit()
+            # Include rows an earlier, interrupted clear left behind.
+            batch += [p for p in repo.pending_delete_in_scope(
+                session, actor.tenant_id, address.scope, address.scope_ref, _CLEAR_BATCH)
+                if p not in batch]
+            session.commit()
+            if not batch:
+                return deleted
+            plane.checkpoint("delete:after_mark")
+            deleted += _finish_deletes(session, plane, actor, batch, "delete")
+
+
+def _finish_deletes(session: Session, plane: DataPlane, actor: Actor,
+                    pointers: list[MemoryPointer], operation: str) -> int:
+    by_target: dict[uuid.UUID, list[str]] = {}
+    for pointer in pointers:
+        by_target.setdefault(pointer.storage_config_id, []).append(pointer.storage_path)
+    for config_id, paths in by_target.items():
+        target = plane.by_id(session, config_id)
+        session.commit()
+        with storage_errors():
+            target.adapter.delete_many(paths)
+    plane.checkpoint("delete:after_object")
+    begin_write(session)
+    removed = repo.delete_pending(session, [p.id for p in pointers])
+    for pointer in pointers:
+        audit.record(session, actor, operation, pointer_id=pointer.id,
+                     detail=f"{pointer.scope_type}/{pointer.scope_ref} key={pointer.key}")
+    session.commit()
+    return removed
+
+
+def _delete_quietly(target: Target, paths: list[str]) -> None:
+    try:
+        target.adapter.delete_many(paths)
+    except storage.StorageError:
+        log.warning("could not delete %d superseded object(s); orphan GC will", len(paths))
+
+
+def list_pointers(session: Session, actor: Actor, *, scope: str | None, scope_ref: str | None,
+                  user_id: str | None, memory_type: str | None, sync_status: str | None,
+                  cursor: str | None, limit: int | None) -> tuple[list[MemoryPointer], str | None]:
+    size = page_limit(limit)
+    after = decode_uuid_cursor(cursor)
+    rows = list(repo.list_page(session, actor.tenant_id, scope=scope, scope_ref=scope_ref,
+                               user_id=user_id, memory_type=memory_type,
+                               sync_status=sync_status, after=after, limit=size + 1))
+    next_cursor = encode_cursor(str(rows[size - 1].id)) if len(rows) > size else None
+    session.commit()
+    begin_write(session)
+    audit.record(session, actor, "list", detail=f"pointers scope={scope} ref={scope_ref} "
+                                                f"user={user_id} -> {min(len(rows), size)}")
+    session.commit()
+    return rows[:size], next_cursor

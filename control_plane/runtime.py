@@ -1,0 +1,59 @@
+"""Everything a running control plane holds: engine, sessions, data plane, background work.
+
+Built by ``create_app`` (for the API) and by the CLI (for reconcile, verify, migrations), so
+both run the same service code against the same configuration.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from .audit import service as audit
+from .db.engine import make_engine, make_session_factory
+from .db.migrate import upgrade
+from .settings import Settings
+from .storage_config.plane import DataPlane
+
+log = logging.getLogger(__name__)
+
+
+class Runtime:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.engine: Engine = make_engine(
+            settings.resolved_database_url, pool_size=settings.db_pool_size,
+            sqlite_synchronous=settings.sqlite_synchronous,
+        )
+        self.sessions: sessionmaker[Session] = make_session_factory(self.engine)
+        self.plane = DataPlane(settings.resolved_bucket_url)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def migrate(self) -> None:
+        upgrade(self.engine)
+
+    def start_background(self) -> None:
+        """The audit sealer: chains new audit rows every few hundred milliseconds."""
+        thread = threading.Thread(target=self._seal_loop, name="memplane-audit-sealer",
+                                  daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _seal_loop(self) -> None:
+        while not self._stop.wait(self.settings.audit_seal_interval_seconds):
+            try:
+                with self.sessions() as session:
+                    audit.seal_all(session)
+            except Exception:
+                log.exception("audit sealing failed; retrying")
+
+    def close(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        self.plane.close()
+        self.engine.dispose()

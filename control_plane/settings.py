@@ -1,0 +1,65 @@
+"""One validated configuration object, read from ``MEMPLANE_*`` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+_PLACEHOLDERS = {"", "changeme", "change-me", "secret", "memplane", "development"}
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MEMPLANE_", extra="ignore")
+
+    data_dir: Path = Field(Path(".memplane"), description="Home of the embedded default.")
+    database_url: str | None = Field(
+        None, description="SQLAlchemy URL; default: SQLite file in data_dir."
+    )
+    default_bucket_url: str | None = Field(
+        None, description="Bucket for tenants without their own; default: data_dir/bucket."
+    )
+    admin_key: SecretStr | None = Field(
+        None, description="Admin key of the default tenant; also allowed to create tenants."
+    )
+    server_key: SecretStr | None = Field(
+        None, description="Encrypts tenant credentials at rest. Required outside the embedded "
+        "default."
+    )
+    create_default_tenant: bool = True
+    max_body_bytes: int = Field(10 * 1024 * 1024, ge=1024)
+    audit_seal_interval_seconds: float = Field(0.5, gt=0)
+    reconcile_grace_seconds: float = Field(300.0, ge=0)
+    sqlite_synchronous: str = Field("FULL", pattern="^(OFF|NORMAL|FULL|EXTRA)$")
+    db_pool_size: int = Field(10, ge=1)
+    log_level: str = "INFO"
+    run_background: bool = Field(True, description="Run the audit sealer inside the server.")
+
+    @property
+    def embedded(self) -> bool:
+        return self.database_url is None or self.database_url.startswith("sqlite")
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'memplane.db').resolve()}"
+
+    @property
+    def resolved_bucket_url(self) -> str:
+        if self.default_bucket_url:
+            return self.default_bucket_url
+        return f"file://{(self.data_dir / 'bucket').resolve()}"
+
+    @model_validator(mode="after")
+    def _refuse_placeholder_secrets(self) -> Settings:
+        if self.embedded:
+            return self
+        key = self.server_key.get_secret_value() if self.server_key else ""
+        if key.strip().lower() in _PLACEHOLDERS or len(key) < 16:
+            raise ValueError(
+                "MEMPLANE_SERVER_KEY must be set to a random secret of at least 16 characters "
+                "when MEMPLANE_DATABASE_URL points at a shared database"
+            )
+        return self

@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+import uuid
+
+from fastapi import APIRouter, Response
+
+from ..deps import AdminCaller, AnyCaller, SessionDep
+from . import service as tenants
+from .schemas import ApiKeyIn, CreatedApiKey, CreatedTenant, TenantIn, TenantOut
+
+router = APIRouter(tags=["tenants"])
+
+
+@router.post("/v1/tenants", response_model=CreatedTenant, status_code=201)
+def create_tenant(body: TenantIn, caller: AnyCaller, session: SessionDep) -> CreatedTenant:
+    tenant, raw = tenants.create_tenant_as(session, caller, body.name)
+    return CreatedTenant(tenant=TenantOut.model_validate(tenant), api_key=raw)
+
+
+@router.post("/v1/api-keys", response_model=CreatedApiKey, status_code=201)
+def create_api_key(body: ApiKeyIn, caller: AdminCaller, session: SessionDep) -> CreatedApiKey:
+    key, raw = tenants.create_api_key(session, caller, body.role, body.name)
+    return CreatedApiKey(id=key.id, role=key.role, name=key.name, api_key=raw)
+
+
+@router.delete("/v1/api-keys/{key_id}", status_code=204)
+def revoke_api_key(key_id: uuid.UUID, caller: AdminCaller, session: SessionDep) -> Response:
+    tenants.revoke_api_key(session, caller, key_id)
+    return Response(status_code=204)

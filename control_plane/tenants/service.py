@@ -1,0 +1,152 @@
+"""Tenants, API keys and who is calling. Keys are stored only as SHA-256."""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ..audit import service as audit
+from ..db.base import utcnow
+from ..db.engine import begin_write
+from ..db.models import ApiKey, Tenant
+from ..errors import Forbidden, InvalidInput, NotFound, Unauthorized
+from ..kit import sha256_hex
+from ..storage_config.plane import default_config
+
+ROLES = ("admin", "agent", "compliance")
+KEY_PREFIX = "mp_"
+
+
+@dataclass(frozen=True)
+class Caller:
+    tenant_id: uuid.UUID
+    key_id: uuid.UUID
+    role: str
+    can_create_tenants: bool
+
+    @property
+    def actor(self) -> audit.Actor:
+        return audit.Actor(self.tenant_id, "api", f"key:{self.key_id}")
+
+
+def new_key() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def authenticate(session: Session, authorization: str | None) -> Caller:
+    if not authorization:
+        raise Unauthorized("send your API key as 'Authorization: Bearer <key>'")
+    scheme, _, raw = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not raw.strip():
+        raise Unauthorized("the Authorization header must be 'Bearer <key>'")
+    key = _key_by_secret(session, raw.strip())
+    if key is None or key.revoked_at is not None:
+        raise Unauthorized("the API key is not valid; check it or ask an admin for a new one")
+    return Caller(key.tenant_id, key.id, key.role, key.can_create_tenants)
+
+
+def _key_by_secret(session: Session, raw: str) -> ApiKey | None:
+    return session.scalar(select(ApiKey).where(ApiKey.key_sha256 == sha256_hex(raw.encode())))
+
+
+def require_role(session: Session, caller: Caller, roles: tuple[str, ...], action: str) -> None:
+    if caller.role in roles:
+        return
+    audit.record_failure(session, caller.actor, "access_denied",
+                         detail=f"{action} needs role {' or '.join(roles)}")
+    raise Forbidden(f"a key with role '{caller.role}' may not {action}; "
+                    f"use a key with role {' or '.join(roles)}")
+
+
+def _add_key(session: Session, tenant_id: uuid.UUID, role: str, name: str, raw: str,
+             *, can_create_tenants: bool = False) -> ApiKey:
+    key = ApiKey(tenant_id=tenant_id, key_sha256=sha256_hex(raw.encode()), prefix=raw[:10],
+                 role=role, name=name, can_create_tenants=can_create_tenants)
+    session.add(key)
+    return key
+
+
+def create_tenant(session: Session, name: str, *, admin_key: str | None = None,
+                  can_create_tenants: bool = False) -> tuple[Tenant, str]:
+    """A tenant with its default storage, audit chain head and first admin key (returned once)."""
+    raw = admin_key or new_key()
+    begin_write(session)
+    tenant = Tenant(name=name)
+    session.add(tenant)
+    session.flush()
+    session.add(default_config(tenant.id))
+    audit.create_head(session, tenant.id)
+    key = _add_key(session, tenant.id, "admin", "initial admin key", raw,
+                   can_create_tenants=can_create_tenants)
+    session.flush()
+    audit.record(session, audit.Actor(tenant.id, "system", "bootstrap"), "tenant_create",
+                 detail=f"tenant {name!r} created with admin key {key.id}")
+    session.commit()
+    return tenant, raw
+
+
+def create_tenant_as(session: Session, caller: Caller, name: str) -> tuple[Tenant, str]:
+    if not caller.can_create_tenants:
+        audit.record_failure(session, caller.actor, "access_denied", detail="tenant_create")
+        raise Forbidden("only the server's bootstrap admin key may create tenants")
+    if not name.strip():
+        raise InvalidInput("name must not be empty")
+    session.commit()
+    tenant, raw = create_tenant(session, name.strip())
+    begin_write(session)
+    audit.record(session, caller.actor, "tenant_create", detail=f"created tenant {tenant.id}")
+    session.commit()
+    return tenant, raw
+
+
+def create_api_key(session: Session, caller: Caller, role: str, name: str) -> tuple[ApiKey, str]:
+    if role not in ROLES:
+        raise InvalidInput(f"role must be one of {', '.join(ROLES)}")
+    raw = new_key()
+    session.commit()
+    begin_write(session)
+    key = _add_key(session, caller.tenant_id, role, name, raw)
+    session.flush()
+    audit.record(session, caller.actor, "key_create", detail=f"key {key.id} role {role}")
+    session.commit()
+    return key, raw
+
+
+def revoke_api_key(session: Session, caller: Caller, key_id: uuid.UUID) -> None:
+    session.commit()
+    begin_write(session)
+    key = session.scalar(select(ApiKey).where(ApiKey.id == key_id,
+                                              ApiKey.tenant_id == caller.tenant_id))
+    if key is None or key.revoked_at is not None:
+        raise NotFound("no active API key with that id in this tenant")
+    key.revoked_at = utcnow()
+    audit.record(session, caller.actor, "key_revoke", detail=f"key {key.id}")
+    session.commit()
+
+
+def ensure_bootstrap(session: Session, admin_key: str | None) -> str | None:
+    """Create the default tenant on first start; returns a newly made admin key to print once.
+
+    With ``admin_key`` set, that key is the bootstrap key (registered if not yet known) and
+    nothing is returned.
+    """
+    if admin_key:
+        known = _key_by_secret(session, admin_key)
+        if known is not None:
+            session.rollback()
+            return None
+    first = session.scalar(select(Tenant).order_by(Tenant.created_at).limit(1))
+    session.rollback()
+    if first is None:
+        _, raw = create_tenant(session, "default", admin_key=admin_key, can_create_tenants=True)
+        return None if admin_key else raw
+    if admin_key:
+        begin_write(session)
+        _add_key(session, first.id, "admin", "bootstrap admin key (MEMPLANE_ADMIN_KEY)",
+                 admin_key, can_create_tenants=True)
+        session.commit()
+    return None

@@ -1,0 +1,224 @@
+"""The data-plane contract: one small Protocol every storage backend implements.
+
+Paths are bucket-relative object keys using ``/`` as separator (``tenants/t1/memories/…``);
+the adapter is rooted at one bucket, container or directory and never sees anything above it.
+
+Normalised semantics, identical on every backend, so services never branch on the backend:
+
+- ``get``/``head`` of a missing object raise :class:`ObjectNotFound` (a ``FileNotFoundError``);
+- ``put`` is create-only: an existing object raises :class:`ObjectExists`;
+- ``delete_many`` of missing objects succeeds (deletes are idempotent);
+- a backend that cannot be reached raises :class:`StorageUnavailable`;
+- rejected credentials raise :class:`StorageAuthError`;
+- a stored object whose bytes fail the backend's own checksum raises :class:`IntegrityError`.
+
+Error tree::
+
+    StorageError
+    ├── ObjectNotFound (also FileNotFoundError)
+    ├── ObjectExists (also FileExistsError)
+    ├── IntegrityError
+    ├── StorageUnavailable
+    ├── StorageAuthError
+    └── InvalidPath (also ValueError)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+
+class StorageError(Exception):
+    """Base of every error an adapter raises."""
+
+
+class ObjectNotFound(StorageError, FileNotFoundError):
+    """The object does not exist."""
+
+
+class ObjectExists(StorageError, FileExistsError):
+    """A create-only put found an object already at that path."""
+
+
+class IntegrityError(StorageError):
+    """The stored bytes do not match their checksum."""
+
+
+class StorageUnavailable(StorageError):
+    """The backend could not be reached or answered with a server error."""
+
+
+class StorageAuthError(StorageError):
+    """The backend rejected the credentials."""
+
+
+class InvalidPath(StorageError, ValueError):
+    """The path is empty, absolute, or climbs out of the adapter's root."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    path: str
+    size: int
+    last_modified: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectVersion:
+    """One stored version of an object, or a delete marker (S3) / soft-deleted copy."""
+
+    path: str
+    version_id: str | None
+    is_delete_marker: bool = False
+    is_latest: bool = False
+    size: int = 0
+    last_modified: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BucketDescription:
+    """What the bucket keeps after a delete, as far as the backend reports it."""
+
+    backend: str
+    bucket: str
+    region: str | None = None
+    versioning: bool = False
+    soft_delete_days: float | None = None
+    object_lock: bool = False
+    retention_days: float | None = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HealthReport:
+    ok: bool
+    latency_ms: float
+    detail: str
+    description: BucketDescription | None = None
+
+
+@dataclass(slots=True)
+class RequestStats:
+    """Counts of backend requests by kind (``put``, ``get``, ``delete_batch`` …)."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, kind: str, n: int = 1) -> None:
+        with self._lock:
+            self.counts[kind] += n
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def reset(self) -> None:
+        with self._lock:
+            self.counts.clear()
+
+
+@runtime_checkable
+class StorageAdapter(Protocol):
+    """A bucket, container or directory holding memory content."""
+
+    scheme: str
+    stats: RequestStats
+
+    def put(self, path: str, data: bytes) -> None:
+        """Store ``data`` at ``path``, create-only, sending the backend's native checksum.
+
+        Raises ObjectExists if an object is already there.
+        """
+
+    def get(self, path: str) -> bytes:
+        """Return the object's bytes.
+
+        ObjectNotFound if missing, IntegrityError if the backend's checksum fails.
+        """
+
+    def head(self, path: str) -> ObjectInfo:
+        """Return size and time of the object; ObjectNotFound if missing."""
+
+    def delete_many(self, paths: Iterable[str]) -> int:
+        """Delete the current version of each path, batched within the backend's limit.
+
+        Missing paths are not an error. Returns how many paths were asked for.
+        """
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Every current object whose path starts with ``prefix``, paged lazily."""
+
+    def list_versions(self, prefix: str) -> Iterator[ObjectVersion]:
+        """Every version, delete marker and soft-deleted copy under ``prefix``.
+
+        On a backend without versions this is the current objects, one version each.
+        """
+
+    def purge_versions(self, prefix: str) -> int:
+        """Permanently remove every version and delete marker under ``prefix``.
+
+        Returns how many versions were removed.
+        """
+
+    def describe(self) -> BucketDescription:
+        """Versioning, soft delete, object lock and retention as the backend reports them."""
+
+    def health_check(self) -> HealthReport:
+        """Write, read and delete a probe object; report latency and the description."""
+
+    def close(self) -> None:
+        """Release clients and connection pools."""
+
+
+def check_path(path: str) -> str:
+    """Reject paths that are empty, absolute, or contain ``.``/``..`` segments or NULs."""
+    if not path or path.startswith("/") or "\x00" in path or "\\" in path:
+        raise InvalidPath(f"invalid object path {path!r}")
+    for segment in path.split("/"):
+        if segment in ("", ".", ".."):
+            raise InvalidPath(f"invalid object path {path!r}")
+    return path
+
+
+def check_prefix(prefix: str) -> str:
+    """A listing prefix may be empty; otherwise the same rules as a path apply."""
+    if prefix == "":
+        return prefix
+    return check_path(prefix.rstrip("/")) + ("/" if prefix.endswith("/") else "")
+
+
+def chunked(items: Iterable[str], size: int) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def timed_probe(adapter: StorageAdapter, probe_path: str) -> HealthReport:
+    """Shared health check: write, read back and delete one small object."""
+    payload = f"memplane health probe {time.time_ns()}".encode()
+    started = time.perf_counter()
+    try:
+        adapter.put(probe_path, payload)
+        if adapter.get(probe_path) != payload:
+            raise IntegrityError("probe object read back different bytes")
+        adapter.delete_many([probe_path])
+        description = adapter.describe()
+    except StorageError as exc:
+        latency = (time.perf_counter() - started) * 1000
+        return HealthReport(ok=False, latency_ms=latency, detail=f"{type(exc).__name__}: {exc}")
+    latency = (time.perf_counter() - started) * 1000
+    return HealthReport(
+        ok=True, latency_ms=latency, detail="write, read and delete succeeded",
+        description=description,
+    )

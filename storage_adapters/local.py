@@ -1,0 +1,174 @@
+"""A directory on the local disk as the bucket: the embedded default.
+
+Writes are atomic and create-only: the bytes go to a temporary file in the same file
+system, are fsynced, then hard-linked into place (``link`` fails if the target exists, so
+two writers can never overwrite each other) and the directory entry is fsynced.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .base import (
+    BucketDescription,
+    HealthReport,
+    InvalidPath,
+    ObjectExists,
+    ObjectInfo,
+    ObjectNotFound,
+    ObjectVersion,
+    RequestStats,
+    StorageUnavailable,
+    check_path,
+    check_prefix,
+    timed_probe,
+)
+
+_TMP_DIR = ".memplane-tmp"
+
+
+class LocalAdapter:
+    scheme = "file"
+
+    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True) -> None:
+        self.root = Path(root).resolve()
+        self.fsync = fsync
+        self.stats = RequestStats()
+        self._tmp = self.root / _TMP_DIR
+        self._tmp.mkdir(parents=True, exist_ok=True)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> LocalAdapter:
+        root = config.get("root") or config.get("bucket")
+        if not root:
+            raise ValueError("a local bucket needs 'root', the directory that holds the objects")
+        return cls(str(root), fsync=str(config.get("fsync", "true")).lower() != "false")
+
+    def _file(self, path: str) -> Path:
+        check_path(path)
+        if path.split("/", 1)[0] == _TMP_DIR:
+            raise InvalidPath(f"invalid object path {path!r}")
+        return self.root / path
+
+    def put(self, path: str, data: bytes) -> None:
+        target = self._file(path)
+        self.stats.add("put")
+        if target.exists():
+            raise ObjectExists(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self._tmp / uuid.uuid4().hex
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(fd, data) if len(data) < (1 << 30) else _write_all(fd, data)
+                if self.fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(tmp, target)
+            except FileExistsError:
+                raise ObjectExists(path) from None
+            if self.fsync:
+                _fsync_dir(target.parent)
+        except OSError as exc:
+            if isinstance(exc, ObjectExists):
+                raise
+            raise StorageUnavailable(f"local write failed: {exc.strerror}") from exc
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def get(self, path: str) -> bytes:
+        target = self._file(path)
+        self.stats.add("get")
+        try:
+            return target.read_bytes()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            raise ObjectNotFound(path) from None
+        except OSError as exc:
+            raise StorageUnavailable(f"local read failed: {exc.strerror}") from exc
+
+    def head(self, path: str) -> ObjectInfo:
+        target = self._file(path)
+        self.stats.add("head")
+        try:
+            st = target.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            raise ObjectNotFound(path) from None
+        if not target.is_file():
+            raise ObjectNotFound(path)
+        return ObjectInfo(path, st.st_size, datetime.fromtimestamp(st.st_mtime, UTC))
+
+    def delete_many(self, paths: Iterable[str]) -> int:
+        n = 0
+        for path in paths:
+            target = self._file(path)
+            self.stats.add("delete")
+            n += 1
+            try:
+                target.unlink()
+            except (FileNotFoundError, NotADirectoryError):
+                pass
+            except OSError as exc:
+                raise StorageUnavailable(f"local delete failed: {exc.strerror}") from exc
+        return n
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        check_prefix(prefix)
+        self.stats.add("list")
+        head, _, _ = prefix.rpartition("/")
+        start = self.root / head if head else self.root
+        if not start.is_dir():
+            return
+        for dirpath, dirnames, filenames in os.walk(start):
+            dirnames.sort()
+            if Path(dirpath) == self.root and _TMP_DIR in dirnames:
+                dirnames.remove(_TMP_DIR)
+            rel_dir = Path(dirpath).relative_to(self.root).as_posix()
+            for name in sorted(filenames):
+                rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+                if not rel.startswith(prefix):
+                    continue
+                try:
+                    st = os.stat(os.path.join(dirpath, name))
+                except FileNotFoundError:
+                    continue
+                yield ObjectInfo(rel, st.st_size, datetime.fromtimestamp(st.st_mtime, UTC))
+
+    def list_versions(self, prefix: str) -> Iterator[ObjectVersion]:
+        for info in self.list(prefix):
+            yield ObjectVersion(
+                info.path, None, is_latest=True, size=info.size, last_modified=info.last_modified
+            )
+
+    def purge_versions(self, prefix: str) -> int:
+        return self.delete_many([info.path for info in self.list(prefix)])
+
+    def describe(self) -> BucketDescription:
+        return BucketDescription(backend="local", bucket=str(self.root))
+
+    def health_check(self) -> HealthReport:
+        return timed_probe(self, f"health/{uuid.uuid4().hex}")
+
+    def close(self) -> None:
+        pass
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

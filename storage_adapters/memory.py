@@ -1,0 +1,106 @@
+"""An in-process bucket for unit tests of services. Not for production: nothing persists."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from .base import (
+    BucketDescription,
+    HealthReport,
+    ObjectExists,
+    ObjectInfo,
+    ObjectNotFound,
+    ObjectVersion,
+    RequestStats,
+    check_path,
+    check_prefix,
+    timed_probe,
+)
+
+_named: dict[str, dict[str, tuple[bytes, datetime]]] = {}
+_named_lock = threading.Lock()
+
+
+class MemoryAdapter:
+    scheme = "memory"
+
+    def __init__(self, name: str | None = None) -> None:
+        """Objects live in a dict; adapters opened with the same ``name`` share it."""
+        self.name = name or uuid.uuid4().hex
+        with _named_lock:
+            self._objects = _named.setdefault(self.name, {})
+        self._lock = threading.Lock()
+        self.stats = RequestStats()
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> MemoryAdapter:
+        return cls(config.get("bucket") or None)
+
+    def put(self, path: str, data: bytes) -> None:
+        check_path(path)
+        self.stats.add("put")
+        with self._lock:
+            if path in self._objects:
+                raise ObjectExists(path)
+            self._objects[path] = (bytes(data), datetime.now(UTC))
+
+    def get(self, path: str) -> bytes:
+        check_path(path)
+        self.stats.add("get")
+        try:
+            return self._objects[path][0]
+        except KeyError:
+            raise ObjectNotFound(path) from None
+
+    def head(self, path: str) -> ObjectInfo:
+        check_path(path)
+        self.stats.add("head")
+        try:
+            data, when = self._objects[path]
+        except KeyError:
+            raise ObjectNotFound(path) from None
+        return ObjectInfo(path, len(data), when)
+
+    def delete_many(self, paths: Iterable[str]) -> int:
+        n = 0
+        with self._lock:
+            for path in paths:
+                check_path(path)
+                self._objects.pop(path, None)
+                n += 1
+        self.stats.add("delete", n)
+        return n
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        check_prefix(prefix)
+        self.stats.add("list")
+        with self._lock:
+            items = sorted((p, v) for p, v in self._objects.items() if p.startswith(prefix))
+        for path, (data, when) in items:
+            yield ObjectInfo(path, len(data), when)
+
+    def list_versions(self, prefix: str) -> Iterator[ObjectVersion]:
+        for info in self.list(prefix):
+            yield ObjectVersion(info.path, None, is_latest=True, size=info.size,
+                                last_modified=info.last_modified)
+
+    def purge_versions(self, prefix: str) -> int:
+        return self.delete_many([info.path for info in self.list(prefix)])
+
+    def describe(self) -> BucketDescription:
+        return BucketDescription(backend="memory", bucket=self.name)
+
+    def health_check(self) -> HealthReport:
+        return timed_probe(self, f"health/{uuid.uuid4().hex}")
+
+    def close(self) -> None:
+        pass
+
+    def replace(self, path: str, data: bytes) -> None:
+        """Overwrite an object in place — for tests that tamper with stored content."""
+        with self._lock:
+            self._objects[path] = (bytes(data), datetime.now(UTC))

@@ -1,0 +1,83 @@
+"""Adapters chosen by URL scheme or storage type, imported only when first used.
+
+``file:///var/lib/memplane/bucket``, ``memory://name``, ``s3://bucket?region=eu-west-1``,
+``gs://bucket``, ``az://container?account_url=…``. A backend whose extra is not installed
+raises :class:`MissingExtra` naming the ``pip install`` that fixes it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from .base import StorageAdapter
+
+# storage type -> (module, class, extra, the import that proves the extra is present)
+_BACKENDS: dict[str, tuple[str, str, str | None]] = {
+    "local": ("storage_adapters.local", "LocalAdapter", None),
+    "memory": ("storage_adapters.memory", "MemoryAdapter", None),
+    "s3": ("storage_adapters.s3", "S3Adapter", "s3"),
+    "gcs": ("storage_adapters.gcs", "GCSAdapter", "gcs"),
+    "azure": ("storage_adapters.azure", "AzureAdapter", "azure"),
+}
+
+_SCHEMES = {"file": "local", "memory": "memory", "s3": "s3", "gs": "gcs", "gcs": "gcs",
+            "az": "azure", "azure": "azure"}
+
+
+class MissingExtra(ImportError):
+    """The backend's client library is not installed."""
+
+
+class UnknownBackend(ValueError):
+    """No adapter is registered for that storage type or URL scheme."""
+
+
+def storage_types() -> list[str]:
+    return sorted(_BACKENDS)
+
+
+def adapter_class(storage_type: str) -> type[Any]:
+    try:
+        module_name, class_name, extra = _BACKENDS[storage_type]
+    except KeyError:
+        raise UnknownBackend(
+            f"unknown storage type {storage_type!r}; use one of {', '.join(storage_types())}"
+        ) from None
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        hint = f"pip install 'memplane[{extra}]'" if extra else "reinstall memplane"
+        raise MissingExtra(
+            f"the {storage_type} backend needs a library that is not installed "
+            f"({exc.name or exc}); install it with: {hint}"
+        ) from exc
+    return getattr(module, class_name)  # type: ignore[no-any-return]
+
+
+def from_config(storage_type: str, config: Mapping[str, Any]) -> StorageAdapter:
+    """Build an adapter from a storage type and its connection settings."""
+    return adapter_class(storage_type).from_config(config)  # type: ignore[no-any-return]
+
+
+def from_url(url: str, **options: Any) -> StorageAdapter:
+    """Build an adapter from a URL; query parameters and ``options`` become its settings."""
+    parts = urlsplit(url)
+    try:
+        storage_type = _SCHEMES[parts.scheme]
+    except KeyError:
+        raise UnknownBackend(
+            f"unknown storage URL scheme {parts.scheme!r} in {url!r}; "
+            f"use one of {', '.join(sorted(_SCHEMES))}"
+        ) from None
+    config: dict[str, Any] = dict(parse_qsl(parts.query))
+    if storage_type == "local":
+        config["root"] = unquote(parts.netloc + parts.path)
+    else:
+        config["bucket"] = parts.netloc
+        if parts.path.strip("/"):
+            config.setdefault("prefix", parts.path.strip("/"))
+    config.update(options)
+    return from_config(storage_type, config)
