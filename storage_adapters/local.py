@@ -53,6 +53,8 @@ class LocalAdapter:
         check_path(path)
         if path.split("/", 1)[0] == _TMP_DIR:
             raise InvalidPath(f"invalid object path {path!r}")
+        if any(len(segment.encode()) > 255 for segment in path.split("/")):
+            raise InvalidPath("a path segment is longer than 255 bytes")
         return self.root / path
 
     def put(self, path: str, data: bytes) -> None:

@@ -13,10 +13,11 @@ from urllib.parse import quote
 
 from ..errors import InvalidInput
 
-MAX_KEY_CHARS = 256
-MAX_SCOPE_REF_CHARS = 256
-MAX_KEY_BYTES = 512
-MAX_SCOPE_REF_BYTES = 256
+# One path segment must fit every backend; file systems cap a name at 255 bytes.
+MAX_KEY_CHARS = 255
+MAX_SCOPE_REF_CHARS = 255
+MAX_KEY_BYTES = 255
+MAX_SCOPE_REF_BYTES = 255
 
 
 class Scope(StrEnum):

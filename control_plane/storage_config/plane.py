@@ -18,7 +18,7 @@ from storage_adapters import base as storage
 from storage_adapters.registry import from_config, from_url
 
 from ..db.models import StorageConfig
-from ..errors import HashMismatch, NotFound, StorageMisconfigured, StorageUnavailable
+from ..errors import HashMismatch, InvalidInput, NotFound, StorageMisconfigured, StorageUnavailable
 
 DEFAULT = "default"
 
@@ -121,6 +121,8 @@ def storage_errors(pointer_id: uuid.UUID | None = None) -> Iterator[None]:
             "the tenant's bucket rejected the configured credentials; an admin must update "
             "the storage configuration"
         ) from exc
+    except storage.InvalidPath as exc:
+        raise InvalidInput(f"the object path is not valid for this bucket: {exc}") from exc
     except storage.IntegrityError as exc:
         raise HashMismatch(
             "the stored object failed the bucket's own checksum",

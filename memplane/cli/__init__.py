@@ -1,0 +1,33 @@
+"""The ``memplane`` command: run the service and operate it.
+
+Every command is a thin shell over importable, idempotent functions of the control plane.
+Commands that work on the database directly read the same ``MEMPLANE_*`` settings as the
+server (``MEMPLANE_DATA_DIR`` for the embedded default, ``MEMPLANE_DATABASE_URL`` otherwise).
+"""
+
+from __future__ import annotations
+
+import typer
+
+from . import local
+
+app = typer.Typer(help="memplane: memory for AI agents, content in your own bucket.",
+                  no_args_is_help=True, add_completion=False)
+app.command("serve")(local.serve)
+app.command("reconcile")(local.reconcile)
+
+db_app = typer.Typer(help="The control-plane database.", no_args_is_help=True)
+db_app.command("upgrade")(local.db_upgrade)
+app.add_typer(db_app, name="db")
+
+keys_app = typer.Typer(help="API keys.", no_args_is_help=True)
+keys_app.command("create")(local.keys_create)
+app.add_typer(keys_app, name="keys")
+
+audit_app = typer.Typer(help="The access audit log.", no_args_is_help=True)
+audit_app.command("verify")(local.audit_verify)
+app.add_typer(audit_app, name="audit")
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,167 @@
+"""Commands that run the service or work on its database and buckets directly."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from control_plane.runtime import Runtime
+
+console = Console(stderr=True)
+out = Console()
+
+
+@contextmanager
+def _runtime(migrate: bool | None = None) -> Iterator[Runtime]:
+    from control_plane.runtime import Runtime
+    from control_plane.settings import Settings
+
+    runtime = Runtime(Settings())
+    try:
+        if migrate if migrate is not None else runtime.settings.embedded:
+            runtime.migrate()
+        yield runtime
+    finally:
+        runtime.close()
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    workers: Annotated[int, typer.Option(help="Worker processes (production only).")] = 1,
+) -> None:
+    """Run the HTTP API. With no configuration: SQLite and a local bucket in ./.memplane."""
+    import uvicorn
+
+    from control_plane.app import create_app
+    from control_plane.observability import configure_logging
+    from control_plane.settings import Settings
+
+    settings = Settings()
+    configure_logging(settings.log_level)
+    console.print(f"memplane serving on http://{host}:{port}  "
+                  f"(database: {'embedded SQLite' if settings.embedded else 'external'}, "
+                  f"data dir: {settings.data_dir.resolve()})")
+    if workers > 1:
+        uvicorn.run("control_plane.app:create_app", factory=True, host=host, port=port,
+                    workers=workers, access_log=False, log_config=None)
+    else:
+        uvicorn.run(create_app(settings), host=host, port=port, access_log=False,
+                    log_config=None)
+
+
+def db_upgrade() -> None:
+    """Apply every pending migration to the configured database."""
+    from control_plane.db.migrate import current_revision
+
+    with _runtime(migrate=True) as runtime:
+        out.print(f"database at revision {current_revision(runtime.engine)}")
+
+
+def keys_create(
+    role: Annotated[str, typer.Option(help="admin, agent or compliance.")],
+    name: Annotated[str, typer.Option(help="A label for the key.")] = "",
+    tenant: Annotated[str | None, typer.Option(help="Tenant id; default: the first tenant.")]
+    = None,
+) -> None:
+    """Create an API key and print it once."""
+    from sqlalchemy import select
+
+    from control_plane.db.models import Tenant
+    from control_plane.errors import DomainError
+    from control_plane.tenants.service import Caller, create_api_key, ensure_bootstrap
+
+    with _runtime() as runtime, runtime.sessions() as session:
+        admin = runtime.settings.admin_key
+        first_key = ensure_bootstrap(session, admin.get_secret_value() if admin else None)
+        if first_key:
+            console.print("created the default tenant; its admin key, shown once:")
+            typer.echo(first_key)
+        query = select(Tenant).order_by(Tenant.created_at).limit(1)
+        if tenant:
+            query = select(Tenant).where(Tenant.id == _uuid(tenant, "tenant"))
+        found = session.scalar(query)
+        if found is None:
+            raise typer.BadParameter("no such tenant", param_hint="--tenant")
+        cli = Caller(found.id, uuid.UUID(int=0), "admin", False)
+        try:
+            key, raw = create_api_key(session, cli, role, name or f"{role} key")
+        except DomainError as exc:
+            raise typer.BadParameter(exc.detail, param_hint="--role") from None
+        console.print(f"created {key.role} key {key.id} for tenant {found.id}; shown once:")
+        typer.echo(raw)
+
+
+def reconcile(
+    grace_seconds: Annotated[float | None, typer.Option(
+        help="Only settle rows and objects older than this; default from settings.")] = None,
+    tenant: Annotated[str | None, typer.Option(help="Limit to one tenant id.")] = None,
+    gc: Annotated[bool, typer.Option(help="Also delete objects no pointer names.")] = True,
+) -> None:
+    """Settle pointers a crash left pending, report corrupt ones, collect orphan objects."""
+    from control_plane.memories.reconcile import collect_orphans
+    from control_plane.memories.reconcile import reconcile as run_reconcile
+
+    tenant_id = _uuid(tenant, "tenant") if tenant else None
+    with _runtime() as runtime, runtime.sessions() as session:
+        grace = runtime.settings.reconcile_grace_seconds if grace_seconds is None else grace_seconds
+        report = run_reconcile(session, runtime.plane, grace_seconds=grace, tenant_id=tenant_id)
+        table = Table(title="reconcile")
+        table.add_column("what")
+        table.add_column("count", justify="right")
+        table.add_row("pending writes completed", str(report.writes_completed))
+        table.add_row("pending writes rolled back", str(report.writes_rolled_back))
+        table.add_row("pending deletes completed", str(report.deletes_completed))
+        table.add_row("corrupt pointers", str(report.corrupt))
+        if gc:
+            orphans = collect_orphans(session, runtime.plane, grace_seconds=grace,
+                                      tenant_id=tenant_id)
+            table.add_row("objects scanned", str(orphans.scanned))
+            table.add_row("orphan objects deleted", str(orphans.orphans_deleted))
+            table.add_row("young objects kept (grace)", str(orphans.young_kept))
+        console.print(table)
+        for error in report.errors:
+            console.print(f"[yellow]not settled:[/] {error}")
+        if report.errors:
+            raise typer.Exit(1)
+
+
+def audit_verify(
+    tenant: Annotated[str | None, typer.Option(help="Tenant id; default: every tenant.")]
+    = None,
+) -> None:
+    """Seal pending audit rows, then recompute each tenant's chain; exit 1 if one is broken."""
+    from sqlalchemy import select
+
+    from control_plane.audit.service import seal, verify
+    from control_plane.db.models import Tenant
+
+    broken = False
+    with _runtime() as runtime, runtime.sessions() as session:
+        ids = ([_uuid(tenant, "tenant")] if tenant
+               else list(session.scalars(select(Tenant.id).order_by(Tenant.created_at))))
+        for tenant_id in ids:
+            seal(session, tenant_id)
+            result = verify(session, tenant_id)
+            broken |= not result.ok
+            typer.echo(json.dumps({"tenant": str(tenant_id), "ok": result.ok,
+                                  "checked": result.checked, "unsealed": result.unsealed,
+                                  "first_bad_seq": result.first_bad_seq,
+                                  "problem": result.problem}))
+    if broken:
+        raise typer.Exit(1)
+
+
+def _uuid(value: str, what: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not a {what} id") from None
