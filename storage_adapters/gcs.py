@@ -202,7 +202,7 @@ class GCSAdapter:
         try:
             bucket = client.get_bucket(self.bucket, retry=self._retry, timeout=self._timeout)
         except Exception as exc:
-            self._raise(exc, "")
+            self._raise(exc, "", object_call=False)
         notes: list[str] = []
         seconds = bucket.soft_delete_policy.retention_duration_seconds
         if seconds is None:
@@ -247,28 +247,31 @@ class GCSAdapter:
                 yield from page
                 self._local.kind = kind  # the consumer may have used this thread meanwhile
         except Exception as exc:
-            self._raise(exc, prefix)
+            self._raise(exc, prefix, object_call=False)
 
     def _delete(self, refs: list[tuple[str, int | None]]) -> None:
         """Delete objects (a generation each, or the live one); missing ones are fine."""
         if self.use_batch:
-            self._delete_batch(refs)
-            return
-        for _ in self._pool.map(self._delete_one, refs):
-            pass
+            missing = self._delete_batch(refs)
+        else:
+            missing = sum(self._pool.map(self._delete_one, refs))
+        if missing and not self._bucket_exists():
+            raise StorageUnavailable(f"bucket {self.bucket!r} does not exist")
 
-    def _delete_one(self, ref: tuple[str, int | None]) -> None:
+    def _delete_one(self, ref: tuple[str, int | None]) -> bool:
+        """Delete one object; True if it was not there."""
         key, generation = ref
         try:
             self._blob("delete", key, generation).delete(retry=self._retry,
                                                           timeout=self._timeout)
-        except gexc.NotFound as exc:
-            if _bucket_missing(exc):
-                self._raise(exc, key)
+        except gexc.NotFound:
+            return True
         except Exception as exc:
             self._raise(exc, key)
+        return False
 
-    def _delete_batch(self, refs: list[tuple[str, int | None]]) -> None:
+    def _delete_batch(self, refs: list[tuple[str, int | None]]) -> int:
+        """Delete up to 100 objects in one batch request; returns how many were missing."""
         client = self._client("delete_batch")
         bucket = client.bucket(self.bucket)
         try:
@@ -277,13 +280,26 @@ class GCSAdapter:
                     bucket.blob(key, generation=generation).delete(timeout=self._timeout)
         except Exception as exc:
             self._raise(exc, refs[0][0])
-        for response in getattr(batch, "_responses", []):
-            status = getattr(response, "status_code", 200)
-            if status >= 400 and status != 404:
-                self._raise(gexc.from_http_status(status, "batch delete failed"), refs[0][0])
+        statuses = [getattr(r, "status_code", 200) for r in getattr(batch, "_responses", [])]
+        failed = [status for status in statuses if status >= 400 and status != 404]
+        if failed:
+            self._raise(gexc.from_http_status(failed[0], "batch delete failed"), refs[0][0])
+        return statuses.count(404)
 
-    def _raise(self, exc: Exception, path: str) -> NoReturn:
-        """Translate a client error; messages name the bucket, never the credentials."""
+    def _bucket_exists(self) -> bool:
+        """Tell a missing bucket from a missing object: GCS answers 404 for both."""
+        try:
+            return bool(self._client("bucket_check").bucket(self.bucket).exists(
+                retry=self._retry, timeout=self._timeout))
+        except Exception:
+            return True  # cannot tell; the caller reports the object as missing
+
+    def _raise(self, exc: Exception, path: str, *, object_call: bool = True) -> NoReturn:
+        """Translate a client error; messages name the bucket, never the credentials.
+
+        A 404 from a call about one object (``object_call``) may mean the bucket is gone, so
+        the bucket is looked up before the object is reported missing.
+        """
         where = f"gs://{self.bucket}/{self.root}{path}"
         if isinstance(exc, StorageError):
             raise exc
@@ -298,9 +314,9 @@ class GCSAdapter:
             status = getattr(getattr(exc, "response", None), "status_code", 0)
             exc = gexc.from_http_status(status, str(exc))
         if isinstance(exc, gexc.NotFound):
-            if _bucket_missing(exc):
-                raise StorageUnavailable(f"bucket {self.bucket!r} does not exist") from exc
-            raise ObjectNotFound(path) from None
+            if object_call and self._bucket_exists():
+                raise ObjectNotFound(path) from None
+            raise StorageUnavailable(f"bucket {self.bucket!r} does not exist") from exc
         if isinstance(exc, gexc.PreconditionFailed):
             raise ObjectExists(path) from None
         if isinstance(exc, gexc.Unauthorized | gexc.Forbidden):
@@ -333,11 +349,6 @@ def _credentials(info: Mapping[str, Any] | str | None, anonymous: bool) -> Any:
     except auth_exc.DefaultCredentialsError as exc:
         raise StorageAuthError("no GCS credentials: set credentials_info or anonymous") from exc
     return credentials
-
-
-def _bucket_missing(exc: gexc.NotFound) -> bool:
-    message = str(exc.message).lower()
-    return "bucket" in message and "object" not in message
 
 
 def _batches(items: Iterable[tuple[str, int | None]], size: int,

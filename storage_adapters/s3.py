@@ -63,7 +63,7 @@ _KINDS = {
     "DeleteObject": "delete", "DeleteObjects": "delete_batch",
     "ListObjectsV2": "list", "ListObjectVersions": "list_versions",
     "GetBucketVersioning": "describe", "GetObjectLockConfiguration": "describe",
-    "GetBucketLocation": "describe",
+    "GetBucketLocation": "describe", "HeadBucket": "bucket_check",
 }
 _AUTH_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken",
                "InvalidToken", "AuthorizationHeaderMalformed", "InvalidClientTokenId"}
@@ -158,9 +158,23 @@ class S3Adapter:
     def head(self, path: str) -> ObjectInfo:
         try:
             response = self._client.head_object(Bucket=self.bucket, Key=self._key(path))
-        except (ClientError, BotoCoreError) as exc:
+        except ClientError as exc:
+            # A HEAD 404 has no body to say whether the key or the bucket is missing.
+            if _code(exc) in _MISSING_CODES and not self._bucket_exists():
+                raise StorageUnavailable(f"bucket {self.bucket!r} does not exist") from exc
+            self._raise(exc, path)
+        except BotoCoreError as exc:
             self._raise(exc, path)
         return ObjectInfo(path, int(response["ContentLength"]), response.get("LastModified"))
+
+    def _bucket_exists(self) -> bool:
+        try:
+            self._client.head_bucket(Bucket=self.bucket)
+        except ClientError as exc:
+            return _code(exc) not in ("404", "NoSuchBucket", "NotFound")
+        except BotoCoreError:
+            return True  # cannot tell; the caller reports the object as missing
+        return True
 
     def delete_many(self, paths: Iterable[str]) -> int:
         n = 0

@@ -63,9 +63,10 @@ class Emulator:
     ready_path = "/"
     start_timeout = 60.0
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, env: dict[str, str] | None = None) -> None:
         self.host = "127.0.0.1"
         self.port = port or free_port()
+        self.env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = Path(tempfile.gettempdir()) / f"memplane-{self.name}-{self.port}.log"
 
@@ -84,6 +85,7 @@ class Emulator:
             self.process = subprocess.Popen(
                 argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True, cwd=tempfile.gettempdir(),
+                env={**os.environ, **self.env},
             )
         self._wait_ready()
         return self
@@ -156,8 +158,14 @@ class Emulator:
 
 
 class MotoServer(Emulator):
+    """moto in server mode. ``check_credentials=True`` makes it reject unknown access keys
+    (moto's IAM enforcement, ``INITIAL_NO_AUTH_ACTION_COUNT=0``); by default it accepts any."""
+
     name = "moto"
     ready_path = "/moto-api/"
+
+    def __init__(self, port: int | None = None, *, check_credentials: bool = False) -> None:
+        super().__init__(port, {"INITIAL_NO_AUTH_ACTION_COUNT": "0"} if check_credentials else None)
 
     def command(self) -> Sequence[str]:
         exe = Path(sys.executable).with_name("moto_server")
