@@ -17,8 +17,8 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
-    text,
     Uuid,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 

@@ -12,7 +12,9 @@ from .addresses import MemoryAddress
 
 
 def _by_address(tenant_id: uuid.UUID, address: MemoryAddress):  # type: ignore[no-untyped-def]
-    return select(MemoryPointer).where(
+    # populate_existing: the session keeps objects across commits (expire_on_commit=False),
+    # so every read must refresh them, or a compare-and-swap would compare stale versions.
+    return select(MemoryPointer).execution_options(populate_existing=True).where(
         MemoryPointer.tenant_id == tenant_id,
         MemoryPointer.scope_type == address.scope,
         MemoryPointer.scope_ref == address.scope_ref,

@@ -23,7 +23,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
@@ -44,13 +44,8 @@ from .schemas import MemoryMeta
 
 log = logging.getLogger(__name__)
 
-_APPEND_ATTEMPTS = 8
 _READ_ATTEMPTS = 3
 _CLEAR_BATCH = 500
-
-
-class _VersionMoved(Exception):
-    """A compare-and-swap write found the pointer changed since it was read."""
 
 
 @dataclass(frozen=True)
@@ -78,103 +73,123 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
                  item: Any, meta: MemoryMeta) -> MemoryPointer:
     """Append ``item`` to the JSON list at the address, creating it if absent.
 
-    Concurrent appends never lose an item: each one rewrites the list only if the pointer
-    still has the version it read, and otherwise reads again.
+    Concurrent appends to one key never lose an item: each holds the pointer's row lock
+    from reading the list until the new version is committed, so they take turns.
     """
     with audited(session, actor, "append", detail=address.describe()):
-        for _ in range(_APPEND_ATTEMPTS):
-            current = repo.get(session, actor.tenant_id, address)
-            if current is None or current.sync_status == "pending_delete":
-                items: list[Any] = []
-                expected = 0 if current is None else current.version
-            else:
-                stored = _read_verified(session, plane, actor, address, current).value
+        for attempt in (1, 2):
+            target = plane.active(session, actor.tenant_id)
+            session.commit()
+            begin_write(session)
+            pointer = repo.lock(session, actor.tenant_id, address)
+            items: list[Any] = []
+            if pointer is not None and pointer.sync_status != "pending_delete":
+                stored = _fetch_locked(session, plane, actor, pointer)
                 if not isinstance(stored, list):
                     raise Conflict(
                         "the value stored at this key is not a list, so nothing can be "
                         "appended to it; use set to replace it"
                     )
-                items, expected = stored, current.version
+                items = stored
             items.append(item)
+            payload = serialise(items)
+            path = _put(target, address, payload)
             try:
-                return _write(session, plane, actor, address, serialise(items), meta,
-                              expect_version=expected, operation="append")
-            except _VersionMoved:
+                saved = _save(session, plane, target, actor, address, pointer, path,
+                              payload, meta, "append")
+            except sa_exc.IntegrityError:
+                # Another first append created the row; start over against it.
+                session.rollback()
+                _delete_quietly(target, [path])
+                if attempt == 2:
+                    raise
                 continue
-        raise Conflict("the list changed under too many concurrent appends; retry")
+            except Exception:
+                session.rollback()
+                _delete_quietly(target, [path])
+                raise
+            return _after_commit(session, plane, saved)
+        raise AssertionError("unreachable")
 
 
 def _write(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
-           payload: bytes, meta: MemoryMeta, *, expect_version: int | None = None,
-           operation: str = "write") -> MemoryPointer:
+           payload: bytes, meta: MemoryMeta) -> MemoryPointer:
     target = plane.active(session, actor.tenant_id)
     # No transaction may stay open across bucket I/O.
     session.commit()
-    digest = sha256_hex(payload)
-    path = target.path(address.object_path(new_id().hex))
-    with storage_errors():
-        target.adapter.put(path, payload)
-    plane.checkpoint("write:after_put")
+    path = _put(target, address, payload)
     try:
-        pointer, superseded = _point_at(session, target, actor, address, path, digest,
-                                        len(payload), meta, expect_version, operation)
+        for attempt in (1, 2):
+            begin_write(session)
+            pointer = repo.lock(session, actor.tenant_id, address)
+            try:
+                saved = _save(session, plane, target, actor, address, pointer, path,
+                              payload, meta, "write")
+                break
+            except sa_exc.IntegrityError:
+                # Another writer created the row first; take the update path against it.
+                session.rollback()
+                if attempt == 2:
+                    raise
     except Exception:  # the new object is an orphan now; remove it rather than wait for GC
         session.rollback()
         _delete_quietly(target, [path])
         raise
+    return _after_commit(session, plane, saved)
+
+
+def _put(target: Target, address: MemoryAddress, payload: bytes) -> str:
+    """Step 2: the bytes go to a fresh per-version path, create-only."""
+    path = target.path(address.object_path(new_id().hex))
+    with storage_errors():
+        target.adapter.put(path, payload)
+    return path
+
+
+def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
+          address: MemoryAddress, pointer: MemoryPointer | None, path: str, payload: bytes,
+          meta: MemoryMeta, operation: str) -> tuple[MemoryPointer, tuple[uuid.UUID, str] | None]:
+    """Step 3: in the open write transaction, move the (locked) pointer to the new object."""
+    plane.checkpoint("write:after_put")
+    now = utcnow()
+    superseded = None
+    if pointer is None:
+        pointer = MemoryPointer(
+            id=new_id(), tenant_id=actor.tenant_id, scope_type=address.scope,
+            scope_ref=address.scope_ref, key=address.key, version=1, created_at=now,
+            memory_type=DEFAULT_MEMORY_TYPES.get(address.scope, "fact"), tags=[],
+            importance=3, source="api", has_embeddings=False,
+            subject_user_id=address.scope_ref if address.scope == "user" else None,
+        )
+        session.add(pointer)
+    else:
+        superseded = (pointer.storage_config_id, pointer.storage_path)
+        pointer.version += 1
+    _apply_meta(pointer, meta, now)
+    pointer.storage_config_id = target.config_id
+    pointer.storage_path = path
+    pointer.content_sha256 = sha256_hex(payload)
+    pointer.content_size = len(payload)
+    pointer.sync_status = "synced"
+    pointer.updated_at = now
+    session.flush()
+    audit.record(session, actor, operation, pointer_id=pointer.id,
+                 detail=f"{address.describe()} v{pointer.version} {len(payload)} bytes")
+    plane.checkpoint("write:before_commit")
+    session.commit()
+    return pointer, superseded
+
+
+def _after_commit(session: Session, plane: DataPlane,
+                  saved: tuple[MemoryPointer, tuple[uuid.UUID, str] | None]) -> MemoryPointer:
+    """Step 4: the superseded object goes, best effort (orphan GC finishes otherwise)."""
+    pointer, superseded = saved
     plane.checkpoint("write:after_commit")
     if superseded is not None:
-        old_target, old_path = superseded
-        _delete_quietly(plane.by_id(session, old_target), [old_path])
+        old_config, old_path = superseded
+        _delete_quietly(plane.by_id(session, old_config), [old_path])
         session.rollback()
     return pointer
-
-
-def _point_at(session: Session, target: Target, actor: Actor, address: MemoryAddress,
-              path: str, digest: str, size: int, meta: MemoryMeta,
-              expect_version: int | None,
-              operation: str) -> tuple[MemoryPointer, tuple[uuid.UUID, str] | None]:
-    """Step 3: one transaction that moves the pointer to the new object."""
-    for attempt in (1, 2):
-        begin_write(session)
-        pointer = repo.lock(session, actor.tenant_id, address)
-        current_version = 0 if pointer is None else pointer.version
-        if expect_version is not None and current_version != expect_version:
-            raise _VersionMoved
-        now = utcnow()
-        superseded = None
-        if pointer is None:
-            pointer = MemoryPointer(
-                id=new_id(), tenant_id=actor.tenant_id, scope_type=address.scope,
-                scope_ref=address.scope_ref, key=address.key, version=1, created_at=now,
-                memory_type=DEFAULT_MEMORY_TYPES.get(address.scope, "fact"), tags=[],
-                importance=3, source="api", has_embeddings=False,
-                subject_user_id=address.scope_ref if address.scope == "user" else None,
-            )
-            session.add(pointer)
-        else:
-            superseded = (pointer.storage_config_id, pointer.storage_path)
-            pointer.version += 1
-        _apply_meta(pointer, meta, now)
-        pointer.storage_config_id = target.config_id
-        pointer.storage_path = path
-        pointer.content_sha256 = digest
-        pointer.content_size = size
-        pointer.sync_status = "synced"
-        pointer.updated_at = now
-        try:
-            session.flush()
-        except sa_exc.IntegrityError:
-            # Another writer created the row first; take the update path against it.
-            session.rollback()
-            if attempt == 2:
-                raise
-            continue
-        audit.record(session, actor, operation, pointer_id=pointer.id,
-                     detail=f"{address.describe()} v{pointer.version} {size} bytes")
-        session.commit()
-        return pointer, superseded
-    raise AssertionError("unreachable")
 
 
 def _apply_meta(pointer: MemoryPointer, meta: MemoryMeta, now: Any) -> None:
@@ -244,8 +259,25 @@ def _read_verified(session: Session, plane: DataPlane, actor: Actor, address: Me
     raise Conflict("the memory kept changing while it was being read; retry")
 
 
+def _fetch_locked(session: Session, plane: DataPlane, actor: Actor,
+                  pointer: MemoryPointer) -> Any:
+    """Read and verify while holding the pointer's lock: a mismatch is real corruption."""
+    adapter = plane.by_id(session, pointer.storage_config_id).adapter
+    actual: str | None
+    try:
+        with storage_errors(pointer.id):
+            data = adapter.get(pointer.storage_path)
+        actual = sha256_hex(data)
+    except storage.ObjectNotFound:
+        data, actual = b"", None
+    if actual == pointer.content_sha256:
+        return json.loads(data)
+    session.rollback()
+    _report_corrupt(session, actor, pointer, actual)
+
+
 def _report_corrupt(session: Session, actor: Actor, pointer: MemoryPointer,
-                    actual: str | None) -> None:
+                    actual: str | None) -> NoReturn:
     begin_write(session)
     repo.mark_corrupt(session, pointer.id, pointer.storage_path, utcnow())
     what = "is missing from the bucket" if actual is None else "does not match its hash"

@@ -90,7 +90,7 @@ class Stack:
     def new_tenant(self) -> Tenant:
         with self.client(BOOTSTRAP_KEY) as admin:
             created = admin.tenants.create(name=f"tenant-{uuid.uuid4().hex[:8]}")
-        return Tenant(self, created.tenant.id, created.api_key)
+        return Tenant(self, uuid.UUID(str(created.tenant.id)), created.api_key)
 
 
 @dataclass
@@ -159,3 +159,56 @@ def tenant(stack: Stack) -> Tenant:
 def client(tenant: Tenant) -> Iterator[memplane.Client]:
     with tenant.client() as c:
         yield c
+
+
+class SimulatedCrash(BaseException):
+    """Raised at a protocol step to stop it dead, as a killed process would: no cleanup
+    handler (they catch Exception) runs, and the session is abandoned mid-transaction."""
+
+
+@dataclass
+class ServiceWorld:
+    """The services without HTTP: a runtime on a migrated database, one fresh tenant."""
+
+    runtime: Runtime
+    tenant_id: uuid.UUID
+    crash_at: str | None = None
+
+    def checkpoint(self, step: str) -> None:
+        if step == self.crash_at:
+            self.crash_at = None
+            raise SimulatedCrash(step)
+
+    @property
+    def actor(self) -> Any:
+        from control_plane.audit.service import Actor
+
+        return Actor(self.tenant_id, "api", "test")
+
+
+@pytest.fixture(scope="session")
+def service_runtime(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
+    data_dir = tmp_path_factory.mktemp("services")
+    runtime = Runtime(make_settings(database, data_dir))
+    if database == "sqlite":
+        runtime.migrate()
+    try:
+        yield runtime
+    finally:
+        runtime.close()
+
+
+@pytest.fixture
+def world(service_runtime: Runtime) -> Iterator[ServiceWorld]:
+    from control_plane.tenants.service import create_tenant
+
+    with service_runtime.sessions() as session:
+        created, _ = create_tenant(session, f"t-{uuid.uuid4().hex[:8]}")
+    w = ServiceWorld(service_runtime, created.id)
+    service_runtime.plane.checkpoint = w.checkpoint
+    try:
+        yield w
+    finally:
+        from control_plane.storage_config.plane import no_faults
+
+        service_runtime.plane.checkpoint = no_faults

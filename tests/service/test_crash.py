@@ -1,0 +1,173 @@
+"""Crash tests for the write and delete protocols (I1, I2).
+
+A write or delete is stopped dead between each pair of its steps; afterwards every synced
+pointer must name an intact object, every acknowledged write must read back, and the
+reconciler plus orphan GC must leave the bucket holding exactly what the pointers name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from sqlalchemy import select
+
+from control_plane.db.base import new_id, utcnow
+from control_plane.db.models import MemoryPointer
+from control_plane.errors import NotFound
+from control_plane.memories import service as memories
+from control_plane.memories.addresses import MemoryAddress, Scope
+from control_plane.memories.reconcile import collect_orphans, reconcile
+from control_plane.memories.schemas import MemoryMeta
+from tests.support.service import ServiceWorld, SimulatedCrash
+
+ADDRESS = MemoryAddress.parse(Scope.user, "u1", "profile")
+META = MemoryMeta()
+
+
+def _set(world: ServiceWorld, value: object, address: MemoryAddress = ADDRESS) -> None:
+    with world.runtime.sessions() as session:
+        memories.set_value(session, world.runtime.plane, world.actor, address, value, META)
+
+
+def _get(world: ServiceWorld, address: MemoryAddress = ADDRESS) -> object:
+    with world.runtime.sessions() as session:
+        return memories.get_value(session, world.runtime.plane, world.actor, address).value
+
+
+def _pointers(world: ServiceWorld) -> list[MemoryPointer]:
+    with world.runtime.sessions() as session:
+        return list(session.scalars(select(MemoryPointer)
+                                    .where(MemoryPointer.tenant_id == world.tenant_id)))
+
+
+def _objects(world: ServiceWorld) -> set[str]:
+    with world.runtime.sessions() as session:
+        target = world.runtime.plane.active(session, world.tenant_id)
+    return {info.path for info in target.adapter.list(target.path("memories") + "/")}
+
+
+def _assert_pointer_truth(world: ServiceWorld) -> None:
+    """I1: every synced pointer names an object whose bytes hash to the pointer's hash."""
+    with world.runtime.sessions() as session:
+        target = world.runtime.plane.active(session, world.tenant_id)
+    for pointer in _pointers(world):
+        if pointer.sync_status == "synced":
+            data = target.adapter.get(pointer.storage_path)
+            assert hashlib.sha256(data).hexdigest() == pointer.content_sha256
+
+
+def _settle(world: ServiceWorld) -> None:
+    with world.runtime.sessions() as session:
+        report = reconcile(session, world.runtime.plane, grace_seconds=0,
+                           tenant_id=world.tenant_id)
+        assert report.errors == []
+        collect_orphans(session, world.runtime.plane, grace_seconds=0,
+                        tenant_id=world.tenant_id)
+    pointers = _pointers(world)
+    assert {p.sync_status for p in pointers} <= {"synced"}
+    assert _objects(world) == {p.storage_path for p in pointers}
+
+
+@pytest.mark.parametrize("step, survivor", [
+    ("write:after_put", "v1"),          # new object orphaned, pointer untouched
+    ("write:before_commit", "v1"),      # transaction never committed
+    ("write:after_commit", "v2"),       # committed; superseded object left behind
+])
+def test_crash_during_overwrite(world: ServiceWorld, step: str, survivor: str) -> None:
+    _set(world, "v1")
+    world.crash_at = step
+    with pytest.raises(SimulatedCrash):
+        _set(world, "v2")
+    _assert_pointer_truth(world)
+    assert _get(world) == survivor
+    assert len(_objects(world)) == 2  # the survivor's object and one orphan
+    _settle(world)
+    assert len(_objects(world)) == 1
+    assert _get(world) == survivor
+
+
+@pytest.mark.parametrize("step", ["write:after_put", "write:before_commit"])
+def test_crash_during_first_write_leaves_no_pointer(world: ServiceWorld, step: str) -> None:
+    world.crash_at = step
+    with pytest.raises(SimulatedCrash):
+        _set(world, "first")
+    assert _pointers(world) == []
+    with pytest.raises(NotFound):
+        _get(world)
+    _settle(world)
+    assert _objects(world) == set()
+
+
+@pytest.mark.parametrize("step", ["delete:after_mark", "delete:after_object"])
+def test_crash_during_delete(world: ServiceWorld, step: str) -> None:
+    _set(world, "doomed")
+    world.crash_at = step
+    with world.runtime.sessions() as session, pytest.raises(SimulatedCrash):
+        memories.delete_value(session, world.runtime.plane, world.actor, ADDRESS)
+    assert [p.sync_status for p in _pointers(world)] == ["pending_delete"]
+    with pytest.raises(NotFound):
+        _get(world)
+    _assert_pointer_truth(world)
+    _settle(world)
+    assert _pointers(world) == []
+    assert _objects(world) == set()
+
+
+def test_crash_during_clear_is_finished_by_rerun(world: ServiceWorld) -> None:
+    addresses = [MemoryAddress.parse(Scope.conversation, "c1", f"k{n}") for n in range(4)]
+    for n, address in enumerate(addresses):
+        _set(world, n, address)
+    world.crash_at = "delete:after_mark"
+    scope = MemoryAddress.parse(Scope.conversation, "c1")
+    with world.runtime.sessions() as session, pytest.raises(SimulatedCrash):
+        memories.clear_scope(session, world.runtime.plane, world.actor, scope)
+    with world.runtime.sessions() as session:
+        assert memories.clear_scope(session, world.runtime.plane, world.actor, scope) == 4
+    assert _pointers(world) == []
+    assert _objects(world) == set()
+
+
+def test_reconciler_settles_pending_writes_by_asking_the_bucket(world: ServiceWorld) -> None:
+    _set(world, "seed")  # creates the storage target's prefix
+    with world.runtime.sessions() as session:
+        target = world.runtime.plane.active(session, world.tenant_id)
+        seed = session.scalars(select(MemoryPointer)
+                               .where(MemoryPointer.tenant_id == world.tenant_id)).one()
+        rows = {}
+        for name, present in (("arrived", True), ("lost", False)):
+            data = f'"{name}"'.encode()
+            path = target.path(f"memories/user/u1/{name}/{new_id().hex}.json")
+            if present:
+                target.adapter.put(path, data)
+            rows[name] = MemoryPointer(
+                id=new_id(), tenant_id=world.tenant_id, scope_type="user", scope_ref="u1",
+                key=name, memory_type="fact", tags=[], importance=3, source="api",
+                storage_config_id=seed.storage_config_id, storage_path=path,
+                content_sha256=hashlib.sha256(data).hexdigest(), content_size=len(data),
+                sync_status="pending_write", version=1, has_embeddings=False,
+                created_at=utcnow(), updated_at=utcnow(),
+            )
+            session.add(rows[name])
+        session.commit()
+        report = reconcile(session, world.runtime.plane, grace_seconds=0,
+                           tenant_id=world.tenant_id)
+    assert (report.writes_completed, report.writes_rolled_back) == (1, 1)
+    assert _get(world, MemoryAddress.parse(Scope.user, "u1", "arrived")) == "arrived"
+    with pytest.raises(NotFound):
+        _get(world, MemoryAddress.parse(Scope.user, "u1", "lost"))
+    _settle(world)
+
+
+def test_gc_keeps_young_orphans_until_the_grace_period_passes(world: ServiceWorld) -> None:
+    world.crash_at = "write:after_put"
+    with pytest.raises(SimulatedCrash):
+        _set(world, "orphan")
+    with world.runtime.sessions() as session:
+        young = collect_orphans(session, world.runtime.plane, grace_seconds=3600,
+                                tenant_id=world.tenant_id)
+        assert (young.orphans_deleted, young.young_kept) == (0, 1)
+        old = collect_orphans(session, world.runtime.plane, grace_seconds=0,
+                              tenant_id=world.tenant_id)
+        assert old.orphans_deleted == 1
+    assert _objects(world) == set()
