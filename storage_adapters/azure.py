@@ -62,6 +62,7 @@ from .base import (
 )
 
 DELETE_BATCH_LIMIT = 256
+_Names = list[str]
 _AUTH_CODES = {"AuthenticationFailed", "AuthorizationFailure", "AuthorizationPermissionMismatch",
                "InvalidAuthenticationInfo", "NoAuthenticationInformation"}
 
@@ -84,7 +85,7 @@ class AzureAdapter:
         self._local = threading.local()
         options: dict[str, Any] = {
             "connection_timeout": connect_timeout, "read_timeout": read_timeout,
-            "retry_policy": LinearRetry(backoff=0.5, random_jitter_range=0,
+            "retry_policy": LinearRetry(backoff=1, random_jitter_range=0,
                                         retry_total=max(0, max_attempts - 1)),
             "raw_request_hook": self._count,
         }
@@ -190,6 +191,8 @@ class AzureAdapter:
         try:
             blobs = self._iter_blobs("list_versions", prefix, include=include)
             first = next(blobs, None)
+        except (StorageUnavailable, StorageAuthError):
+            raise
         except StorageError:
             if include is None:
                 raise
@@ -207,9 +210,10 @@ class AzureAdapter:
 
     def purge_versions(self, prefix: str) -> int:
         n = 0
+        # A soft-deleted blob without a version id cannot be removed early; it is skipped.
         refs = ({"name": self.root + v.path, "version_id": v.version_id}
                 if v.version_id and not v.is_latest else self.root + v.path
-                for v in self.list_versions(prefix))
+                for v in self.list_versions(prefix) if v.version_id or not v.is_delete_marker)
         for batch in chunked(refs, DELETE_BATCH_LIMIT):  # type: ignore[arg-type]
             self._delete_batch(batch)
             n += len(batch)
@@ -243,7 +247,7 @@ class AzureAdapter:
     def close(self) -> None:
         self._service.close()
 
-    def _iter_blobs(self, kind: str, prefix: str, *, include: list[str] | None) -> Iterator[Any]:
+    def _iter_blobs(self, kind: str, prefix: str, *, include: _Names | None) -> Iterator[Any]:
         full = self.root + check_prefix(prefix)
         self._op(kind)
         try:

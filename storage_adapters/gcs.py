@@ -54,11 +54,11 @@ from .base import (
     StorageUnavailable,
     check_path,
     check_prefix,
-    chunked,
     timed_probe,
 )
 
 BATCH_LIMIT = 100
+ObjectRefs = list[tuple[str, int | None]]  # (key, generation or None for the live object)
 _SCOPES = ("https://www.googleapis.com/auth/devstorage.read_write",)
 
 
@@ -171,11 +171,8 @@ class GCSAdapter:
         return ObjectInfo(path, int(blob.size or 0), blob.updated)
 
     def delete_many(self, paths: Iterable[str]) -> int:
-        n = 0
-        for batch in chunked(paths, BATCH_LIMIT):
-            self._delete([(self._key(p), None) for p in batch])
-            n += len(batch)
-        return n
+        keys = ((self._key(p), None) for p in paths)
+        return self._delete_all(keys)
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
         for blob in self._iter_blobs("list", prefix, versions=False):
@@ -189,13 +186,8 @@ class GCSAdapter:
                 last_modified=blob.updated)
 
     def purge_versions(self, prefix: str) -> int:
-        n = 0
-        refs = ((self.root + v.path, int(v.version_id or 0) or None)
-                for v in self.list_versions(prefix))
-        for batch in _batches(refs, BATCH_LIMIT):
-            self._delete(batch)
-            n += len(batch)
-        return n
+        return self._delete_all((self.root + v.path, int(v.version_id or 0) or None)
+                                for v in self.list_versions(prefix))
 
     def describe(self) -> BucketDescription:
         client = self._client("describe")
@@ -249,14 +241,24 @@ class GCSAdapter:
         except Exception as exc:
             self._raise(exc, prefix, object_call=False)
 
-    def _delete(self, refs: list[tuple[str, int | None]]) -> None:
-        """Delete objects (a generation each, or the live one); missing ones are fine."""
-        if self.use_batch:
-            missing = self._delete_batch(refs)
-        else:
-            missing = sum(self._pool.map(self._delete_one, refs))
-        if missing and not self._bucket_exists():
-            raise StorageUnavailable(f"bucket {self.bucket!r} does not exist")
+    def _delete_all(self, refs: Iterable[tuple[str, int | None]]) -> int:
+        """Delete objects (a generation each, or the live one); missing ones are fine.
+
+        GCS answers 404 alike for a missing object and a missing bucket, so the first chunk
+        that meets a 404 looks the bucket up, once per call.
+        """
+        n, bucket_checked = 0, False
+        for batch in _batches(refs, BATCH_LIMIT):
+            if self.use_batch:
+                missing = self._delete_batch(batch)
+            else:
+                missing = sum(self._pool.map(self._delete_one, batch))
+            if missing and not bucket_checked:
+                bucket_checked = True
+                if not self._bucket_exists():
+                    raise StorageUnavailable(f"bucket {self.bucket!r} does not exist")
+            n += len(batch)
+        return n
 
     def _delete_one(self, ref: tuple[str, int | None]) -> bool:
         """Delete one object; True if it was not there."""
@@ -270,7 +272,7 @@ class GCSAdapter:
             self._raise(exc, key)
         return False
 
-    def _delete_batch(self, refs: list[tuple[str, int | None]]) -> int:
+    def _delete_batch(self, refs: ObjectRefs) -> int:
         """Delete up to 100 objects in one batch request; returns how many were missing."""
         client = self._client("delete_batch")
         bucket = client.bucket(self.bucket)
@@ -351,9 +353,8 @@ def _credentials(info: Mapping[str, Any] | str | None, anonymous: bool) -> Any:
     return credentials
 
 
-def _batches(items: Iterable[tuple[str, int | None]], size: int,
-             ) -> Iterator[list[tuple[str, int | None]]]:
-    batch: list[tuple[str, int | None]] = []
+def _batches(items: Iterable[tuple[str, int | None]], size: int) -> Iterator[ObjectRefs]:
+    batch: ObjectRefs = []
     for item in items:
         batch.append(item)
         if len(batch) == size:

@@ -77,6 +77,17 @@ class Emulator:
     def command(self) -> Sequence[str]:
         raise NotImplementedError
 
+    def client(self) -> Any:
+        """A raw SDK client for the emulator, for setting up and inspecting from outside."""
+        raise NotImplementedError
+
+    def create_bucket(self, name: str) -> None:
+        raise NotImplementedError
+
+    def config(self, bucket: str) -> dict[str, Any]:
+        """The adapter's from_config dict for ``bucket``."""
+        raise NotImplementedError
+
     def start(self) -> Emulator:
         if self.process is not None and self.process.poll() is None:
             return self
@@ -184,6 +195,14 @@ class MotoServer(Emulator):
                           response_checksum_validation="when_required"),
         )
 
+    def create_bucket(self, name: str, *, versioned: bool = False) -> None:
+        client = self.client()
+        client.create_bucket(Bucket=name)
+        if versioned:
+            client.put_bucket_versioning(Bucket=name,
+                                         VersioningConfiguration={"Status": "Enabled"})
+        client.close()
+
     def config(self, bucket: str) -> dict[str, Any]:
         return {"bucket": bucket, "region": MOTO_REGION, "endpoint_url": self.endpoint,
                 "access_key_id": MOTO_KEY_ID, "secret_access_key": MOTO_SECRET}
@@ -217,6 +236,11 @@ class FakeGcsServer(Emulator):
         return storage.Client(project="test", credentials=AnonymousCredentials(),
                               client_options={"api_endpoint": self.endpoint})
 
+    def create_bucket(self, name: str) -> None:
+        client = self.client()
+        client.create_bucket(name)
+        client.close()
+
     def config(self, bucket: str) -> dict[str, Any]:
         return {"bucket": bucket, "project": "test", "endpoint": self.endpoint,
                 "anonymous": True, "use_batch": False}
@@ -244,6 +268,10 @@ class Azurite(Emulator):
         from azure.storage.blob import BlobServiceClient
 
         return BlobServiceClient.from_connection_string(self.connection_string)
+
+    def create_bucket(self, name: str) -> None:
+        with self.client() as client:
+            client.create_container(name)
 
     def config(self, container: str) -> dict[str, Any]:
         return {"container": container, "connection_string": self.connection_string}
@@ -281,24 +309,17 @@ def unique_name(prefix: str = "t") -> str:
 
 def new_s3_bucket(server: MotoServer, *, versioned: bool = False) -> dict[str, Any]:
     name = unique_name("s3")
-    client = server.client()
-    client.create_bucket(Bucket=name)
-    if versioned:
-        client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
-    client.close()
+    server.create_bucket(name, versioned=versioned)
     return server.config(name)
 
 
 def new_gcs_bucket(server: FakeGcsServer) -> dict[str, Any]:
     name = unique_name("gcs")
-    client = server.client()
-    client.create_bucket(name)
-    client.close()
+    server.create_bucket(name)
     return server.config(name)
 
 
 def new_azure_container(server: Azurite) -> dict[str, Any]:
     name = unique_name("az")
-    with server.client() as client:
-        client.create_container(name)
+    server.create_bucket(name)
     return server.config(name)
