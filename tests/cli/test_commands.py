@@ -1,0 +1,89 @@
+"""The operator commands, run against the embedded default's database and bucket."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from typer.testing import CliRunner
+
+from control_plane.db.engine import make_engine
+from control_plane.memories import service as memories
+from control_plane.memories.addresses import MemoryAddress, Scope
+from control_plane.memories.schemas import MemoryMeta
+from control_plane.runtime import Runtime
+from control_plane.settings import Settings
+from control_plane.tenants.service import authenticate, ensure_bootstrap
+from memplane.cli import app
+
+ADMIN = "mp_cli_admin_key_0001"
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return {"MEMPLANE_DATA_DIR": str(tmp_path / "data"), "MEMPLANE_ADMIN_KEY": ADMIN}
+
+
+def _run(env: dict[str, str], *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args), env=env)
+    return result.exit_code, result.output
+
+
+def test_db_upgrade_then_keys_create_gives_a_working_key(env: dict[str, str]) -> None:
+    code, output = _run(env, "db", "upgrade")
+    assert code == 0 and "revision 0001" in output
+    code, output = _run(env, "keys", "create", "--role", "agent", "--name", "bot")
+    assert code == 0
+    key = output.strip().splitlines()[-1]
+    runtime = Runtime(Settings(data_dir=Path(env["MEMPLANE_DATA_DIR"])))
+    try:
+        with runtime.sessions() as session:
+            caller = authenticate(session, f"Bearer {key}")
+    finally:
+        runtime.close()
+    assert caller.role == "agent"
+
+
+def test_keys_create_refuses_an_unknown_role(env: dict[str, str]) -> None:
+    code, output = _run(env, "keys", "create", "--role", "root")
+    assert code == 2
+    assert "role must be one of admin, agent, compliance" in output
+
+
+def test_reconcile_collects_an_orphan_and_audit_verify_reports(env: dict[str, str]) -> None:
+    settings = Settings(data_dir=Path(env["MEMPLANE_DATA_DIR"]), admin_key=ADMIN)
+    runtime = Runtime(settings)
+    runtime.migrate()
+    try:
+        with runtime.sessions() as session:
+            ensure_bootstrap(session, ADMIN)
+            caller = authenticate(session, f"Bearer {ADMIN}")
+            memories.set_value(session, runtime.plane, caller.actor,
+                               MemoryAddress.parse(Scope.user, "u1", "k"), 1, MemoryMeta())
+            target = runtime.plane.active(session, caller.tenant_id)
+            target.adapter.put(target.path("memories/user/u1/k/orphan.json"), b"1")
+    finally:
+        runtime.close()
+
+    code, output = _run(env, "reconcile", "--grace-seconds", "0")
+    assert code == 0
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip()
+            for line in output.splitlines() if line.count("│") == 3}
+    assert rows["orphan objects deleted"] == "1"
+    assert rows["objects scanned"] == "2"
+    assert rows["corrupt pointers"] == "0"
+
+    code, output = _run(env, "audit", "verify")
+    assert code == 0
+    report = json.loads(output.strip().splitlines()[-1])
+    assert report["ok"] is True and report["unsealed"] == 0 and report["checked"] >= 2
+
+    engine = make_engine(settings.resolved_database_url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE access_logs SET detail = 'x' WHERE seq = 1"))
+    engine.dispose()
+    code, output = _run(env, "audit", "verify")
+    assert code == 1
+    assert json.loads(output.strip().splitlines()[-1])["first_bad_seq"] == 1
