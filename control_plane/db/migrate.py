@@ -18,7 +18,7 @@ def alembic_config(engine: Engine) -> Config:
     return config
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
+def upgrade(engine: Engine, revision: str = "heads") -> None:
     config = alembic_config(engine)
     with engine.begin() as connection:
         config.attributes["connection"] = connection

@@ -3,9 +3,12 @@ from __future__ import annotations
 from typing import Annotated
 from urllib.parse import unquote
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Header, Query, Response
+from fastapi.responses import JSONResponse
 
+from ..db.models import MemoryPointer
 from ..deps import PlaneDep, ReaderCaller, SessionDep, WriterCaller
+from ..idempotency import Idempotency, Replay
 from . import service as memories
 from .addresses import MemoryAddress, Scope
 from .schemas import AppendIn, Cleared, MemoryIn, MemoryMeta, MemoryOut, PointerOut, PointerPage
@@ -25,12 +28,24 @@ def _meta(body: MemoryMeta) -> MemoryMeta:
     return MemoryMeta.model_validate(body.model_dump(exclude={"value"}))
 
 
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key")]
+
+
+def _answer(result: MemoryPointer | Replay) -> PointerOut | JSONResponse:
+    if isinstance(result, Replay):
+        return JSONResponse(result.response, status_code=result.status_code,
+                            headers={"Idempotent-Replayed": "true"})
+    return PointerOut.of(result)
+
+
 @router.put("/v1/memories/{scope}/{scope_ref}/{key}", response_model=PointerOut)
 def set_memory(scope: Scope, scope_ref: str, key: str, body: MemoryIn, caller: WriterCaller,
-               session: SessionDep, plane: PlaneDep) -> PointerOut:
-    pointer = memories.set_value(session, plane, caller.actor, _address(scope, scope_ref, key),
-                                 body.value, _meta(body))
-    return PointerOut.of(pointer)
+               session: SessionDep, plane: PlaneDep,
+               idempotency_key: IdempotencyKey = None) -> PointerOut | JSONResponse:
+    address = _address(scope, scope_ref, key)
+    idem = Idempotency.of(idempotency_key, "PUT", address.describe(), body.model_dump_json())
+    return _answer(memories.set_value(session, plane, caller.actor, address, body.value,
+                                      _meta(body), idem))
 
 
 @router.get("/v1/memories/{scope}/{scope_ref}/{key}", response_model=MemoryOut)
@@ -42,10 +57,12 @@ def get_memory(scope: Scope, scope_ref: str, key: str, caller: ReaderCaller,
 
 @router.post("/v1/memories/{scope}/{scope_ref}/{key}/append", response_model=PointerOut)
 def append_memory(scope: Scope, scope_ref: str, key: str, body: AppendIn, caller: WriterCaller,
-                  session: SessionDep, plane: PlaneDep) -> PointerOut:
-    pointer = memories.append_value(session, plane, caller.actor,
-                                    _address(scope, scope_ref, key), body.value, _meta(body))
-    return PointerOut.of(pointer)
+                  session: SessionDep, plane: PlaneDep,
+                  idempotency_key: IdempotencyKey = None) -> PointerOut | JSONResponse:
+    address = _address(scope, scope_ref, key)
+    idem = Idempotency.of(idempotency_key, "APPEND", address.describe(), body.model_dump_json())
+    return _answer(memories.append_value(session, plane, caller.actor, address, body.value,
+                                         _meta(body), idem))
 
 
 @router.delete("/v1/memories/{scope}/{scope_ref}/{key}", status_code=204)

@@ -30,17 +30,19 @@ from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
 
+from .. import idempotency
 from ..audit import service as audit
 from ..audit.service import Actor, audited
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
 from ..errors import Conflict, HashMismatch, InvalidInput, NotFound
+from ..idempotency import Idempotency, Replay
 from ..kit import decode_uuid_cursor, encode_cursor, page_limit, sha256_hex
 from ..storage_config.plane import DataPlane, Target, storage_errors
 from . import repository as repo
 from .addresses import DEFAULT_MEMORY_TYPES, MemoryAddress
-from .schemas import MemoryMeta
+from .schemas import MemoryMeta, PointerOut
 
 log = logging.getLogger(__name__)
 
@@ -63,20 +65,31 @@ def serialise(value: Any) -> bytes:
 
 
 def set_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
-              value: Any, meta: MemoryMeta) -> MemoryPointer:
+              value: Any, meta: MemoryMeta,
+              idem: Idempotency | None = None) -> MemoryPointer | Replay:
     """Store ``value`` at the address, replacing what was there (last writer wins)."""
     with audited(session, actor, "write", detail=address.describe()):
-        return _write(session, plane, actor, address, serialise(value), meta)
+        replay = _replay(session, actor, idem)
+        if replay is not None:
+            return replay
+        try:
+            return _write(session, plane, actor, address, serialise(value), meta, idem)
+        except sa_exc.IntegrityError:
+            return _replay_after_race(session, actor, idem)
 
 
 def append_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
-                 item: Any, meta: MemoryMeta) -> MemoryPointer:
+                 item: Any, meta: MemoryMeta,
+                 idem: Idempotency | None = None) -> MemoryPointer | Replay:
     """Append ``item`` to the JSON list at the address, creating it if absent.
 
     Concurrent appends to one key never lose an item: each holds the pointer's row lock
     from reading the list until the new version is committed, so they take turns.
     """
     with audited(session, actor, "append", detail=address.describe()):
+        replay = _replay(session, actor, idem)
+        if replay is not None:
+            return replay
         for attempt in (1, 2):
             target = plane.active(session, actor.tenant_id)
             session.commit()
@@ -96,13 +109,17 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
             path = _put(target, address, payload)
             try:
                 saved = _save(session, plane, target, actor, address, pointer, path,
-                              payload, meta, "append")
+                              payload, meta, "append", idem)
             except sa_exc.IntegrityError:
-                # Another first append created the row; start over against it.
+                # Another first append created the row, or a twin request took the
+                # idempotency key; start over against it.
                 session.rollback()
                 _delete_quietly(target, [path])
                 if attempt == 2:
-                    raise
+                    return _replay_after_race(session, actor, idem)
+                replay = _replay(session, actor, idem)
+                if replay is not None:
+                    return replay
                 continue
             except Exception:
                 session.rollback()
@@ -112,8 +129,30 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
         raise AssertionError("unreachable")
 
 
+def _replay(session: Session, actor: Actor, idem: Idempotency | None) -> Replay | None:
+    if idem is None:
+        return None
+    replay = idempotency.find(session, actor.tenant_id, idem)
+    if replay is not None:
+        session.rollback()
+        begin_write(session)
+        audit.record(session, actor, "replay", pointer_id=uuid.UUID(replay.response["id"]),
+                     detail="idempotency key answered from the first request")
+        session.commit()
+    return replay
+
+
+def _replay_after_race(session: Session, actor: Actor, idem: Idempotency | None) -> Replay:
+    """A twin request with the same key committed first; answer with its result."""
+    session.rollback()
+    replay = _replay(session, actor, idem)
+    if replay is None:
+        raise Conflict("the memory was written concurrently by another request; retry")
+    return replay
+
+
 def _write(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
-           payload: bytes, meta: MemoryMeta) -> MemoryPointer:
+           payload: bytes, meta: MemoryMeta, idem: Idempotency | None) -> MemoryPointer:
     target = plane.active(session, actor.tenant_id)
     # No transaction may stay open across bucket I/O.
     session.commit()
@@ -124,7 +163,7 @@ def _write(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddr
             pointer = repo.lock(session, actor.tenant_id, address)
             try:
                 saved = _save(session, plane, target, actor, address, pointer, path,
-                              payload, meta, "write")
+                              payload, meta, "write", idem)
                 break
             except sa_exc.IntegrityError:
                 # Another writer created the row first; take the update path against it.
@@ -148,7 +187,8 @@ def _put(target: Target, address: MemoryAddress, payload: bytes) -> str:
 
 def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
           address: MemoryAddress, pointer: MemoryPointer | None, path: str, payload: bytes,
-          meta: MemoryMeta, operation: str) -> tuple[MemoryPointer, tuple[uuid.UUID, str] | None]:
+          meta: MemoryMeta, operation: str,
+          idem: Idempotency | None) -> tuple[MemoryPointer, tuple[uuid.UUID, str] | None]:
     """Step 3: in the open write transaction, move the (locked) pointer to the new object."""
     plane.checkpoint("write:after_put")
     now = utcnow()
@@ -175,6 +215,9 @@ def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
     session.flush()
     audit.record(session, actor, operation, pointer_id=pointer.id,
                  detail=f"{address.describe()} v{pointer.version} {len(payload)} bytes")
+    if idem is not None:
+        idempotency.remember(session, actor.tenant_id, idem, 200,
+                             PointerOut.of(pointer).model_dump(mode="json"))
     plane.checkpoint("write:before_commit")
     session.commit()
     return pointer, superseded

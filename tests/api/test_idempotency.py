@@ -1,0 +1,63 @@
+"""A write retried with the same Idempotency-Key returns the first answer and writes once."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.support.service import Tenant
+
+
+def test_retried_set_returns_the_first_answer(tenant: Tenant) -> None:
+    with tenant.stack.http(tenant.admin_key) as http:
+        headers = {"Idempotency-Key": "req-1"}
+        first = http.put("/v1/memories/user/u1/k", json={"value": 1}, headers=headers)
+        again = http.put("/v1/memories/user/u1/k", json={"value": 1}, headers=headers)
+        listed = http.get("/v1/pointers").json()["items"]
+    assert first.status_code == again.status_code == 200
+    assert again.json() == first.json()
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert [p["version"] for p in listed] == [1]
+    assert len(tenant.objects()) == 1
+
+
+def test_retried_append_does_not_duplicate_the_item(tenant: Tenant) -> None:
+    with tenant.client() as client:
+        for _ in range(3):
+            client.memory.append(scope="user", scope_ref="u1", key="log", value="once",
+                                 idempotency_key="append-1")
+        client.memory.append(scope="user", scope_ref="u1", key="log", value="twice",
+                             idempotency_key="append-2")
+        assert client.memory.get(scope="user", scope_ref="u1", key="log").value == [
+            "once", "twice"]
+
+
+def test_reusing_a_key_for_another_request_is_refused(tenant: Tenant) -> None:
+    with tenant.stack.http(tenant.admin_key) as http:
+        http.put("/v1/memories/user/u1/k", json={"value": 1}, headers={"Idempotency-Key": "x"})
+        other = http.put("/v1/memories/user/u1/k", json={"value": 2},
+                         headers={"Idempotency-Key": "x"})
+        value = http.get("/v1/memories/user/u1/k").json()["value"]
+    assert other.status_code == 422
+    assert other.json()["error"] == "idempotency_key_reused"
+    assert "different request" in other.json()["detail"]
+    assert value == 1
+
+
+@pytest.mark.parametrize("path", ["/v1/memories/user/u1/race",
+                                  "/v1/memories/user/u1/race-list/append"])
+def test_concurrent_twins_write_once(tenant: Tenant, path: str) -> None:
+    def send(_: int) -> dict[str, object]:
+        with tenant.stack.http(tenant.admin_key) as http:
+            method = "POST" if path.endswith("append") else "PUT"
+            response = http.request(method, path, json={"value": "v"},
+                                    headers={"Idempotency-Key": "twin"})
+            assert response.status_code == 200, response.text
+            return response.json()  # type: ignore[no-any-return]
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        answers = list(pool.map(send, range(4)))
+    assert len({a["id"] for a in answers}) == 1
+    assert {a["version"] for a in answers} == {1}
+    assert len(tenant.objects()) == 1
