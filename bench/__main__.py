@@ -1,0 +1,31 @@
+"""python -m bench [--quick]: print a table, write bench/results/latest.json, end with one
+JSON line mapping each case to {"memplane", "floor", "peer", "unit"}."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from .cases import run_all
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("--quick", action="store_true", help="fewer operations per case")
+    parser.add_argument("--only", default="", help="comma-separated case name prefixes")
+    args = parser.parse_args()
+    logging.disable(logging.WARNING)
+    results = run_all(quick=args.quick, only=[p for p in args.only.split(",") if p])
+    out = Path(__file__).parent / "results"
+    out.mkdir(exist_ok=True)
+    (out / "latest.json").write_text(json.dumps(results, indent=2))
+    print(json.dumps(results, separators=(",", ":")))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

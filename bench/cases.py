@@ -1,0 +1,87 @@
+"""The cases: write and verified read of 1 KiB values, memplane against the floor."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .harness import Measurement, measure
+from .stacks import Backends, Floor, MemplaneStack
+
+VALUE = {"text": "x" * 1000}
+PAYLOAD = json.dumps(VALUE, separators=(",", ":")).encode()
+MATRIX = [("sqlite", "local"), ("postgres", "local"), ("postgres", "s3")]
+
+
+def _ops(quick: bool, concurrency: int, bucket: str) -> int:
+    base = 150 if quick else 1000
+    if bucket == "s3":
+        base //= 2
+    return base * (2 if concurrency > 1 else 1)
+
+
+def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
+    console = Console(stderr=True)
+    results: dict[str, dict[str, Any]] = {}
+    table = Table(title="memplane vs floor (ops/s, higher is better)")
+    for column in ("case", "memplane", "floor", "ratio", "p50 ms", "p99 ms"):
+        table.add_column(column, justify="right" if column != "case" else "left")
+    backends = Backends()
+    try:
+        for database, bucket in MATRIX:
+            stack_name = f"{database}+{bucket}"
+            if only and not any(stack_name.startswith(p) or p in stack_name for p in only):
+                continue
+            stack = MemplaneStack(backends, database, bucket)
+            floor = Floor(stack)
+            try:
+                stack.serve()
+                for concurrency in (1, 16):
+                    n = _ops(quick, concurrency, bucket)
+                    f_write = measure(
+                        lambda i, c=concurrency, fl=floor: fl.set(f"f{c}-{i}", PAYLOAD),
+                        n, concurrency)
+                    f_read = measure(lambda i, c=concurrency, fl=floor: fl.get(f"f{c}-{i}"),
+                                     n, concurrency)
+                    for mode in ("inproc", "http"):
+                        tag = f"{mode}-{concurrency}"
+                        write, read = _memplane(stack, mode, tag, n, concurrency)
+                        for kind, m, f in (("write", write, f_write), ("read", read, f_read)):
+                            name = f"{kind}/{stack_name}/{mode}/c{concurrency}"
+                            results[name] = {"memplane": round(m.per_second, 1),
+                                             "floor": round(f.per_second, 1), "peer": None,
+                                             "unit": "ops/s"}
+                            table.add_row(name, f"{m.per_second:,.0f}", f"{f.per_second:,.0f}",
+                                          f"{m.per_second / f.per_second:.2f}",
+                                          f"{m.p50_ms:.2f}", f"{m.p99_ms:.2f}")
+                        console.print(f"done {stack_name} {tag}")
+            finally:
+                stack.close()
+    finally:
+        backends.close()
+    console.print(table)
+    return results
+
+
+def _memplane(stack: MemplaneStack, mode: str, tag: str, n: int,
+              concurrency: int) -> tuple[Measurement, Measurement]:
+    if mode == "inproc":
+        write = measure(lambda i: stack.set(f"{tag}-{i}", VALUE), n, concurrency)
+        read = measure(lambda i: stack.get(f"{tag}-{i}"), n, concurrency)
+        return write, read
+
+    def http_op(kind: str):  # type: ignore[no-untyped-def]
+        def setup():  # type: ignore[no-untyped-def]
+            client = stack.http_client()
+            if kind == "write":
+                return lambda i: client.put(f"/v1/memories/user/bench/{tag}-{i}",
+                                            json={"value": VALUE}).raise_for_status()
+            return lambda i: client.get(f"/v1/memories/user/bench/{tag}-{i}").raise_for_status()
+        return setup
+
+    write = measure(lambda i: None, n, concurrency, setup=http_op("write"))
+    read = measure(lambda i: None, n, concurrency, setup=http_op("read"))
+    return write, read
