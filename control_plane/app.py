@@ -21,6 +21,7 @@ from .memories.router import router as memories_router
 from .observability import Metrics, RequestContext
 from .runtime import Runtime
 from .settings import Settings
+from .storage_config.router import router as storage_config_router
 from .tenants.router import router as tenants_router
 from .tenants.service import ensure_bootstrap
 
@@ -60,7 +61,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics = Metrics()
     app.add_middleware(RequestContext, metrics=app.state.metrics,
                        max_body_bytes=settings.max_body_bytes)
-    for router in (health_router, memories_router, audit_router, tenants_router):
+    for router in (health_router, memories_router, audit_router, tenants_router,
+                   storage_config_router):
         app.include_router(router)
     _install_error_handlers(app)
     return app

@@ -16,6 +16,7 @@ from .audit import service as audit
 from .db.engine import make_engine, make_session_factory
 from .db.migrate import upgrade
 from .settings import Settings
+from .storage_config.credentials import CredentialBox, load_server_key
 from .storage_config.plane import DataPlane
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,10 @@ class Runtime:
             sqlite_synchronous=settings.sqlite_synchronous,
         )
         self.sessions: sessionmaker[Session] = make_session_factory(self.engine)
-        self.plane = DataPlane(settings.resolved_bucket_url)
+        # Tenants' bucket credentials are sealed with the server key; the data plane opens
+        # them only to build an adapter.
+        self.plane = DataPlane(settings.resolved_bucket_url,
+                               credentials=CredentialBox(load_server_key(settings)))
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 

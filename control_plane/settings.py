@@ -33,12 +33,20 @@ class Settings(BaseSettings):
     reconcile_grace_seconds: float = Field(300.0, ge=0)
     sqlite_synchronous: str = Field("FULL", pattern="^(OFF|NORMAL|FULL|EXTRA)$")
     db_pool_size: int = Field(10, ge=1)
+    allow_local_storage: bool | None = Field(
+        None, description="Let tenants configure a directory on this server as their bucket; "
+        "default: allowed on the embedded default only."
+    )
     log_level: str = "INFO"
     run_background: bool = Field(True, description="Run the audit sealer inside the server.")
 
     @property
     def embedded(self) -> bool:
         return self.database_url is None or self.database_url.startswith("sqlite")
+
+    @property
+    def local_storage_allowed(self) -> bool:
+        return self.embedded if self.allow_local_storage is None else self.allow_local_storage
 
     @property
     def resolved_database_url(self) -> str:

@@ -34,6 +34,8 @@ from ._models import (
     Memory,
     Page,
     Pointer,
+    StorageConfig,
+    StorageHealth,
     Tenant,
 )
 from ._version import __version__
@@ -58,6 +60,8 @@ __all__ = [
     "PayloadTooLarge",
     "Pointer",
     "ServerError",
+    "StorageConfig",
+    "StorageHealth",
     "StorageUnavailable",
     "SubjectErasureInProgress",
     "Tenant",

@@ -20,9 +20,18 @@ from ._models import (
     Memory,
     Page,
     Pointer,
+    StorageConfig,
+    StorageHealth,
 )
 
-__all__ = ["AsyncAuditAPI", "AsyncClient", "AsyncKeysAPI", "AsyncMemoryAPI", "AsyncTenantsAPI"]
+__all__ = [
+    "AsyncAuditAPI",
+    "AsyncClient",
+    "AsyncKeysAPI",
+    "AsyncMemoryAPI",
+    "AsyncStorageAPI",
+    "AsyncTenantsAPI",
+]
 
 T = TypeVar("T")
 
@@ -55,6 +64,7 @@ class AsyncClient:
         self.audit = AsyncAuditAPI(self)
         self.keys = AsyncKeysAPI(self)
         self.tenants = AsyncTenantsAPI(self)
+        self.storage = AsyncStorageAPI(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._config.base_url!r})"
@@ -336,3 +346,40 @@ class AsyncTenantsAPI(_Namespace):
         return await self._client._send(
             _base.tenants_create(name=name, idempotency_key=idempotency_key)
         )
+
+
+class AsyncStorageAPI(_Namespace):
+    """The tenant's own bucket (admin role; compliance may read the configuration);
+    reached as ``client.storage``."""
+
+    async def configure(
+        self,
+        *,
+        storage_type: str,
+        connection_config: dict[str, Any],
+        idempotency_key: str | None = None,
+    ) -> StorageConfig:
+        """Point the tenant's new memories at its own bucket.
+
+        ``storage_type`` is ``s3``, ``gcs``, ``azure`` or ``local``; ``connection_config``
+        holds that backend's settings (bucket, region, endpoint, credentials, prefix). The
+        server probes the bucket first and raises ``BadRequest`` naming what failed, saving
+        nothing; secrets are stored encrypted and never returned. Memories written before
+        stay readable where they are.
+        """
+        return await self._client._send(
+            _base.storage_configure(
+                storage_type=storage_type,
+                connection_config=connection_config,
+                idempotency_key=idempotency_key,
+            )
+        )
+
+    async def get_config(self) -> StorageConfig:
+        """The active configuration, without secrets."""
+        return await self._client._send(_base.storage_get_config())
+
+    async def health_check(self) -> StorageHealth:
+        """Probe the bucket (write, read, delete) and report latency, region, versioning,
+        soft delete and object lock. A failing bucket answers ``ok=False``, not an error."""
+        return await self._client._send(_base.storage_health())

@@ -25,6 +25,8 @@ from ._models import (
     Memory,
     Page,
     Pointer,
+    StorageConfig,
+    StorageHealth,
 )
 from ._version import __version__
 
@@ -301,6 +303,26 @@ def tenants_create(*, name: str, idempotency_key: str | None) -> Call[CreatedTen
         json={"name": name},
         headers=_idempotency(idempotency_key),
     )
+
+
+def storage_configure(
+    *, storage_type: str, connection_config: Mapping[str, Any], idempotency_key: str | None
+) -> Call[StorageConfig]:
+    return Call(
+        "PUT",
+        "/v1/storage/config",
+        parse_model(StorageConfig),
+        json={"storage_type": storage_type, "connection_config": dict(connection_config)},
+        headers=_idempotency(idempotency_key),
+    )
+
+
+def storage_get_config() -> Call[StorageConfig]:
+    return Call("GET", "/v1/storage/config", parse_model(StorageConfig))
+
+
+def storage_health() -> Call[StorageHealth]:
+    return Call("GET", "/v1/storage/health", parse_model(StorageHealth))
 
 
 def probe(path: str) -> Call[bool]:

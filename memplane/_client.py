@@ -20,9 +20,11 @@ from ._models import (
     Memory,
     Page,
     Pointer,
+    StorageConfig,
+    StorageHealth,
 )
 
-__all__ = ["AuditAPI", "Client", "KeysAPI", "MemoryAPI", "TenantsAPI"]
+__all__ = ["AuditAPI", "Client", "KeysAPI", "MemoryAPI", "StorageAPI", "TenantsAPI"]
 
 T = TypeVar("T")
 
@@ -55,6 +57,7 @@ class Client:
         self.audit = AuditAPI(self)
         self.keys = KeysAPI(self)
         self.tenants = TenantsAPI(self)
+        self.storage = StorageAPI(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._config.base_url!r})"
@@ -331,3 +334,40 @@ class TenantsAPI(_Namespace):
     def create(self, *, name: str, idempotency_key: str | None = None) -> CreatedTenant:
         """Create a tenant; the answer carries its first admin key, shown once."""
         return self._client._send(_base.tenants_create(name=name, idempotency_key=idempotency_key))
+
+
+class StorageAPI(_Namespace):
+    """The tenant's own bucket (admin role; compliance may read the configuration);
+    reached as ``client.storage``."""
+
+    def configure(
+        self,
+        *,
+        storage_type: str,
+        connection_config: dict[str, Any],
+        idempotency_key: str | None = None,
+    ) -> StorageConfig:
+        """Point the tenant's new memories at its own bucket.
+
+        ``storage_type`` is ``s3``, ``gcs``, ``azure`` or ``local``; ``connection_config``
+        holds that backend's settings (bucket, region, endpoint, credentials, prefix). The
+        server probes the bucket first and raises ``BadRequest`` naming what failed, saving
+        nothing; secrets are stored encrypted and never returned. Memories written before
+        stay readable where they are.
+        """
+        return self._client._send(
+            _base.storage_configure(
+                storage_type=storage_type,
+                connection_config=connection_config,
+                idempotency_key=idempotency_key,
+            )
+        )
+
+    def get_config(self) -> StorageConfig:
+        """The active configuration, without secrets."""
+        return self._client._send(_base.storage_get_config())
+
+    def health_check(self) -> StorageHealth:
+        """Probe the bucket (write, read, delete) and report latency, region, versioning,
+        soft delete and object lock. A failing bucket answers ``ok=False``, not an error."""
+        return self._client._send(_base.storage_health())

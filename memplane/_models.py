@@ -19,6 +19,8 @@ __all__ = [
     "Memory",
     "Page",
     "Pointer",
+    "StorageConfig",
+    "StorageHealth",
     "Tenant",
 ]
 
@@ -113,3 +115,42 @@ class CreatedTenant(_Model):
 
     tenant: Tenant
     api_key: str = Field(repr=False)
+
+
+class StorageConfig(_Model):
+    """The tenant's active bucket configuration. Secrets are never returned: ``secrets_set``
+    names the ones stored (encrypted) on the server."""
+
+    id: str
+    storage_type: str
+    bucket: str | None = None
+    prefix: str
+    region: str | None = None
+    endpoint: str | None = None
+    connection_config: dict[str, Any] = Field(default_factory=dict)
+    secrets_set: list[str] = Field(default_factory=list)
+    versioning: bool | None = None
+    soft_delete_days: float | None = None
+    object_lock: bool | None = None
+    is_active: bool = True
+    created_at: datetime
+
+
+class StorageHealth(_Model):
+    """The outcome of a write/read/delete probe of the tenant's bucket, with what it keeps."""
+
+    ok: bool
+    reachable: bool
+    probe: str
+    latency_ms: float
+    config_id: str
+    storage_type: str
+    bucket: str | None = None
+    prefix: str
+    region: str | None = None
+    versioning: bool | None = None
+    soft_delete_days: float | None = None
+    object_lock: bool | None = None
+    retention_days: float | None = None
+    notes: list[str] = Field(default_factory=list)
+    checked_at: datetime

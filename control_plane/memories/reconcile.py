@@ -100,7 +100,7 @@ def _settle_writes(session: Session, plane: DataPlane, before, tenant_id, report
             session.commit()
             if not intact:
                 try:
-                    target.adapter.delete_many([pointer.storage_path])
+                    target.delete([pointer.storage_path])
                 except storage.StorageError:
                     pass  # orphan GC takes it later
 
@@ -119,7 +119,7 @@ def _settle_deletes(session: Session, plane: DataPlane, before, tenant_id, repor
             target = plane.by_id(session, config_id)
             session.commit()
             try:
-                target.adapter.delete_many([p.storage_path for p in pointers])
+                target.delete([p.storage_path for p in pointers])
             except storage.StorageError as exc:
                 report.errors.append(f"storage {config_id}: {type(exc).__name__}")
                 continue
@@ -181,7 +181,7 @@ def _sweep(session: Session, plane: DataPlane, config: StorageConfig,
     orphans = [p for p in paths if p not in named]
     if not orphans:
         return 0
-    plane.by_id(session, config.id).adapter.delete_many(orphans)
+    plane.by_id(session, config.id).delete(orphans)
     begin_write(session)
     audit.record(session, _system(config.tenant_id, "gc"), "gc",
                  detail=f"deleted {len(orphans)} orphaned object(s)")

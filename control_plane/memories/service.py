@@ -386,7 +386,7 @@ def _finish_deletes(session: Session, plane: DataPlane, actor: Actor,
         target = plane.by_id(session, config_id)
         session.commit()
         with storage_errors():
-            target.adapter.delete_many(paths)
+            target.delete(paths)
     plane.checkpoint("delete:after_object")
     begin_write(session)
     removed = repo.delete_pending(session, [p.id for p in pointers])
@@ -399,7 +399,7 @@ def _finish_deletes(session: Session, plane: DataPlane, actor: Actor,
 
 def _delete_quietly(target: Target, paths: list[str]) -> None:
     try:
-        target.adapter.delete_many(paths)
+        target.delete(paths)
     except storage.StorageError:
         log.warning("could not delete %d superseded object(s); orphan GC will", len(paths))
 

@@ -1,15 +1,26 @@
 """The data plane as the services see it: which adapter and prefix hold a tenant's content.
 
-Adapters are built once per storage configuration and shared by all request threads.
+Adapters are built once per storage configuration and shared by all request threads. The
+server's default bucket is one adapter shared by every tenant, each confined to
+``tenants/<tenant id>``; a tenant's own bucket gets an adapter rooted at its effective prefix
+``<prefix or "memplane">/<tenant id>``, so the health probe, listings, GC and erasure stay
+inside it and two tenants sharing one bucket never share an object. Credentials are
+decrypted only here, when an adapter is built.
+
+Which configuration is *active* is cached per tenant for a few seconds: a change made through
+this process forgets it at once; other replicas follow when the entry expires.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -19,8 +30,11 @@ from storage_adapters.registry import from_config, from_url
 
 from ..db.models import StorageConfig
 from ..errors import HashMismatch, InvalidInput, NotFound, StorageMisconfigured, StorageUnavailable
+from .credentials import CredentialBox, CredentialsUnreadable, associated_data
 
 DEFAULT = "default"
+DEFAULT_PREFIX = "memplane"
+ACTIVE_TTL_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -28,9 +42,26 @@ class Target:
     config_id: uuid.UUID
     prefix: str
     adapter: storage.StorageAdapter
+    # The bucket keeps old versions (S3 versioning), as recorded on the configuration row.
+    versioned: bool = False
 
     def path(self, *segments: str) -> str:
         return "/".join(s for s in (self.prefix, *segments) if s)
+
+    def delete(self, paths: list[str]) -> None:
+        """Remove these objects for good.
+
+        On a versioned bucket a plain delete only adds a delete marker, so every version and
+        marker of each path is purged instead. Object paths end in a unique
+        ``<version id>.json``, so a path used as a listing prefix matches only that object.
+        """
+        if not paths:
+            return
+        if self.versioned:
+            for path in paths:
+                self.adapter.purge_versions(path)
+        else:
+            self.adapter.delete_many(paths)
 
 
 def no_faults(_step: str) -> None:
@@ -39,12 +70,17 @@ def no_faults(_step: str) -> None:
 
 class DataPlane:
     def __init__(self, default_bucket_url: str,
-                 checkpoint: Callable[[str], None] = no_faults) -> None:
+                 checkpoint: Callable[[str], None] = no_faults, *,
+                 credentials: CredentialBox | None = None,
+                 active_ttl_seconds: float = ACTIVE_TTL_SECONDS) -> None:
         self._default_url = default_bucket_url
         self._default: storage.StorageAdapter | None = None
+        self.credentials = credentials
         # Configuration rows are immutable, so their targets can be kept for good.
         self._targets: dict[uuid.UUID, Target] = {}
-        self._active: dict[uuid.UUID, uuid.UUID] = {}
+        # tenant -> (active configuration, monotonic time the entry expires)
+        self._active: dict[uuid.UUID, tuple[uuid.UUID, float]] = {}
+        self._active_ttl = active_ttl_seconds
         self._lock = threading.Lock()
         # Crash tests replace this to stop a protocol between two of its steps.
         self.checkpoint = checkpoint
@@ -58,16 +94,18 @@ class DataPlane:
 
     def active(self, session: Session, tenant_id: uuid.UUID) -> Target:
         """Where new content of the tenant goes."""
-        config_id = self._active.get(tenant_id)
+        now = time.monotonic()
+        cached = self._active.get(tenant_id)
+        if cached is not None and cached[1] > now:
+            return self.by_id(session, cached[0])
+        config_id = session.scalar(
+            select(StorageConfig.id)
+            .where(StorageConfig.tenant_id == tenant_id, StorageConfig.is_active)
+            .order_by(StorageConfig.created_at.desc()).limit(1)
+        )
         if config_id is None:
-            config_id = session.scalar(
-                select(StorageConfig.id)
-                .where(StorageConfig.tenant_id == tenant_id, StorageConfig.is_active)
-                .order_by(StorageConfig.created_at.desc()).limit(1)
-            )
-            if config_id is None:
-                raise StorageMisconfigured("the tenant has no storage configuration")
-            self._active[tenant_id] = config_id
+            raise StorageMisconfigured("the tenant has no storage configuration")
+        self._active[tenant_id] = (config_id, now + self._active_ttl)
         return self.by_id(session, config_id)
 
     def by_id(self, session: Session, config_id: uuid.UUID) -> Target:
@@ -78,17 +116,36 @@ class DataPlane:
         config = session.get(StorageConfig, config_id)
         if config is None:
             raise NotFound("storage configuration not found")
-        target = Target(config.id, config.prefix, self._adapter(config))
+        if config.storage_type == DEFAULT:
+            target = Target(config.id, config.prefix, self.default_adapter)
+        else:
+            target = Target(config.id, "", self._adapter(config),
+                            versioned=bool(config.versioning))
         with self._lock:
-            return self._targets.setdefault(config_id, target)
+            kept = self._targets.setdefault(config_id, target)
+        if kept is not target and target.adapter is not self._default:
+            target.adapter.close()  # another thread built it first
+        return kept
 
     def forget_tenant(self, tenant_id: uuid.UUID) -> None:
         self._active.pop(tenant_id, None)
 
     def _adapter(self, config: StorageConfig) -> storage.StorageAdapter:
-        if config.storage_type == DEFAULT:
-            return self.default_adapter
-        return from_config(config.storage_type, dict(config.connection_config))
+        secrets: dict[str, str] = {}
+        if config.credentials_encrypted is not None:
+            if self.credentials is None:
+                raise StorageMisconfigured("the server has no key to decrypt bucket credentials")
+            try:
+                secrets = self.credentials.open(
+                    config.credentials_encrypted,
+                    aad=associated_data(config.tenant_id, config.id))
+            except CredentialsUnreadable:
+                raise StorageMisconfigured(
+                    "the stored bucket credentials do not decrypt with this server's key; "
+                    "restore the server key or configure the storage again"
+                ) from None
+        return build_adapter(config.storage_type, config.connection_config, secrets,
+                             config.prefix)
 
     def close(self) -> None:
         with self._lock:
@@ -99,6 +156,22 @@ class DataPlane:
                 self._default.close()
             self._targets.clear()
             self._default = None
+
+
+def object_prefix(user_prefix: str | None, tenant_id: uuid.UUID) -> str:
+    """Where a tenant's objects go in its own bucket, always confined to the tenant's id."""
+    return f"{user_prefix or DEFAULT_PREFIX}/{tenant_id}"
+
+
+def build_adapter(storage_type: str, public: Mapping[str, Any], secrets: Mapping[str, str],
+                  prefix: str) -> storage.StorageAdapter:
+    """An adapter rooted at ``prefix`` inside the configured bucket (or directory)."""
+    settings: dict[str, Any] = {**public, **secrets}
+    if storage_type == "local":
+        settings = {"root": str(Path(settings["root"]) / prefix)}
+    else:
+        settings["prefix"] = prefix
+    return from_config(storage_type, settings)
 
 
 def default_config(tenant_id: uuid.UUID) -> StorageConfig:

@@ -50,12 +50,20 @@ class PostgresCluster:
             shutil.chown(self.root, "postgres", "postgres")
         self._run(_bin("initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
                   "-E", "UTF8", "--locale=C.UTF-8", "--no-sync")
+        return self.resume()
+
+    def resume(self) -> PostgresCluster:
+        """Start (or restart) the server on the same port and data directory."""
         options = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} "
                    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
                    "-c max_connections=200")
         self._run(_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"), "-w",
                   "-o", options, "start")
         return self
+
+    def halt(self) -> None:
+        """Stop the server at once, as a crash would; the data stays for resume()."""
+        self._run(_bin("pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"

@@ -41,7 +41,8 @@ def make_settings(database: str, data_dir: Path, **overrides: Any) -> Settings:
     )
     if database != "sqlite":
         values.update(database_url=database, server_key=secrets.token_hex(24),
-                      default_bucket_url=f"file://{data_dir / 'bucket'}")
+                      default_bucket_url=f"file://{data_dir / 'bucket'}",
+                      allow_local_storage=True)
     values.update(overrides)
     return Settings(**values)
 

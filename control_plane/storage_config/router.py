@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Depends
+
+from ..deps import AdminCaller, ComplianceCaller, PlaneDep, SessionDep, get_runtime
+from ..runtime import Runtime
+from . import service as storage_config
+from .schemas import StorageConfigIn, StorageConfigOut, StorageHealthOut
+
+router = APIRouter(tags=["storage"])
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+@router.put("/v1/storage/config", response_model=StorageConfigOut)
+def configure_storage(body: Annotated[StorageConfigIn, Body()], caller: AdminCaller,
+                      session: SessionDep, runtime: RuntimeDep) -> StorageConfigOut:
+    return storage_config.configure(session, runtime.plane, caller.actor, body,
+                                    allow_local=runtime.settings.local_storage_allowed)
+
+
+@router.get("/v1/storage/config", response_model=StorageConfigOut)
+def get_storage_config(caller: ComplianceCaller, session: SessionDep,
+                       plane: PlaneDep) -> StorageConfigOut:
+    return storage_config.get_active(session, plane, caller.actor)
+
+
+@router.get("/v1/storage/health", response_model=StorageHealthOut)
+def storage_health(caller: AdminCaller, session: SessionDep,
+                   plane: PlaneDep) -> StorageHealthOut:
+    return storage_config.check_health(session, plane, caller.actor)

@@ -1,0 +1,206 @@
+"""Bring your own bucket: configure, show and check a tenant's storage.
+
+Configure — validate the credentials before anything is saved:
+  1. split the connection settings into public ones and secrets;
+  2. build the adapter (rooted at ``<prefix or "memplane">/<tenant id>``) and run its
+     write/read/delete probe; a failure answers 422 naming what failed, and nothing is saved;
+  3. one transaction: retire the active row, insert a new one (secrets sealed with the
+     server key; region, versioning, soft delete and object lock as the bucket reported
+     them), audit; commit; forget the cached active configuration.
+
+Rows are never rewritten, so pointers written under an older configuration keep reading from
+where they were written. No transaction is open while the bucket is probed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from storage_adapters import base as storage
+from storage_adapters.registry import MissingExtra, UnknownBackend
+
+from ..audit import service as audit
+from ..audit.service import Actor, audited
+from ..db.base import new_id, utcnow
+from ..db.engine import begin_write
+from ..db.models import StorageConfig
+from ..errors import InvalidInput, StorageMisconfigured
+from . import repository as repo
+from .credentials import CredentialBox, CredentialsUnreadable, associated_data
+from .plane import DataPlane, build_adapter, object_prefix
+from .schemas import StorageConfigIn, StorageConfigOut, StorageHealthOut
+
+log = logging.getLogger(__name__)
+
+
+def configure(session: Session, plane: DataPlane, actor: Actor, body: StorageConfigIn, *,
+              allow_local: bool) -> StorageConfigOut:
+    """Validate the bucket and make it the tenant's active storage."""
+    connection = body.connection_config
+    with audited(session, actor, "storage_configure",
+                 detail=f"storage_type={body.storage_type}"):
+        session.commit()  # no transaction may stay open across bucket I/O
+        if body.storage_type == "local" and not allow_local:
+            raise InvalidInput(
+                "storage_type 'local' is not allowed on this server; configure s3, gcs or "
+                "azure (an operator may allow it with MEMPLANE_ALLOW_LOCAL_STORAGE=true)")
+        box = _box(plane)
+        prefix = object_prefix(connection.prefix, actor.tenant_id)
+        public, secrets = connection.public(), connection.secrets()
+        description = _probe(body.storage_type, public, secrets, prefix)
+
+        config_id = new_id()
+        config = StorageConfig(
+            id=config_id, tenant_id=actor.tenant_id, storage_type=body.storage_type,
+            bucket=connection.bucket_name, prefix=prefix,
+            region=description.region or connection.region_name,
+            endpoint=connection.endpoint_name, connection_config=public,
+            credentials_encrypted=(box.seal(secrets, aad=associated_data(actor.tenant_id,
+                                                                         config_id))
+                                   if secrets else None),
+            versioning=description.versioning, soft_delete_days=description.soft_delete_days,
+            object_lock=description.object_lock, created_at=utcnow(),
+        )
+        begin_write(session)
+        repo.replace_active(session, actor.tenant_id, config)
+        audit.record(session, actor, "storage_configure",
+                     detail=f"config {config_id}: storage_type={config.storage_type} "
+                            f"bucket={config.bucket} prefix={prefix} region={config.region} "
+                            f"versioning={config.versioning} "
+                            f"secrets={','.join(sorted(secrets)) or 'none'}")
+        session.commit()
+    plane.forget_tenant(actor.tenant_id)
+    return _out(config, sorted(secrets))
+
+
+def get_active(session: Session, plane: DataPlane, actor: Actor) -> StorageConfigOut:
+    """The tenant's active configuration, without its secrets."""
+    config = repo.active(session, actor.tenant_id)
+    if config is None:
+        raise StorageMisconfigured("the tenant has no storage configuration")
+    names = _secret_names(plane, config)
+    session.commit()
+    begin_write(session)
+    audit.record(session, actor, "storage_config_read", detail=f"config {config.id}")
+    session.commit()
+    return _out(config, names)
+
+
+def check_health(session: Session, plane: DataPlane, actor: Actor) -> StorageHealthOut:
+    """Probe the active bucket: write, read and delete an object; report what it keeps."""
+    with audited(session, actor, "storage_health"):
+        config = repo.active(session, actor.tenant_id)
+        if config is None:
+            raise StorageMisconfigured("the tenant has no storage configuration")
+        target = plane.by_id(session, config.id)
+        session.commit()
+        report = target.adapter.health_check()
+        failure = report.detail.split(":", 1)[0] if not report.ok else None
+        described = report.description
+        notes = list(described.notes) if described else []
+        if described is not None and config.storage_type != "default":
+            notes += _drift(config, described)
+        result = StorageHealthOut(
+            ok=report.ok, reachable=failure != storage.StorageUnavailable.__name__,
+            probe=report.detail, latency_ms=round(report.latency_ms, 2), config_id=config.id,
+            storage_type=config.storage_type, bucket=config.bucket, prefix=config.prefix,
+            region=(described.region if described else None) or config.region,
+            versioning=described.versioning if described else config.versioning,
+            soft_delete_days=(described.soft_delete_days if described
+                              else config.soft_delete_days),
+            object_lock=described.object_lock if described else config.object_lock,
+            retention_days=described.retention_days if described else None,
+            notes=notes, checked_at=utcnow(),
+        )
+        begin_write(session)
+        audit.record(session, actor, "storage_health", success=report.ok,
+                     detail=f"config {config.id}: ok={report.ok} "
+                            f"latency_ms={report.latency_ms:.1f}"
+                            + ("" if report.ok else f" failure={failure}"))
+        session.commit()
+        return result
+
+
+def _box(plane: DataPlane) -> CredentialBox:
+    if plane.credentials is None:
+        raise StorageMisconfigured("the server has no key to encrypt bucket credentials")
+    return plane.credentials
+
+
+def _probe(storage_type: str, public: dict[str, Any], secrets: dict[str, str],
+           prefix: str) -> storage.BucketDescription:
+    """Build the adapter and run its health probe; explain any failure, secrets redacted."""
+    try:
+        adapter = build_adapter(storage_type, public, secrets, prefix)
+    except (MissingExtra, UnknownBackend) as exc:
+        raise InvalidInput(str(exc), problem="backend_unavailable") from None
+    except (ValueError, OSError, storage.StorageError) as exc:
+        raise InvalidInput(
+            f"the {storage_type} connection settings are not usable: "
+            f"{_redact(f'{type(exc).__name__}: {exc}', secrets)}",
+            problem="invalid_settings") from None
+    try:
+        report = adapter.health_check()
+    finally:
+        adapter.close()
+    if report.ok and report.description is not None:
+        return report.description
+    detail = _redact(report.detail, secrets)
+    kind = detail.split(":", 1)[0]
+    if kind == storage.StorageAuthError.__name__:
+        problem, sentence = "bad_credentials", "the bucket rejected the credentials"
+    elif kind == storage.StorageUnavailable.__name__ and "does not exist" in detail:
+        problem, sentence = "bucket_missing", "the bucket or container does not exist"
+    elif kind == storage.StorageUnavailable.__name__:
+        problem, sentence = "unreachable", "the storage endpoint could not be reached"
+    else:
+        problem, sentence = "probe_failed", "the write/read/delete probe failed"
+    raise InvalidInput(
+        f"{sentence} ({detail}); nothing was saved — fix the connection_config and retry",
+        problem=problem)
+
+
+def _redact(text: str, secrets: dict[str, str]) -> str:
+    for value in secrets.values():
+        if len(value) >= 4:
+            text = text.replace(value, "***")
+    return text
+
+
+def _drift(config: StorageConfig, described: storage.BucketDescription) -> list[str]:
+    notes = []
+    if bool(config.versioning) != described.versioning:
+        notes.append(f"versioning is now {'on' if described.versioning else 'off'} but was "
+                     f"{'on' if config.versioning else 'off'} when configured; configure the "
+                     f"storage again so deletes purge old versions")
+    if bool(config.object_lock) != described.object_lock:
+        notes.append("the bucket's object lock changed since it was configured")
+    return notes
+
+
+def _secret_names(plane: DataPlane, config: StorageConfig) -> list[str]:
+    if config.credentials_encrypted is None:
+        return []
+    box = _box(plane)
+    try:
+        values = box.open(config.credentials_encrypted,
+                          aad=associated_data(config.tenant_id, config.id))
+    except CredentialsUnreadable:
+        raise StorageMisconfigured(
+            "the stored bucket credentials do not decrypt with this server's key; restore "
+            "the server key or configure the storage again") from None
+    return sorted(values)
+
+
+def _out(config: StorageConfig, secret_names: list[str]) -> StorageConfigOut:
+    return StorageConfigOut(
+        id=config.id, storage_type=config.storage_type, bucket=config.bucket,
+        prefix=config.prefix, region=config.region, endpoint=config.endpoint,
+        connection_config=dict(config.connection_config), secrets_set=secret_names,
+        versioning=config.versioning, soft_delete_days=config.soft_delete_days,
+        object_lock=config.object_lock, is_active=config.is_active,
+        created_at=config.created_at,
+    )

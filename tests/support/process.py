@@ -1,0 +1,121 @@
+"""A `memplane serve` child process that a test can SIGKILL and restart on the same port,
+and a TCP proxy that can cut a backend off and bring it back."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from .emulators import free_port
+
+MEMPLANE = Path(sys.executable).with_name("memplane")
+
+
+class ServerProcess:
+    def __init__(self, env: dict[str, str], *, port: int | None = None) -> None:
+        self.env = {**os.environ, "MEMPLANE_LOG_LEVEL": "WARNING", **env}
+        self.port = port or free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.base_url = f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30) -> ServerProcess:
+        self.process = subprocess.Popen(
+            [str(MEMPLANE), "serve", "--port", str(self.port)], env=self.env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"memplane serve exited with {self.process.returncode}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{self.base_url}/healthz", timeout=1).status_code == 200:
+                    return self
+            time.sleep(0.05)
+        raise RuntimeError("memplane serve did not answer in time")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown handler, no flush — what a crash or OOM kill does."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class TcpProxy:
+    """Forwards 127.0.0.1:<port> to a backend; ``cut()`` refuses and drops every connection
+    until ``restore()``, like a network partition or a backend outage."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.port = free_port()
+        self._listener: socket.socket | None = None
+        self._conns: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self.restore()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def restore(self) -> None:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(128)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def cut(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+        with self._lock:
+            conns, self._conns = self._conns, set()
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._conns |= {client, upstream}
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
