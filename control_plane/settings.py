@@ -39,6 +39,16 @@ class Settings(BaseSettings):
     )
     log_level: str = "INFO"
     run_background: bool = Field(True, description="Run the audit sealer inside the server.")
+    # Compliance jobs (export, erase); see control_plane/jobs/worker.py.
+    run_jobs: bool = Field(True, description="Run a job worker thread inside the server "
+                           "(with run_background); turn off when `memplane worker` runs them.")
+    job_lease_seconds: float = Field(30.0, gt=0)
+    job_poll_interval_seconds: float = Field(0.5, gt=0)
+    job_max_attempts: int = Field(3, ge=1)
+    receipt_signing_key: SecretStr | None = Field(
+        None, description="Ed25519 key that signs erasure receipts: base64 of the 32 raw bytes, "
+        "or PEM (PKCS#8). Default on the embedded setup: data_dir/receipt-signing.key."
+    )
 
     @property
     def embedded(self) -> bool:

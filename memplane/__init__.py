@@ -10,6 +10,7 @@ The exceptions are drawn as a tree in ``memplane._exceptions``.
 
 from ._async_client import AsyncClient
 from ._client import Client
+from ._compliance import Job, Receipt
 from ._exceptions import (
     APIError,
     BadRequest,
@@ -53,12 +54,14 @@ __all__ = [
     "Forbidden",
     "HashMismatch",
     "InvalidResponse",
+    "Job",
     "Memory",
     "MemplaneError",
     "NotFound",
     "Page",
     "PayloadTooLarge",
     "Pointer",
+    "Receipt",
     "ServerError",
     "StorageConfig",
     "StorageHealth",

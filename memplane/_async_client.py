@@ -9,8 +9,9 @@ from typing import Any, TypeVar
 
 import httpx
 
-from . import _base
+from . import _base, _compliance
 from ._base import Call, ClientConfig
+from ._compliance import AsyncExportsAPI, AsyncJobsAPI, AsyncReceiptsAPI, Job
 from ._exceptions import TransportError
 from ._models import (
     AuditEntry,
@@ -64,6 +65,9 @@ class AsyncClient:
         self.audit = AsyncAuditAPI(self)
         self.keys = AsyncKeysAPI(self)
         self.tenants = AsyncTenantsAPI(self)
+        self.jobs = AsyncJobsAPI(self)
+        self.exports = AsyncExportsAPI(self)
+        self.receipts = AsyncReceiptsAPI(self)
         self.storage = AsyncStorageAPI(self)
 
     def __repr__(self) -> str:
@@ -265,6 +269,21 @@ class AsyncMemoryAPI(_Namespace):
                 cursor=cursor,
             )
         )
+
+    async def export(self, *, user_id: str, format: str = "json") -> Job:
+        """Start an export of everything stored about ``user_id`` (GDPR Art. 15/20).
+
+        Returns the queued job; wait for it with ``client.jobs.wait(job.id)`` and fetch the
+        ZIP with ``client.exports.download(job.id, path)``.
+        """
+        return await self._client._send(_compliance.export_subject(user_id, format))
+
+    async def erase_user(self, user_id: str, *, dry_run: bool = False) -> Job:
+        """Start the erasure of ``user_id`` (GDPR Art. 17), or with ``dry_run`` only count
+        what it would delete. The finished job's ``result["receipt_id"]`` names the signed
+        receipt. Safe to repeat: a running erasure of the same subject is returned as is.
+        """
+        return await self._client._send(_compliance.erase_subject(user_id, dry_run))
 
 
 class AsyncAuditAPI(_Namespace):

@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import BinaryIO, Protocol, runtime_checkable
 
 
 class StorageError(Exception):
@@ -222,3 +222,38 @@ def timed_probe(adapter: StorageAdapter, probe_path: str) -> HealthReport:
         ok=True, latency_ms=latency, detail="write, read and delete succeeded",
         description=description,
     )
+
+
+@runtime_checkable
+class StreamingAdapter(Protocol):
+    """Optional: adapters that can store and read large objects without holding them in memory.
+
+    Adapters without it still work with :func:`put_file` and :func:`iter_object`, which fall
+    back to ``put``/``get`` with the whole object in memory.
+    """
+
+    def put_file(self, path: str, file: BinaryIO) -> None:
+        """Store the rest of ``file`` at ``path``, create-only, like ``put``."""
+
+    def iter_chunks(self, path: str, chunk_size: int) -> Iterator[bytes]:
+        """Yield the object's bytes in chunks; ObjectNotFound if missing (raised on first
+        ``next``)."""
+
+
+def put_file(adapter: StorageAdapter, path: str, file: BinaryIO) -> None:
+    """Store a file-like object, streamed where the adapter supports it."""
+    if isinstance(adapter, StreamingAdapter):
+        adapter.put_file(path, file)
+    else:
+        adapter.put(path, file.read())
+
+
+def iter_object(adapter: StorageAdapter, path: str, chunk_size: int = 1 << 20
+                ) -> Iterator[bytes]:
+    """Read an object in chunks, streamed where the adapter supports it."""
+    if isinstance(adapter, StreamingAdapter):
+        yield from adapter.iter_chunks(path, chunk_size)
+        return
+    data = adapter.get(path)
+    for start in range(0, len(data), chunk_size):
+        yield data[start:start + chunk_size]

@@ -8,11 +8,12 @@ two writers can never overwrite each other) and the directory entry is fsynced.
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .base import (
     BucketDescription,
@@ -30,6 +31,7 @@ from .base import (
 )
 
 _TMP_DIR = ".memplane-tmp"
+_CHUNK = 1 << 20
 
 
 class LocalAdapter:
@@ -84,6 +86,46 @@ class LocalAdapter:
             raise StorageUnavailable(f"local write failed: {exc.strerror}") from exc
         finally:
             tmp.unlink(missing_ok=True)
+
+    def put_file(self, path: str, file: BinaryIO) -> None:
+        """Like ``put``, copying ``file`` in chunks so memory stays bounded at any size."""
+        target = self._file(path)
+        self.stats.add("put")
+        if target.exists():
+            raise ObjectExists(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self._tmp / uuid.uuid4().hex
+        try:
+            with open(tmp, "xb") as out:
+                shutil.copyfileobj(file, out, _CHUNK)
+                out.flush()
+                if self.fsync:
+                    os.fsync(out.fileno())
+            try:
+                os.link(tmp, target)
+            except FileExistsError:
+                raise ObjectExists(path) from None
+            if self.fsync:
+                _fsync_dir(target.parent)
+        except OSError as exc:
+            if isinstance(exc, ObjectExists):
+                raise
+            raise StorageUnavailable(f"local write failed: {exc.strerror}") from exc
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def iter_chunks(self, path: str, chunk_size: int = _CHUNK) -> Iterator[bytes]:
+        target = self._file(path)
+        self.stats.add("get")
+        try:
+            handle = open(target, "rb")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            raise ObjectNotFound(path) from None
+        except OSError as exc:
+            raise StorageUnavailable(f"local read failed: {exc.strerror}") from exc
+        with handle:
+            while chunk := handle.read(chunk_size):
+                yield chunk
 
     def get(self, path: str) -> bytes:
         target = self._file(path)

@@ -7,6 +7,7 @@ test asserts can be disturbed by another.
 
 from __future__ import annotations
 
+import base64
 import secrets
 import threading
 import time
@@ -31,6 +32,7 @@ from control_plane.settings import Settings
 from .emulators import free_port
 
 BOOTSTRAP_KEY = "mp_bootstrap_" + secrets.token_hex(16)
+RECEIPT_KEY = base64.b64encode(secrets.token_bytes(32)).decode()
 BACKENDS = ["sqlite", "postgres"]
 
 
@@ -43,6 +45,8 @@ def make_settings(database: str, data_dir: Path, **overrides: Any) -> Settings:
         values.update(database_url=database, server_key=secrets.token_hex(24),
                       default_bucket_url=f"file://{data_dir / 'bucket'}",
                       allow_local_storage=True)
+        # A shared database has no embedded key file: receipts need a configured key.
+        values.update(receipt_signing_key=RECEIPT_KEY)
     values.update(overrides)
     return Settings(**values)
 

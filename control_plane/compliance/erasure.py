@@ -1,0 +1,426 @@
+"""Erasure of a data subject (GDPR Art. 17): a resumable, idempotent job (DESIGN §7, I4).
+
+Steps, each recorded in the job's ``progress`` when finished, so a worker that takes over
+after a crash continues with the next one:
+
+1. **start** — a per-receipt salt, the start time and the first audit row of the erasure;
+2. **block** — a ``subject_erasures`` row: memory writes, appends and deletes of the subject
+   answer 409 ``subject_erasure_in_progress`` until the receipt is written;
+3. **delete**, in batches of the subject's pointers (``user_id`` = subject, or scope ``user``
+   with ``scope_ref`` = subject): mark them ``pending_delete`` (reads stop), delete their
+   objects (``delete_many``; on a versioned bucket every version and delete marker of each
+   path outside the subject's prefix is purged), delete the rows with one audit row each.
+   Objects outside the subject's prefix (conversation, agent … scopes) are verified right
+   away by listing their scope directories; superseded copies of those keys that no pointer
+   names and that predate the erasure are removed too. A batch's counts are saved in the
+   transaction that deletes its rows, so a crash never counts anything twice;
+4. **sweep** — every object (and, on a versioned bucket, every version and marker) left under
+   ``memories/user/<subject>/`` in each of the tenant's bucket locations, plus the archives of
+   the subject's earlier exports;
+5. **keys** — the subject's encryption key is destroyed through
+   ``control_plane.keys.service.shred_subject`` when that module is installed;
+6. **verify** — a count query on the pointers and a listing of every version under the
+   subject's prefixes must both come back empty (if a write slipped in, the job goes back
+   to step 3);
+7. **receipt** — the last audit row, the audit chain sealed, an Ed25519-signed receipt stored
+   (see ``receipts.py``), the write block lifted, the subject's raw id removed from the job.
+
+A second erasure of the same subject finds nothing, deletes nothing and says so in its
+result and receipt. A dry run counts what would be deleted and deletes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import uuid
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
+
+from storage_adapters import base as storage
+
+from ..audit import service as audit
+from ..db.base import new_id, utcnow
+from ..db.engine import begin_write
+from ..db.models import AccessLog, Job, MemoryPointer, SubjectErasure
+from ..jobs.service import JobContext
+from ..kit import request_id_var
+from ..memories import repository as memories_repo
+from ..storage_config.plane import Target, storage_errors
+from . import receipts, subjects
+
+log = logging.getLogger(__name__)
+
+BATCH = 1000
+MAX_ROUNDS = 3
+
+
+class ErasureIncomplete(Exception):
+    """Verification found something of the subject still present."""
+
+
+def run(ctx: JobContext) -> dict[str, Any]:
+    if ctx.params.get("dry_run"):
+        return _plan(ctx)
+    if "receipt_id" in ctx.progress and "result" in ctx.progress:
+        return dict(ctx.progress["result"])
+    assert ctx.subject is not None
+    run = _Erasure(ctx)
+    run.start()
+    run.block()
+    for _ in range(MAX_ROUNDS):
+        run.delete_pointers()
+        run.sweep()
+        run.destroy_keys()
+        if run.verify():
+            break
+        ctx.commit_progress(pointers_done=False, swept=False)
+    else:
+        raise ErasureIncomplete("writes kept reappearing for the subject; rerun the erasure")
+    return run.finish()
+
+
+class _Erasure:
+    def __init__(self, ctx: JobContext) -> None:
+        self.ctx = ctx
+        self.session: Session = ctx.session
+        self.user_id: str = ctx.subject or ""
+        self._descriptions: dict[uuid.UUID, storage.BucketDescription] = {}
+
+    @property
+    def p(self) -> dict[str, Any]:
+        return self.ctx.progress
+
+    def _count(self, name: str) -> int:
+        return int(self.p.get(name, 0))
+
+    def _versioned(self, target: Target) -> bool:
+        return bool(getattr(target, "versioned", False)) or self._describe(target).versioning
+
+    def _describe(self, target: Target) -> storage.BucketDescription:
+        if target.config_id not in self._descriptions:
+            with storage_errors():
+                self._descriptions[target.config_id] = target.adapter.describe()
+        return self._descriptions[target.config_id]
+
+    def _targets(self) -> list[Target]:
+        found = subjects.targets(self.session, self.ctx.plane, self.ctx.tenant_id)
+        self.session.commit()
+        return found
+
+    # 1
+    def start(self) -> None:
+        if "start_audit_id" in self.p:
+            return
+        salt = secrets.token_hex(16)
+        begin_write(self.session)
+        row = _audit_row(
+            self.session, self.ctx, detail=f"job {self.ctx.job_id}: erasure started for subject "
+                   f"sha256:{subjects.subject_hash(salt, self.user_id)} (salt {salt})")
+        self.ctx.save(salt=salt, started_at=utcnow().isoformat(), start_audit_id=row.id,
+                      pointers=0, objects=0, versions=0, orphans=0, exports=0)
+        self.session.commit()
+
+    # 2
+    def block(self) -> None:
+        if self.p.get("blocked"):
+            return
+        begin_write(self.session)
+        exists = self.session.get(SubjectErasure, (self.ctx.tenant_id, self.user_id))
+        if exists is None:
+            self.session.add(SubjectErasure(tenant_id=self.ctx.tenant_id, user_id=self.user_id,
+                                            job_id=self.ctx.job_id, started_at=utcnow()))
+        self.ctx.save(blocked=True)
+        self.session.commit()
+        self.ctx.checkpoint("after_block")
+
+    # 3
+    def delete_pointers(self) -> None:
+        if self.p.get("pointers_done"):
+            return
+        started = datetime.fromisoformat(self.p["started_at"])
+        while True:
+            self.ctx.check()
+            batch = list(subjects.pointer_page(self.session, self.ctx.tenant_id, self.user_id,
+                                               None, BATCH))
+            self.session.commit()
+            if not batch:
+                break
+            ids = [p.id for p in batch]
+            begin_write(self.session)
+            self.session.execute(update(MemoryPointer).where(MemoryPointer.id.in_(ids))
+                                 .values(sync_status="pending_delete", updated_at=utcnow()))
+            self.session.commit()
+            self.ctx.checkpoint("after_mark")
+            objects = versions = orphans = outside = 0
+            by_config: dict[uuid.UUID, list[MemoryPointer]] = defaultdict(list)
+            for pointer in batch:
+                by_config[pointer.storage_config_id].append(pointer)
+            for config_id, pointers in by_config.items():
+                target = self.ctx.plane.by_id(self.session, config_id)
+                self.session.commit()
+                counted = self._delete_objects(target, pointers, started)
+                objects += counted[0]
+                versions += counted[1]
+                orphans += counted[2]
+                outside += counted[3]
+            self.ctx.checkpoint("after_objects")
+            begin_write(self.session)
+            removed = self.session.execute(delete(MemoryPointer)
+                                           .where(MemoryPointer.id.in_(ids)))
+            for pointer in batch:
+                audit.record(self.session, self.ctx.actor, "erase", pointer_id=pointer.id,
+                             detail=f"job {self.ctx.job_id}: pointer and object deleted")
+            self.ctx.save(
+                pointers=self._count("pointers") + int(removed.rowcount),  # type: ignore[attr-defined]
+                objects=self._count("objects") + objects,
+                versions=self._count("versions") + versions,
+                orphans=self._count("orphans") + orphans,
+                outside_checked=self._count("outside_checked") + outside,
+            )
+            self.session.commit()
+            self.ctx.checkpoint("after_batch")
+        begin_write(self.session)
+        self.ctx.save(pointers_done=True)
+        self.session.commit()
+
+    def _delete_objects(self, target: Target, pointers: list[MemoryPointer],
+                        started: datetime) -> tuple[int, int, int, int]:
+        """Delete the batch's objects in one location; verify the ones outside the prefix."""
+        inside = target.path(subjects.user_prefix(self.user_id))
+        paths = [p.storage_path for p in pointers]
+        paths += [p.embedding_storage_path for p in pointers if p.embedding_storage_path]
+        outside = [path for path in paths if not path.startswith(inside)]
+        versions = 0
+        with storage_errors():
+            if self._versioned(target):
+                # Inside the subject's prefix a delete marker is enough for now: the sweep
+                # purges every version and marker there in one listing.
+                inside_paths = [path for path in paths if path.startswith(inside)]
+                if inside_paths:
+                    target.adapter.delete_many(inside_paths)
+                for path in outside:  # the current version is counted as an object
+                    versions += max(0, target.adapter.purge_versions(path) - 1)
+            else:
+                target.adapter.delete_many(paths)
+        orphans = self._check_outside(target, outside, started)
+        return len(paths), versions, orphans, len(outside)
+
+    def _check_outside(self, target: Target, deleted: list[str], started: datetime) -> int:
+        """List each scope directory that held a deleted object outside the subject's prefix:
+        none of the deleted objects may remain; older copies of the same keys that no pointer
+        names (superseded versions a crash left) are removed as well."""
+        if not deleted:
+            return 0
+        gone = set(deleted)
+        key_dirs = {path.rsplit("/", 1)[0] + "/" for path in deleted}
+        scope_dirs = {key.rstrip("/").rsplit("/", 1)[0] + "/" for key in key_dirs}
+        versioned = self._versioned(target)
+        leftovers: list[str] = []
+        with storage_errors():
+            for scope_dir in sorted(scope_dirs):
+                listing = (target.adapter.list_versions(scope_dir) if versioned
+                           else target.adapter.list(scope_dir))
+                for entry in listing:
+                    if entry.path in gone:
+                        raise ErasureIncomplete("an object of the subject is still listed "
+                                                "after its deletion")
+                    if (entry.path.rsplit("/", 1)[0] + "/" in key_dirs
+                            and entry.last_modified is not None
+                            and entry.last_modified < started):
+                        leftovers.append(entry.path)
+        if not leftovers:
+            return 0
+        named = memories_repo.named_paths(self.session, target.config_id, leftovers)
+        self.session.commit()
+        orphans = sorted(set(leftovers) - named)
+        with storage_errors():
+            if versioned:
+                for path in orphans:
+                    target.adapter.purge_versions(path)
+            else:
+                target.adapter.delete_many(orphans)
+        return len(orphans)
+
+    # 4
+    def sweep(self) -> None:
+        if self.p.get("swept"):
+            return
+        orphans = versions = exports = 0
+        prefix = subjects.user_prefix(self.user_id)
+        export_jobs = [j.id for j in self.session.scalars(
+            select(Job).where(Job.tenant_id == self.ctx.tenant_id, Job.kind == "export",
+                              Job.subject == self.user_id))]
+        for target in self._targets():
+            full = target.path(prefix)
+            with storage_errors():
+                listed = [info.path for info in target.adapter.list(full)]
+                orphans += target.adapter.delete_many(listed) if listed else 0
+                if self._versioned(target):
+                    versions += target.adapter.purge_versions(full)
+                for job_id in export_jobs:
+                    export_prefix = target.path("exports", str(job_id)) + "/"
+                    found = [info.path for info in target.adapter.list(export_prefix)]
+                    exports += len(found)
+                    if found:
+                        target.adapter.delete_many(found)
+                    if self._versioned(target):
+                        target.adapter.purge_versions(export_prefix)
+        begin_write(self.session)
+        self.ctx.save(swept=True, orphans=self._count("orphans") + orphans,
+                      versions=self._count("versions") + versions,
+                      exports=self._count("exports") + exports)
+        self.session.commit()
+        self.ctx.checkpoint("after_sweep")
+
+    # 5
+    def destroy_keys(self) -> None:
+        if "keys" in self.p:
+            return
+        shred = _shredder()
+        begin_write(self.session)
+        if shred is None:
+            keys: dict[str, Any] = {"destroyed": 0,
+                                    "note": "no per-subject keys in this deployment"}
+        else:
+            keys = {"destroyed": int(shred(self.session, self.ctx.tenant_id, self.user_id)),
+                    "method": "subject key destroyed (crypto-shredding): copies the bucket "
+                              "still retains can no longer be decrypted"}
+            if not self.session.in_transaction():
+                begin_write(self.session)
+        self.ctx.save(keys=keys)
+        self.session.commit()
+        self.ctx.checkpoint("after_keys")
+
+    # 6
+    def verify(self) -> bool:
+        remaining_pointers = subjects.count_pointers(self.session, self.ctx.tenant_id,
+                                                     self.user_id)
+        self.session.commit()
+        if remaining_pointers:
+            log.warning("erasure %s: %d pointers reappeared; another round", self.ctx.job_id,
+                        remaining_pointers)
+            return False
+        remaining_objects = 0
+        locations = 0
+        for target in self._targets():
+            locations += 1
+            with storage_errors():
+                remaining_objects += sum(1 for _ in target.adapter.list_versions(
+                    target.path(subjects.user_prefix(self.user_id))))
+        if remaining_objects:
+            log.warning("erasure %s: %d objects reappeared; another round", self.ctx.job_id,
+                        remaining_objects)
+            return False
+        begin_write(self.session)
+        self.ctx.save(verification={"pointers_remaining": 0, "objects_remaining": 0,
+                                    "locations_listed": locations})
+        self.session.commit()
+        return True
+
+    # 7
+    def finish(self) -> dict[str, Any]:
+        if "receipt_id" not in self.p:
+            begin_write(self.session)
+            receipt_id = new_id()
+            row = _audit_row(self.session, self.ctx,
+                             detail=f"job {self.ctx.job_id}: erasure completed; "
+                                          f"receipt {receipt_id}")
+            self.ctx.save(receipt_id=str(receipt_id), end_audit_id=row.id,
+                          finished_at=utcnow().isoformat())
+            self.session.commit()
+        self.ctx.checkpoint("before_receipt")
+        receipt_id = uuid.UUID(self.p["receipt_id"])
+        audit.seal(self.session, self.ctx.tenant_id)
+        counts = {name: self._count(name)
+                  for name in ("pointers", "objects", "versions", "orphans", "exports")}
+        work_done = any(counts.values()) or bool(self.p["keys"]["destroyed"])
+        descriptions = [(t.config_id, self._describe(t)) for t in self._targets()]
+        begin_write(self.session)
+        body = receipts.build(
+            self.session, receipt_id=receipt_id, job_id=self.ctx.job_id,
+            tenant_id=self.ctx.tenant_id, user_id=self.user_id, progress=self.p,
+            counts=counts, descriptions=descriptions, work_done=work_done)
+        receipts.store(self.session, self.ctx.settings, body)
+        self.session.execute(delete(SubjectErasure).where(
+            SubjectErasure.tenant_id == self.ctx.tenant_id,
+            SubjectErasure.user_id == self.user_id))
+        # The raw id leaves the control plane: this job and the subject's exports forget it.
+        self.session.execute(update(Job).where(
+            Job.tenant_id == self.ctx.tenant_id, Job.subject == self.user_id,
+            Job.kind.in_(("export", "erase")), Job.id != self.ctx.job_id,
+            Job.state.in_(("completed", "failed"))).values(subject=None))
+        self.session.execute(update(Job).where(Job.id == self.ctx.job_id)
+                             .values(subject=None))
+        result: dict[str, Any] = {"receipt_id": str(receipt_id), "work_done": work_done,
+                                  "counts": {**counts, "keys": self.p["keys"]["destroyed"]}}
+        if not work_done:
+            result["note"] = ("nothing of this subject was found; nothing was deleted (the "
+                              "subject was already erased or never stored)")
+        self.ctx.save(result=result)
+        self.session.commit()
+        return result
+
+
+def _audit_row(session: Session, ctx: JobContext, *, detail: str) -> AccessLog:
+    """An audit row whose id is needed: the receipt names the sequence range it covers."""
+    row = AccessLog(tenant_id=ctx.tenant_id, accessor_type=ctx.actor.accessor_type,
+                    accessor_id=ctx.actor.accessor_id, operation="erase", success=True,
+                    detail=detail, request_id=request_id_var.get(), accessed_at=utcnow())
+    session.add(row)
+    session.flush()
+    return row
+
+
+def _shredder() -> Any:
+    """``control_plane.keys.service.shred_subject`` if per-subject keys exist here."""
+    try:
+        from ..keys import service as keys_service  # type: ignore[attr-defined,unused-ignore]
+    except ModuleNotFoundError as exc:
+        if exc.name in ("control_plane.keys", "control_plane.keys.service"):
+            return None
+        raise
+    return getattr(keys_service, "shred_subject", None)
+
+
+def _plan(ctx: JobContext) -> dict[str, Any]:
+    """Dry run: count what an erasure would delete; delete and block nothing."""
+    session, user_id = ctx.session, ctx.subject or ""
+    pointers = subjects.count_pointers(session, ctx.tenant_id, user_id)
+    by_scope: dict[str, int] = defaultdict(int)
+    after: uuid.UUID | None = None
+    objects = 0
+    while True:
+        page = list(subjects.pointer_page(session, ctx.tenant_id, user_id, after, BATCH))
+        if not page:
+            break
+        for pointer in page:
+            by_scope[pointer.scope_type] += 1
+            objects += 1 + (1 if pointer.embedding_storage_path else 0)
+        after = page[-1].id
+    targets = subjects.targets(session, ctx.plane, ctx.tenant_id)
+    session.commit()
+    under_prefix = versions = 0
+    with storage_errors():
+        for target in targets:
+            for entry in target.adapter.list_versions(target.path(
+                    subjects.user_prefix(user_id))):
+                under_prefix += 1
+                versions += 0 if entry.is_latest and not entry.is_delete_marker else 1
+    keys = ("the subject key would be destroyed if one exists" if _shredder() is not None
+            else "no per-subject keys in this deployment")
+    plan = {"dry_run": True, "pointers": pointers, "pointers_by_scope": dict(by_scope),
+            "objects": objects, "objects_under_subject_prefix": under_prefix,
+            "noncurrent_versions_under_subject_prefix": versions, "keys": keys,
+            "note": "dry run: nothing was deleted and writes were not blocked"}
+    begin_write(session)
+    audit.record(session, ctx.actor, "erase",
+                 detail=f"job {ctx.job_id}: dry run; would delete {pointers} pointers and "
+                        f"{objects} objects")
+    session.execute(update(Job).where(Job.id == ctx.job_id).values(subject=None))
+    session.commit()
+    return plan

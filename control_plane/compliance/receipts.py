@@ -1,0 +1,179 @@
+"""Signed erasure receipts: what an erasure did, how it was checked, and what may remain.
+
+A receipt is a JSON object (schema ``memplane-erasure-receipt/1``)::
+
+    {
+      "format": "memplane-erasure-receipt/1",
+      "id", "job_id", "tenant_id",
+      "subject": {"hash": hex, "salt": hex, "algorithm": "sha256(salt || utf8(user_id))"},
+      "started_at", "finished_at",                      # ISO-8601 UTC
+      "work_done": bool,                                # false: nothing of the subject was found
+      "counts": {"pointers", "events", "objects", "object_versions", "orphans_swept",
+                 "exports", "keys"},                     # integers
+      "layers": {<layer>: {"deleted"/"destroyed": int, "verified_by": str, ...}},
+      "retention": [{"location", "backend", "bucket", "versioning", "soft_delete_days",
+                     "object_lock", "retention_days", "retained_until", "statement"}],
+      "limits": [str],                                  # what the receipt cannot prove
+      "audit": {"first_seq": int, "last_seq": int},     # the audit chain rows of the erasure
+      "key_id": str,                                    # which signing key
+      "signature": base64                               # Ed25519 over the canonical form
+    }
+
+The subject appears only as a salted hash: whoever holds the user id and the receipt can
+recompute it; the receipt alone does not reveal who was erased. Numbers of days are given
+as strings (``"7"``, ``"0.5"``) so the signed form has no floats; see ``signing.py`` for the
+canonical form.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from storage_adapters.base import BucketDescription
+
+from ..audit import service as audit
+from ..audit.service import Actor
+from ..db.engine import begin_write
+from ..db.models import AccessLog, ErasureReceipt
+from ..errors import NotFound
+from ..settings import Settings
+from . import subjects
+from .signing import signing_key
+
+FORMAT = "memplane-erasure-receipt/1"
+
+LIMITS = [
+    "backups, snapshots and replicas of the bucket or the database made outside memplane are "
+    "not visible to it and are not covered",
+    "copies a bucket keeps after deletion (soft delete, object lock, retention) are listed "
+    "under retention with the date they disappear, where the bucket reports it",
+    "the access audit log is append-only and keeps rows about the subject's memories "
+    "(ids, operations, times; no content)",
+]
+
+
+def build(session: Session, *, receipt_id: uuid.UUID, job_id: uuid.UUID,
+          tenant_id: uuid.UUID, user_id: str, progress: dict[str, Any],
+          counts: dict[str, int], descriptions: list[tuple[uuid.UUID, BucketDescription]],
+          work_done: bool) -> dict[str, Any]:
+    salt = progress["salt"]
+    finished = datetime.fromisoformat(progress["finished_at"])
+    first_seq, last_seq = _seqs(session, progress["start_audit_id"], progress["end_audit_id"])
+    keys = dict(progress["keys"])
+    verification = progress.get("verification", {})
+    return {
+        "format": FORMAT,
+        "id": str(receipt_id),
+        "job_id": str(job_id),
+        "tenant_id": str(tenant_id),
+        "subject": {"hash": subjects.subject_hash(salt, user_id), "salt": salt,
+                    "algorithm": "sha256(salt || utf8(user_id))"},
+        "started_at": progress["started_at"],
+        "finished_at": progress["finished_at"],
+        "work_done": work_done,
+        "counts": {
+            "pointers": counts["pointers"], "events": 0, "objects": counts["objects"],
+            "object_versions": counts["versions"], "orphans_swept": counts["orphans"],
+            "exports": counts["exports"], "keys": int(keys.get("destroyed", 0)),
+        },
+        "layers": {
+            "pointers": {
+                "deleted": counts["pointers"],
+                "verified_by": "count query over the tenant's pointers whose user_id is the "
+                               "subject or whose scope is user/<subject>: "
+                               f"{verification.get('pointers_remaining', 0)} remaining",
+            },
+            "events": {"deleted": 0, "note": "no event log in this deployment"},
+            "objects": {
+                "deleted": counts["objects"], "orphans_swept": counts["orphans"],
+                "exports_deleted": counts["exports"],
+                "verified_by": "listing every version under memories/user/<subject>/ in each "
+                               f"of {verification.get('locations_listed', 0)} bucket "
+                               "location(s): "
+                               f"{verification.get('objects_remaining', 0)} remaining; objects "
+                               "outside that prefix verified by listing their scope "
+                               f"directories after deletion ({progress.get('outside_checked', 0)}"
+                               " objects)",
+            },
+            "object_versions": {
+                "purged": counts["versions"],
+                "verified_by": "version listing (list_versions) of the same prefixes; on "
+                               "buckets without versioning the current objects only",
+            },
+            "keys": keys,
+        },
+        "retention": [_retention(config_id, d, finished) for config_id, d in descriptions],
+        "limits": LIMITS,
+        "audit": {"first_seq": first_seq, "last_seq": last_seq},
+        "key_id": "",
+    }
+
+
+def _seqs(session: Session, first_id: int, last_id: int) -> tuple[int, int]:
+    rows = {row_id: seq for row_id, seq in session.execute(
+        select(AccessLog.id, AccessLog.seq).where(AccessLog.id.in_((first_id, last_id))))}
+    first, last = rows.get(first_id), rows.get(last_id)
+    if first is None or last is None:
+        raise RuntimeError("the erasure's audit rows are not sealed yet")
+    return int(first), int(last)
+
+
+def _days(value: float | None) -> str | None:
+    if value is None:
+        return None
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _retention(config_id: uuid.UUID, d: BucketDescription,
+               finished: datetime) -> dict[str, Any]:
+    longest = max(d.soft_delete_days or 0, d.retention_days or 0)
+    until = (finished + timedelta(days=longest)).isoformat() if longest else None
+    if d.object_lock and not d.retention_days:
+        statement = ("object lock is on: versions under a retain-until date or legal hold stay "
+                     "until it passes; the bucket did not report a default retention period")
+    elif until:
+        statement = f"the bucket may keep deleted copies until {until}"
+    else:
+        statement = "the bucket reports no soft delete, object lock or retention"
+    return {"location": str(config_id), "backend": d.backend, "bucket": d.bucket,
+            "versioning": d.versioning, "soft_delete_days": _days(d.soft_delete_days),
+            "object_lock": d.object_lock, "retention_days": _days(d.retention_days),
+            "notes": list(d.notes), "retained_until": until, "statement": statement}
+
+
+def store(session: Session, settings: Settings, body: dict[str, Any]) -> ErasureReceipt:
+    """Sign the receipt and add it to the session's open transaction."""
+    key = signing_key(settings)
+    body["key_id"] = key.key_id
+    signature = key.sign(body)
+    receipt = ErasureReceipt(id=uuid.UUID(body["id"]), tenant_id=uuid.UUID(body["tenant_id"]),
+                             job_id=uuid.UUID(body["job_id"]), body=body, signature=signature,
+                             key_id=key.key_id)
+    session.add(receipt)
+    return receipt
+
+
+def get_receipt(session: Session, actor: Actor, receipt_id: uuid.UUID) -> dict[str, Any]:
+    with audit.audited(session, actor, "receipt_read", detail=f"receipt {receipt_id}"):
+        receipt = session.scalar(select(ErasureReceipt).where(
+            ErasureReceipt.id == receipt_id, ErasureReceipt.tenant_id == actor.tenant_id))
+        if receipt is None:
+            raise NotFound(f"no receipt {receipt_id}")
+        session.rollback()
+        begin_write(session)
+        audit.record(session, actor, "receipt_read", detail=f"receipt {receipt_id}")
+        session.commit()
+        return {**receipt.body, "signature": receipt.signature}
+
+
+def public_key(session: Session, settings: Settings, actor: Actor) -> str:
+    pem = signing_key(settings).public_pem()
+    begin_write(session)
+    audit.record(session, actor, "receipt_key_read", detail="receipt signing public key")
+    session.commit()
+    return pem

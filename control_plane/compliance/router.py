@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+from urllib.parse import unquote
+
+from fastapi import APIRouter, Body, Request
+from fastapi.responses import PlainTextResponse, StreamingResponse
+
+from ..deps import AnyCaller, PlaneDep, SessionDep, _role, get_runtime
+from ..jobs.schemas import JobOut
+from ..jobs.service import get_job
+from ..tenants.service import Caller
+from . import export, receipts
+from . import service as compliance
+from .schemas import EraseIn, ExportIn
+
+router = APIRouter(tags=["compliance"])
+
+OfficerCaller = Annotated[Caller, _role("admin", "compliance",
+                                        action="run exports, erasures and read receipts")]
+
+
+@router.post("/v1/subjects/{user_id}/export", response_model=JobOut, status_code=202)
+def export_subject(user_id: str, caller: OfficerCaller, session: SessionDep,
+                   body: Annotated[ExportIn | None, Body()] = None) -> Any:
+    return compliance.start_export(session, caller.actor, unquote(user_id),
+                                   (body or ExportIn()).format)
+
+
+@router.post("/v1/subjects/{user_id}/erase", response_model=JobOut, status_code=202)
+def erase_subject(user_id: str, caller: OfficerCaller, session: SessionDep,
+                  body: Annotated[EraseIn | None, Body()] = None) -> Any:
+    return compliance.start_erasure(session, caller.actor, unquote(user_id),
+                                    (body or EraseIn()).dry_run)
+
+
+@router.get("/v1/jobs/{job_id}", response_model=JobOut)
+def read_job(job_id: uuid.UUID, caller: OfficerCaller, session: SessionDep) -> Any:
+    return get_job(session, caller.actor, job_id)
+
+
+@router.get("/v1/exports/{job_id}/download", response_class=StreamingResponse)
+def download_export(job_id: uuid.UUID, caller: OfficerCaller, session: SessionDep,
+                    plane: PlaneDep) -> StreamingResponse:
+    chunks, size = export.download(session, plane, caller.actor, job_id)
+    return StreamingResponse(chunks, media_type="application/zip", headers={
+        "Content-Length": str(size),
+        "Content-Disposition": f'attachment; filename="export-{job_id}.zip"'})
+
+
+@router.get("/v1/receipts/public-key", response_class=PlainTextResponse)
+def receipt_public_key(request: Request, caller: AnyCaller,
+                       session: SessionDep) -> PlainTextResponse:
+    pem = receipts.public_key(session, get_runtime(request).settings, caller.actor)
+    return PlainTextResponse(pem, media_type="application/x-pem-file")
+
+
+@router.get("/v1/receipts/{receipt_id}")
+def read_receipt(receipt_id: uuid.UUID, caller: OfficerCaller,
+                 session: SessionDep) -> dict[str, Any]:
+    return receipts.get_receipt(session, caller.actor, receipt_id)

@@ -1,0 +1,70 @@
+"""Starting a data subject's export or erasure: validate, deduplicate, queue, audit.
+
+The work itself runs in the job worker (``export.run``, ``erasure.run``).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ..audit import service as audit
+from ..audit.service import Actor
+from ..db.engine import begin_write
+from ..db.models import Job, SubjectErasure
+from ..errors import Conflict, InvalidInput
+from ..jobs import repository as jobs_repo
+from ..jobs.service import enqueue
+from ..memories.addresses import MAX_SCOPE_REF_BYTES, MAX_SCOPE_REF_CHARS, validate_segment
+
+FORMATS = ("json",)
+
+
+def _subject(user_id: str) -> str:
+    validate_segment(user_id, "user_id", max_chars=MAX_SCOPE_REF_CHARS,
+                     max_bytes=MAX_SCOPE_REF_BYTES)
+    return user_id
+
+
+def start_export(session: Session, actor: Actor, user_id: str, fmt: str) -> Job:
+    """Queue an export of everything stored about ``user_id`` (GDPR Art. 15/20)."""
+    with audit.audited(session, actor, "export", detail="export requested"):
+        if fmt not in FORMATS:
+            raise InvalidInput(f"format must be one of {', '.join(FORMATS)}")
+        subject = _subject(user_id)
+        session.rollback()
+        begin_write(session)
+        if (session.get(SubjectErasure, (actor.tenant_id, subject)) is not None
+                or jobs_repo.active_for_subject(session, actor.tenant_id, "erase", subject)):
+            raise Conflict("an erasure of this subject is queued or running; an export would "
+                           "find nothing to export")
+        job = enqueue(session, actor.tenant_id, "export", subject=subject,
+                      params={"format": fmt})
+        audit.record(session, actor, "export", detail=f"export job {job.id} queued")
+        session.commit()
+        return job
+
+
+def start_erasure(session: Session, actor: Actor, user_id: str, dry_run: bool) -> Job:
+    """Queue an erasure (or its dry run) of ``user_id``; an identical one already queued or
+    running is returned instead of a second one."""
+    with audit.audited(session, actor, "erase", detail="erasure requested"):
+        subject = _subject(user_id)
+        session.rollback()
+        begin_write(session)
+        running = session.scalars(select(Job).where(
+            Job.tenant_id == actor.tenant_id, Job.subject == subject,
+            Job.kind.in_(("export", "erase")), Job.state.in_(("queued", "running")))).all()
+        for job in running:
+            if job.kind == "erase" and bool(job.params.get("dry_run")) == dry_run:
+                session.rollback()
+                return job
+        if not dry_run and any(job.kind == "export" for job in running):
+            raise Conflict("an export of this subject is still running; erase it once the "
+                           "export has completed (its archive is erased too)")
+        job = enqueue(session, actor.tenant_id, "erase", subject=subject,
+                      params={"dry_run": dry_run})
+        audit.record(session, actor, "erase",
+                     detail=f"{'dry run' if dry_run else 'erasure'} job {job.id} queued")
+        session.commit()
+        return job

@@ -1,0 +1,129 @@
+"""The Ed25519 key that signs erasure receipts, and the canonical form it signs.
+
+Canonical form: the receipt without its ``signature`` field, serialised as JSON with keys
+sorted at every level, no insignificant whitespace (``separators=(",", ":")``), non-ASCII
+characters kept as UTF-8 (``ensure_ascii=False``), encoded as UTF-8. Receipts contain only
+strings, integers, booleans, null, lists and objects (no floats), so every JSON library
+reproduces the same bytes. ``signature`` is the base64 of the 64-byte Ed25519 signature over
+those bytes; ``key_id`` (inside the signed body) is the first 16 hex digits of the SHA-256 of
+the raw 32-byte public key.
+
+Where the key comes from: ``MEMPLANE_RECEIPT_SIGNING_KEY`` (base64 of the 32 raw private
+bytes, or a PKCS#8 PEM), else — on the embedded default only — a key generated once into
+``<data_dir>/receipt-signing.key`` (mode 0600). A shared deployment without the setting
+refuses to sign rather than let each replica invent its own key.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from ..errors import DomainError
+from ..settings import Settings
+
+KEY_FILE = "receipt-signing.key"
+
+
+class SigningKeyMissing(DomainError):
+    status_code = 503
+    code = "receipt_signing_key_missing"
+
+
+def canonical(body: dict[str, Any]) -> bytes:
+    unsigned = {k: v for k, v in body.items() if k != "signature"}
+    return json.dumps(unsigned, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    private: Ed25519PrivateKey
+
+    @property
+    def public_raw(self) -> bytes:
+        return self.private.public_key().public_bytes(serialization.Encoding.Raw,
+                                                      serialization.PublicFormat.Raw)
+
+    @property
+    def key_id(self) -> str:
+        return hashlib.sha256(self.public_raw).hexdigest()[:16]
+
+    def public_pem(self) -> str:
+        return self.private.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        ).decode()
+
+    def sign(self, body: dict[str, Any]) -> str:
+        return base64.b64encode(self.private.sign(canonical(body))).decode()
+
+
+_cache: dict[str, SigningKey] = {}
+_lock = threading.Lock()
+
+
+def signing_key(settings: Settings) -> SigningKey:
+    configured = settings.receipt_signing_key
+    cache_key = "setting" if configured else str(settings.data_dir.resolve())
+    with _lock:
+        key = _cache.get(cache_key)
+        if key is None:
+            if configured:
+                key = SigningKey(_parse(configured.get_secret_value()))
+            elif settings.embedded:
+                key = SigningKey(_load_or_create(settings))
+            else:
+                raise SigningKeyMissing(
+                    "no receipt signing key is configured; set MEMPLANE_RECEIPT_SIGNING_KEY "
+                    "to the same Ed25519 key (base64 of 32 bytes, or PEM) on every replica"
+                )
+            _cache[cache_key] = key
+        return key
+
+
+def _parse(value: str) -> Ed25519PrivateKey:
+    text = value.strip()
+    if text.startswith("-----BEGIN"):
+        loaded = serialization.load_pem_private_key(text.encode(), password=None)
+        if not isinstance(loaded, Ed25519PrivateKey):
+            raise SigningKeyMissing("MEMPLANE_RECEIPT_SIGNING_KEY is a PEM key but not Ed25519")
+        return loaded
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except binascii.Error:
+        raw = b""
+    if len(raw) != 32:
+        raise SigningKeyMissing("MEMPLANE_RECEIPT_SIGNING_KEY must be base64 of 32 raw bytes "
+                                "or an Ed25519 PEM private key")
+    return Ed25519PrivateKey.from_private_bytes(raw)
+
+
+def _load_or_create(settings: Settings) -> Ed25519PrivateKey:
+    path = settings.data_dir / KEY_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        pem = Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption())
+        tmp = path.with_name(f".{KEY_FILE}.{os.getpid()}.{threading.get_ident()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(pem)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:  # link fails if the file exists: two processes starting together keep one key
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink(missing_ok=True)
+    return _parse(path.read_text())

@@ -1,0 +1,119 @@
+"""Jobs: durable background work with leases (DESIGN §3, §8).
+
+A job is a row in ``jobs``. A worker claims it (``queued`` → ``running``, lease owner and
+expiry set), runs its handler and records the outcome (``completed`` with a ``result``, or
+back to ``queued`` for another attempt, or ``failed`` after ``job_max_attempts``). While a
+handler runs, a heartbeat renews the lease; a worker that dies stops renewing, its lease
+expires and another worker takes the job over.
+
+Handlers are written to be resumed: each step saves what it finished into ``progress``
+(``JobContext.save``, in the same transaction as the step's own database change where there
+is one), and a handler starting on a job that already has progress skips what is done.
+``progress`` and ``result`` hold counts, ids and hashes only — never content (I7).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from ..audit import service as audit
+from ..audit.service import Actor
+from ..db.base import new_id, utcnow
+from ..db.engine import begin_write
+from ..db.models import Job
+from ..errors import NotFound
+from ..settings import Settings
+from ..storage_config.plane import DataPlane
+from . import repository as repo
+
+KINDS = ("export", "erase")
+
+
+class LeaseLost(Exception):
+    """Another worker took the job over (this one was too slow to renew); stop quietly."""
+
+
+def enqueue(session: Session, tenant_id: uuid.UUID, kind: str, *, subject: str | None,
+            params: dict[str, Any]) -> Job:
+    """Add a queued job to the session's open write transaction (the caller commits)."""
+    now = utcnow()
+    job = Job(id=new_id(), tenant_id=tenant_id, kind=kind, subject=subject, params=params,
+              state="queued", progress={}, result=None, attempts=0, created_at=now,
+              updated_at=now)
+    session.add(job)
+    session.flush()
+    return job
+
+
+def get_job(session: Session, actor: Actor, job_id: uuid.UUID) -> Job:
+    """The caller's own job; another tenant's job id answers 404 like a missing one."""
+    with audit.audited(session, actor, "job_read", detail=f"job {job_id}"):
+        job = repo.get(session, actor.tenant_id, job_id)
+        if job is None:
+            raise NotFound(f"no job {job_id}")
+        session.rollback()
+        begin_write(session)
+        audit.record(session, actor, "job_read", detail=f"job {job.id} {job.kind} {job.state}")
+        session.commit()
+        return job
+
+
+@dataclass
+class JobContext:
+    """What a handler gets: its job's identity, a session, the data plane, and ``save``."""
+
+    job_id: uuid.UUID
+    tenant_id: uuid.UUID
+    kind: str
+    subject: str | None
+    params: dict[str, Any]
+    progress: dict[str, Any]
+    attempts: int
+    owner: str
+    session: Session
+    sessions: sessionmaker[Session]
+    plane: DataPlane
+    settings: Settings
+    lease_seconds: float
+    lost: Callable[[], bool] = field(default=lambda: False)
+
+    @property
+    def actor(self) -> Actor:
+        return Actor(self.tenant_id, "system", f"job:{self.job_id}")
+
+    def save(self, **updates: Any) -> None:
+        """Record finished work in ``progress`` inside the session's open write transaction
+        (commit it with the step's own change). Raises LeaseLost if the job was taken over.
+        """
+        self.check()
+        self.progress = {**self.progress, **updates}
+        job = self.session.get(Job, self.job_id, populate_existing=True,
+                               with_for_update=True)
+        if job is None or job.lease_owner != self.owner or job.state != "running":
+            raise LeaseLost(str(self.job_id))
+        now = utcnow()
+        job.progress = self.progress
+        job.updated_at = now
+        job.lease_expires_at = now + timedelta(seconds=self.lease_seconds)
+
+    def commit_progress(self, **updates: Any) -> None:
+        """``save`` in a transaction of its own."""
+        if self.session.in_transaction():
+            self.session.commit()
+        begin_write(self.session)
+        self.save(**updates)
+        self.session.commit()
+
+    def check(self) -> None:
+        if self.lost():
+            raise LeaseLost(str(self.job_id))
+
+    def checkpoint(self, step: str) -> None:
+        """Crash tests stop a job here, between two of its steps."""
+        self.plane.checkpoint(f"{self.kind}:{step}")

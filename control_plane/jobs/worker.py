@@ -1,0 +1,199 @@
+"""The job worker: claim, run under a renewed lease, record the outcome.
+
+Run inside the server (``Runtime`` starts one thread when ``run_jobs`` is on, the embedded
+default) or as its own process with ``memplane worker`` (production: turn ``run_jobs`` off
+on the API replicas and run as many workers as wanted; PostgreSQL's ``FOR UPDATE SKIP
+LOCKED`` keeps them from claiming the same job).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import update
+from sqlalchemy.orm import Session, sessionmaker
+
+from ..audit import service as audit
+from ..audit.service import Actor
+from ..db.base import utcnow
+from ..db.engine import begin_write
+from ..db.models import Job
+from ..settings import Settings
+from ..storage_config.plane import DataPlane
+from . import repository as repo
+from .service import JobContext, LeaseLost
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[JobContext], dict[str, Any]]
+
+
+def default_handlers() -> dict[str, Handler]:
+    from ..compliance.erasure import run as erase
+    from ..compliance.export import run as export
+
+    return {"export": export, "erase": erase}
+
+
+class Worker:
+    def __init__(self, sessions: sessionmaker[Session], plane: DataPlane, settings: Settings,
+                 *, owner: str | None = None, handlers: dict[str, Handler] | None = None,
+                 lease_seconds: float | None = None) -> None:
+        self.sessions = sessions
+        self.plane = plane
+        self.settings = settings
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.handlers = handlers if handlers is not None else default_handlers()
+        self.lease_seconds = lease_seconds or settings.job_lease_seconds
+
+    def run_forever(self, stop: threading.Event) -> None:
+        """Claim and run jobs until ``stop`` is set; sleep between polls when idle."""
+        while not stop.is_set():
+            try:
+                ran = self.run_once()
+            except Exception:
+                log.exception("job worker failed; retrying")
+                ran = None
+            if ran is None:
+                stop.wait(self.settings.job_poll_interval_seconds)
+
+    def run_once(self) -> uuid.UUID | None:
+        """Claim the oldest runnable job and run it to its end; None when there was none."""
+        job = self._claim()
+        if job is None:
+            return None
+        self._run(job)
+        return job.id
+
+    def _claim(self) -> Job | None:
+        with self.sessions() as session:
+            while True:
+                begin_write(session)
+                now = utcnow()
+                job = repo.next_claimable(session, now)
+                if job is None:
+                    session.rollback()
+                    return None
+                actor = Actor(job.tenant_id, "system", f"worker:{self.owner}")
+                if job.state == "running":
+                    # Its worker died (the lease ran out without renewal): take it over.
+                    audit.record(session, actor, "job_takeover",
+                                 detail=f"job {job.id} {job.kind} from {job.lease_owner} "
+                                        f"after attempt {job.attempts}")
+                    if job.attempts >= self.settings.job_max_attempts:
+                        job.state, job.lease_owner, job.lease_expires_at = "failed", None, None
+                        job.error = f"gave up after {job.attempts} attempts (worker died)"
+                        job.result = {"error": job.error}
+                        job.updated_at = now
+                        session.commit()
+                        continue
+                job.state = "running"
+                job.attempts += 1
+                job.lease_owner = self.owner
+                job.lease_expires_at = now + timedelta(seconds=self.lease_seconds)
+                job.updated_at = now
+                session.commit()
+                return job
+
+    def _run(self, job: Job) -> None:
+        handler = self.handlers.get(job.kind)
+        session = self.sessions()
+        heartbeat = _Heartbeat(self.sessions, job.id, self.owner, self.lease_seconds)
+        ctx = JobContext(
+            job_id=job.id, tenant_id=job.tenant_id, kind=job.kind, subject=job.subject,
+            params=dict(job.params or {}), progress=dict(job.progress or {}),
+            attempts=job.attempts, owner=self.owner, session=session, sessions=self.sessions,
+            plane=self.plane, settings=self.settings, lease_seconds=self.lease_seconds,
+            lost=heartbeat.lost.is_set,
+        )
+        heartbeat.start()
+        try:
+            if handler is None:
+                raise ValueError(f"no handler for job kind {job.kind!r}")
+            result = handler(ctx)
+        except LeaseLost:
+            log.warning("job %s was taken over by another worker", job.id)
+            session.rollback()
+        except Exception as exc:
+            session.rollback()
+            log.warning("job %s attempt %d failed: %s", job.id, job.attempts,
+                        type(exc).__name__)
+            self._finish(session, job, error=exc)
+        else:
+            self._finish(session, job, result=result)
+        finally:
+            heartbeat.stop()
+            session.close()
+
+    def _finish(self, session: Session, job: Job, *, result: dict[str, Any] | None = None,
+                error: Exception | None = None) -> None:
+        if session.in_transaction():
+            session.commit()
+        begin_write(session)
+        now = utcnow()
+        values: dict[str, Any] = dict(lease_owner=None, lease_expires_at=None, updated_at=now)
+        if error is None:
+            values.update(state="completed", result=result, error=None)
+        else:
+            message = _describe(error)
+            if job.attempts >= self.settings.job_max_attempts:
+                values.update(state="failed", error=message, result={"error": message})
+            else:
+                values.update(state="queued", error=message)
+        done = session.execute(
+            update(Job).where(Job.id == job.id, Job.lease_owner == self.owner,
+                              Job.state == "running").values(**values)
+        )
+        if not done.rowcount:  # type: ignore[attr-defined]
+            log.warning("job %s was taken over before it could be recorded", job.id)
+        session.commit()
+
+
+def _describe(exc: Exception) -> str:
+    from ..errors import DomainError
+
+    if isinstance(exc, DomainError):
+        return f"{exc.code}: {exc.detail}"
+    return f"{type(exc).__name__}: {str(exc)[:300]}"
+
+
+class _Heartbeat:
+    """Renews the lease every third of its length; sets ``lost`` if another worker has it."""
+
+    def __init__(self, sessions: sessionmaker[Session], job_id: uuid.UUID, owner: str,
+                 lease_seconds: float) -> None:
+        self.sessions, self.job_id, self.owner = sessions, job_id, owner
+        self.lease_seconds = lease_seconds
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"job-lease-{job_id}",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.lease_seconds / 3):
+            try:
+                with self.sessions() as session:
+                    begin_write(session)
+                    now = utcnow()
+                    held = repo.renew(session, self.job_id, self.owner,
+                                      now + timedelta(seconds=self.lease_seconds), now)
+                    session.commit()
+                if not held:
+                    self.lost.set()
+                    return
+            except Exception:
+                log.warning("could not renew the lease of job %s; retrying", self.job_id)

@@ -1,0 +1,93 @@
+"""An erasure stopped dead between its steps (as a killed worker would be) is taken over
+by another worker once the lease expires, and finishes with a receipt whose counts are
+those of one clean run."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from sqlalchemy import func, select
+
+from control_plane.compliance import erasure
+from control_plane.compliance import service as compliance
+from control_plane.compliance.signing import signing_key
+from control_plane.db.models import AccessLog, ErasureReceipt, MemoryPointer
+from control_plane.errors import SubjectErasureInProgress
+from control_plane.jobs.worker import Worker
+from control_plane.memories import service as memories
+from control_plane.memories.addresses import MemoryAddress, Scope
+from control_plane.memories.schemas import MemoryMeta
+from memplane._receipts import verify_receipt
+from tests.support.service import ServiceWorld, SimulatedCrash
+
+from .helpers import bucket_paths, job, write_subject
+
+SUBJECT, BYSTANDER = "alice", "bob"
+
+
+def _worker(world: ServiceWorld, name: str) -> Worker:
+    return Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
+                  owner=name, lease_seconds=0.5)
+
+
+@pytest.mark.parametrize("step, occurrence", [
+    ("erase:after_block", 1),
+    ("erase:after_mark", 2),
+    ("erase:after_objects", 2),      # objects of batch 2 gone, its rows not yet
+    ("erase:after_batch", 1),
+    ("erase:after_sweep", 1),
+    ("erase:after_keys", 1),
+    ("erase:before_receipt", 1),
+])
+def test_a_killed_erasure_is_taken_over_and_counts_once(
+        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch, step: str,
+        occurrence: int) -> None:
+    monkeypatch.setattr(erasure, "BATCH", 40)
+    subject = write_subject(world, SUBJECT, 100)
+    bystander = write_subject(world, BYSTANDER, 30)
+    seen = {"n": 0}
+
+    def crash(at: str) -> None:
+        if at == step:
+            seen["n"] += 1
+            if seen["n"] == occurrence:
+                raise SimulatedCrash(at)
+
+    world.runtime.plane.checkpoint = crash
+    with world.runtime.sessions() as session:
+        queued = compliance.start_erasure(session, world.actor, SUBJECT, dry_run=False)
+    with pytest.raises(SimulatedCrash):
+        _worker(world, "first").run_once()
+    assert job(world, queued.id).state == "running"
+    if step != "erase:after_block":
+        with world.runtime.sessions() as session, pytest.raises(SubjectErasureInProgress):
+            memories.set_value(session, world.runtime.plane, world.actor,
+                               MemoryAddress.parse(Scope.user, SUBJECT, "late"), 1, MemoryMeta())
+    time.sleep(0.6)  # the dead worker's lease runs out
+    assert _worker(world, "second").run_once() == queued.id
+
+    finished = job(world, queued.id)
+    assert (finished.state, finished.attempts, finished.subject) == ("completed", 2, None)
+    with world.runtime.sessions() as session:
+        assert finished.result is not None
+        receipt = session.get(ErasureReceipt, uuid.UUID(finished.result["receipt_id"]))
+        assert receipt is not None
+        body = {**receipt.body, "signature": receipt.signature}
+        remaining = session.scalar(select(func.count()).select_from(MemoryPointer).where(
+            MemoryPointer.tenant_id == world.tenant_id,
+            MemoryPointer.subject_user_id == SUBJECT))
+        takeovers = session.scalar(select(func.count()).select_from(AccessLog).where(
+            AccessLog.tenant_id == world.tenant_id, AccessLog.operation == "job_takeover"))
+    assert body["counts"]["pointers"] == 100
+    assert body["counts"]["objects"] == 100
+    assert body["work_done"] is True
+    assert remaining == 0 and takeovers == 1
+    assert verify_receipt(body, signing_key(world.runtime.settings).public_pem())
+    assert bucket_paths(world) == set(bystander)
+    assert not set(subject) & bucket_paths(world)
+    # writes for the subject work again once the erasure is over
+    with world.runtime.sessions() as session:
+        memories.set_value(session, world.runtime.plane, world.actor,
+                           MemoryAddress.parse(Scope.user, SUBJECT, "after"), 1, MemoryMeta())
