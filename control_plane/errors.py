@@ -72,3 +72,11 @@ class StorageUnavailable(DomainError):
 class StorageMisconfigured(DomainError):
     status_code = 502
     code = "storage_misconfigured"
+
+
+class KeyServiceUnavailable(DomainError):
+    status_code = 503
+    code = "key_unavailable"
+
+    def __init__(self, detail: str, *, retry_after: int = 5, **extra: Any) -> None:
+        super().__init__(detail, headers={"Retry-After": str(retry_after)}, **extra)

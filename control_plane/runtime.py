@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from .audit import service as audit
 from .db.engine import make_engine, make_session_factory
 from .db.migrate import upgrade
+from .keys.service import Keyring
 from .settings import Settings
 from .storage_config.credentials import CredentialBox, load_server_key
 from .storage_config.plane import DataPlane
@@ -34,6 +35,7 @@ class Runtime:
         # them only to build an adapter.
         self.plane = DataPlane(settings.resolved_bucket_url,
                                credentials=CredentialBox(load_server_key(settings)))
+        self.plane.keys = Keyring(settings)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -44,19 +46,6 @@ class Runtime:
         """The audit sealer: chains new audit rows every few hundred milliseconds."""
         thread = threading.Thread(target=self._seal_loop, name="memplane-audit-sealer",
                                   daemon=True)
-        thread.start()
-        self._threads.append(thread)
-        if self.settings.run_jobs:
-            self.start_worker()
-
-    def start_worker(self) -> None:
-        """A job worker thread (export, erase) for the embedded default; production runs
-        ``memplane worker`` processes instead and sets MEMPLANE_RUN_JOBS=false."""
-        from .jobs.worker import Worker
-
-        worker = Worker(self.sessions, self.plane, self.settings)
-        thread = threading.Thread(target=worker.run_forever, args=(self._stop,),
-                                  name="memplane-job-worker", daemon=True)
         thread.start()
         self._threads.append(thread)
 

@@ -39,16 +39,20 @@ class Settings(BaseSettings):
     )
     log_level: str = "INFO"
     run_background: bool = Field(True, description="Run the audit sealer inside the server.")
-    # Compliance jobs (export, erase); see control_plane/jobs/worker.py.
-    run_jobs: bool = Field(True, description="Run a job worker thread inside the server "
-                           "(with run_background); turn off when `memplane worker` runs them.")
-    job_lease_seconds: float = Field(30.0, gt=0)
-    job_poll_interval_seconds: float = Field(0.5, gt=0)
-    job_max_attempts: int = Field(3, ge=1)
-    receipt_signing_key: SecretStr | None = Field(
-        None, description="Ed25519 key that signs erasure receipts: base64 of the 32 raw bytes, "
-        "or PEM (PKCS#8). Default on the embedded setup: data_dir/receipt-signing.key."
+    # Encryption at rest (DESIGN §6); see control_plane/keys/providers.py for the providers.
+    encryption: bool = Field(True, description="Envelope-encrypt every new object.")
+    kek_provider: str = Field("local", pattern="^(local|aws-kms)$",
+                              description="Where tenants' key-encryption keys live.")
+    kek_keyring_path: Path | None = Field(
+        None, description="Local key ring file (mode 0600); default: data_dir/keyring.json."
     )
+    kek_aws_key_id: str | None = Field(None, description="KMS key id, ARN or alias.")
+    kek_aws_region: str | None = None
+    kek_aws_endpoint_url: str | None = None
+    kek_aws_access_key_id: str | None = None
+    kek_aws_secret_access_key: SecretStr | None = None
+    key_cache_size: int = Field(10_000, ge=0, description="Unwrapped subject keys kept.")
+    key_cache_seconds: float = Field(300.0, ge=0)
 
     @property
     def embedded(self) -> bool:
@@ -69,6 +73,17 @@ class Settings(BaseSettings):
         if self.default_bucket_url:
             return self.default_bucket_url
         return f"file://{(self.data_dir / 'bucket').resolve()}"
+
+    @property
+    def resolved_keyring_path(self) -> Path:
+        return (self.kek_keyring_path or self.data_dir / "keyring.json").resolve()
+
+    @model_validator(mode="after")
+    def _kms_needs_a_key(self) -> Settings:
+        if self.kek_provider == "aws-kms" and not self.kek_aws_key_id:
+            raise ValueError("MEMPLANE_KEK_AWS_KEY_ID must name the KMS key (id, ARN or alias) "
+                             "when MEMPLANE_KEK_PROVIDER is aws-kms")
+        return self
 
     @model_validator(mode="after")
     def _refuse_placeholder_secrets(self) -> Settings:

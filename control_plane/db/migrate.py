@@ -26,7 +26,18 @@ def upgrade(engine: Engine, revision: str = "heads") -> None:
 
 
 def current_revision(engine: Engine) -> str | None:
+    """The applied revision(s); parallel branches (one per domain) give several heads."""
     from alembic.runtime.migration import MigrationContext
 
     with engine.connect() as connection:
-        return MigrationContext.configure(connection).get_current_revision()
+        heads = MigrationContext.configure(connection).get_current_heads()
+    return ", ".join(sorted(heads)) or None
+
+
+def script_heads() -> list[str]:
+    """Every head revision the migration scripts define."""
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(_HERE / "migrations"))
+    return sorted(ScriptDirectory.from_config(config).get_heads())

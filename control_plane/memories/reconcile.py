@@ -5,9 +5,19 @@ bucket: a ``pending_write`` whose object is present with the right hash is finis
 other is rolled back; a ``pending_delete`` has its object deleted and its row removed.
 Corrupt pointers are counted and reported, never served.
 
-Orphan GC lists a tenant's prefix and deletes objects older than the grace period that no
-pointer names — what a crash between "put" and "commit" leaves, or a superseded version whose
-delete did not happen.
+Orphan GC removes objects no pointer names — what a crash between "put" and "commit"
+leaves, or a superseded version whose delete did not happen — in two phases, so that an
+object is deleted only after two looks, a grace period apart, both found it unnamed:
+
+1. **mark** lists the tenant's prefix and records each object older than the grace period
+   that no pointer names as a candidate (``gc_candidates``);
+2. **sweep**, on a later run, takes candidates marked at least a grace period ago, checks
+   again that no pointer names them, deletes those objects and forgets the candidates
+   (a candidate some pointer names by now is "rescued" and just forgotten).
+
+``collect_orphans`` runs mark then sweep, which is what ``memplane reconcile`` does; with a
+grace period of zero both phases act in one run (tests, and an operator who knows the bucket
+is quiet).
 """
 
 from __future__ import annotations
@@ -25,6 +35,8 @@ from ..audit import service as audit
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer, StorageConfig, Tenant
+from ..errors import DomainError
+from ..keys import service as keys
 from ..kit import sha256_hex
 from ..storage_config.plane import DataPlane
 from . import repository as repo
@@ -74,13 +86,19 @@ def _settle_writes(session: Session, plane: DataPlane, before, tenant_id, report
             target = plane.by_id(session, pointer.storage_config_id)
             session.commit()
             try:
-                data = target.adapter.get(pointer.storage_path)
+                blob = target.adapter.get(pointer.storage_path)
+                assert plane.keys is not None
+                data = keys.open_object(session, plane.keys, pointer.tenant_id,
+                                        pointer.storage_path, pointer.id, blob)
                 intact = sha256_hex(data) == pointer.content_sha256
             except storage.ObjectNotFound:
                 intact = False
-            except storage.StorageError as exc:
+            except storage.IntegrityError:  # does not decrypt: not the object we meant
+                intact = False
+            except (storage.StorageError, DomainError) as exc:
                 report.errors.append(f"{pointer.id}: {type(exc).__name__}")
                 continue
+            session.commit()
             begin_write(session)
             row = session.get(MemoryPointer, pointer.id, with_for_update=True)
             if row is None or row.sync_status != "pending_write":
@@ -140,50 +158,103 @@ def _settle_deletes(session: Session, plane: DataPlane, before, tenant_id, repor
 @dataclass
 class GCReport:
     scanned: int = 0
-    orphans_deleted: int = 0
+    marked: int = 0
     young_kept: int = 0
+    orphans_deleted: int = 0
+    rescued: int = 0
+    waiting: int = 0
 
 
-def collect_orphans(session: Session, plane: DataPlane, *, grace_seconds: float,
-                    tenant_id: uuid.UUID | None = None) -> GCReport:
-    """Delete objects under each tenant's ``memories/`` prefix that no pointer names."""
-    report = GCReport()
-    cutoff = utcnow() - timedelta(seconds=grace_seconds)
+def _configs(session: Session, tenant_id: uuid.UUID | None) -> list[StorageConfig]:
     query = select(StorageConfig)
     if tenant_id is not None:
         query = query.where(StorageConfig.tenant_id == tenant_id)
     configs = list(session.scalars(query.join(Tenant, Tenant.id == StorageConfig.tenant_id)))
     session.commit()
-    for config in configs:
+    return configs
+
+
+def collect_orphans(session: Session, plane: DataPlane, *, grace_seconds: float,
+                    tenant_id: uuid.UUID | None = None) -> GCReport:
+    """Both phases, mark then sweep, over each tenant's ``memories/`` prefix."""
+    report = mark_orphans(session, plane, grace_seconds=grace_seconds, tenant_id=tenant_id)
+    return sweep_orphans(session, plane, grace_seconds=grace_seconds, tenant_id=tenant_id,
+                         report=report)
+
+
+def mark_orphans(session: Session, plane: DataPlane, *, grace_seconds: float,
+                 tenant_id: uuid.UUID | None = None,
+                 report: GCReport | None = None) -> GCReport:
+    """Phase 1: record objects older than the grace period that no pointer names."""
+    report = report or GCReport()
+    cutoff = utcnow() - timedelta(seconds=grace_seconds)
+    for config in _configs(session, tenant_id):
         target = plane.by_id(session, config.id)
         session.commit()
-        prefix = target.path("memories") + "/"
-        batch: list[storage.ObjectInfo] = []
-        for info in target.adapter.list(prefix):
+        batch: list[str] = []
+        for info in target.adapter.list(target.path("memories") + "/"):
             report.scanned += 1
             if info.last_modified is not None and info.last_modified > cutoff:
                 report.young_kept += 1
                 continue
-            batch.append(info)
+            batch.append(info.path)
             if len(batch) >= _GC_BATCH:
-                report.orphans_deleted += _sweep(session, plane, config, batch)
+                report.marked += _mark(session, config, batch)
                 batch = []
         if batch:
-            report.orphans_deleted += _sweep(session, plane, config, batch)
+            report.marked += _mark(session, config, batch)
+    return report
+
+
+def _mark(session: Session, config: StorageConfig, paths: list[str]) -> int:
+    named = repo.named_paths(session, config.id, paths)
+    known = repo.gc_marked(session, config.id, paths)
+    fresh = [p for p in paths if p not in named and p not in known]
+    session.commit()
+    if not fresh:
+        return 0
+    begin_write(session)
+    repo.gc_mark(session, config.tenant_id, config.id, fresh, utcnow())
+    audit.record(session, _system(config.tenant_id, "gc"), "gc_mark",
+                 detail=f"marked {len(fresh)} unnamed object(s) for deletion after the grace "
+                        f"period")
+    session.commit()
+    return len(fresh)
+
+
+def sweep_orphans(session: Session, plane: DataPlane, *, grace_seconds: float,
+                  tenant_id: uuid.UUID | None = None,
+                  report: GCReport | None = None) -> GCReport:
+    """Phase 2: delete candidates marked a grace period ago that still no pointer names."""
+    report = report or GCReport()
+    before = utcnow() - timedelta(seconds=grace_seconds)
+    for config in _configs(session, tenant_id):
+        after = ""
+        while True:
+            due = list(repo.gc_due(session, config.id, before, after, _GC_BATCH))
+            session.commit()
+            if not due:
+                break
+            after = due[-1]
+            deleted, rescued = _sweep(session, plane, config, due)
+            report.orphans_deleted += deleted
+            report.rescued += rescued
+        report.waiting += repo.gc_waiting(session, config.id, before)
+        session.commit()
     return report
 
 
 def _sweep(session: Session, plane: DataPlane, config: StorageConfig,
-           batch: list[storage.ObjectInfo]) -> int:
-    paths = [info.path for info in batch]
+           paths: list[str]) -> tuple[int, int]:
     named = repo.named_paths(session, config.id, paths)
     session.commit()
     orphans = [p for p in paths if p not in named]
-    if not orphans:
-        return 0
-    plane.by_id(session, config.id).delete(orphans)
+    if orphans:
+        plane.by_id(session, config.id).delete(orphans)
     begin_write(session)
+    repo.gc_unmark(session, config.id, paths)
     audit.record(session, _system(config.tenant_id, "gc"), "gc",
-                 detail=f"deleted {len(orphans)} orphaned object(s)")
+                 detail=f"deleted {len(orphans)} orphaned object(s); {len(named)} candidate(s) "
+                        f"named again, kept")
     session.commit()
-    return len(orphans)
+    return len(orphans), len(named)

@@ -4,10 +4,10 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
-from ..db.models import MemoryPointer
+from ..db.models import GcCandidate, MemoryPointer
 from .addresses import MemoryAddress
 
 
@@ -120,3 +120,41 @@ def named_paths(session: Session, config_id: uuid.UUID, paths: Sequence[str]) ->
                MemoryPointer.storage_path.in_(paths))
     ).all()
     return set(rows)
+
+
+def gc_marked(session: Session, config_id: uuid.UUID, paths: Sequence[str]) -> set[str]:
+    """Which of ``paths`` are already orphan-GC candidates."""
+    rows = session.scalars(
+        select(GcCandidate.path)
+        .where(GcCandidate.storage_config_id == config_id, GcCandidate.path.in_(paths))
+    ).all()
+    return set(rows)
+
+
+def gc_mark(session: Session, tenant_id: uuid.UUID, config_id: uuid.UUID, paths: Sequence[str],
+            now: datetime) -> None:
+    session.add_all(GcCandidate(storage_config_id=config_id, path=p, tenant_id=tenant_id,
+                                marked_at=now) for p in paths)
+
+
+def gc_due(session: Session, config_id: uuid.UUID, before: datetime, after_path: str,
+           limit: int) -> Sequence[str]:
+    """Candidates marked before ``before``, in path order after ``after_path``."""
+    return session.scalars(
+        select(GcCandidate.path)
+        .where(GcCandidate.storage_config_id == config_id, GcCandidate.marked_at <= before,
+               GcCandidate.path > after_path)
+        .order_by(GcCandidate.path).limit(limit)
+    ).all()
+
+
+def gc_waiting(session: Session, config_id: uuid.UUID, before: datetime) -> int:
+    return session.scalar(
+        select(func.count()).select_from(GcCandidate)
+        .where(GcCandidate.storage_config_id == config_id, GcCandidate.marked_at > before)
+    ) or 0
+
+
+def gc_unmark(session: Session, config_id: uuid.UUID, paths: Sequence[str]) -> None:
+    session.execute(delete(GcCandidate).where(GcCandidate.storage_config_id == config_id,
+                                              GcCandidate.path.in_(paths)))

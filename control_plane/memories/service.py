@@ -29,16 +29,17 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
+from storage_adapters.envelope import DecryptionError
 
 from .. import idempotency
 from ..audit import service as audit
 from ..audit.service import Actor, audited
-from ..compliance.guard import ensure_writable
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
 from ..errors import Conflict, HashMismatch, InvalidInput, NotFound
 from ..idempotency import Idempotency, Replay
+from ..keys import service as keys
 from ..kit import decode_uuid_cursor, encode_cursor, page_limit, sha256_hex
 from ..storage_config.plane import DataPlane, Target, storage_errors
 from . import repository as repo
@@ -49,6 +50,20 @@ log = logging.getLogger(__name__)
 
 _READ_ATTEMPTS = 3
 _CLEAR_BATCH = 500
+
+
+@dataclass(frozen=True)
+class _Binding:
+    """What a new object is sealed for: the pointer id in its associated data, and the
+    subject key (None while encryption is off). Both are known before the put."""
+
+    pointer_id: uuid.UUID
+    key: keys.SubjectKeyHandle | None
+
+
+class _Rebind(Exception):
+    """The locked row is not what the object was sealed for (a concurrent first write made
+    the row with another id, or the data subject changed): seal the object again."""
 
 
 @dataclass(frozen=True)
@@ -91,11 +106,16 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
         replay = _replay(session, actor, idem)
         if replay is not None:
             return replay
-        for attempt in (1, 2):
+        for attempt in range(1, 5):
             target = plane.active(session, actor.tenant_id)
+            binding = _bind(session, plane, actor, address, meta,
+                            repo.get(session, actor.tenant_id, address))
             session.commit()
             begin_write(session)
             pointer = repo.lock(session, actor.tenant_id, address)
+            if not _binds(binding, address, meta, pointer):
+                session.rollback()  # the row changed since the key lookup (rare): look again
+                continue
             items: list[Any] = []
             if pointer is not None and pointer.sync_status != "pending_delete":
                 stored = _fetch_locked(session, plane, actor, pointer)
@@ -107,16 +127,16 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
                 items = stored
             items.append(item)
             payload = serialise(items)
-            path = _put(target, address, payload)
+            path = _put(plane, target, actor, address, payload, binding)
             try:
                 saved = _save(session, plane, target, actor, address, pointer, path,
-                              payload, meta, "append", idem)
+                              payload, meta, "append", idem, binding)
             except sa_exc.IntegrityError:
                 # Another first append created the row, or a twin request took the
                 # idempotency key; start over against it.
                 session.rollback()
                 _delete_quietly(target, [path])
-                if attempt == 2:
+                if attempt >= 2:
                     return _replay_after_race(session, actor, idem)
                 replay = _replay(session, actor, idem)
                 if replay is not None:
@@ -127,7 +147,7 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
                 _delete_quietly(target, [path])
                 raise
             return _after_commit(session, plane, saved)
-        raise AssertionError("unreachable")
+        raise Conflict("the memory kept changing while it was being appended to; retry")
 
 
 def _replay(session: Session, actor: Actor, idem: Idempotency | None) -> Replay | None:
@@ -155,22 +175,35 @@ def _replay_after_race(session: Session, actor: Actor, idem: Idempotency | None)
 def _write(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
            payload: bytes, meta: MemoryMeta, idem: Idempotency | None) -> MemoryPointer:
     target = plane.active(session, actor.tenant_id)
+    binding = _bind(session, plane, actor, address, meta,
+                    repo.get(session, actor.tenant_id, address))
     # No transaction may stay open across bucket I/O.
     session.commit()
-    path = _put(target, address, payload)
+    path = _put(plane, target, actor, address, payload, binding)
     try:
-        for attempt in (1, 2):
+        for attempt in range(1, 4):
             begin_write(session)
             pointer = repo.lock(session, actor.tenant_id, address)
             try:
                 saved = _save(session, plane, target, actor, address, pointer, path,
-                              payload, meta, "write", idem)
+                              payload, meta, "write", idem, binding)
                 break
             except sa_exc.IntegrityError:
                 # Another writer created the row first; take the update path against it.
                 session.rollback()
-                if attempt == 2:
+                if attempt == 3:
                     raise
+            except _Rebind:
+                # Sealed for a pointer id or subject the row no longer has: seal it again.
+                session.rollback()
+                _delete_quietly(target, [path])
+                if attempt == 3:
+                    raise Conflict("the memory kept changing while it was being written; "
+                                   "retry") from None
+                binding = _bind(session, plane, actor, address, meta,
+                                repo.get(session, actor.tenant_id, address))
+                session.commit()
+                path = _put(plane, target, actor, address, payload, binding)
     except Exception:  # the new object is an orphan now; remove it rather than wait for GC
         session.rollback()
         _delete_quietly(target, [path])
@@ -178,25 +211,68 @@ def _write(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddr
     return _after_commit(session, plane, saved)
 
 
-def _put(target: Target, address: MemoryAddress, payload: bytes) -> str:
-    """Step 2: the bytes go to a fresh per-version path, create-only."""
+def _keyring(plane: DataPlane) -> keys.Keyring:
+    if plane.keys is None:
+        raise RuntimeError("the data plane has no keyring; build it through Runtime")
+    return plane.keys
+
+
+def _subject_user(address: MemoryAddress, meta: MemoryMeta,
+                  pointer: MemoryPointer | None) -> str | None:
+    """The pointer's data subject once this write is saved (mirrors ``_save``)."""
+    if meta.user_id is not None:
+        return meta.user_id
+    if pointer is not None:
+        return pointer.subject_user_id
+    return address.scope_ref if address.scope == "user" else None
+
+
+def _bind(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
+          meta: MemoryMeta, pointer: MemoryPointer | None) -> _Binding:
+    """Before the put: the pointer id (pre-generated for a new row) and the subject key."""
+    ring = _keyring(plane)
+    pointer_id = pointer.id if pointer is not None else new_id()
+    if not ring.enabled:
+        return _Binding(pointer_id, None)
+    subject = keys.subject_of(address.scope, address.scope_ref,
+                              _subject_user(address, meta, pointer))
+    return _Binding(pointer_id, keys.key_for_write(session, ring, actor.tenant_id, subject))
+
+
+def _binds(binding: _Binding, address: MemoryAddress, meta: MemoryMeta,
+           pointer: MemoryPointer | None) -> bool:
+    if pointer is not None and pointer.id != binding.pointer_id:
+        return False
+    if binding.key is None:
+        return True
+    return binding.key.subject == keys.subject_of(address.scope, address.scope_ref,
+                                                  _subject_user(address, meta, pointer))
+
+
+def _put(plane: DataPlane, target: Target, actor: Actor, address: MemoryAddress,
+         payload: bytes, binding: _Binding) -> str:
+    """Step 2: the (sealed) bytes go to a fresh per-version path, create-only."""
     path = target.path(address.object_path(new_id().hex))
+    blob = keys.seal_object(_keyring(plane), actor.tenant_id, binding.key, path,
+                            binding.pointer_id, payload)
     with storage_errors():
-        target.adapter.put(path, payload)
+        target.adapter.put(path, blob)
     return path
 
 
 def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
           address: MemoryAddress, pointer: MemoryPointer | None, path: str, payload: bytes,
-          meta: MemoryMeta, operation: str,
-          idem: Idempotency | None) -> tuple[MemoryPointer, tuple[uuid.UUID, str] | None]:
+          meta: MemoryMeta, operation: str, idem: Idempotency | None,
+          binding: _Binding) -> tuple[MemoryPointer, tuple[uuid.UUID, str] | None]:
     """Step 3: in the open write transaction, move the (locked) pointer to the new object."""
     plane.checkpoint("write:after_put")
+    if not _binds(binding, address, meta, pointer):
+        raise _Rebind()
     now = utcnow()
     superseded = None
     if pointer is None:
         pointer = MemoryPointer(
-            id=new_id(), tenant_id=actor.tenant_id, scope_type=address.scope,
+            id=binding.pointer_id, tenant_id=actor.tenant_id, scope_type=address.scope,
             scope_ref=address.scope_ref, key=address.key, version=1, created_at=now,
             memory_type=DEFAULT_MEMORY_TYPES.get(address.scope, "fact"), tags=[],
             importance=3, source="api", has_embeddings=False,
@@ -207,8 +283,6 @@ def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
         superseded = (pointer.storage_config_id, pointer.storage_path)
         pointer.version += 1
     _apply_meta(pointer, meta, now)
-    ensure_writable(session, actor.tenant_id, pointer.subject_user_id,
-                    address.scope_ref if address.scope == "user" else None)
     pointer.storage_config_id = target.config_id
     pointer.storage_path = path
     pointer.content_sha256 = sha256_hex(payload)
@@ -282,13 +356,7 @@ def _read_verified(session: Session, plane: DataPlane, actor: Actor, address: Me
     for _ in range(_READ_ATTEMPTS):
         target = plane.by_id(session, pointer.storage_config_id)
         session.commit()
-        actual: str | None
-        try:
-            with storage_errors(pointer.id):
-                data = target.adapter.get(pointer.storage_path)
-            actual = sha256_hex(data)
-        except storage.ObjectNotFound:
-            data, actual = b"", None
+        data, actual, problem = _open(session, plane, actor, target, pointer)
         if actual == pointer.content_sha256:
             if pointer.sync_status == "corrupt":
                 begin_write(session)
@@ -301,43 +369,49 @@ def _read_verified(session: Session, plane: DataPlane, actor: Actor, address: Me
         if fresh.version != pointer.version or fresh.storage_path != pointer.storage_path:
             pointer = fresh
             continue
-        _report_corrupt(session, actor, pointer, actual)
+        _report_corrupt(session, actor, pointer, actual, problem)
     raise Conflict("the memory kept changing while it was being read; retry")
-
-
-def read_pointer(session: Session, plane: DataPlane, actor: Actor,
-                 pointer: MemoryPointer) -> MemoryValue:
-    """Read and verify one pointer's value (I3) for bulk readers such as export.
-
-    Same checks as ``get_value`` (a mismatch marks the pointer corrupt and raises
-    HashMismatch); the caller writes its own audit row.
-    """
-    address = MemoryAddress(pointer.scope_type, pointer.scope_ref, pointer.key)
-    return _read_verified(session, plane, actor, address, pointer)
 
 
 def _fetch_locked(session: Session, plane: DataPlane, actor: Actor,
                   pointer: MemoryPointer) -> Any:
     """Read and verify while holding the pointer's lock: a mismatch is real corruption."""
-    adapter = plane.by_id(session, pointer.storage_config_id).adapter
-    actual: str | None
-    try:
-        with storage_errors(pointer.id):
-            data = adapter.get(pointer.storage_path)
-        actual = sha256_hex(data)
-    except storage.ObjectNotFound:
-        data, actual = b"", None
+    target = plane.by_id(session, pointer.storage_config_id)
+    data, actual, problem = _open(session, plane, actor, target, pointer)
     if actual == pointer.content_sha256:
         return json.loads(data)
     session.rollback()
-    _report_corrupt(session, actor, pointer, actual)
+    _report_corrupt(session, actor, pointer, actual, problem)
+
+
+def _open(session: Session, plane: DataPlane, actor: Actor, target: Target,
+          pointer: MemoryPointer) -> tuple[bytes, str | None, str | None]:
+    """Fetch and decrypt: (plaintext, its SHA-256, why it could not be decrypted).
+
+    A missing object gives no hash and no problem; an object that does not decrypt (wrong or
+    destroyed key, edited, truncated, swapped) gives no hash and the reason.
+    """
+    try:
+        with storage_errors(pointer.id):
+            blob = target.adapter.get(pointer.storage_path)
+    except storage.ObjectNotFound:
+        return b"", None, None
+    try:
+        data = keys.open_object(session, _keyring(plane), actor.tenant_id,
+                                pointer.storage_path, pointer.id, blob)
+    except DecryptionError as exc:
+        return b"", None, str(exc)
+    return data, sha256_hex(data), None
 
 
 def _report_corrupt(session: Session, actor: Actor, pointer: MemoryPointer,
-                    actual: str | None) -> NoReturn:
+                    actual: str | None, problem: str | None = None) -> NoReturn:
     begin_write(session)
     repo.mark_corrupt(session, pointer.id, pointer.storage_path, utcnow())
-    what = "is missing from the bucket" if actual is None else "does not match its hash"
+    if problem is not None:
+        what = f"could not be decrypted ({problem})"
+    else:
+        what = "is missing from the bucket" if actual is None else "does not match its hash"
     audit.record(session, actor, "read", success=False, pointer_id=pointer.id,
                  detail=f"hash_mismatch: object {what}; expected {pointer.content_sha256} "
                         f"actual {actual}")
@@ -360,8 +434,6 @@ def delete_value(session: Session, plane: DataPlane, actor: Actor,
         pointer = repo.lock(session, actor.tenant_id, address)
         if pointer is None:
             raise NotFound(f"no memory at {address.describe()}")
-        ensure_writable(session, actor.tenant_id, pointer.subject_user_id,
-                        address.scope_ref if address.scope == "user" else None)
         pointer.sync_status, pointer.updated_at = "pending_delete", utcnow()
         session.commit()
         plane.checkpoint("delete:after_mark")

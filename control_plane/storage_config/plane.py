@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -31,6 +31,9 @@ from storage_adapters.registry import from_config, from_url
 from ..db.models import StorageConfig
 from ..errors import HashMismatch, InvalidInput, NotFound, StorageMisconfigured, StorageUnavailable
 from .credentials import CredentialBox, CredentialsUnreadable, associated_data
+
+if TYPE_CHECKING:
+    from ..keys.service import Keyring
 
 DEFAULT = "default"
 DEFAULT_PREFIX = "memplane"
@@ -84,6 +87,8 @@ class DataPlane:
         self._lock = threading.Lock()
         # Crash tests replace this to stop a protocol between two of its steps.
         self.checkpoint = checkpoint
+        # Encryption keys of the running control plane (control_plane/keys), set by Runtime.
+        self.keys: Keyring | None = None
 
     @property
     def default_adapter(self) -> storage.StorageAdapter:

@@ -125,7 +125,10 @@ def reconcile(
             orphans = collect_orphans(session, runtime.plane, grace_seconds=grace,
                                       tenant_id=tenant_id)
             table.add_row("objects scanned", str(orphans.scanned))
+            table.add_row("orphan candidates marked", str(orphans.marked))
             table.add_row("orphan objects deleted", str(orphans.orphans_deleted))
+            table.add_row("candidates named again (kept)", str(orphans.rescued))
+            table.add_row("candidates in their grace period", str(orphans.waiting))
             table.add_row("young objects kept (grace)", str(orphans.young_kept))
         console.print(table)
         for error in report.errors:

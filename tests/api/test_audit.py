@@ -30,9 +30,14 @@ def test_every_operation_is_audited_with_outcome(tenant: Tenant) -> None:
         client.memory.list_pointers()
         client.memory.delete(scope="user", scope_ref="u1", key="k")
         client.memory.clear(scope="user", scope_ref="u1")
-        entries = [e for e in client.audit.list(limit=1000).items
-                   if e.operation != "tenant_create"]
+        everything = client.audit.list(limit=1000).items
+        entries = [e for e in everything
+                   if e.operation not in ("tenant_create", "kek_create", "key_create")]
 
+    # The tenant's first write made its KEK and the user's subject key, each audited.
+    assert [(e.operation, e.accessor_id) for e in everything
+            if e.operation in ("kek_create", "key_create")] == [
+        ("kek_create", "keys"), ("key_create", "keys")]
     assert [(e.operation, e.success) for e in entries] == [
         ("write", True), ("append", True), ("read", True), ("read", False), ("list", True),
         ("delete", True), ("delete", True),

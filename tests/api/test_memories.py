@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 
 import pytest
 
 import memplane
+from tests.support.crypto import open_stored
 from tests.support.service import Tenant
 
 
@@ -46,7 +48,10 @@ def test_overwrite_bumps_version_and_removes_superseded_object(tenant: Tenant) -
     stored = tenant.objects()
     assert len(stored) == 1
     assert stored[0].as_posix().endswith(second.storage_path)
-    assert stored[0].read_bytes() == b'{"v":2}'
+    blob = stored[0].read_bytes()
+    assert b'"v"' not in blob  # encrypted at rest
+    assert open_stored(tenant.stack.runtime, tenant.id, second.storage_path,
+                       uuid.UUID(str(second.id)), blob) == b'{"v":2}'
 
 
 def test_append_builds_a_list_in_order(tenant: Tenant) -> None:
@@ -156,7 +161,9 @@ def test_tampered_object_is_never_served(tenant: Tenant) -> None:
     assert error.status_code == 409
     assert error.pointer_id == str(pointer.id)
     assert error.expected_sha256 == pointer.content_sha256
-    assert error.actual_sha256 == hashlib.sha256(b'"tampered"').hexdigest()
+    # A plaintext object where a sealed one belongs is refused before any hash is taken.
+    assert error.actual_sha256 is None
+    assert "could not be decrypted (the object is not encrypted" in error.detail
     assert "tampered" not in json.dumps(error.body)
     assert [p.id for p in listed] == [pointer.id]
     assert [(e.operation, e.detail.split(":")[0]) for e in failures] == [("read", "hash_mismatch")]

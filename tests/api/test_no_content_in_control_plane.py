@@ -36,7 +36,9 @@ def test_marker_value_is_only_in_the_bucket(tenant: Tenant) -> None:
         assert client.memory.get(scope="user", scope_ref="u1", key="log").value == [marker]
 
     assert marker not in _database_text(tenant)
-    in_bucket = [p for p in tenant.objects() if marker.encode() in p.read_bytes()]
-    # Content is either stored as is or encrypted; either way the control plane has none of it.
+    # Encryption is on by default: the marker is in no file of the bucket either — not in
+    # the objects, and not in anything else under the data dir (key ring, temp files).
     assert len(tenant.objects()) == 3
-    assert len(in_bucket) in (0, 3)
+    data_dir = tenant.stack.settings.data_dir
+    files = [p for p in data_dir.rglob("*") if p.is_file()]
+    assert [p for p in files if marker.encode() in p.read_bytes()] == []

@@ -17,8 +17,14 @@ from control_plane.db.models import MemoryPointer
 from control_plane.errors import NotFound
 from control_plane.memories import service as memories
 from control_plane.memories.addresses import MemoryAddress, Scope
-from control_plane.memories.reconcile import collect_orphans, reconcile
+from control_plane.memories.reconcile import (
+    collect_orphans,
+    mark_orphans,
+    reconcile,
+    sweep_orphans,
+)
 from control_plane.memories.schemas import MemoryMeta
+from tests.support.crypto import plaintext_of, seal_for
 from tests.support.service import ServiceWorld, SimulatedCrash
 
 ADDRESS = MemoryAddress.parse(Scope.user, "u1", "profile")
@@ -48,12 +54,10 @@ def _objects(world: ServiceWorld) -> set[str]:
 
 
 def _assert_pointer_truth(world: ServiceWorld) -> None:
-    """I1: every synced pointer names an object whose bytes hash to the pointer's hash."""
-    with world.runtime.sessions() as session:
-        target = world.runtime.plane.active(session, world.tenant_id)
+    """I1: every synced pointer names an object whose plaintext hashes to the pointer's hash."""
     for pointer in _pointers(world):
         if pointer.sync_status == "synced":
-            data = target.adapter.get(pointer.storage_path)
+            data = plaintext_of(world.runtime, pointer)
             assert hashlib.sha256(data).hexdigest() == pointer.content_sha256
 
 
@@ -62,8 +66,9 @@ def _settle(world: ServiceWorld) -> None:
         report = reconcile(session, world.runtime.plane, grace_seconds=0,
                            tenant_id=world.tenant_id)
         assert report.errors == []
-        collect_orphans(session, world.runtime.plane, grace_seconds=0,
-                        tenant_id=world.tenant_id)
+        # Orphan GC's two phases, as two runs would do them once the grace period passed.
+        mark_orphans(session, world.runtime.plane, grace_seconds=0, tenant_id=world.tenant_id)
+        sweep_orphans(session, world.runtime.plane, grace_seconds=0, tenant_id=world.tenant_id)
     pointers = _pointers(world)
     assert {p.sync_status for p in pointers} <= {"synced"}
     assert _objects(world) == {p.storage_path for p in pointers}
@@ -138,10 +143,12 @@ def test_reconciler_settles_pending_writes_by_asking_the_bucket(world: ServiceWo
         for name, present in (("arrived", True), ("lost", False)):
             data = f'"{name}"'.encode()
             path = target.path(f"memories/user/u1/{name}/{new_id().hex}.json")
+            pointer_id = new_id()
             if present:
-                target.adapter.put(path, data)
+                target.adapter.put(path, seal_for(world.runtime, world.tenant_id, path,
+                                                  pointer_id, ("user", "u1"), data))
             rows[name] = MemoryPointer(
-                id=new_id(), tenant_id=world.tenant_id, scope_type="user", scope_ref="u1",
+                id=pointer_id, tenant_id=world.tenant_id, scope_type="user", scope_ref="u1",
                 key=name, memory_type="fact", tags=[], importance=3, source="api",
                 storage_config_id=seed.storage_config_id, storage_path=path,
                 content_sha256=hashlib.sha256(data).hexdigest(), content_size=len(data),
@@ -166,8 +173,50 @@ def test_gc_keeps_young_orphans_until_the_grace_period_passes(world: ServiceWorl
     with world.runtime.sessions() as session:
         young = collect_orphans(session, world.runtime.plane, grace_seconds=3600,
                                 tenant_id=world.tenant_id)
-        assert (young.orphans_deleted, young.young_kept) == (0, 1)
+        assert (young.marked, young.orphans_deleted, young.young_kept) == (0, 0, 1)
         old = collect_orphans(session, world.runtime.plane, grace_seconds=0,
                               tenant_id=world.tenant_id)
-        assert old.orphans_deleted == 1
+        assert (old.marked, old.orphans_deleted) == (1, 1)
     assert _objects(world) == set()
+
+
+def test_gc_deletes_a_marked_orphan_only_on_a_later_sweep(world: ServiceWorld) -> None:
+    world.crash_at = "write:after_put"
+    with pytest.raises(SimulatedCrash):
+        _set(world, "orphan")
+    orphan = _objects(world)
+    with world.runtime.sessions() as session:
+        marked = mark_orphans(session, world.runtime.plane, grace_seconds=0,
+                              tenant_id=world.tenant_id)
+        early = sweep_orphans(session, world.runtime.plane, grace_seconds=3600,
+                              tenant_id=world.tenant_id)
+    assert (marked.scanned, marked.marked) == (1, 1)
+    assert (early.orphans_deleted, early.waiting) == (0, 1)
+    assert _objects(world) == orphan
+    with world.runtime.sessions() as session:
+        again = mark_orphans(session, world.runtime.plane, grace_seconds=0,
+                             tenant_id=world.tenant_id)
+        late = sweep_orphans(session, world.runtime.plane, grace_seconds=0,
+                             tenant_id=world.tenant_id)
+    assert again.marked == 0  # already a candidate; its mark time is kept
+    assert (late.orphans_deleted, late.waiting) == (1, 0)
+    assert _objects(world) == set()
+
+
+def test_gc_spares_a_candidate_that_a_pointer_names_by_the_sweep(world: ServiceWorld) -> None:
+    _set(world, "kept")
+    [pointer] = _pointers(world)
+    with world.runtime.sessions() as session:
+        target = world.runtime.plane.active(session, world.tenant_id)
+    # A candidate marked while unnamed (as if its pointer's commit came after the listing).
+    from control_plane.memories import repository as repo
+
+    with world.runtime.sessions() as session:
+        repo.gc_mark(session, world.tenant_id, target.config_id, [pointer.storage_path],
+                     utcnow())
+        session.commit()
+        swept = sweep_orphans(session, world.runtime.plane, grace_seconds=0,
+                              tenant_id=world.tenant_id)
+    assert (swept.orphans_deleted, swept.rescued) == (0, 1)
+    assert _get(world) == "kept"
+    _settle(world)

@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from ..db.models import KekVersion, SubjectKey
+
+
+def current_kek(session: Session, tenant_id: uuid.UUID) -> KekVersion | None:
+    return session.scalar(
+        select(KekVersion)
+        .where(KekVersion.tenant_id == tenant_id, KekVersion.retired_at.is_(None))
+        .order_by(KekVersion.version.desc()).limit(1)
+    )
+
+
+def kek_versions(session: Session, tenant_id: uuid.UUID) -> Sequence[KekVersion]:
+    return session.scalars(
+        select(KekVersion).where(KekVersion.tenant_id == tenant_id)
+        .order_by(KekVersion.version)
+    ).all()
+
+
+def next_kek_version(session: Session, tenant_id: uuid.UUID) -> int:
+    top = session.scalar(select(func.max(KekVersion.version))
+                         .where(KekVersion.tenant_id == tenant_id))
+    return (top or 0) + 1
+
+
+def active_subject_key(session: Session, tenant_id: uuid.UUID, scope_type: str,
+                       scope_ref: str) -> SubjectKey | None:
+    return session.scalar(
+        select(SubjectKey).execution_options(populate_existing=True)
+        .where(SubjectKey.tenant_id == tenant_id, SubjectKey.scope_type == scope_type,
+               SubjectKey.scope_ref == scope_ref, SubjectKey.destroyed_at.is_(None))
+    )
+
+
+def subject_key(session: Session, tenant_id: uuid.UUID, key_id: uuid.UUID) -> SubjectKey | None:
+    return session.scalar(
+        select(SubjectKey).execution_options(populate_existing=True)
+        .where(SubjectKey.id == key_id, SubjectKey.tenant_id == tenant_id)
+    )
+
+
+def wrapped_by_older(session: Session, tenant_id: uuid.UUID, current: uuid.UUID,
+                     limit: int) -> Sequence[SubjectKey]:
+    return session.scalars(
+        select(SubjectKey).execution_options(populate_existing=True)
+        .where(SubjectKey.tenant_id == tenant_id, SubjectKey.kek_version_id != current,
+               SubjectKey.wrapped_key.is_not(None))
+        .order_by(SubjectKey.id).limit(limit)
+    ).all()
+
+
+def rewrap(session: Session, key: SubjectKey, old_version: uuid.UUID, new_version: uuid.UUID,
+           wrapped: bytes, now: datetime) -> bool:
+    """Compare-and-swap: only a key still wrapped by ``old_version`` and not destroyed."""
+    result = session.execute(
+        update(SubjectKey)
+        .where(SubjectKey.id == key.id, SubjectKey.kek_version_id == old_version,
+               SubjectKey.wrapped_key.is_not(None))
+        .values(kek_version_id=new_version, wrapped_key=wrapped, rewrapped_at=now)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def keys_per_version(session: Session, tenant_id: uuid.UUID) -> dict[uuid.UUID, int]:
+    rows = session.execute(
+        select(SubjectKey.kek_version_id, func.count())
+        .where(SubjectKey.tenant_id == tenant_id, SubjectKey.wrapped_key.is_not(None))
+        .group_by(SubjectKey.kek_version_id)
+    ).all()
+    return {row[0]: int(row[1]) for row in rows}
+
+
+def destroy_subject(session: Session, tenant_id: uuid.UUID, scope_type: str, scope_ref: str,
+                    now: datetime) -> int:
+    result = session.execute(
+        update(SubjectKey)
+        .where(SubjectKey.tenant_id == tenant_id, SubjectKey.scope_type == scope_type,
+               SubjectKey.scope_ref == scope_ref, SubjectKey.destroyed_at.is_(None))
+        .values(wrapped_key=None, destroyed_at=now)
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+
+from ..deps import AdminCaller, PlaneDep, SessionDep
+from ..storage_config.plane import DataPlane
+from . import service as keys
+from .schemas import KekList, KekVersionOut, RetireOut, RotateIn, RotationOut
+
+router = APIRouter(tags=["keys"])
+
+
+def get_keyring(plane: PlaneDep) -> keys.Keyring:
+    return keyring_of(plane)
+
+
+def keyring_of(plane: DataPlane) -> keys.Keyring:
+    if plane.keys is None:
+        raise RuntimeError("the data plane has no keyring; build it through Runtime")
+    return plane.keys
+
+
+KeyringDep = Annotated[keys.Keyring, Depends(get_keyring)]
+
+
+@router.post("/v1/keys/rotate", response_model=RotationOut)
+def rotate(caller: AdminCaller, session: SessionDep, ring: KeyringDep,
+           body: RotateIn | None = None) -> RotationOut:
+    body = body or RotateIn()
+    report = keys.rotate_kek_as(session, ring, caller.actor, key_ref=body.key_ref,
+                                provider=body.provider)
+    return RotationOut(**asdict(report))
+
+
+@router.post("/v1/keys/retire", response_model=RetireOut)
+def retire(caller: AdminCaller, session: SessionDep, ring: KeyringDep) -> RetireOut:
+    return RetireOut(**asdict(keys.retire_keks_as(session, ring, caller.actor)))
+
+
+@router.get("/v1/keys/kek", response_model=KekList)
+def kek_versions(caller: AdminCaller, session: SessionDep) -> KekList:
+    rows = keys.kek_status_as(session, caller.actor)
+    return KekList(items=[KekVersionOut(**asdict(row)) for row in rows])
