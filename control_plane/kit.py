@@ -15,6 +15,9 @@ request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "memplane_request_id", default=None
 )
 
+# Text that reaches the database: no control characters (PostgreSQL refuses NUL outright).
+PLAIN_TEXT = r"^[^\x00-\x1f\x7f]*$"
+
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100
 

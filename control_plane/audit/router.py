@@ -7,17 +7,20 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from ..deps import ComplianceCaller, SessionDep
+from ..kit import PLAIN_TEXT
 from . import service as audit
 from .schemas import AuditEntryOut, AuditPage, AuditVerificationOut
 from .service import query_page
 
 router = APIRouter(tags=["audit"])
 
+FilterText = Annotated[str | None, Query(max_length=256, pattern=PLAIN_TEXT)]
+
 
 @router.get("/v1/audit", response_model=AuditPage)
 def list_audit(caller: ComplianceCaller, session: SessionDep,
-               pointer_id: uuid.UUID | None = None, accessor_id: str | None = None,
-               operation: str | None = None, since: datetime | None = None,
+               pointer_id: uuid.UUID | None = None, accessor_id: FilterText = None,
+               operation: FilterText = None, since: datetime | None = None,
                until: datetime | None = None,
                limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
                cursor: str | None = None) -> AuditPage:

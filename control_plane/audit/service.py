@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -205,6 +205,9 @@ def query_page(session: Session, actor: Actor, *, pointer_id: uuid.UUID | None,
                limit: int | None) -> tuple[list[AccessLog], str | None]:
     """One page of the tenant's audit log, oldest first; sealed first so ``seq`` is set."""
     size = page_limit(limit)
+    # A time without a zone is read as UTC, the zone every audit row is stored in.
+    since, until = (t.replace(tzinfo=UTC) if t is not None and t.tzinfo is None else t
+                    for t in (since, until))
     after = decode_cursor(cursor) if cursor else None
     if after is not None and not isinstance(after, int):
         raise InvalidInput("cursor is not valid; pass the next_cursor value unchanged")

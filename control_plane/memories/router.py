@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated
 from urllib.parse import unquote
 
@@ -9,6 +10,7 @@ from fastapi.responses import JSONResponse
 from ..db.models import MemoryPointer
 from ..deps import PlaneDep, ReaderCaller, SessionDep, WriterCaller
 from ..idempotency import Idempotency, Replay
+from ..kit import PLAIN_TEXT
 from . import service as memories
 from .addresses import MemoryAddress, Scope
 from .schemas import AppendIn, Cleared, MemoryIn, MemoryMeta, MemoryOut, PointerOut, PointerPage
@@ -29,6 +31,14 @@ def _meta(body: MemoryMeta) -> MemoryMeta:
 
 
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key")]
+FilterText = Annotated[str | None, Query(max_length=256, pattern=PLAIN_TEXT)]
+
+
+class SyncStatus(StrEnum):
+    pending_write = "pending_write"
+    synced = "synced"
+    pending_delete = "pending_delete"
+    corrupt = "corrupt"
 
 
 def _answer(result: MemoryPointer | Replay) -> PointerOut | JSONResponse:
@@ -81,9 +91,9 @@ def clear_scope(scope: Scope, scope_ref: str, caller: WriterCaller, session: Ses
 
 @router.get("/v1/pointers", response_model=PointerPage)
 def list_pointers(caller: ReaderCaller, session: SessionDep,
-                  scope: Scope | None = None, scope_ref: str | None = None,
-                  user_id: str | None = None, memory_type: str | None = None,
-                  sync_status: str | None = None,
+                  scope: Scope | None = None, scope_ref: FilterText = None,
+                  user_id: FilterText = None, memory_type: FilterText = None,
+                  sync_status: SyncStatus | None = None,
                   limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
                   cursor: str | None = None) -> PointerPage:
     rows, next_cursor = memories.list_pointers(

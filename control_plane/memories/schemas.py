@@ -6,9 +6,12 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-Tag = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+from ..kit import PLAIN_TEXT
+
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=PLAIN_TEXT)]
 MemoryType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
-Ref = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+Ref = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=PLAIN_TEXT)]
+Title = Annotated[str, StringConstraints(max_length=500, pattern=PLAIN_TEXT)]
 
 
 class MemoryMeta(BaseModel):
@@ -17,7 +20,7 @@ class MemoryMeta(BaseModel):
     memory_type: MemoryType | None = None
     tags: list[Tag] | None = Field(None, max_length=50)
     importance: int | None = Field(None, ge=1, le=5)
-    title: str | None = Field(None, max_length=500)
+    title: Title | None = None
     user_id: Ref | None = None
     agent_id: Ref | None = None
     ttl_days: int | None = Field(None, ge=1, le=36500)

@@ -5,10 +5,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..kit import PLAIN_TEXT
+
 
 class TenantIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=200, pattern=PLAIN_TEXT)
 
 
 class TenantOut(BaseModel):
@@ -25,7 +27,7 @@ class CreatedTenant(BaseModel):
 class ApiKeyIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     role: Literal["admin", "agent", "compliance"]
-    name: str = Field("", max_length=200)
+    name: str = Field("", max_length=200, pattern=PLAIN_TEXT)
 
 
 class CreatedApiKey(BaseModel):

@@ -35,7 +35,11 @@ def _bin(name: str) -> str:
 
 
 class PostgresCluster:
-    def __init__(self) -> None:
+    """``durable=False`` (the default, for speed) turns off fsync and synchronous commit, so a
+    crash of this server can lose its last commits: tests that crash PostgreSQL need durable."""
+
+    def __init__(self, *, durable: bool = False) -> None:
+        self.durable = durable
         self.port = free_port()
         self.root = Path(tempfile.mkdtemp(prefix="memplane-pg-"))
         self.data = self.root / "data"
@@ -49,14 +53,15 @@ class PostgresCluster:
         if self.as_root:
             shutil.chown(self.root, "postgres", "postgres")
         self._run(_bin("initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
-                  "-E", "UTF8", "--locale=C.UTF-8", "--no-sync")
+                  "-E", "UTF8", "--locale=C.UTF-8", *(() if self.durable else ("--no-sync",)))
         return self.resume()
 
     def resume(self) -> PostgresCluster:
         """Start (or restart) the server on the same port and data directory."""
-        options = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} "
-                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-                   "-c max_connections=200")
+        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} "
+        options += "-c max_connections=200"
+        if not self.durable:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._run(_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"), "-w",
                   "-o", options, "start")
         return self
