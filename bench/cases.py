@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .harness import Measurement, measure
-from .stacks import Backends, Floor, MemplaneStack
+from .stacks import Backends, Floor, MemplaneStack, Peer
 
 VALUE = {"text": "x" * 1000}
 PAYLOAD = json.dumps(VALUE, separators=(",", ":")).encode()
@@ -27,7 +27,7 @@ def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
     console = Console(stderr=True)
     results: dict[str, dict[str, Any]] = {}
     table = Table(title="memplane vs floor (ops/s, higher is better)")
-    for column in ("case", "memplane", "floor", "ratio", "p50 ms", "p99 ms"):
+    for column in ("case", "memplane", "floor", "ratio", "peer", "p50 ms", "p99 ms"):
         table.add_column(column, justify="right" if column != "case" else "left")
     backends = Backends()
     try:
@@ -46,16 +46,20 @@ def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
                         n, concurrency)
                     f_read = measure(lambda i, c=concurrency, fl=floor: fl.get(f"f{c}-{i}"),
                                      n, concurrency)
+                    peer = _peer(backends, database, concurrency, n)
                     for mode in ("inproc", "http"):
                         tag = f"{mode}-{concurrency}"
                         write, read = _memplane(stack, mode, tag, n, concurrency)
                         for kind, m, f in (("write", write, f_write), ("read", read, f_read)):
                             name = f"{kind}/{stack_name}/{mode}/c{concurrency}"
+                            p = peer.get(kind) if mode == "inproc" else None
                             results[name] = {"memplane": round(m.per_second, 1),
-                                             "floor": round(f.per_second, 1), "peer": None,
+                                             "floor": round(f.per_second, 1),
+                                             "peer": round(p, 1) if p else None,
                                              "unit": "ops/s"}
                             table.add_row(name, f"{m.per_second:,.0f}", f"{f.per_second:,.0f}",
                                           f"{m.per_second / f.per_second:.2f}",
+                                          f"{p:,.0f}" if p else "-",
                                           f"{m.p50_ms:.2f}", f"{m.p99_ms:.2f}")
                         console.print(f"done {stack_name} {tag}")
             finally:
@@ -64,6 +68,24 @@ def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
         backends.close()
     console.print(table)
     return results
+
+
+_PEER_CACHE: dict[int, dict[str, float]] = {}
+
+
+def _peer(backends: Backends, database: str, concurrency: int, n: int) -> dict[str, float]:
+    """LangGraph PostgresStore put/get on the same PostgreSQL, measured once per concurrency."""
+    if database != "postgres":
+        return {}
+    if concurrency not in _PEER_CACHE:
+        peer = Peer(backends, concurrency)
+        try:
+            write = measure(lambda i: peer.set(f"p{concurrency}-{i}", VALUE), n, concurrency)
+            read = measure(lambda i: peer.get(f"p{concurrency}-{i}"), n, concurrency)
+        finally:
+            peer.close()
+        _PEER_CACHE[concurrency] = {"write": write.per_second, "read": read.per_second}
+    return _PEER_CACHE[concurrency]
 
 
 def _memplane(stack: MemplaneStack, mode: str, tag: str, n: int,

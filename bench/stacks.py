@@ -128,25 +128,55 @@ class Floor:
         self.engine = stack.runtime.engine
         self.adapter = from_url(stack.env["MEMPLANE_DEFAULT_BUCKET_URL"])
         with self.engine.begin() as conn:
-            conn.execute(text("CREATE TABLE IF NOT EXISTS bench_floor "
-                              "(path VARCHAR(200) PRIMARY KEY, sha CHAR(64), size INTEGER)"))
+            conn.execute(text("CREATE TABLE IF NOT EXISTS bench_floor (key VARCHAR(200) PRIMARY "
+                              "KEY, path VARCHAR(300), sha CHAR(64), size INTEGER)"))
         self.prefix = f"floor/{uuid.uuid4().hex}"
 
     def set(self, key: str, payload: bytes) -> None:
         path = f"{self.prefix}/{key}/{uuid.uuid4().hex}.json"
         self.adapter.put(path, payload)
         with self.engine.begin() as conn:
-            conn.execute(text("INSERT INTO bench_floor (path, sha, size) VALUES (:p, :s, :n)"),
-                         {"p": f"{self.prefix}/{key}", "s": path, "n": len(payload)})
+            conn.execute(text("INSERT INTO bench_floor (key, path, sha, size) "
+                              "VALUES (:k, :p, :s, :n)"),
+                         {"k": f"{self.prefix}/{key}", "p": path,
+                          "s": hashlib.sha256(payload).hexdigest(), "n": len(payload)})
 
     def get(self, key: str) -> bytes:
         with self.engine.begin() as conn:
-            path = conn.execute(text("SELECT sha FROM bench_floor WHERE path = :p"),
-                                {"p": f"{self.prefix}/{key}"}).scalar_one()
+            path, sha = conn.execute(text("SELECT path, sha FROM bench_floor WHERE key = :k"),
+                                     {"k": f"{self.prefix}/{key}"}).one()
         data = self.adapter.get(path)
-        hashlib.sha256(data).hexdigest()
+        if hashlib.sha256(data).hexdigest() != sha:
+            raise AssertionError("floor read a different object")
         return data
 
 
 def op_factory(fn: Callable[[str], Any], prefix: str) -> Callable[[int], Any]:
     return lambda i: fn(f"{prefix}{i}")
+
+
+class Peer:
+    """LangGraph's PostgresStore: content in PostgreSQL itself, the closest open peer for a
+    memory store's put/get, on the same PostgreSQL server in the same run."""
+
+    def __init__(self, backends: Backends, concurrency: int) -> None:
+        from langgraph.store.postgres import PostgresStore
+        from sqlalchemy.engine import make_url
+
+        url = make_url(backends.database("postgres") or "")
+        dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        self._cm = PostgresStore.from_conn_string(
+            dsn, pool_config={"min_size": 1, "max_size": max(2, concurrency)})
+        self.store = self._cm.__enter__()
+        self.store.setup()
+
+    def set(self, key: str, value: dict[str, Any]) -> None:
+        self.store.put(("bench", "user"), key, value)
+
+    def get(self, key: str) -> Any:
+        item = self.store.get(("bench", "user"), key)
+        assert item is not None
+        return item.value
+
+    def close(self) -> None:
+        self._cm.__exit__(None, None, None)
