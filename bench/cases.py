@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from . import scale
 from .harness import Measurement, measure
 from .stacks import Backends, Floor, MemplaneStack, Peer
 
@@ -64,6 +65,12 @@ def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
                         console.print(f"done {stack_name} {tag}")
             finally:
                 stack.close()
+        if not only or any("scale".startswith(p) for p in only):
+            scaled = scale.run(backends, quick=quick)
+            results |= scaled
+            for name, r in scaled.items():
+                table.add_row(name + " (ms)", f"{r['memplane']:.2f}", f"{r['floor']:.2f}",
+                              f"{r['memplane'] / r['floor']:.2f}", "-", "", "")
     finally:
         backends.close()
     console.print(table)
