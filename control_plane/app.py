@@ -15,6 +15,7 @@ from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .audit.router import router as audit_router
+from .compliance.router import router as compliance_router
 from .errors import DomainError
 from .health import router as health_router
 from .integrity.router import router as integrity_router
@@ -64,7 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestContext, metrics=app.state.metrics,
                        max_body_bytes=settings.max_body_bytes)
     for router in (health_router, memories_router, audit_router, tenants_router,
-                   storage_config_router):
+                   storage_config_router, compliance_router):
         app.include_router(router)
     app.include_router(keys_router)
     app.include_router(integrity_router)

@@ -48,6 +48,19 @@ class Runtime:
                                   daemon=True)
         thread.start()
         self._threads.append(thread)
+        if self.settings.run_jobs:
+            self.start_worker()
+
+    def start_worker(self) -> None:
+        """A job worker thread (export, erase) for the embedded default; production runs
+        ``memplane worker`` processes instead and sets MEMPLANE_RUN_JOBS=false."""
+        from .jobs.worker import Worker
+
+        worker = Worker(self.sessions, self.plane, self.settings)
+        thread = threading.Thread(target=worker.run_forever, args=(self._stop,),
+                                  name="memplane-job-worker", daemon=True)
+        thread.start()
+        self._threads.append(thread)
 
     def _seal_loop(self) -> None:
         while not self._stop.wait(self.settings.audit_seal_interval_seconds):

@@ -53,6 +53,16 @@ class Settings(BaseSettings):
     kek_aws_secret_access_key: SecretStr | None = None
     key_cache_size: int = Field(10_000, ge=0, description="Unwrapped subject keys kept.")
     key_cache_seconds: float = Field(300.0, ge=0)
+    # Compliance jobs (export, erase); see control_plane/jobs/worker.py.
+    run_jobs: bool = Field(True, description="Run a job worker thread inside the server "
+                           "(with run_background); turn off when `memplane worker` runs them.")
+    job_lease_seconds: float = Field(30.0, gt=0)
+    job_poll_interval_seconds: float = Field(0.5, gt=0)
+    job_max_attempts: int = Field(3, ge=1)
+    receipt_signing_key: SecretStr | None = Field(
+        None, description="Ed25519 key that signs erasure receipts: base64 of the 32 raw bytes, "
+        "or PEM (PKCS#8). Default on the embedded setup: data_dir/receipt-signing.key."
+    )
 
     @property
     def embedded(self) -> bool:

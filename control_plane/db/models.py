@@ -166,6 +166,64 @@ class IdempotentResponse(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class Job(Base):
+    """Background work (export, erase, …). ``progress`` records each finished step, so a
+    worker that takes over an expired lease continues where the last one stopped.
+    ``progress`` and ``result`` hold counts, ids and hashes only — never content."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        Index(None, "state", "created_at"),
+        Index(None, "tenant_id", "kind", "subject"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(32))
+    # The data subject while the job runs; an erasure replaces it with a salted hash.
+    subject: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    state: Mapped[str] = mapped_column(String(16), default="queued")
+    progress: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    lease_owner: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class SubjectErasure(Base):
+    """One row per erasure in progress: memory writes for this subject answer 409."""
+
+    __tablename__ = "subject_erasures"
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True
+    )
+    user_id: Mapped[str] = mapped_column(String(256), primary_key=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(Uuid)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ErasureReceipt(Base):
+    """A signed erasure receipt. ``body`` is what was signed: counts, hashes, times — the
+    subject appears only as a salted hash."""
+
+    __tablename__ = "erasure_receipts"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), index=True
+    )
+    job_id: Mapped[uuid.UUID] = mapped_column(Uuid, unique=True)
+    body: Mapped[dict[str, Any]] = mapped_column(JSON)
+    signature: Mapped[str] = mapped_column(String(128))
+    key_id: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 class KekVersion(Base):
     """One version of a tenant's key-encryption key: where it lives (a local key ring entry
     or a KMS key) — never the key material itself."""

@@ -34,6 +34,7 @@ from storage_adapters.envelope import DecryptionError
 from .. import idempotency
 from ..audit import service as audit
 from ..audit.service import Actor, audited
+from ..compliance.guard import ensure_writable
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
@@ -283,6 +284,8 @@ def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
         superseded = (pointer.storage_config_id, pointer.storage_path)
         pointer.version += 1
     _apply_meta(pointer, meta, now)
+    ensure_writable(session, actor.tenant_id, pointer.subject_user_id,
+                    address.scope_ref if address.scope == "user" else None)
     pointer.storage_config_id = target.config_id
     pointer.storage_path = path
     pointer.content_sha256 = sha256_hex(payload)
@@ -373,6 +376,17 @@ def _read_verified(session: Session, plane: DataPlane, actor: Actor, address: Me
     raise Conflict("the memory kept changing while it was being read; retry")
 
 
+def read_pointer(session: Session, plane: DataPlane, actor: Actor,
+                 pointer: MemoryPointer) -> MemoryValue:
+    """Read and verify one pointer's value (I3) for bulk readers such as export.
+
+    Same checks as ``get_value`` (a mismatch marks the pointer corrupt and raises
+    HashMismatch); the caller writes its own audit row.
+    """
+    address = MemoryAddress(pointer.scope_type, pointer.scope_ref, pointer.key)
+    return _read_verified(session, plane, actor, address, pointer)
+
+
 def _fetch_locked(session: Session, plane: DataPlane, actor: Actor,
                   pointer: MemoryPointer) -> Any:
     """Read and verify while holding the pointer's lock: a mismatch is real corruption."""
@@ -434,6 +448,8 @@ def delete_value(session: Session, plane: DataPlane, actor: Actor,
         pointer = repo.lock(session, actor.tenant_id, address)
         if pointer is None:
             raise NotFound(f"no memory at {address.describe()}")
+        ensure_writable(session, actor.tenant_id, pointer.subject_user_id,
+                        address.scope_ref if address.scope == "user" else None)
         pointer.sync_status, pointer.updated_at = "pending_delete", utcnow()
         session.commit()
         plane.checkpoint("delete:after_mark")
