@@ -128,7 +128,7 @@ def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_timing_of_sets_and_gets_through_the_service(raw_bucket: RawBucket,
                                                      embedded_server: str) -> None:
     """Not a benchmark with a floor: prints what one short loop saw (run with -s)."""
-    n = 200
+    n = 100
     with memplane.Client(embedded_server, BOOTSTRAP_KEY) as admin:
         created = admin.tenants.create(name="timing")
     with memplane.Client(embedded_server, created.api_key) as client:
