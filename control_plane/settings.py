@@ -37,8 +37,21 @@ class Settings(BaseSettings):
         None, description="Let tenants configure a directory on this server as their bucket; "
         "default: allowed on the embedded default only."
     )
+    local_storage_roots: list[Path] = Field(
+        default_factory=list, description="Directories under which tenants may place a local "
+        "bucket; default: data_dir/buckets. Anything else on the server stays off limits.")
     log_level: str = "INFO"
     run_background: bool = Field(True, description="Run the audit sealer inside the server.")
+    # Compliance jobs (export, erase); see control_plane/jobs/worker.py.
+    run_jobs: bool = Field(True, description="Run a job worker thread inside the server "
+                           "(with run_background); turn off when `memplane worker` runs them.")
+    job_lease_seconds: float = Field(30.0, gt=0)
+    job_poll_interval_seconds: float = Field(0.5, gt=0)
+    job_max_attempts: int = Field(3, ge=1)
+    receipt_signing_key: SecretStr | None = Field(
+        None, description="Ed25519 key that signs erasure receipts: base64 of the 32 raw bytes, "
+        "or PEM (PKCS#8). Default on the embedded setup: data_dir/receipt-signing.key."
+    )
     # Encryption at rest (DESIGN §6); see control_plane/keys/providers.py for the providers.
     encryption: bool = Field(True, description="Envelope-encrypt every new object.")
     kek_provider: str = Field("local", pattern="^(local|aws-kms)$",
@@ -53,16 +66,6 @@ class Settings(BaseSettings):
     kek_aws_secret_access_key: SecretStr | None = None
     key_cache_size: int = Field(10_000, ge=0, description="Unwrapped subject keys kept.")
     key_cache_seconds: float = Field(300.0, ge=0)
-    # Compliance jobs (export, erase); see control_plane/jobs/worker.py.
-    run_jobs: bool = Field(True, description="Run a job worker thread inside the server "
-                           "(with run_background); turn off when `memplane worker` runs them.")
-    job_lease_seconds: float = Field(30.0, gt=0)
-    job_poll_interval_seconds: float = Field(0.5, gt=0)
-    job_max_attempts: int = Field(3, ge=1)
-    receipt_signing_key: SecretStr | None = Field(
-        None, description="Ed25519 key that signs erasure receipts: base64 of the 32 raw bytes, "
-        "or PEM (PKCS#8). Default on the embedded setup: data_dir/receipt-signing.key."
-    )
 
     @property
     def embedded(self) -> bool:
@@ -71,6 +74,11 @@ class Settings(BaseSettings):
     @property
     def local_storage_allowed(self) -> bool:
         return self.embedded if self.allow_local_storage is None else self.allow_local_storage
+
+    @property
+    def allowed_local_roots(self) -> list[Path]:
+        roots = self.local_storage_roots or [self.data_dir / "buckets"]
+        return [root.resolve() for root in roots]
 
     @property
     def resolved_database_url(self) -> str:

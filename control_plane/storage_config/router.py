@@ -18,7 +18,8 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 def configure_storage(body: Annotated[StorageConfigIn, Body()], caller: AdminCaller,
                       session: SessionDep, runtime: RuntimeDep) -> StorageConfigOut:
     return storage_config.configure(session, runtime.plane, caller.actor, body,
-                                    allow_local=runtime.settings.local_storage_allowed)
+                                    allow_local=runtime.settings.local_storage_allowed,
+                                    local_roots=runtime.settings.allowed_local_roots)
 
 
 @router.get("/v1/storage/config", response_model=StorageConfigOut)

@@ -15,6 +15,7 @@ where they were written. No transaction is open while the bucket is probed.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -36,8 +37,17 @@ from .schemas import StorageConfigIn, StorageConfigOut, StorageHealthOut
 log = logging.getLogger(__name__)
 
 
+def _check_local_root(root: Path, allowed: list[Path]) -> None:
+    """A tenant's local bucket must sit inside a directory the operator set aside for them."""
+    resolved = root.resolve()
+    if not any(resolved == base or base in resolved.parents for base in allowed):
+        where = ", ".join(str(base) for base in allowed) or "(none configured)"
+        raise InvalidInput(f"a local bucket must be inside one of: {where} "
+                           "(an operator sets MEMPLANE_LOCAL_STORAGE_ROOTS)")
+
+
 def configure(session: Session, plane: DataPlane, actor: Actor, body: StorageConfigIn, *,
-              allow_local: bool) -> StorageConfigOut:
+              allow_local: bool, local_roots: list[Path]) -> StorageConfigOut:
     """Validate the bucket and make it the tenant's active storage."""
     connection = body.connection_config
     with audited(session, actor, "storage_configure",
@@ -47,6 +57,8 @@ def configure(session: Session, plane: DataPlane, actor: Actor, body: StorageCon
             raise InvalidInput(
                 "storage_type 'local' is not allowed on this server; configure s3, gcs or "
                 "azure (an operator may allow it with MEMPLANE_ALLOW_LOCAL_STORAGE=true)")
+        if body.storage_type == "local":
+            _check_local_root(Path(str(connection.bucket_name)), local_roots)
         box = _box(plane)
         prefix = object_prefix(connection.prefix, actor.tenant_id)
         public, secrets = connection.public(), connection.secrets()

@@ -17,7 +17,7 @@ import memplane
 from control_plane.db.models import StorageConfig
 from tests.api.test_no_content_in_control_plane import _database_text
 from tests.support.emulators import AZURITE_ACCOUNT, Azurite, MotoServer, closed_port, unique_name
-from tests.support.service import Tenant
+from tests.support.service import Stack, Tenant
 
 S3_FIELDS = "access_key_id, bucket, endpoint_url, prefix, region, secret_access_key, " \
             "session_token"
@@ -249,11 +249,12 @@ def test_local_needs_the_servers_permission(world: Any, tmp_path: Path) -> None:
     body = LocalConfigIn.model_validate(
         {"storage_type": "local", "connection_config": {"root": str(tmp_path)}})
     with world.runtime.sessions() as session, pytest.raises(InvalidInput) as refused:
-        service.configure(session, world.runtime.plane, world.actor, body, allow_local=False)
+        service.configure(session, world.runtime.plane, world.actor, body, allow_local=False,
+                          local_roots=[tmp_path])
     assert refused.value.detail.startswith("storage_type 'local' is not allowed on this server")
     with world.runtime.sessions() as session:
         saved = service.configure(session, world.runtime.plane, world.actor, body,
-                                  allow_local=True)
+                                  allow_local=True, local_roots=[tmp_path])
     assert saved.prefix == f"memplane/{world.tenant_id}"
     assert (tmp_path / "memplane" / str(world.tenant_id)).is_dir()
 
@@ -274,7 +275,7 @@ def test_other_replicas_follow_a_change_within_the_ttl(world: Any, tmp_path: Pat
             body = LocalConfigIn.model_validate(
                 {"storage_type": "local", "connection_config": {"root": str(tmp_path)}})
             saved = service.configure(session, runtime.plane, world.actor, body,
-                                      allow_local=True)
+                                      allow_local=True, local_roots=[tmp_path])
             # This process forgets at once; the replica still holds its cached entry.
             assert runtime.plane.active(session, world.tenant_id).config_id == saved.id
             assert replica.active(session, world.tenant_id).config_id == before
@@ -312,3 +313,13 @@ def _db_id(tenant: Tenant, config_id: str) -> Any:
     if tenant.stack.engine.dialect.name == "sqlite":
         return uuid.UUID(config_id).hex
     return uuid.UUID(config_id)
+
+
+def test_local_bucket_outside_the_allowed_roots_is_refused(stack: Stack) -> None:
+    tenant = stack.new_tenant()
+    with tenant.stack.http(tenant.admin_key) as http:
+        response = http.put("/v1/storage/config", json={
+            "storage_type": "local", "connection_config": {"root": "/etc/memplane-probe"}})
+    assert response.status_code == 422
+    assert "a local bucket must be inside one of" in response.json()["detail"]
+    assert not Path("/etc/memplane-probe").exists()

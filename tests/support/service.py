@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import secrets
+import tempfile
 import threading
 import time
 import uuid
@@ -40,6 +41,8 @@ def make_settings(database: str, data_dir: Path, **overrides: Any) -> Settings:
     values: dict[str, Any] = dict(
         data_dir=data_dir, admin_key=BOOTSTRAP_KEY, audit_seal_interval_seconds=0.2,
         reconcile_grace_seconds=0,
+        # Tests place local buckets in their own temporary directories.
+        local_storage_roots=[Path(tempfile.gettempdir())],
     )
     if database != "sqlite":
         values.update(database_url=database, server_key=secrets.token_hex(24),
