@@ -89,3 +89,36 @@ def test_reconcile_collects_an_orphan_and_audit_verify_reports(env: dict[str, st
     code, output = _run(env, "audit", "verify")
     assert code == 1
     assert json.loads(output.strip().splitlines()[-1])["first_bad_seq"] == 1
+
+
+def test_keys_rotate_retire_and_verify_work_on_the_database(env: dict[str, str]) -> None:
+    settings = Settings(data_dir=Path(env["MEMPLANE_DATA_DIR"]), admin_key=ADMIN)
+    runtime = Runtime(settings)
+    runtime.migrate()
+    try:
+        with runtime.sessions() as session:
+            ensure_bootstrap(session, ADMIN)
+            caller = authenticate(session, f"Bearer {ADMIN}")
+            for key in ("a", "b"):
+                memories.set_value(session, runtime.plane, caller.actor,
+                                   MemoryAddress.parse(Scope.user, "u1", key), key,
+                                   MemoryMeta())
+            target = runtime.plane.active(session, caller.tenant_id)
+            pointer = memories.get_value(session, runtime.plane, caller.actor,
+                                         MemoryAddress.parse(Scope.user, "u1", "b")).pointer
+            target.adapter.delete_many([pointer.storage_path])
+    finally:
+        runtime.close()
+
+    code, output = _run(env, "keys", "rotate")
+    assert code == 0
+    assert json.loads(output.strip().splitlines()[-1])["rewrapped"] == 1
+    code, output = _run(env, "keys", "retire-kek")
+    assert code == 0
+    assert json.loads(output.strip().splitlines()[-1])["retired"] == [1]
+    code, output = _run(env, "verify")
+    assert code == 1
+    report = json.loads(output.strip().splitlines()[-1])
+    assert {k: report[k] for k in ("clean", "checked", "ok", "missing", "corrupt")} == {
+        "clean": False, "checked": 2, "ok": 1, "missing": 1, "corrupt": 0}
+    assert "missing" in output and "key=b" in output
