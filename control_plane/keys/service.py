@@ -282,7 +282,14 @@ def rotate_kek(session: Session, ring: Keyring, actor: audit.Actor, *,
     """
     tenant_id = actor.tenant_id
     name = provider or ring.default_provider
-    chosen = ring.provider(name)
+    try:
+        chosen = ring.provider(name)
+    except KeyServiceUnavailable:
+        if provider is None:
+            raise
+        # The caller asked for a provider this server has no settings for: their input.
+        raise InvalidInput(f"the KEK provider {provider!r} is not configured on this server; "
+                           "leave provider out to use the configured one") from None
     if key_ref is not None and name == "local":
         raise InvalidInput("key_ref names a KMS key; the local key ring makes its own keys, "
                            "so leave key_ref out")
