@@ -23,6 +23,13 @@ from pydantic import (
 )
 
 Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255)]
+# The clouds' own naming rules, checked here so a bad name is the caller's 422, not a crash.
+S3Bucket = Annotated[str, StringConstraints(strip_whitespace=True,
+                                            pattern=r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")]
+GcsBucket = Annotated[str, StringConstraints(strip_whitespace=True,
+                                             pattern=r"^[a-z0-9][a-z0-9._\-]{1,220}[a-z0-9]$")]
+AzureContainer = Annotated[str, StringConstraints(strip_whitespace=True,
+                                                  pattern=r"^[a-z0-9]([a-z0-9]|-[a-z0-9]){2,62}$")]
 Prefix = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200,
                                           pattern=r"^[A-Za-z0-9._\-/]*$")]
 Url = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255,
@@ -92,7 +99,7 @@ class S3Connection(_Connection):
     storage_type: ClassVar[str] = "s3"
     secret_fields: ClassVar[tuple[str, ...]] = ("secret_access_key", "session_token")
 
-    bucket: Name
+    bucket: S3Bucket
     region: Annotated[str, StringConstraints(max_length=64)] | None = None
     endpoint_url: Url | None = None
     access_key_id: Annotated[str, StringConstraints(max_length=128)] | None = None
@@ -123,7 +130,7 @@ class GCSConnection(_Connection):
     storage_type: ClassVar[str] = "gcs"
     secret_fields: ClassVar[tuple[str, ...]] = ("credentials_info",)
 
-    bucket: Name
+    bucket: GcsBucket
     project: Annotated[str, StringConstraints(max_length=128)] | None = None
     endpoint: Url | None = None
     credentials_info: SecretStr | None = Field(
@@ -166,7 +173,7 @@ class AzureConnection(_Connection):
     storage_type: ClassVar[str] = "azure"
     secret_fields: ClassVar[tuple[str, ...]] = ("connection_string", "account_key", "sas_token")
 
-    container: Name
+    container: AzureContainer
     connection_string: SecretStr | None = None
     account_url: Url | None = None
     account_key: SecretStr | None = None
