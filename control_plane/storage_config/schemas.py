@@ -8,11 +8,13 @@ and never appear in an answer, a log line or an audit row.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -24,12 +26,29 @@ from pydantic import (
 
 Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255)]
 # The clouds' own naming rules, checked here so a bad name is the caller's 422, not a crash.
-S3Bucket = Annotated[str, StringConstraints(strip_whitespace=True,
-                                            pattern=r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")]
-GcsBucket = Annotated[str, StringConstraints(strip_whitespace=True,
-                                             pattern=r"^[a-z0-9][a-z0-9._\-]{1,220}[a-z0-9]$")]
-AzureContainer = Annotated[str, StringConstraints(strip_whitespace=True,
-                                                  pattern=r"^[a-z0-9]([a-z0-9]|-[a-z0-9]){2,62}$")]
+def _named(pattern: str, rule: str) -> Any:
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise ValueError(rule)
+        return value
+
+    return AfterValidator(check)
+
+
+S3Bucket = Annotated[Name, _named(
+    r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]",
+    "an S3 bucket name is 3-63 lowercase letters, digits, dots or hyphens, starting and "
+    "ending with a letter or digit")]
+GcsBucket = Annotated[Name, _named(
+    r"[a-z0-9][a-z0-9._\-]{1,220}[a-z0-9]",
+    "a GCS bucket name is 3-222 lowercase letters, digits, dots, dashes or underscores, "
+    "starting and ending with a letter or digit")]
+AzureContainer = Annotated[Name, _named(
+    r"[a-z0-9]([a-z0-9]|-[a-z0-9]){2,62}",
+    "an Azure container name is 3-63 lowercase letters, digits or single hyphens, starting "
+    "and ending with a letter or digit")]
 Prefix = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200,
                                           pattern=r"^[A-Za-z0-9._\-/]*$")]
 Url = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255,

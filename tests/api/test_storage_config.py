@@ -91,20 +91,23 @@ def test_unknown_field_is_refused_and_nothing_is_saved(tenant: Tenant,
      "tags: 's3', 'gcs', 'azure', 'local'"),
     ({"storage_type": "s3", "connection_config": {"region": "eu-west-1"}},
      "body.s3.connection_config.bucket: this field is required"),
-    ({"storage_type": "s3", "connection_config": {"bucket": "b", "access_key_id": "k"}},
+    ({"storage_type": "s3", "connection_config": {"bucket": "bkt", "access_key_id": "k"}},
      "body.s3.connection_config: Value error, give access_key_id and secret_access_key "
      "together, or neither (to use the server's own AWS credentials)"),
-    ({"storage_type": "azure", "connection_config": {"container": "c"}},
+    ({"storage_type": "azure", "connection_config": {"container": "ctr"}},
      "body.azure.connection_config: Value error, give connection_string, or account_url "
      "with exactly one of account_key and sas_token"),
     ({"storage_type": "local", "connection_config": {"root": "relative/dir"}},
      "body.local.connection_config.root: Value error, root must be an absolute directory "
      "path on the server"),
-    ({"storage_type": "gcs", "connection_config": {"bucket": "b", "credentials_info": "{"}},
+    ({"storage_type": "gcs", "connection_config": {"bucket": "bkt", "credentials_info": "{"}},
      "body.gcs.connection_config.credentials_info: Value error, credentials_info must be the "
      "service account key as a JSON object (or its JSON text)"),
+    ({"storage_type": "gcs", "connection_config": {"bucket": "»\u0006", "anonymous": True}},
+     "body.gcs.connection_config.bucket: Value error, a GCS bucket name is 3-222 lowercase "
+     "letters, digits, dots, dashes or underscores, starting and ending with a letter or digit"),
 ], ids=["unknown-type", "missing-bucket-field", "half-a-key", "azure-no-credentials",
-        "relative-root", "gcs-bad-json"])
+        "relative-root", "gcs-bad-json", "gcs-bad-bucket-name"])
 def test_bad_input_is_a_422_sentence(tenant: Tenant, body: dict[str, Any],
                                      expected: str) -> None:
     answer = _put(tenant, body)
