@@ -9,9 +9,10 @@ those bytes; ``key_id`` (inside the signed body) is the first 16 hex digits of t
 the raw 32-byte public key.
 
 Where the key comes from: ``MEMPLANE_RECEIPT_SIGNING_KEY`` (base64 of the 32 raw private
-bytes, or a PKCS#8 PEM), else — on the embedded default only — a key generated once into
-``<data_dir>/receipt-signing.key`` (mode 0600). A shared deployment without the setting
-refuses to sign rather than let each replica invent its own key.
+bytes, or a PKCS#8 PEM); else, on the embedded default, a key generated once into
+``<data_dir>/receipt-signing.key`` (mode 0600); else, on a shared deployment, a key derived
+with HKDF from ``MEMPLANE_SERVER_KEY``, which every replica has — so replicas never sign
+with keys of their own.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from ..errors import DomainError
 from ..settings import Settings
@@ -81,6 +83,8 @@ def signing_key(settings: Settings) -> SigningKey:
                 key = SigningKey(_parse(configured.get_secret_value()))
             elif settings.embedded:
                 key = SigningKey(_load_or_create(settings))
+            elif settings.server_key is not None:
+                key = SigningKey(_derived(settings.server_key.get_secret_value()))
             else:
                 raise SigningKeyMissing(
                     "no receipt signing key is configured; set MEMPLANE_RECEIPT_SIGNING_KEY "
@@ -88,6 +92,15 @@ def signing_key(settings: Settings) -> SigningKey:
                 )
             _cache[cache_key] = key
         return key
+
+
+def _derived(server_key: str) -> Ed25519PrivateKey:
+    """Every replica shares the server key, so a key derived from it is the same on all of
+    them; a dedicated MEMPLANE_RECEIPT_SIGNING_KEY is still preferred (it can outlive a
+    server-key rotation)."""
+    seed = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
+                info=b"memplane receipt signing v1").derive(server_key.encode())
+    return Ed25519PrivateKey.from_private_bytes(seed)
 
 
 def _parse(value: str) -> Ed25519PrivateKey:

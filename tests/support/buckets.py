@@ -124,6 +124,8 @@ def open_bucket(request: pytest.FixtureRequest, name: str, tmp_path: Path) -> Ra
         return LocalBucket(tmp_path / f"bucket-{unique_name('local')}")
     if name == "s3":
         return S3Bucket(request.getfixturevalue("moto_server"))
+    if name == "s3-versioned":
+        return S3Bucket(request.getfixturevalue("moto_server"), versioned=True)
     if name == "gcs":
         return GCSBucket(request.getfixturevalue("gcs_server"))
     if name == "azure":

@@ -69,7 +69,9 @@ def database(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "database" in metafunc.fixturenames:
-        metafunc.parametrize("database", BACKENDS, indirect=True, scope="session")
+        marker = metafunc.definition.get_closest_marker("databases")
+        chosen = list(marker.args) if marker else BACKENDS
+        metafunc.parametrize("database", chosen, indirect=True, scope="session")
 
 
 @dataclass
