@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from . import scale
+from . import compliance, scale
 from .harness import Measurement, measure
 from .stacks import Backends, Floor, MemplaneStack, Peer
 
@@ -65,6 +65,14 @@ def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
                         console.print(f"done {stack_name} {tag}")
             finally:
                 stack.close()
+        if not only or "erase" in only:
+            erased = compliance.erase_case(2_000 if quick else 10_000)
+            results |= erased
+            _rows(table, erased)
+        if not only or "export" in only:
+            exported = compliance.export_case(200 if quick else 1_000)
+            results |= exported
+            _rows(table, exported)
         if not only or any("scale".startswith(p) for p in only):
             scaled = scale.run(backends, quick=quick)
             results |= scaled
@@ -75,6 +83,14 @@ def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
         backends.close()
     console.print(table)
     return results
+
+
+def _rows(table: Table, cases: dict[str, dict[str, Any]]) -> None:
+    for name, r in cases.items():
+        floor = r["floor"]
+        ratio = f"{r['memplane'] / floor:.2f}" if floor else "-"
+        table.add_row(f"{name} ({r['unit'].split(' ')[0]})", f"{r['memplane']:,}",
+                      f"{floor:,}" if floor is not None else "-", ratio, "-", "", "")
 
 
 _PEER_CACHE: dict[int, dict[str, float]] = {}

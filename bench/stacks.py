@@ -44,7 +44,7 @@ class Backends:
         if kind == "sqlite":
             return None
         if self._pg is None:
-            self._pg = PostgresCluster().start()
+            self._pg = PostgresCluster(durable=True).start()  # commits reach the disk
         return self._pg.create_database()
 
     def bucket_url(self, kind: str, name: str) -> str:

@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from .audit import service as audit
+from .audit.batcher import AuditBatcher
 from .db.engine import make_engine, make_session_factory
 from .db.migrate import upgrade
 from .keys.service import Keyring
@@ -36,6 +37,7 @@ class Runtime:
         self.plane = DataPlane(settings.resolved_bucket_url,
                                credentials=CredentialBox(load_server_key(settings)))
         self.plane.keys = Keyring(settings)
+        self.plane.audit_batcher = AuditBatcher(self.sessions)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -74,5 +76,7 @@ class Runtime:
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=10)
+        if self.plane.audit_batcher is not None:
+            self.plane.audit_batcher.close()
         self.plane.close()
         self.engine.dispose()

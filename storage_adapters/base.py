@@ -31,7 +31,9 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import BinaryIO, Protocol, runtime_checkable
+from typing import BinaryIO, Protocol, TypeVar, runtime_checkable
+
+T = TypeVar("T")
 
 
 class StorageError(Exception):
@@ -202,6 +204,39 @@ def chunked(items: Iterable[str], size: int) -> Iterator[list[str]]:
             batch = []
     if batch:
         yield batch
+
+
+def chunked_items(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    batch: list[T] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def purge_paths(adapter: StorageAdapter, paths: Iterable[str]) -> int:
+    """Remove every version and delete marker of exactly these objects.
+
+    Versions are found with one listing per directory of a scope (``…/<scope_ref>/``) rather
+    than one per object, and removed in the backend's batches where it offers
+    ``delete_versions`` (S3: 1,000 per request); otherwise object by object.
+    """
+    wanted = set(paths)
+    groups: dict[str, list[str]] = {}
+    for path in wanted:
+        groups.setdefault(path.rsplit("/", 2)[0] + "/" if path.count("/") >= 2 else "",
+                          []).append(path)
+    delete_versions = getattr(adapter, "delete_versions", None)
+    if delete_versions is None:
+        return sum(adapter.purge_versions(path) for path in sorted(wanted))
+    found: list[ObjectVersion] = []
+    for directory, members in sorted(groups.items()):
+        prefix = members[0] if len(members) == 1 else directory
+        found += [v for v in adapter.list_versions(prefix) if v.path in wanted]
+    return int(delete_versions(found))
 
 
 def timed_probe(adapter: StorageAdapter, probe_path: str) -> HealthReport:

@@ -53,6 +53,7 @@ from .base import (
     check_path,
     check_prefix,
     chunked,
+    chunked_items,
     timed_probe,
 )
 
@@ -229,6 +230,16 @@ class S3Adapter:
                         last_modified=item.get("LastModified"))
         except (ClientError, BotoCoreError) as exc:
             self._raise(exc, prefix)
+
+    def delete_versions(self, versions: Iterable[ObjectVersion]) -> int:
+        """Permanently delete exactly these versions and markers, 1,000 per request."""
+        n = 0
+        for batch in chunked_items(({"Key": self.root + v.path,
+                                     "VersionId": v.version_id or "null"} for v in versions),
+                                   DELETE_BATCH_LIMIT):
+            self._delete_objects(batch)
+            n += len(batch)
+        return n
 
     def purge_versions(self, prefix: str) -> int:
         # Versions are deleted page by page while listing continues: the listing resumes

@@ -203,8 +203,10 @@ class _Erasure:
                 inside_paths = [path for path in paths if path.startswith(inside)]
                 if inside_paths:
                     target.adapter.delete_many(inside_paths)
-                for path in outside:  # the current version is counted as an object
-                    versions += max(0, target.adapter.purge_versions(path) - 1)
+                if outside:  # one listing per scope directory, deletes in batches
+                    purged = storage.purge_paths(target.adapter, outside)
+                    # each path's current version is counted as an object already
+                    versions += max(0, purged - len(outside))
             else:
                 target.adapter.delete_many(paths)
         orphans = self._check_outside(target, outside, started)

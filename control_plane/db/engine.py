@@ -17,7 +17,7 @@ def make_engine(url: str, *, pool_size: int = 10, sqlite_synchronous: str = "FUL
     if parsed.drivername == "postgresql":
         url = str(parsed.set(drivername="postgresql+psycopg"))
     return create_engine(
-        url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True,
+        url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False,
         pool_recycle=1800,
     )
 

@@ -338,6 +338,12 @@ def get_value(session: Session, plane: DataPlane, actor: Actor,
     with audited(session, actor, "read", detail=address.describe()):
         pointer = _live_pointer(session, actor, address)
         result = _read_verified(session, plane, actor, address, pointer)
+        session.commit()
+        if plane.audit_batcher is not None:
+            plane.audit_batcher.record(actor.tenant_id, actor.accessor_type, actor.accessor_id,
+                                       "read", pointer_id=result.pointer.id,
+                                       detail=address.describe())
+            return result
         begin_write(session)
         audit.record(session, actor, "read", pointer_id=result.pointer.id,
                      detail=address.describe())

@@ -33,6 +33,7 @@ from ..errors import HashMismatch, InvalidInput, NotFound, StorageMisconfigured,
 from .credentials import CredentialBox, CredentialsUnreadable, associated_data
 
 if TYPE_CHECKING:
+    from ..audit.batcher import AuditBatcher
     from ..keys.service import Keyring
 
 DEFAULT = "default"
@@ -61,8 +62,7 @@ class Target:
         if not paths:
             return
         if self.versioned:
-            for path in paths:
-                self.adapter.purge_versions(path)
+            storage.purge_paths(self.adapter, paths)
         else:
             self.adapter.delete_many(paths)
 
@@ -89,6 +89,9 @@ class DataPlane:
         self.checkpoint = checkpoint
         # Encryption keys of the running control plane (control_plane/keys), set by Runtime.
         self.keys: Keyring | None = None
+        # Group commit for the audit rows of reads (control_plane/audit/batcher.py), set by
+        # Runtime; without it each read commits its own row.
+        self.audit_batcher: AuditBatcher | None = None
 
     @property
     def default_adapter(self) -> storage.StorageAdapter:
