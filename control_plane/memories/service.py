@@ -62,6 +62,15 @@ class _Binding:
     key: keys.SubjectKeyHandle | None
 
 
+class _CommitUncertain(Exception):
+    """The commit failed in a way that leaves its outcome unknown (the connection dropped):
+    the pointer may name the new object, so the object must stay; GC removes it if not."""
+
+    def __init__(self, original: Exception) -> None:
+        super().__init__(str(original))
+        self.original = original
+
+
 class _Rebind(Exception):
     """The locked row is not what the object was sealed for (a concurrent first write made
     the row with another id, or the data subject changed): seal the object again."""
@@ -143,6 +152,9 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
                 if replay is not None:
                     return replay
                 continue
+            except _CommitUncertain as exc:
+                session.rollback()
+                raise exc.original from None  # keep the object: the commit may have landed
             except Exception:
                 session.rollback()
                 _delete_quietly(target, [path])
@@ -205,6 +217,9 @@ def _write(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddr
                                 repo.get(session, actor.tenant_id, address))
                 session.commit()
                 path = _put(plane, target, actor, address, payload, binding)
+    except _CommitUncertain as exc:
+        session.rollback()
+        raise exc.original from None  # keep the object: the commit may have landed
     except Exception:  # the new object is an orphan now; remove it rather than wait for GC
         session.rollback()
         _delete_quietly(target, [path])
@@ -299,7 +314,10 @@ def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
         idempotency.remember(session, actor.tenant_id, idem, 200,
                              PointerOut.of(pointer).model_dump(mode="json"))
     plane.checkpoint("write:before_commit")
-    session.commit()
+    try:
+        session.commit()
+    except sa_exc.OperationalError as exc:
+        raise _CommitUncertain(exc) from exc
     return pointer, superseded
 
 
@@ -373,9 +391,11 @@ def _read_verified(session: Session, plane: DataPlane, actor: Actor, address: Me
                 session.commit()
             return MemoryValue(json.loads(data), pointer)
         # A concurrent overwrite may have replaced the object after we read the pointer:
-        # look again before calling anything corrupt.
+        # look again before calling anything corrupt. (The lookup refreshes the very same
+        # object in the session, so remember what was read first.)
+        seen = (pointer.version, pointer.storage_path)
         fresh = _live_pointer(session, actor, address)
-        if fresh.version != pointer.version or fresh.storage_path != pointer.storage_path:
+        if (fresh.version, fresh.storage_path) != seen:
             pointer = fresh
             continue
         _report_corrupt(session, actor, pointer, actual, problem)
