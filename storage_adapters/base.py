@@ -195,18 +195,8 @@ def check_prefix(prefix: str) -> str:
     return check_path(prefix.rstrip("/")) + ("/" if prefix.endswith("/") else "")
 
 
-def chunked(items: Iterable[str], size: int) -> Iterator[list[str]]:
-    batch: list[str] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-def chunked_items(items: Iterable[T], size: int) -> Iterator[list[T]]:
+def chunked(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """Consecutive lists of at most ``size`` items (the backends' batch limits)."""
     batch: list[T] = []
     for item in items:
         batch.append(item)

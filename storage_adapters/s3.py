@@ -53,7 +53,6 @@ from .base import (
     check_path,
     check_prefix,
     chunked,
-    chunked_items,
     timed_probe,
 )
 
@@ -234,7 +233,7 @@ class S3Adapter:
     def delete_versions(self, versions: Iterable[ObjectVersion]) -> int:
         """Permanently delete exactly these versions and markers, 1,000 per request."""
         n = 0
-        for batch in chunked_items(({"Key": self.root + v.path,
+        for batch in chunked(({"Key": self.root + v.path,
                                      "VersionId": v.version_id or "null"} for v in versions),
                                    DELETE_BATCH_LIMIT):
             self._delete_objects(batch)
