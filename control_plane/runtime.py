@@ -20,6 +20,7 @@ from .keys.service import Keyring
 from .settings import Settings
 from .storage_config.credentials import CredentialBox, load_server_key
 from .storage_config.plane import DataPlane
+from .tenants.service import CALLERS
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,8 @@ class Runtime:
         self.plane = DataPlane(settings.resolved_bucket_url,
                                credentials=CredentialBox(load_server_key(settings)))
         self.plane.keys = Keyring(settings)
-        self.plane.audit_batcher = AuditBatcher(self.sessions)
+        CALLERS.ttl = settings.auth_cache_seconds
+        self.plane.audit_batcher = AuditBatcher(self.engine)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 

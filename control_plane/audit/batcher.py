@@ -2,23 +2,25 @@
 
 A read writes nothing but its audit row, and that row must be durable before the content is
 served (I6). Committing each row on its own makes every read pay a full commit; here the
-rows of concurrent reads are written together in one transaction, and each read waits until
-the transaction holding its row has committed. One reader alone pays the same commit as
-before; sixteen at once share it.
+rows of concurrent reads share one.
+
+Leader and followers, no background thread: a reader that finds no commit in flight becomes
+the leader and commits the queued rows itself, on the batcher's own connection, in one
+INSERT committed on its own (a single round trip on PostgreSQL). Readers arriving meanwhile
+queue their rows and wait; when the leader's commit is done it wakes them, and hands the
+lead to the first of those still queued. One reader alone pays exactly one round trip and no
+thread hand-off; sixteen at once share commits.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sqlalchemy import insert
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, Engine, insert
 
 from ..db.base import utcnow
-from ..db.engine import begin_write
 from ..db.models import AccessLog
 from ..kit import request_id_var
 
@@ -29,20 +31,19 @@ log = logging.getLogger(__name__)
 class _Pending:
     row: dict[str, object]
     done: threading.Event = field(default_factory=threading.Event)
+    lead: bool = False  # woken to lead the next commit, not because its row is committed
     error: BaseException | None = None
 
 
 class AuditBatcher:
-    def __init__(self, sessions: Callable[[], Session], *, max_batch: int = 500) -> None:
-        self._sessions = sessions
+    def __init__(self, engine: Engine, *, max_batch: int = 500) -> None:
+        self._engine = engine
+        self._conn: Connection | None = None  # used by the leader only: one at a time
         self._max_batch = max_batch
         self._queue: list[_Pending] = []
+        self._leading = False
         self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
         self._stopped = False
-        self._thread = threading.Thread(target=self._run, name="memplane-audit-batcher",
-                                        daemon=True)
-        self._thread.start()
 
     def record(self, tenant_id: object, accessor_type: str, accessor_id: str, operation: str,
                *, pointer_id: object = None, detail: str = "", timeout: float = 30) -> None:
@@ -53,39 +54,74 @@ class AuditBatcher:
             "operation": operation, "success": True, "detail": detail[:2000],
             "request_id": request_id_var.get(), "accessed_at": utcnow(),
         })
-        with self._wake:
+        with self._lock:
             if self._stopped:
                 raise RuntimeError("the audit batcher is stopped")
             self._queue.append(pending)
-            self._wake.notify()
-        if not pending.done.wait(timeout):
-            raise TimeoutError("the audit row was not committed in time")
+            lead = not self._leading
+            self._leading = True
+        while not lead:
+            if not pending.done.wait(timeout):
+                raise TimeoutError("the audit row was not committed in time")
+            if not pending.lead:
+                break
+            pending.lead, lead = False, True
+            pending.done.clear()
+        if lead:
+            self._lead(pending)
         if pending.error is not None:
             raise pending.error
 
-    def _run(self) -> None:
-        while True:
-            with self._wake:
-                while not self._queue and not self._stopped:
-                    self._wake.wait()
-                if not self._queue and self._stopped:
-                    return
-                batch, self._queue = self._queue[:self._max_batch], self._queue[self._max_batch:]
-            error: BaseException | None = None
-            try:
-                with self._sessions() as session:
-                    begin_write(session)
-                    session.execute(insert(AccessLog), [p.row for p in batch])
-                    session.commit()
-            except BaseException as exc:  # every waiter must hear of it, whatever it was
-                log.warning("audit batch of %d rows failed: %s", len(batch), type(exc).__name__)
-                error = exc
-            for pending in batch:
-                pending.error = error
-                pending.done.set()
+    def _lead(self, mine: _Pending) -> None:
+        """Commit batches until this caller's row is committed, then pass the lead on."""
+        while not mine.done.is_set():
+            with self._lock:
+                batch = self._queue[:self._max_batch]
+                del self._queue[:self._max_batch]
+            self._commit(batch)
+        with self._lock:
+            if self._queue:
+                successor = self._queue[0]
+                successor.lead = True
+                successor.done.set()
+            else:
+                self._leading = False
+
+    def _commit(self, batch: list[_Pending]) -> None:
+        error: BaseException | None = None
+        try:
+            self._insert([p.row for p in batch])
+        except BaseException as exc:  # every waiter must hear of it, whatever it was
+            log.warning("audit batch of %d rows failed: %s", len(batch), type(exc).__name__)
+            error = exc
+            if self._conn is not None:
+                self._conn.invalidate()  # the connection may be broken: the next leader
+                self._conn.close()  # starts on a fresh one
+                self._conn = None
+        for pending in batch:
+            pending.error = error
+            pending.done.set()
+
+    def _insert(self, rows: list[dict[str, object]]) -> None:
+        conn = self._conn
+        if conn is None:
+            conn = self._conn = self._engine.connect()
+            if self._engine.dialect.name == "postgresql":
+                conn.execution_options(isolation_level="AUTOCOMMIT")
+        if conn.dialect.name == "postgresql":
+            # One statement, committed on its own: atomic, a single round trip.
+            if len(rows) == 1:
+                conn.execute(insert(AccessLog), rows[0])  # compiled once, cached
+            else:
+                conn.execute(insert(AccessLog).values(rows))
+            conn.commit()  # a no-op under autocommit (ends SQLAlchemy's own bookkeeping)
+            return
+        with conn.begin():
+            conn.execute(insert(AccessLog), rows)
 
     def close(self) -> None:
-        with self._wake:
+        with self._lock:
             self._stopped = True
-            self._wake.notify_all()
-        self._thread.join(timeout=10)
+            if self._conn is not None and not self._leading:
+                self._conn.close()
+                self._conn = None

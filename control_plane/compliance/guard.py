@@ -28,8 +28,12 @@ def ensure_writable(session: Session, tenant_id: uuid.UUID, *subjects: str | Non
         .limit(1)
     )
     if blocked is not None:
-        raise SubjectErasureInProgress(
-            "an erasure of this memory's data subject is in progress; writes for the subject "
-            "are refused until it completes",
-            job_id=str(blocked),
-        )
+        raise erasure_in_progress(blocked)
+
+
+def erasure_in_progress(job_id: uuid.UUID) -> SubjectErasureInProgress:
+    return SubjectErasureInProgress(
+        "an erasure of this memory's data subject is in progress; writes for the subject "
+        "are refused until it completes",
+        job_id=str(job_id),
+    )

@@ -186,6 +186,17 @@ def active_key(session: Session, ring: Keyring, tenant_id: uuid.UUID,
     return SubjectKeyHandle(row.id, row.scope_type, row.scope_ref, _unwrap(session, ring, row))
 
 
+def handle_of(session: Session, ring: Keyring, tenant_id: uuid.UUID, key_id: uuid.UUID,
+              subject: tuple[str, str], wrapped_key: bytes,
+              kek_version_id: uuid.UUID) -> SubjectKeyHandle:
+    """A live key already looked up (by the hot path's own statement): unwrapped from the
+    cache, or through its KEK on a miss."""
+    row = SubjectKey(id=key_id, tenant_id=tenant_id, scope_type=subject[0],
+                     scope_ref=subject[1], wrapped_key=wrapped_key,
+                     kek_version_id=kek_version_id)
+    return SubjectKeyHandle(key_id, subject[0], subject[1], _unwrap(session, ring, row))
+
+
 def key_for_write(session: Session, ring: Keyring, tenant_id: uuid.UUID,
                   subject: tuple[str, str]) -> SubjectKeyHandle:
     """The subject's live key, created (in a transaction of its own, committed) if needed."""
@@ -237,10 +248,13 @@ def seal_object(ring: Keyring, tenant_id: uuid.UUID, handle: SubjectKeyHandle | 
 
 
 def open_object(session: Session, ring: Keyring, tenant_id: uuid.UUID, path: str,
-                pointer_id: uuid.UUID, blob: bytes) -> bytes:
+                pointer_id: uuid.UUID, blob: bytes,
+                live: tuple[uuid.UUID, bytes, uuid.UUID] | None = None) -> bytes:
     """The plaintext of a stored object; :class:`DecryptionError` if it does not open.
 
-    An object without an envelope is served as is only while encryption is switched off.
+    ``live`` is the pointer's live subject key as the caller's lookup found it (id, wrapped
+    key, KEK version): an object sealed under it needs no further lookup. An object without
+    an envelope is served as is only while encryption is switched off.
     """
     if not envelope.is_envelope(blob):
         if ring.enabled:
@@ -248,7 +262,12 @@ def open_object(session: Session, ring: Keyring, tenant_id: uuid.UUID, path: str
                                   "with encryption on is (replaced outside memplane?)")
         return blob
     header = envelope.read_header(blob)
-    row = repo.subject_key(session, tenant_id, header.key_id)
+    row: SubjectKey | None
+    if live is not None and live[0] == header.key_id:
+        row = SubjectKey(id=live[0], tenant_id=tenant_id, wrapped_key=live[1],
+                         kek_version_id=live[2])
+    else:
+        row = repo.subject_key(session, tenant_id, header.key_id)
     if row is None:
         raise DecryptionError("the object was encrypted under a key this tenant does not have")
     if row.wrapped_key is None:

@@ -34,15 +34,16 @@ from storage_adapters.envelope import DecryptionError
 from .. import idempotency
 from ..audit import service as audit
 from ..audit.service import Actor, audited
-from ..compliance.guard import ensure_writable
+from ..compliance.guard import ensure_writable, erasure_in_progress
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
 from ..errors import Conflict, HashMismatch, InvalidInput, NotFound
 from ..idempotency import Idempotency, Replay
 from ..keys import service as keys
-from ..kit import decode_uuid_cursor, encode_cursor, page_limit, sha256_hex
+from ..kit import decode_uuid_cursor, encode_cursor, page_limit, request_id_var, sha256_hex
 from ..storage_config.plane import DataPlane, Target, storage_errors
+from . import hotpath
 from . import repository as repo
 from .addresses import DEFAULT_MEMORY_TYPES, MemoryAddress
 from .schemas import MemoryMeta, PointerOut
@@ -187,6 +188,10 @@ def _replay_after_race(session: Session, actor: Actor, idem: Idempotency | None)
 
 def _write(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
            payload: bytes, meta: MemoryMeta, idem: Idempotency | None) -> MemoryPointer:
+    if idem is None:
+        fast = _write_fast(session, plane, actor, address, payload, meta)
+        if fast is not None:
+            return _after_commit(session, plane, fast)
     target = plane.active(session, actor.tenant_id)
     binding = _bind(session, plane, actor, address, meta,
                     repo.get(session, actor.tenant_id, address))
@@ -225,6 +230,62 @@ def _write(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddr
         _delete_quietly(target, [path])
         raise
     return _after_commit(session, plane, saved)
+
+
+def _write_fast(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
+                payload: bytes, meta: MemoryMeta
+                ) -> tuple[MemoryPointer, tuple[uuid.UUID, str] | None] | None:
+    """The write protocol in two statements (``hotpath``). None when the fast path cannot
+    settle it — the subject has no key yet, or the row changed since the lookup — and the
+    general protocol below must."""
+    target = plane.active(session, actor.tenant_id)
+    found = hotpath.lookup_for_write(session, actor.tenant_id, address, meta.user_id)
+    if found.blocked_by is not None:
+        raise erasure_in_progress(found.blocked_by)
+    ring = _keyring(plane)
+    handle = None
+    if ring.enabled:
+        if found.key is None or found.key.wrapped_key is None:
+            return None
+        handle = keys.handle_of(session, ring, actor.tenant_id, found.key.id,
+                                (found.key.scope_type, found.key.scope_ref),
+                                found.key.wrapped_key, found.key.kek_version_id)
+        session.commit()
+    pointer_id = found.pointer_id or new_id()
+    path = _put(plane, target, actor, address, payload, _Binding(pointer_id, handle))
+    now = utcnow()
+    subject_user = (meta.user_id or found.subject_user_id if found.pointer_id is not None
+                    else meta.user_id or (address.scope_ref if address.scope == "user" else None))
+    request = hotpath.WriteRequest(
+        tenant_id=actor.tenant_id, address=address, pointer_id=pointer_id,
+        seen_subject_user=found.subject_user_id, guard_user=subject_user,
+        config_id=target.config_id, path=path, sha256=sha256_hex(payload), size=len(payload),
+        now=now, memory_type=meta.memory_type,
+        default_memory_type=DEFAULT_MEMORY_TYPES.get(address.scope, "fact"),
+        tags=list(dict.fromkeys(meta.tags)) if meta.tags is not None else None,
+        importance=meta.importance, title=meta.title, meta_user=meta.user_id,
+        agent_id=meta.agent_id,
+        expires_at=now + timedelta(days=meta.ttl_days) if meta.ttl_days is not None else None,
+        accessor_type=actor.accessor_type, accessor_id=actor.accessor_id, operation="write",
+        request_id=request_id_var.get(),
+    )
+    plane.checkpoint("write:after_put")
+    try:
+        plane.checkpoint("write:before_commit")
+        outcome = hotpath.commit_write(session, request)
+    except sa_exc.OperationalError:
+        session.rollback()
+        raise  # keep the object: the statement may have committed before the connection died
+    except Exception:
+        session.rollback()
+        _delete_quietly(target, [path])
+        raise
+    if outcome.pointer is None:
+        _delete_quietly(target, [path])
+        if outcome.blocked_by is not None:
+            raise erasure_in_progress(outcome.blocked_by)
+        return None
+    return outcome.pointer, outcome.superseded
 
 
 def _keyring(plane: DataPlane) -> keys.Keyring:
@@ -354,8 +415,12 @@ def get_value(session: Session, plane: DataPlane, actor: Actor,
               address: MemoryAddress) -> MemoryValue:
     """Read and verify the value at the address (I3)."""
     with audited(session, actor, "read", detail=address.describe()):
-        pointer = _live_pointer(session, actor, address)
-        result = _read_verified(session, plane, actor, address, pointer)
+        found = hotpath.lookup_for_read(session, actor.tenant_id, address)
+        pointer = _check_live(found[0] if found else None, address)
+        live = found[1] if found else None
+        result = _read_verified(session, plane, actor, address, pointer,
+                                (live.id, live.wrapped_key, live.kek_version_id)
+                                if live is not None and live.wrapped_key is not None else None)
         session.commit()
         if plane.audit_batcher is not None:
             plane.audit_batcher.record(actor.tenant_id, actor.accessor_type, actor.accessor_id,
@@ -370,7 +435,10 @@ def get_value(session: Session, plane: DataPlane, actor: Actor,
 
 
 def _live_pointer(session: Session, actor: Actor, address: MemoryAddress) -> MemoryPointer:
-    pointer = repo.get(session, actor.tenant_id, address)
+    return _check_live(repo.get(session, actor.tenant_id, address), address)
+
+
+def _check_live(pointer: MemoryPointer | None, address: MemoryAddress) -> MemoryPointer:
     if pointer is None or pointer.sync_status in ("pending_delete", "pending_write"):
         raise NotFound(f"no memory at {address.describe()}")
     if pointer.expires_at is not None and pointer.expires_at <= utcnow():
@@ -379,11 +447,13 @@ def _live_pointer(session: Session, actor: Actor, address: MemoryAddress) -> Mem
 
 
 def _read_verified(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
-                   pointer: MemoryPointer) -> MemoryValue:
+                   pointer: MemoryPointer,
+                   live: tuple[uuid.UUID, bytes, uuid.UUID] | None = None) -> MemoryValue:
     for _ in range(_READ_ATTEMPTS):
         target = plane.by_id(session, pointer.storage_config_id)
         session.commit()
-        data, actual, problem = _open(session, plane, actor, target, pointer)
+        data, actual, problem = _open(session, plane, actor, target, pointer, live)
+        live = None  # a second attempt reads a newer object: look its key up
         if actual == pointer.content_sha256:
             if pointer.sync_status == "corrupt":
                 begin_write(session)
@@ -425,7 +495,8 @@ def _fetch_locked(session: Session, plane: DataPlane, actor: Actor,
 
 
 def _open(session: Session, plane: DataPlane, actor: Actor, target: Target,
-          pointer: MemoryPointer) -> tuple[bytes, str | None, str | None]:
+          pointer: MemoryPointer, live: tuple[uuid.UUID, bytes, uuid.UUID] | None = None
+          ) -> tuple[bytes, str | None, str | None]:
     """Fetch and decrypt: (plaintext, its SHA-256, why it could not be decrypted).
 
     A missing object gives no hash and no problem; an object that does not decrypt (wrong or
@@ -438,7 +509,7 @@ def _open(session: Session, plane: DataPlane, actor: Actor, target: Target,
         return b"", None, None
     try:
         data = keys.open_object(session, _keyring(plane), actor.tenant_id,
-                                pointer.storage_path, pointer.id, blob)
+                                pointer.storage_path, pointer.id, blob, live)
     except DecryptionError as exc:
         return b"", None, str(exc)
     return data, sha256_hex(data), None

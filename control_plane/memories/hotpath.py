@@ -1,0 +1,380 @@
+"""The write and read hot paths in as few statements as the database allows.
+
+Before the put, a write needs three facts: the pointer's id (sealed into the object), the
+data subject's live key, and whether an erasure blocks the subject. ``lookup_for_write``
+gets all three in one statement. After the put, ``commit_write`` moves the pointer and
+appends its audit row — on PostgreSQL in one statement that locks the row, checks it is
+still what the object was sealed for, checks the erasure guard again, upserts and audits
+(one round trip, committed on its own); on SQLite in one short write transaction.
+
+A read needs the pointer and its subject's live key: ``lookup_for_read``, one statement.
+
+Both lookups run outside any transaction (one statement each, no BEGIN/COMMIT round trips).
+Whatever the fast path cannot settle — the row changed since the lookup, the subject has no
+key yet — it reports, and the general protocol in ``service`` takes over.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from typing import cast as as_type
+
+from sqlalchemy import (
+    JSON,
+    Connection,
+    String,
+    Table,
+    Uuid,
+    and_,
+    bindparam,
+    case,
+    false,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.orm import Session
+
+from ..db.models import AccessLog, MemoryPointer, SubjectErasure, SubjectKey
+from .addresses import MemoryAddress
+
+
+def as_table(clause: Any) -> Table:
+    return as_type(Table, clause)
+
+
+P = as_table(MemoryPointer.__table__)
+K = as_table(SubjectKey.__table__)
+E = as_table(SubjectErasure.__table__)
+A = as_table(AccessLog.__table__)
+
+_tenant = bindparam("v_tenant", type_=Uuid)
+_scope = bindparam("v_scope", type_=String)
+_scope_ref = bindparam("v_scope_ref", type_=String)
+_key = bindparam("v_key", type_=String)
+_meta_user = bindparam("v_meta_user", type_=String)
+_user_ref = bindparam("v_user_ref", type_=String)  # the scope ref when the scope is "user"
+
+_AT_ADDRESS = and_(P.c.tenant_id == _tenant, P.c.scope_type == _scope,
+                   P.c.scope_ref == _scope_ref, P.c.key == _key)
+
+
+def _live_key_of(subject_user: Any) -> Any:
+    """Join condition: the live key of the pointer's subject (its user, else its scope)."""
+    return and_(K.c.tenant_id == _tenant, K.c.destroyed_at.is_(None),
+                K.c.scope_type == case((subject_user.is_not(None), literal("user")),
+                                       else_=_scope),
+                K.c.scope_ref == func.coalesce(subject_user, _scope_ref))
+
+
+_one = select(literal(1).label("one")).subquery("one")
+_write_subject = func.coalesce(_meta_user, P.c.subject_user_id)
+_blocked = (select(E.c.job_id)
+            .where(E.c.tenant_id == _tenant,
+                   E.c.user_id.in_([func.coalesce(_meta_user, P.c.subject_user_id, _user_ref),
+                                    _user_ref]))
+            .limit(1).scalar_subquery())
+
+LOOKUP_WRITE = (
+    select(P.c.id, P.c.subject_user_id, K.c.id.label("key_id"),
+           K.c.scope_type.label("key_scope_type"), K.c.scope_ref.label("key_scope_ref"),
+           K.c.wrapped_key, K.c.kek_version_id, _blocked.label("blocked_by"))
+    .select_from(_one.outerjoin(P, _AT_ADDRESS).outerjoin(K, _live_key_of(_write_subject)))
+    .limit(1)
+)
+
+LOOKUP_READ = (
+    select(P, K.c.id.label("key_id"), K.c.wrapped_key, K.c.kek_version_id)
+    .select_from(P.outerjoin(K, _live_key_of(P.c.subject_user_id)))
+    .where(_AT_ADDRESS)
+)
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    id: uuid.UUID
+    scope_type: str
+    scope_ref: str
+    wrapped_key: bytes | None
+    kek_version_id: uuid.UUID
+
+
+@dataclass(frozen=True)
+class WriteLookup:
+    pointer_id: uuid.UUID | None
+    subject_user_id: str | None
+    key: KeyRow | None
+    blocked_by: uuid.UUID | None
+
+
+def _params(tenant_id: uuid.UUID, address: MemoryAddress) -> dict[str, Any]:
+    return {"v_tenant": tenant_id, "v_scope": address.scope, "v_scope_ref": address.scope_ref,
+            "v_key": address.key,
+            "v_user_ref": address.scope_ref if address.scope == "user" else None}
+
+
+def _outside_transaction(session: Session) -> Connection:
+    """A connection for one self-contained statement: autocommit on PostgreSQL (no BEGIN or
+    COMMIT round trip). SQLite runs in-process, so a plain transaction costs nothing there."""
+    if session.in_transaction():
+        session.commit()
+    if session.get_bind().dialect.name == "postgresql":
+        return session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+    return session.connection()
+
+
+def lookup_for_write(session: Session, tenant_id: uuid.UUID, address: MemoryAddress,
+                     meta_user: str | None) -> WriteLookup:
+    row = _outside_transaction(session).execute(
+        LOOKUP_WRITE, _params(tenant_id, address) | {"v_meta_user": meta_user}).one()
+    session.commit()
+    key = None if row.key_id is None else KeyRow(row.key_id, row.key_scope_type,
+                                                 row.key_scope_ref, row.wrapped_key,
+                                                 row.kek_version_id)
+    return WriteLookup(row.id, row.subject_user_id, key, row.blocked_by)
+
+
+def lookup_for_read(session: Session, tenant_id: uuid.UUID,
+                    address: MemoryAddress) -> tuple[MemoryPointer, KeyRow | None] | None:
+    row = _outside_transaction(session).execute(LOOKUP_READ, _params(tenant_id, address)).first()
+    session.commit()
+    if row is None:
+        return None
+    values = row._mapping
+    pointer = MemoryPointer(**{c.key: values[c] for c in P.c})
+    key = None if row.key_id is None else KeyRow(row.key_id, "", "", row.wrapped_key,
+                                                 row.kek_version_id)
+    return pointer, key
+
+
+# -- commit_write -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WriteRequest:
+    """Everything step 3 of the write protocol sets, decided before it runs."""
+
+    tenant_id: uuid.UUID
+    address: MemoryAddress
+    pointer_id: uuid.UUID  # the existing row's id, or the new row's
+    seen_subject_user: str | None  # the row's subject at lookup (binds the object's key)
+    guard_user: str | None  # the subject the row will have: the erasure guard checks it
+    config_id: uuid.UUID
+    path: str
+    sha256: str
+    size: int
+    now: datetime
+    memory_type: str | None
+    default_memory_type: str
+    tags: list[str] | None
+    importance: int | None
+    title: str | None
+    meta_user: str | None
+    agent_id: str | None
+    expires_at: datetime | None
+    accessor_type: str
+    accessor_id: str
+    operation: str
+    request_id: str | None
+
+    def params(self) -> dict[str, Any]:
+        return _params(self.tenant_id, self.address) | {
+            "v_pointer_id": self.pointer_id, "v_seen_user": self.seen_subject_user,
+            "v_guard_user": self.guard_user, "v_config": self.config_id, "v_path": self.path,
+            "v_sha": self.sha256, "v_size": self.size, "v_now": self.now,
+            "v_memory_type": self.memory_type, "v_default_type": self.default_memory_type,
+            "v_tags": self.tags, "v_importance": self.importance, "v_title": self.title,
+            "v_meta_user": self.meta_user, "v_agent_id": self.agent_id,
+            "v_expires_at": self.expires_at, "v_accessor_type": self.accessor_type,
+            "v_accessor_id": self.accessor_id, "v_operation": self.operation,
+            "v_request_id": self.request_id,
+            "v_detail_head": f"{self.address.describe()} v", "v_detail_tail": f" {self.size} bytes",
+        }
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    """The saved pointer and what it superseded — or, when nothing was saved, why not:
+    ``blocked_by`` (an erasure of the subject is running) or neither (the row changed)."""
+
+    pointer: MemoryPointer | None
+    superseded: tuple[uuid.UUID, str] | None
+    blocked_by: uuid.UUID | None
+
+
+_TYPES: dict[str, Any] = {
+    "pointer_id": Uuid, "seen_user": String, "guard_user": String, "config": Uuid,
+    "path": String, "sha": String, "size": P.c.content_size.type, "now": P.c.updated_at.type,
+    "memory_type": String, "default_type": String, "tags": JSON(none_as_null=True),
+    "importance": P.c.importance.type, "title": String, "agent_id": String,
+    "expires_at": P.c.expires_at.type, "accessor_type": String, "accessor_id": String,
+    "operation": String, "request_id": String, "detail_head": String,
+    "detail_tail": String}
+_b: dict[str, Any] = {name: bindparam(f"v_{name}", type_=t) for name, t in _TYPES.items()}
+
+_GUARD = (select(E.c.job_id)
+          .where(E.c.tenant_id == _tenant, E.c.user_id.in_([_b["guard_user"], _user_ref]))
+          .limit(1))
+
+
+def _update_values() -> dict[str, Any]:
+    b = _b
+    return {
+        "version": P.c.version + 1, "storage_config_id": b["config"],
+        "storage_path": b["path"], "content_sha256": b["sha"], "content_size": b["size"],
+        "sync_status": "synced", "updated_at": b["now"],
+        "memory_type": func.coalesce(b["memory_type"], P.c.memory_type),
+        "tags": func.coalesce(b["tags"], P.c.tags),
+        "importance": func.coalesce(b["importance"], P.c.importance),
+        "title": func.coalesce(b["title"], P.c.title),
+        "subject_user_id": func.coalesce(_meta_user, P.c.subject_user_id),
+        "agent_id": func.coalesce(b["agent_id"], P.c.agent_id),
+        "expires_at": func.coalesce(b["expires_at"], P.c.expires_at),
+    }
+
+
+def _insert_values() -> dict[str, Any]:
+    b = _b
+    return {
+        "id": b["pointer_id"], "tenant_id": _tenant, "scope_type": _scope,
+        "scope_ref": _scope_ref, "key": _key, "version": literal(1),
+        "created_at": b["now"], "updated_at": b["now"],
+        "memory_type": func.coalesce(b["memory_type"], b["default_type"]),
+        "tags": func.coalesce(b["tags"], literal([], JSON)),
+        "importance": func.coalesce(b["importance"], literal(3)),
+        "source": literal("api"), "has_embeddings": false(),
+        "subject_user_id": func.coalesce(_meta_user, _user_ref),
+        "agent_id": b["agent_id"], "title": b["title"], "expires_at": b["expires_at"],
+        "storage_config_id": b["config"], "storage_path": b["path"],
+        "content_sha256": b["sha"], "content_size": b["size"],
+        "sync_status": literal("synced"),
+    }
+
+
+_STILL_BOUND = and_(P.c.id == _b["pointer_id"],
+                    or_(_meta_user.is_not(None),
+                        P.c.subject_user_id.is_not_distinct_from(_b["seen_user"])))
+
+
+# One statement: lock the row, check it is still what the object was sealed for, check the
+# erasure guard, update or insert, append the audit row. Written out by hand to stay short:
+# psycopg prepares statements it has seen a few times, but converts and caches only those
+# under 4 KiB, so this one must stay below that (CI checks it).
+WRITE_POSTGRES = text("""
+WITH cur AS (
+ SELECT id, storage_config_id, storage_path FROM memory_pointers
+ WHERE tenant_id = :v_tenant AND scope_type = :v_scope AND scope_ref = :v_scope_ref
+  AND key = :v_key
+ FOR UPDATE
+), guard AS (
+ SELECT job_id FROM subject_erasures
+ WHERE tenant_id = :v_tenant AND user_id IN (:v_guard_user, :v_user_ref) LIMIT 1
+), upd AS (
+ UPDATE memory_pointers AS p SET
+  version = p.version + 1, storage_config_id = :v_config, storage_path = :v_path,
+  content_sha256 = :v_sha, content_size = :v_size, sync_status = 'synced',
+  updated_at = :v_now, memory_type = COALESCE(:v_memory_type, p.memory_type),
+  tags = COALESCE(CAST(:v_tags AS json), p.tags),
+  importance = COALESCE(CAST(:v_importance AS int), p.importance),
+  title = COALESCE(:v_title, p.title),
+  subject_user_id = COALESCE(:v_meta_user, p.subject_user_id),
+  agent_id = COALESCE(:v_agent_id, p.agent_id),
+  expires_at = COALESCE(CAST(:v_expires_at AS timestamptz), p.expires_at)
+ FROM cur
+ WHERE p.id = cur.id AND p.id = :v_pointer_id
+  AND (CAST(:v_meta_user AS text) IS NOT NULL
+   OR p.subject_user_id IS NOT DISTINCT FROM CAST(:v_seen_user AS text))
+  AND NOT EXISTS (SELECT 1 FROM guard)
+ RETURNING p.*, cur.storage_config_id AS old_config, cur.storage_path AS old_path
+), ins AS (
+ INSERT INTO memory_pointers (id, tenant_id, scope_type, scope_ref, key, memory_type,
+  subject_user_id, agent_id, title, tags, importance, source, storage_config_id,
+  storage_path, content_sha256, content_size, sync_status, version, has_embeddings,
+  expires_at, created_at, updated_at)
+ SELECT :v_pointer_id, :v_tenant, :v_scope, :v_scope_ref, :v_key,
+  COALESCE(:v_memory_type, :v_default_type), COALESCE(:v_meta_user, :v_user_ref),
+  :v_agent_id, :v_title, COALESCE(CAST(:v_tags AS json), CAST('[]' AS json)),
+  COALESCE(CAST(:v_importance AS int), 3), 'api', :v_config, :v_path, :v_sha, :v_size,
+  'synced', 1, false, CAST(:v_expires_at AS timestamptz), :v_now, :v_now
+ WHERE NOT EXISTS (SELECT 1 FROM cur) AND NOT EXISTS (SELECT 1 FROM guard)
+ ON CONFLICT (tenant_id, scope_type, scope_ref, key) DO NOTHING
+ RETURNING *, CAST(NULL AS uuid) AS old_config, CAST(NULL AS text) AS old_path
+), res AS (
+ SELECT * FROM upd UNION ALL SELECT * FROM ins
+), aud AS (
+ INSERT INTO access_logs (tenant_id, pointer_id, accessor_type, accessor_id, operation,
+  success, detail, request_id, accessed_at)
+ SELECT :v_tenant, res.id, :v_accessor_type, :v_accessor_id, :v_operation, true,
+  CAST(:v_detail_head AS text) || res.version || :v_detail_tail, :v_request_id, :v_now
+ FROM res
+)
+SELECT res.*, (SELECT job_id FROM guard) AS blocked_by
+FROM (SELECT 1) AS one LEFT JOIN res ON true
+""").bindparams(*_b.values(), _tenant, _scope, _scope_ref, _key, _meta_user,
+                _user_ref).columns(*P.c, old_config=Uuid, old_path=String, blocked_by=Uuid)
+
+
+_SQLITE_CURRENT = select(P.c.id, P.c.subject_user_id, P.c.storage_config_id,
+                         P.c.storage_path).where(_AT_ADDRESS)
+_SQLITE_UPDATE = (update(P).where(_STILL_BOUND).values(_update_values())
+                  .returning(*P.c))
+_SQLITE_INSERT = insert(P).values(_insert_values()).returning(*P.c)
+
+
+def commit_write(session: Session, request: WriteRequest) -> WriteOutcome:
+    """Step 3 of the write protocol; commits. Raises what the database raised (the caller
+    decides whether the outcome is uncertain)."""
+    params = request.params()
+    if session.get_bind().dialect.name == "postgresql":
+        row = _outside_transaction(session).execute(WRITE_POSTGRES, params).one()
+        session.commit()
+        if row.id is None:
+            return WriteOutcome(None, None, row.blocked_by)
+        superseded = None if row.old_path is None else (row.old_config, row.old_path)
+        return WriteOutcome(_pointer(row), superseded, None)
+    return _commit_write_sqlite(session, params)
+
+
+def _commit_write_sqlite(session: Session, params: dict[str, Any]) -> WriteOutcome:
+    from ..db.engine import begin_write
+
+    if session.in_transaction():
+        session.commit()
+    begin_write(session)
+    conn = session.connection()
+    try:
+        blocked = conn.execute(_GUARD, params).scalar()
+        if blocked is not None:
+            return WriteOutcome(None, None, blocked)
+        current = conn.execute(_SQLITE_CURRENT, params).first()
+        if current is None:
+            row = conn.execute(_SQLITE_INSERT, params).one()
+            superseded = None
+        else:
+            updated = conn.execute(_SQLITE_UPDATE, params).first()
+            if updated is None:
+                return WriteOutcome(None, None, None)
+            row = updated
+            superseded = (current.storage_config_id, current.storage_path)
+        conn.execute(insert(A), {
+            "tenant_id": params["v_tenant"], "pointer_id": row.id,
+            "accessor_type": params["v_accessor_type"], "accessor_id": params["v_accessor_id"],
+            "operation": params["v_operation"], "success": True,
+            "detail": f"{params['v_detail_head']}{row.version}{params['v_detail_tail']}",
+            "request_id": params["v_request_id"], "accessed_at": params["v_now"]})
+        session.commit()
+    finally:
+        if session.in_transaction():
+            session.rollback()
+    return WriteOutcome(_pointer(row), superseded, None)
+
+
+def _pointer(row: Any) -> MemoryPointer:
+    values = row._mapping
+    return MemoryPointer(**{c.key: values[c.key] for c in P.c})
