@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     kek_aws_secret_access_key: SecretStr | None = None
     key_cache_size: int = Field(10_000, ge=0, description="Unwrapped subject keys kept.")
     key_cache_seconds: float = Field(300.0, ge=0)
+    auth_cache_seconds: float = Field(
+        5.0, ge=0, description="How long a valid API key is trusted without looking it up "
+                               "again; a key revoked on another replica works until then.")
 
     @property
     def embedded(self) -> bool:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import secrets
+import threading
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -37,20 +39,56 @@ def new_key() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(32)
 
 
+class CallerCache:
+    """Valid API keys by hash, each for ``ttl`` seconds, so a request does not look its key
+    up every time. A key revoked through this process is forgotten at once; other replicas
+    stop accepting it within ``ttl`` (``MEMPLANE_AUTH_CACHE_SECONDS``; 0 turns this off)."""
+
+    def __init__(self, ttl: float = 5.0, size: int = 10_000) -> None:
+        self.ttl, self.size = ttl, size
+        self._items: dict[tuple[str, str], tuple[float, Caller]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, where: str, digest: str) -> Caller | None:
+        item = self._items.get((where, digest))
+        if item is None or item[0] < time.monotonic():
+            return None
+        return item[1]
+
+    def put(self, where: str, digest: str, caller: Caller) -> None:
+        if self.ttl <= 0:
+            return
+        with self._lock:
+            if len(self._items) >= self.size:
+                self._items.clear()
+            self._items[(where, digest)] = (time.monotonic() + self.ttl, caller)
+
+    def forget(self, digest: str) -> None:
+        with self._lock:
+            for entry in [e for e in self._items if e[1] == digest]:
+                del self._items[entry]
+
+
+CALLERS = CallerCache()
+
+
 def authenticate(session: Session, authorization: str | None) -> Caller:
     if not authorization:
         raise Unauthorized("send your API key as 'Authorization: Bearer <key>'")
     scheme, _, raw = authorization.partition(" ")
     if scheme.lower() != "bearer" or not raw.strip():
         raise Unauthorized("the Authorization header must be 'Bearer <key>'")
-    key = _key_by_secret(session, raw.strip())
+    digest = sha256_hex(raw.strip().encode())
+    where = str(session.get_bind().engine.url)  # one process may serve several databases
+    cached = CALLERS.get(where, digest)
+    if cached is not None:
+        return cached
+    key = session.scalar(select(ApiKey).where(ApiKey.key_sha256 == digest))
     if key is None or key.revoked_at is not None:
         raise Unauthorized("the API key is not valid; check it or ask an admin for a new one")
-    return Caller(key.tenant_id, key.id, key.role, key.can_create_tenants)
-
-
-def _key_by_secret(session: Session, raw: str) -> ApiKey | None:
-    return session.scalar(select(ApiKey).where(ApiKey.key_sha256 == sha256_hex(raw.encode())))
+    caller = Caller(key.tenant_id, key.id, key.role, key.can_create_tenants)
+    CALLERS.put(where, digest, caller)
+    return caller
 
 
 def require_role(session: Session, caller: Caller, roles: tuple[str, ...], action: str) -> None:
@@ -126,6 +164,7 @@ def revoke_api_key(session: Session, caller: Caller, key_id: uuid.UUID) -> None:
     key.revoked_at = utcnow()
     audit.record(session, caller.actor, "key_revoke", detail=f"key {key.id}")
     session.commit()
+    CALLERS.forget(key.key_sha256)
 
 
 def ensure_bootstrap(session: Session, admin_key: str | None) -> str | None:
@@ -135,7 +174,8 @@ def ensure_bootstrap(session: Session, admin_key: str | None) -> str | None:
     nothing is returned.
     """
     if admin_key:
-        known = _key_by_secret(session, admin_key)
+        known = session.scalar(select(ApiKey).where(
+            ApiKey.key_sha256 == sha256_hex(admin_key.encode())))
         if known is not None:
             session.rollback()
             return None
