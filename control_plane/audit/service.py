@@ -19,8 +19,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
 from ..db.base import utcnow
@@ -54,6 +55,20 @@ def record(session: Session, actor: Actor, operation: str, *, success: bool = Tr
         operation=operation, success=success, detail=detail[:2000],
         request_id=request_id_var.get(), accessed_at=utcnow(),
     ))
+
+
+def record_many(session: Session, actor: Actor, operation: str,
+                entries: list[tuple[uuid.UUID | None, str]]) -> None:
+    """Add one row per (pointer id, detail) in a single executemany, for bulk operations."""
+    if not entries:
+        return
+    now, request_id = utcnow(), request_id_var.get()
+    session.execute(insert(AccessLog), [
+        {"tenant_id": actor.tenant_id, "pointer_id": pointer_id, "event_id": None,
+         "accessor_type": actor.accessor_type, "accessor_id": actor.accessor_id,
+         "operation": operation, "success": True, "detail": detail[:2000],
+         "request_id": request_id, "accessed_at": now}
+        for pointer_id, detail in entries])
 
 
 def record_failure(session: Session, actor: Actor, operation: str, *, detail: str,
@@ -95,9 +110,12 @@ def create_head(session: Session, tenant_id: uuid.UUID) -> None:
     session.add(AuditHead(tenant_id=tenant_id, last_seq=0, last_hash=GENESIS))
 
 
-def _canonical(row: AccessLog) -> bytes:
+def _canonical(row: Any, seq: int | None = None) -> bytes:
+    """The hashed form of a row (an AccessLog or a row of its columns), ``seq`` if given
+    standing in for the row's own."""
     fields = [
-        str(row.tenant_id), row.seq, str(row.pointer_id) if row.pointer_id else None,
+        str(row.tenant_id), row.seq if seq is None else seq,
+        str(row.pointer_id) if row.pointer_id else None,
         str(row.event_id) if row.event_id else None, row.accessor_type, row.accessor_id,
         row.operation, bool(row.success), row.detail, row.request_id,
         _ts(row.accessed_at),
@@ -113,6 +131,12 @@ def chain_hash(prev_hash: str, row: AccessLog) -> str:
     return sha256_hex(prev_hash.encode() + _canonical(row))
 
 
+_HASHED = (AccessLog.id, AccessLog.tenant_id, AccessLog.seq, AccessLog.pointer_id,
+           AccessLog.event_id, AccessLog.accessor_type, AccessLog.accessor_id,
+           AccessLog.operation, AccessLog.success, AccessLog.detail, AccessLog.request_id,
+           AccessLog.accessed_at)
+
+
 def seal(session: Session, tenant_id: uuid.UUID, *, batch: int = 5000) -> int:
     """Chain the tenant's unsealed rows; returns how many were sealed. Commits."""
     sealed = 0
@@ -124,19 +148,23 @@ def seal(session: Session, tenant_id: uuid.UUID, *, batch: int = 5000) -> int:
         if head is None:
             session.rollback()
             return sealed
-        rows = session.scalars(
-            select(AccessLog)
-            .where(AccessLog.tenant_id == tenant_id, AccessLog.seq.is_(None))
+        # Plain rows, not ORM objects: loading and flushing thousands of objects cost more
+        # than hashing them. One executemany by primary key writes the links.
+        rows = session.execute(
+            select(*_HASHED).where(AccessLog.tenant_id == tenant_id, AccessLog.seq.is_(None))
             .order_by(AccessLog.id).limit(batch)
         ).all()
         if not rows:
             session.rollback()
             return sealed
         seq, prev = head.last_seq, head.last_hash
+        links = []
         for row in rows:
             seq += 1
-            row.seq, row.prev_hash = seq, prev
-            row.row_hash = prev = chain_hash(prev, row)
+            row_hash = sha256_hex(prev.encode() + _canonical(row, seq))
+            links.append({"id": row.id, "seq": seq, "prev_hash": prev, "row_hash": row_hash})
+            prev = row_hash
+        session.execute(update(AccessLog), links)
         head.last_seq, head.last_hash, head.sealed_at = seq, prev, utcnow()
         session.commit()
         sealed += len(rows)

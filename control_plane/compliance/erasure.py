@@ -145,19 +145,23 @@ class _Erasure:
         started = datetime.fromisoformat(self.p["started_at"])
         while True:
             self.ctx.check()
-            batch = list(subjects.pointer_page(self.session, self.ctx.tenant_id, self.user_id,
-                                               None, BATCH))
+            batch = list(subjects.object_page(self.session, self.ctx.tenant_id, self.user_id,
+                                              BATCH))
             self.session.commit()
             if not batch:
                 break
             ids = [p.id for p in batch]
             begin_write(self.session)
+            # synchronize_session=False: the batch's objects need not follow (only their ids
+            # and paths are used below); evaluating the criteria against every object in the
+            # session cost more than the statement.
             self.session.execute(update(MemoryPointer).where(MemoryPointer.id.in_(ids))
-                                 .values(sync_status="pending_delete", updated_at=utcnow()))
+                                 .values(sync_status="pending_delete", updated_at=utcnow())
+                                 .execution_options(synchronize_session=False))
             self.session.commit()
             self.ctx.checkpoint("after_mark")
             objects = versions = orphans = outside = 0
-            by_config: dict[uuid.UUID, list[MemoryPointer]] = defaultdict(list)
+            by_config: dict[uuid.UUID, list[Any]] = defaultdict(list)
             for pointer in batch:
                 by_config[pointer.storage_config_id].append(pointer)
             for config_id, pointers in by_config.items():
@@ -171,10 +175,11 @@ class _Erasure:
             self.ctx.checkpoint("after_objects")
             begin_write(self.session)
             removed = self.session.execute(delete(MemoryPointer)
-                                           .where(MemoryPointer.id.in_(ids)))
-            for pointer in batch:
-                audit.record(self.session, self.ctx.actor, "erase", pointer_id=pointer.id,
-                             detail=f"job {self.ctx.job_id}: pointer and object deleted")
+                                           .where(MemoryPointer.id.in_(ids))
+                                           .execution_options(synchronize_session=False))
+            audit.record_many(self.session, self.ctx.actor, "erase", [
+                (pointer.id, f"job {self.ctx.job_id}: pointer and object deleted")
+                for pointer in batch])
             self.ctx.save(
                 pointers=self._count("pointers") + int(removed.rowcount),  # type: ignore[attr-defined]
                 objects=self._count("objects") + objects,
@@ -188,7 +193,7 @@ class _Erasure:
         self.ctx.save(pointers_done=True)
         self.session.commit()
 
-    def _delete_objects(self, target: Target, pointers: list[MemoryPointer],
+    def _delete_objects(self, target: Target, pointers: list[Any],
                         started: datetime) -> tuple[int, int, int, int]:
         """Delete the batch's objects in one location; verify the ones outside the prefix."""
         inside = target.path(subjects.user_prefix(self.user_id))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Sequence
+from typing import Any
 from urllib.parse import quote
 
 from sqlalchemy import and_, func, or_, select
@@ -32,6 +33,17 @@ def pointer_page(session: Session, tenant_id: uuid.UUID, user_id: str,
     if after is not None:
         query = query.where(MemoryPointer.id > after)
     return session.scalars(query.order_by(MemoryPointer.id).limit(limit)).all()
+
+
+def object_page(session: Session, tenant_id: uuid.UUID, user_id: str,
+                limit: int) -> Sequence[Any]:
+    """The first ``limit`` of the subject's pointers, only what deleting their objects needs
+    (id, storage_config_id, storage_path, embedding_storage_path): rows, not ORM objects."""
+    return session.execute(
+        select(MemoryPointer.id, MemoryPointer.storage_config_id, MemoryPointer.storage_path,
+               MemoryPointer.embedding_storage_path)
+        .where(owned_by(tenant_id, user_id)).order_by(MemoryPointer.id).limit(limit)
+    ).all()
 
 
 def count_pointers(session: Session, tenant_id: uuid.UUID, user_id: str) -> int:
