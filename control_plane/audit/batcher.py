@@ -18,16 +18,22 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection, Engine, insert
+from sqlalchemy import Connection, Engine, insert, text
 
+from ..db import direct
 from ..db.base import utcnow
 from ..db.models import AccessLog
 from ..kit import request_id_var
 
 log = logging.getLogger(__name__)
 
+_COLUMNS = ("tenant_id", "pointer_id", "event_id", "accessor_type", "accessor_id", "operation",
+            "success", "detail", "request_id", "accessed_at")
+_INSERT_ONE = text(f"INSERT INTO access_logs ({', '.join(_COLUMNS)}) "
+                   f"VALUES ({', '.join(':' + c for c in _COLUMNS)})")
 
-@dataclass
+
+@dataclass(eq=False)
 class _Pending:
     row: dict[str, object]
     done: threading.Event = field(default_factory=threading.Event)
@@ -62,7 +68,11 @@ class AuditBatcher:
             self._leading = True
         while not lead:
             if not pending.done.wait(timeout):
-                raise TimeoutError("the audit row was not committed in time")
+                with self._lock:
+                    if pending in self._queue and not pending.lead:
+                        self._queue.remove(pending)
+                        raise TimeoutError("the audit row was not committed in time")
+                continue  # committed, or handed the lead, just now
             if not pending.lead:
                 break
             pending.lead, lead = False, True
@@ -111,9 +121,9 @@ class AuditBatcher:
         if conn.dialect.name == "postgresql":
             # One statement, committed on its own: atomic, a single round trip.
             if len(rows) == 1:
-                conn.execute(insert(AccessLog), rows[0])  # compiled once, cached
-            else:
-                conn.execute(insert(AccessLog).values(rows))
+                direct.run(self._engine, _INSERT_ONE, rows[0])
+                return
+            conn.execute(insert(AccessLog).values(rows))
             conn.commit()  # a no-op under autocommit (ends SQLAlchemy's own bookkeeping)
             return
         with conn.begin():

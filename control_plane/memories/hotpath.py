@@ -16,15 +16,15 @@ key yet — it reports, and the general protocol in ``service`` takes over.
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from typing import cast as as_type
 
 from sqlalchemy import (
     JSON,
-    Connection,
     String,
     Table,
     Uuid,
@@ -42,6 +42,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from ..db import direct
 from ..db.models import AccessLog, MemoryPointer, SubjectErasure, SubjectKey
 from .addresses import MemoryAddress
 
@@ -120,21 +121,25 @@ def _params(tenant_id: uuid.UUID, address: MemoryAddress) -> dict[str, Any]:
             "v_user_ref": address.scope_ref if address.scope == "user" else None}
 
 
-def _outside_transaction(session: Session) -> Connection:
-    """A connection for one self-contained statement: autocommit on PostgreSQL (no BEGIN or
-    COMMIT round trip). SQLite runs in-process, so a plain transaction costs nothing there."""
+def _one_statement(session: Session, statement: Any, params: dict[str, Any]) -> list[Any]:
+    """Run one self-contained statement outside the session's transaction: on PostgreSQL
+    straight on the driver (``db.direct``: one round trip, no BEGIN/COMMIT), on SQLite in a
+    short transaction of the session (in-process, nothing to save there)."""
     if session.in_transaction():
         session.commit()
-    if session.get_bind().dialect.name == "postgresql":
-        return session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
-    return session.connection()
+    engine = session.get_bind().engine
+    if engine.dialect.name == "postgresql":
+        return direct.run(engine, statement, params)
+    try:
+        return list(session.execute(statement, params).all())
+    finally:
+        session.commit()
 
 
 def lookup_for_write(session: Session, tenant_id: uuid.UUID, address: MemoryAddress,
                      meta_user: str | None) -> WriteLookup:
-    row = _outside_transaction(session).execute(
-        LOOKUP_WRITE, _params(tenant_id, address) | {"v_meta_user": meta_user}).one()
-    session.commit()
+    (row,) = _one_statement(session, LOOKUP_WRITE,
+                            _params(tenant_id, address) | {"v_meta_user": meta_user})
     key = None if row.key_id is None else KeyRow(row.key_id, row.key_scope_type,
                                                  row.key_scope_ref, row.wrapped_key,
                                                  row.kek_version_id)
@@ -143,15 +148,13 @@ def lookup_for_write(session: Session, tenant_id: uuid.UUID, address: MemoryAddr
 
 def lookup_for_read(session: Session, tenant_id: uuid.UUID,
                     address: MemoryAddress) -> tuple[MemoryPointer, KeyRow | None] | None:
-    row = _outside_transaction(session).execute(LOOKUP_READ, _params(tenant_id, address)).first()
-    session.commit()
-    if row is None:
+    rows = _one_statement(session, LOOKUP_READ, _params(tenant_id, address))
+    if not rows:
         return None
-    values = row._mapping
-    pointer = MemoryPointer(**{c.key: values[c] for c in P.c})
-    key = None if row.key_id is None else KeyRow(row.key_id, "", "", row.wrapped_key,
+    row = rows[0]
+    key = None if row.key_id is None else KeyRow(row.key_id, "", "", bytes(row.wrapped_key),
                                                  row.kek_version_id)
-    return pointer, key
+    return _pointer(row), key
 
 
 # -- commit_write -------------------------------------------------------------------------
@@ -332,8 +335,9 @@ def commit_write(session: Session, request: WriteRequest) -> WriteOutcome:
     decides whether the outcome is uncertain)."""
     params = request.params()
     if session.get_bind().dialect.name == "postgresql":
-        row = _outside_transaction(session).execute(WRITE_POSTGRES, params).one()
-        session.commit()
+        if request.tags is not None:
+            params["v_tags"] = json.dumps(request.tags)  # the driver sends it as JSON text
+        (row,) = _one_statement(session, WRITE_POSTGRES, params)
         if row.id is None:
             return WriteOutcome(None, None, row.blocked_by)
         superseded = None if row.old_path is None else (row.old_config, row.old_path)
@@ -376,5 +380,13 @@ def _commit_write_sqlite(session: Session, params: dict[str, Any]) -> WriteOutco
 
 
 def _pointer(row: Any) -> MemoryPointer:
-    values = row._mapping
-    return MemoryPointer(**{c.key: values[c.key] for c in P.c})
+    """A detached MemoryPointer from a row holding its columns (by name)."""
+    values = {c.key: getattr(row, c.key) for c in P.c}
+    for name in ("created_at", "updated_at", "expires_at"):  # UTC, as UTCDateTime gives it
+        if values[name] is not None:
+            values[name] = _utc(values[name])
+    return MemoryPointer(**values)
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

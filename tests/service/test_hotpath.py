@@ -113,3 +113,11 @@ def test_read_lookup_names_the_live_key_of_the_pointers_subject(world: ServiceWo
     assert pointer.subject_user_id == "u3"
     assert key is not None and subject_key.key is not None
     assert key.id == subject_key.key.id  # the user's key, not the agent scope's
+
+
+def test_the_write_statement_stays_small_enough_for_psycopg_to_cache() -> None:
+    from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
+    from sqlalchemy.dialects import postgresql
+
+    sql = str(hotpath.WRITE_POSTGRES.compile(dialect=postgresql.dialect(driver="psycopg")))
+    assert len(sql) <= MAX_CACHED_STATEMENT_LENGTH
