@@ -28,7 +28,8 @@ def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
     console = Console(stderr=True)
     results: dict[str, dict[str, Any]] = {}
     table = Table(title="memplane vs floor (ops/s, higher is better)")
-    for column in ("case", "memplane", "floor", "ratio", "peer", "p50 ms", "p99 ms"):
+    for column in ("case", "memplane", "floor", "ratio", "bare floor", "peer", "p50 ms",
+                   "p99 ms"):
         table.add_column(column, justify="right" if column != "case" else "left")
     backends = Backends()
     try:
@@ -37,7 +38,7 @@ def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
             if only and not any(stack_name.startswith(p) or p in stack_name for p in only):
                 continue
             stack = MemplaneStack(backends, database, bucket)
-            floor = Floor(stack)
+            floor, bare = Floor(stack), Floor(stack, audit=False)
             try:
                 stack.serve()
                 for concurrency in (1, 16):
@@ -47,11 +48,17 @@ def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
                         n, concurrency)
                     f_read = measure(lambda i, c=concurrency, fl=floor: fl.get(f"f{c}-{i}"),
                                      n, concurrency)
+                    b_write = measure(
+                        lambda i, c=concurrency, fl=bare: fl.set(f"b{c}-{i}", PAYLOAD),
+                        n, concurrency)
+                    b_read = measure(lambda i, c=concurrency, fl=bare: fl.get(f"b{c}-{i}"),
+                                     n, concurrency)
                     peer = _peer(backends, database, concurrency, n)
                     for mode in ("inproc", "http"):
                         tag = f"{mode}-{concurrency}"
                         write, read = _memplane(stack, mode, tag, n, concurrency)
-                        for kind, m, f in (("write", write, f_write), ("read", read, f_read)):
+                        for kind, m, f, bf in (("write", write, f_write, b_write),
+                                               ("read", read, f_read, b_read)):
                             name = f"{kind}/{stack_name}/{mode}/c{concurrency}"
                             p = peer.get(kind) if mode == "inproc" else None
                             results[name] = {"memplane": round(m.per_second, 1),
@@ -60,6 +67,7 @@ def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
                                              "unit": "ops/s"}
                             table.add_row(name, f"{m.per_second:,.0f}", f"{f.per_second:,.0f}",
                                           f"{m.per_second / f.per_second:.2f}",
+                                          f"{bf.per_second:,.0f}",
                                           f"{p:,.0f}" if p else "-",
                                           f"{m.p50_ms:.2f}", f"{m.p99_ms:.2f}")
                         console.print(f"done {stack_name} {tag}")
@@ -78,7 +86,7 @@ def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
             results |= scaled
             for name, r in scaled.items():
                 table.add_row(name + " (ms)", f"{r['memplane']:.2f}", f"{r['floor']:.2f}",
-                              f"{r['memplane'] / r['floor']:.2f}", "-", "", "")
+                              f"{r['memplane'] / r['floor']:.2f}", "-", "-", "", "")
     finally:
         backends.close()
     console.print(table)
@@ -90,7 +98,7 @@ def _rows(table: Table, cases: dict[str, dict[str, Any]]) -> None:
         floor = r["floor"]
         ratio = f"{r['memplane'] / floor:.2f}" if floor else "-"
         table.add_row(f"{name} ({r['unit'].split(' ')[0]})", f"{r['memplane']:,}",
-                      f"{floor:,}" if floor is not None else "-", ratio, "-", "", "")
+                      f"{floor:,}" if floor is not None else "-", ratio, "-", "-", "", "")
 
 
 _PEER_CACHE: dict[int, dict[str, float]] = {}

@@ -12,12 +12,14 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import text
+from sqlalchemy import Uuid, bindparam, text
 
+from control_plane.db.base import UTCDateTime
 from control_plane.memories import service as memories
 from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
@@ -122,33 +124,79 @@ class MemplaneStack:
 
 
 class Floor:
-    """The same work done directly: one adapter call plus the one SQL statement it needs."""
+    """The same work done directly: the adapter call plus the one SQL statement it needs.
 
-    def __init__(self, stack: MemplaneStack) -> None:
+    For memplane a write or a read is not done until its audit row is durable (I6), so the
+    statement the floor needs records the access too: on PostgreSQL one statement that
+    upserts (or looks up) the pointer and appends the audit row, committed on its own; on
+    SQLite, which has no data-modifying WITH, the same two statements in one transaction.
+    ``audit=False`` gives the bare floor (pointer statement only) for reference.
+    """
+
+    def __init__(self, stack: MemplaneStack, *, audit: bool = True) -> None:
         self.engine = stack.runtime.engine
+        self.postgres = self.engine.dialect.name == "postgresql"
+        self.audit = audit
+        self.tenant = stack.actor.tenant_id
         self.adapter = from_url(stack.env["MEMPLANE_DEFAULT_BUCKET_URL"])
         with self.engine.begin() as conn:
             conn.execute(text("CREATE TABLE IF NOT EXISTS bench_floor (key VARCHAR(200) PRIMARY "
                               "KEY, path VARCHAR(300), sha CHAR(64), size INTEGER)"))
+        if self.postgres:
+            self.engine = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         self.prefix = f"floor/{uuid.uuid4().hex}"
+
+    def _audit(self, key: str) -> dict[str, Any]:
+        return {"t": self.tenant, "d": key, "at": datetime.now(UTC)}
 
     def set(self, key: str, payload: bytes) -> None:
         path = f"{self.prefix}/{key}/{uuid.uuid4().hex}.json"
         self.adapter.put(path, payload)
+        row = {"k": f"{self.prefix}/{key}", "p": path,
+               "s": hashlib.sha256(payload).hexdigest(), "n": len(payload)}
         with self.engine.begin() as conn:
-            conn.execute(text("INSERT INTO bench_floor (key, path, sha, size) "
-                              "VALUES (:k, :p, :s, :n)"),
-                         {"k": f"{self.prefix}/{key}", "p": path,
-                          "s": hashlib.sha256(payload).hexdigest(), "n": len(payload)})
+            if not self.audit:
+                conn.execute(_FLOOR_UPSERT, row)
+            elif self.postgres:
+                conn.execute(_FLOOR_UPSERT_AUDITED, row | self._audit(key))
+            else:
+                conn.execute(_FLOOR_UPSERT, row)
+                conn.execute(_FLOOR_AUDIT, self._audit(key))
 
     def get(self, key: str) -> bytes:
+        params = {"k": f"{self.prefix}/{key}"}
         with self.engine.begin() as conn:
-            path, sha = conn.execute(text("SELECT path, sha FROM bench_floor WHERE key = :k"),
-                                     {"k": f"{self.prefix}/{key}"}).one()
+            if not self.audit:
+                path, sha = conn.execute(_FLOOR_LOOKUP, params).one()
+            elif self.postgres:
+                path, sha = conn.execute(_FLOOR_LOOKUP_AUDITED, params | self._audit(key)).one()
+            else:
+                path, sha = conn.execute(_FLOOR_LOOKUP, params).one()
+                conn.execute(_FLOOR_AUDIT, self._audit(key))
         data = self.adapter.get(path)
         if hashlib.sha256(data).hexdigest() != sha:
             raise AssertionError("floor read a different object")
         return data
+
+
+_AUDIT_COLUMNS = ("INSERT INTO access_logs (tenant_id, accessor_type, accessor_id, operation, "
+                  "success, detail, accessed_at) ")
+_FLOOR_UPSERT = text("INSERT INTO bench_floor (key, path, sha, size) VALUES (:k, :p, :s, :n) "
+                     "ON CONFLICT (key) DO UPDATE SET path = excluded.path, sha = excluded.sha, "
+                     "size = excluded.size")
+_FLOOR_LOOKUP = text("SELECT path, sha FROM bench_floor WHERE key = :k")
+_AUDIT_TYPES = (bindparam("t", type_=Uuid), bindparam("at", type_=UTCDateTime()))
+_FLOOR_AUDIT = text(_AUDIT_COLUMNS + "VALUES (:t, 'key', 'floor', 'read', true, :d, :at)"
+                    ).bindparams(*_AUDIT_TYPES)
+_FLOOR_UPSERT_AUDITED = text(
+    "WITH up AS (INSERT INTO bench_floor (key, path, sha, size) VALUES (:k, :p, :s, :n) "
+    "ON CONFLICT (key) DO UPDATE SET path = excluded.path, sha = excluded.sha, "
+    "size = excluded.size RETURNING key) "
+    + _AUDIT_COLUMNS + "SELECT CAST(:t AS uuid), 'key', 'floor', 'write', true, :d, :at FROM up")
+_FLOOR_LOOKUP_AUDITED = text(
+    "WITH p AS (SELECT path, sha FROM bench_floor WHERE key = :k), a AS ("
+    + _AUDIT_COLUMNS + "SELECT CAST(:t AS uuid), 'key', 'floor', 'read', true, :d, :at FROM p) "
+    "SELECT path, sha FROM p")
 
 
 def op_factory(fn: Callable[[str], Any], prefix: str) -> Callable[[int], Any]:
