@@ -144,6 +144,8 @@ class Floor:
                               "KEY, path VARCHAR(300), sha CHAR(64), size INTEGER)"))
         if self.postgres:
             self.engine = self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        elif audit:  # reads write too: take the write lock up front, as memplane does
+            self.engine = self.engine.execution_options(sqlite_begin="IMMEDIATE")
         self.prefix = f"floor/{uuid.uuid4().hex}"
 
     def _audit(self, key: str) -> dict[str, Any]:

@@ -267,8 +267,8 @@ _STILL_BOUND = and_(P.c.id == _b["pointer_id"],
 
 # One statement: lock the row, check it is still what the object was sealed for, check the
 # erasure guard, update or insert, append the audit row. Written out by hand to stay short:
-# psycopg prepares statements it has seen a few times, but converts and caches only those
-# under 4 KiB, so this one must stay below that (CI checks it).
+# psycopg converts and caches (and then prepares) only statements under 4 KiB, so this one
+# must stay below that (a test checks it).
 WRITE_POSTGRES = text("""
 WITH cur AS (
  SELECT id, storage_config_id, storage_path FROM memory_pointers
