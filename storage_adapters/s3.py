@@ -25,6 +25,7 @@ import base64
 import hashlib
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
 
 import boto3
@@ -57,6 +58,7 @@ from .base import (
 )
 
 DELETE_BATCH_LIMIT = 1000
+_PARALLEL_DELETES = 4
 
 _KINDS = {
     "PutObject": "put", "GetObject": "get", "HeadObject": "head",
@@ -177,12 +179,18 @@ class S3Adapter:
         return True
 
     def delete_many(self, paths: Iterable[str]) -> int:
-        n = 0
-        for batch in chunked(paths, DELETE_BATCH_LIMIT):
-            keys = [{"Key": self._key(p)} for p in batch]
-            self._delete_objects(keys)
-            n += len(batch)
-        return n
+        """Up to 1,000 keys per request; several requests go out at once (the client is
+        thread-safe), since each waits mostly on the store."""
+        batches = [[{"Key": self._key(p)} for p in batch]
+                   for batch in chunked(paths, DELETE_BATCH_LIMIT)]
+        if len(batches) <= 1:
+            for keys in batches:
+                self._delete_objects(keys)
+        else:
+            with ThreadPoolExecutor(min(len(batches), _PARALLEL_DELETES)) as pool:
+                for done in [pool.submit(self._delete_objects, keys) for keys in batches]:
+                    done.result()  # the first failure is raised, after all have finished
+        return sum(len(keys) for keys in batches)
 
     def _delete_objects(self, objects: list[dict[str, str]]) -> None:
         try:
