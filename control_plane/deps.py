@@ -1,53 +1,86 @@
-"""Request dependencies: the session that owns the transaction, the caller, the data plane."""
+"""Request dependencies: the session that owns the transaction, the caller, the data plane.
+
+They run on the event loop and touch the database only when they must (a key not yet in the
+caller cache, a denied role, a transaction left open at the end), and then in the thread
+pool: a request costs one hop to a worker thread (the endpoint), not one per dependency.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Depends, Header, Request
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from .runtime import Runtime
 from .storage_config.plane import DataPlane
-from .tenants.service import Caller, authenticate, require_role
+from .tenants.service import Caller, authenticate, cached_caller, require_role
 
 
 def get_runtime(request: Request) -> Runtime:
     return request.app.state.runtime  # type: ignore[no-any-return]
 
 
-def get_session(request: Request) -> Iterator[Session]:
+def _finish(session: Session, commit: bool) -> None:
+    try:
+        if commit:
+            session.commit()
+        else:
+            session.rollback()
+    finally:
+        session.close()
+
+
+async def get_session(request: Request) -> AsyncIterator[Session]:
     session = get_runtime(request).sessions()
     try:
         yield session
-        session.commit()
     except BaseException:
-        session.rollback()
+        await run_in_threadpool(_finish, session, False)
         raise
-    finally:
-        session.close()
+    if session.in_transaction():
+        await run_in_threadpool(_finish, session, True)
+    else:
+        session.close()  # nothing open: no I/O
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
 
 
-def get_plane(request: Request) -> DataPlane:
+async def get_plane(request: Request) -> DataPlane:
     return get_runtime(request).plane
 
 
 PlaneDep = Annotated[DataPlane, Depends(get_plane)]
 
 
-def get_caller(session: SessionDep,
-               authorization: Annotated[str | None, Header(include_in_schema=False)] = None
-               ) -> Caller:
-    return authenticate(session, authorization)
+def _authenticate(runtime: Runtime, authorization: str | None) -> Caller:
+    with runtime.sessions() as session:
+        return authenticate(session, authorization)
+
+
+async def get_caller(request: Request,
+                     authorization: Annotated[str | None, Header(include_in_schema=False)] = None
+                     ) -> Caller:
+    runtime = get_runtime(request)
+    found = cached_caller(runtime.engine, authorization)
+    if found is not None:
+        return found
+    return await run_in_threadpool(_authenticate, runtime, authorization)
+
+
+def _deny(runtime: Runtime, caller: Caller, roles: tuple[str, ...], action: str) -> None:
+    with runtime.sessions() as session:
+        require_role(session, caller, roles, action)  # records the refusal, then raises
 
 
 def _role(*roles: str, action: str):  # type: ignore[no-untyped-def]
-    def dependency(session: SessionDep, caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
-        require_role(session, caller, roles, action)
+    async def dependency(request: Request,
+                         caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
+        if caller.role not in roles:
+            await run_in_threadpool(_deny, get_runtime(request), caller, roles, action)
         return caller
     return Depends(dependency)
 

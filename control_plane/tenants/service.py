@@ -8,7 +8,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from ..audit import service as audit
@@ -72,13 +72,27 @@ class CallerCache:
 CALLERS = CallerCache()
 
 
-def authenticate(session: Session, authorization: str | None) -> Caller:
+def _digest(authorization: str | None) -> str:
     if not authorization:
         raise Unauthorized("send your API key as 'Authorization: Bearer <key>'")
     scheme, _, raw = authorization.partition(" ")
     if scheme.lower() != "bearer" or not raw.strip():
         raise Unauthorized("the Authorization header must be 'Bearer <key>'")
-    digest = sha256_hex(raw.strip().encode())
+    return sha256_hex(raw.strip().encode())
+
+
+def cached_caller(engine: Engine, authorization: str | None) -> Caller | None:
+    """The caller if their key was validated within the cache's time, else None (also for a
+    malformed header: ``authenticate`` then explains what is wrong)."""
+    try:
+        digest = _digest(authorization)
+    except Unauthorized:
+        return None
+    return CALLERS.get(str(engine.url), digest)
+
+
+def authenticate(session: Session, authorization: str | None) -> Caller:
+    digest = _digest(authorization)
     where = str(session.get_bind().engine.url)  # one process may serve several databases
     cached = CALLERS.get(where, digest)
     if cached is not None:
