@@ -43,6 +43,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from ..db import direct
+from ..db.engine import begin_write
 from ..db.models import AccessLog, MemoryPointer, SubjectErasure, SubjectKey
 from .addresses import MemoryAddress
 
@@ -346,8 +347,6 @@ def commit_write(session: Session, request: WriteRequest) -> WriteOutcome:
 
 
 def _commit_write_sqlite(session: Session, params: dict[str, Any]) -> WriteOutcome:
-    from ..db.engine import begin_write
-
     if session.in_transaction():
         session.commit()
     begin_write(session)
