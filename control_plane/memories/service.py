@@ -254,8 +254,8 @@ def _write_fast(session: Session, plane: DataPlane, actor: Actor, address: Memor
     pointer_id = found.pointer_id or new_id()
     path = _put(plane, target, actor, address, payload, _Binding(pointer_id, handle))
     now = utcnow()
-    subject_user = (meta.user_id or found.subject_user_id if found.pointer_id is not None
-                    else meta.user_id or (address.scope_ref if address.scope == "user" else None))
+    subject_user = _subject_after_write(address, meta, found.pointer_id is not None,
+                                        found.subject_user_id)
     request = hotpath.WriteRequest(
         tenant_id=actor.tenant_id, address=address, pointer_id=pointer_id,
         seen_subject_user=found.subject_user_id, guard_user=subject_user,
@@ -297,10 +297,18 @@ def _keyring(plane: DataPlane) -> keys.Keyring:
 def _subject_user(address: MemoryAddress, meta: MemoryMeta,
                   pointer: MemoryPointer | None) -> str | None:
     """The pointer's data subject once this write is saved (mirrors ``_save``)."""
+    return _subject_after_write(address, meta, pointer is not None,
+                                pointer.subject_user_id if pointer is not None else None)
+
+
+def _subject_after_write(address: MemoryAddress, meta: MemoryMeta, exists: bool,
+                         current: str | None) -> str | None:
+    """The data subject a row will have after this write: the one given, else the existing
+    row's, else (for a new row) the user of a ``user`` scope."""
     if meta.user_id is not None:
         return meta.user_id
-    if pointer is not None:
-        return pointer.subject_user_id
+    if exists:
+        return current
     return address.scope_ref if address.scope == "user" else None
 
 
