@@ -16,7 +16,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from psycopg.rows import namedtuple_row
 from sqlalchemy import Engine
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Compiled
@@ -45,6 +44,8 @@ def run(engine: Engine, statement: ClauseElement, params: dict[str, Any]) -> lis
     except dbapi_error as exc:
         raise sa_exc.DBAPIError.instance(None, None, exc, dbapi_error,
                                          dialect=engine.dialect) from exc
+    from psycopg.rows import namedtuple_row  # only PostgreSQL servers get here: [postgres]
+
     driver = raw.driver_connection
     assert driver is not None
     try:

@@ -1,0 +1,25 @@
+"""The base install (no extras) serves the embedded default: nothing imports a driver or a
+cloud SDK that only an extra brings."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+_BLOCK_EXTRAS = (
+    "import sys\n"
+    "for name in ('psycopg', 'boto3', 'botocore', 'google.cloud.storage', 'azure.storage.blob'):\n"
+    "    sys.modules[name] = None  # importing it now raises ImportError\n"
+)
+
+
+def test_server_and_cli_import_without_any_extra() -> None:
+    code = _BLOCK_EXTRAS + (
+        "import control_plane.app, control_plane.db.direct, control_plane.memories.hotpath\n"
+        "import memplane.cli\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "ok"
