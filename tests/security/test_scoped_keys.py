@@ -284,8 +284,25 @@ def test_audit_records_accessor_type_and_agent_id(tenant: Tenant) -> None:
                                                ("agent", "support-bot")]
         system_rows = rows(operation="tenant_create")
         assert [r[:4] for r in system_rows] == [("system", None, "tenant_create", True)]
-        # Agent ids are part of the hash chain: the chain still verifies.
-        assert http.get("/v1/audit/verify").json()["ok"] is True
+    # The agent id is part of each row's hash: the sealed rows hash with it, and would not
+    # without it.
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from control_plane.audit.service import chain_hash
+    from control_plane.db.models import AccessLog
+
+    with Session(tenant.stack.engine) as session:
+        sealed = session.scalars(select(AccessLog).where(
+            AccessLog.tenant_id == tenant.id, AccessLog.accessor_id == f"key:{scoped.id}")
+            .order_by(AccessLog.seq)).all()
+        assert [r.agent_id for r in sealed] == ["support-bot"] * 5
+        for row in sealed:
+            assert row.prev_hash is not None
+            assert chain_hash(row.prev_hash, row) == row.row_hash
+            row.agent_id = None
+            assert chain_hash(row.prev_hash, row) != row.row_hash
+        session.rollback()
 
 
 def test_a_cached_key_keeps_its_access_list(tenant: Tenant) -> None:
