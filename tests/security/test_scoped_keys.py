@@ -8,6 +8,7 @@ Every test runs against a live server on SQLite and on PostgreSQL.
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -345,3 +346,34 @@ async def test_async_sdk_creates_scoped_keys(tenant: Tenant) -> None:
         created = await admin.keys.create(role="agent", name="async", agent_id="a-bot",
                                           scopes=[("user", "*")])
     assert (created.agent_id, created.scopes) == ("a-bot", [{"scope": "user", "scope_ref": "*"}])
+
+
+@pytest.mark.databases("sqlite")
+def test_cli_creates_a_scoped_key(tmp_path: Path, database: str) -> None:
+    from typer.testing import CliRunner
+
+    from control_plane.runtime import Runtime
+    from control_plane.settings import Settings
+    from control_plane.tenants.service import authenticate
+    from memplane.cli import app
+
+    env = {"MEMPLANE_DATA_DIR": str(tmp_path / "data")}
+    runner = CliRunner()
+    assert runner.invoke(app, ["db", "upgrade"], env=env).exit_code == 0
+    made = runner.invoke(app, ["keys", "create", "--role", "agent", "--scope", "team/T123",
+                               "--scope", "user/*", "--agent-id", "cli-bot"], env=env)
+    bad = runner.invoke(app, ["keys", "create", "--role", "agent", "--scope", "galaxy/x"],
+                        env=env)
+    assert made.exit_code == 0, made.output
+    assert bad.exit_code == 2
+    assert "'galaxy/x' is not scope/scope_ref" in bad.output
+    runtime = Runtime(Settings(data_dir=tmp_path / "data"))
+    try:
+        with runtime.sessions() as session:
+            caller = authenticate(session, f"Bearer {made.output.strip().splitlines()[-1]}")
+    finally:
+        runtime.close()
+    assert caller.access.agent_id == "cli-bot"
+    assert [caller.may_access(s, r) for s, r in [("team", "T123"), ("team", "T9"),
+                                                 ("user", "anyone"), ("agent", "cli-bot")]] == [
+        True, False, True, False]
