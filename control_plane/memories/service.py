@@ -44,6 +44,7 @@ from ..keys import service as keys
 from ..kit import decode_uuid_cursor, encode_cursor, page_limit, request_id_var, sha256_hex
 from ..storage_config.plane import DataPlane, Target, storage_errors
 from ..tenants.access import EVERYTHING, Access
+from ..tenants.access import ensure_visible as access_check
 from . import hotpath
 from . import repository as repo
 from .addresses import DEFAULT_MEMORY_TYPES, MemoryAddress
@@ -94,16 +95,10 @@ def serialise(value: Any) -> bytes:
 
 def ensure_visible(session: Session, actor: Actor, access: Access, address: MemoryAddress,
                    operation: str) -> None:
-    """Refuse what the key may not see with the very answer a missing memory gets (404, same
-    sentence), so a scoped key cannot tell whether anything lies outside its scopes. The
-    refusal is audited."""
-    if access.allows(address.scope, address.scope_ref):
-        return
-    audit.record_failure(session, actor, operation,
-                         detail=f"{address.describe()} outside the key's scopes")
-    error = NotFound(f"no memory at {address.describe()}")
-    error.audited = True
-    raise error
+    """404 "no memory at …" for an address outside the key's scopes, as if it were missing."""
+    access_check(session, actor, access, address.scope, address.scope_ref,
+                 operation=operation, what=address.describe(),
+                 missing=f"no memory at {address.describe()}")
 
 
 def _as_agent(access: Access, meta: MemoryMeta) -> MemoryMeta:

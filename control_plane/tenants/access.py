@@ -13,6 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, false, or_
+from sqlalchemy.orm import Session
+
+from ..audit import service as audit
+from ..audit.service import Actor
+from ..errors import NotFound
 
 ANY_REF = "*"
 TENANT_REF = "-"
@@ -65,3 +70,20 @@ class Access:
 
 
 EVERYTHING = Access()
+
+
+def ensure_visible(session: Session, actor: Actor, access: Access, scope: str, scope_ref: str,
+                   *, operation: str, what: str, missing: str) -> None:
+    """Refuse what the key may not see with the very answer a missing item gets (404 and
+    ``missing``, the same sentence), so a scoped key cannot tell whether anything lies
+    outside its scopes. The refusal is audited (``what`` names the item in the row).
+
+    Every route that takes a scope and scope ref — memories now; events, entries, search and
+    conversations as they come — calls this before it looks anything up.
+    """
+    if access.allows(scope, scope_ref):
+        return
+    audit.record_failure(session, actor, operation, detail=f"{what} outside the key's scopes")
+    error = NotFound(missing)
+    error.audited = True
+    raise error
