@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, Engine, select
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
 from ..audit import service as audit
@@ -265,7 +266,12 @@ def ensure_bootstrap(session: Session, admin_key: str | None) -> str | None:
                                               f"MEMPLANE_ADMIN_KEY")
         key = _add_key(session, first.id, "admin", "bootstrap admin key (MEMPLANE_ADMIN_KEY)",
                        admin_key, can_create_tenants=True)
-        session.flush()
+        try:
+            session.flush()
+        except sa_exc.IntegrityError:
+            # Another replica starting with the same new key registered it first.
+            session.rollback()
+            return None
         audit.record(session, system, "key_create", detail=f"key {key.id} role admin bootstrap")
         session.commit()
         for old in previous:
