@@ -107,6 +107,16 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _admin_key_is_long(self) -> Settings:
+        if self.admin_key is not None and len(self.admin_key.get_secret_value()) < 32:
+            raise ValueError(
+                "MEMPLANE_ADMIN_KEY must be a random secret of at least 32 characters (for "
+                "example: python -c 'import secrets; print(\"mp_\" + secrets.token_urlsafe(32))'"
+                "), or unset to have one generated and printed once"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _refuse_placeholder_secrets(self) -> Settings:
         if self.embedded:
             return self

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -345,11 +345,19 @@ class AsyncKeysAPI(_Namespace):
     """API keys of the caller's tenant (admin role); reached as ``client.keys``."""
 
     async def create(
-        self, *, role: str, name: str, idempotency_key: str | None = None
+        self, *, role: str, name: str, idempotency_key: str | None = None,
+        scopes: Sequence[_base.ScopeGrant] | None = None, agent_id: str | None = None,
     ) -> CreatedKey:
-        """Create a key with ``role`` (admin | agent | compliance); its secret is shown once."""
+        """Create a key with ``role`` (admin | agent | compliance); its secret is shown once.
+
+        An agent key may be scoped: ``scopes`` lists the (scope, scope_ref) pairs it may see
+        — tuples or ``{"scope", "scope_ref"}`` dicts, ``"*"`` for any ref of a scope, ``"-"``
+        for tenant memory — and everything else answers ``NotFound`` to it. ``agent_id`` is
+        recorded as the agent of what the key writes and in its audit rows.
+        """
         return await self._client._send(
-            _base.keys_create(role=role, name=name, idempotency_key=idempotency_key)
+            _base.keys_create(role=role, name=name, idempotency_key=idempotency_key,
+                              scopes=scopes, agent_id=agent_id)
         )
 
     async def delete(self, key_id: str) -> None:

@@ -7,7 +7,7 @@ error mapping is written once, here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -281,12 +281,29 @@ def audit_verify() -> Call[AuditVerification]:
     return Call("GET", "/v1/audit/verify", parse_model(AuditVerification))
 
 
-def keys_create(*, role: str, name: str, idempotency_key: str | None) -> Call[CreatedKey]:
+ScopeGrant = tuple[str, str] | Mapping[str, str]
+
+
+def _grant(grant: ScopeGrant) -> dict[str, str]:
+    if isinstance(grant, Mapping):
+        return {"scope": grant["scope"], "scope_ref": grant["scope_ref"]}
+    scope, scope_ref = grant
+    return {"scope": scope, "scope_ref": scope_ref}
+
+
+def keys_create(*, role: str, name: str, idempotency_key: str | None,
+                scopes: Sequence[ScopeGrant] | None = None,
+                agent_id: str | None = None) -> Call[CreatedKey]:
+    body: dict[str, Any] = {"role": role, "name": name}
+    if scopes is not None:
+        body["scopes"] = [_grant(g) for g in scopes]
+    if agent_id is not None:
+        body["agent_id"] = agent_id
     return Call(
         "POST",
         "/v1/api-keys",
         parse_model(CreatedKey),
-        json={"role": role, "name": name},
+        json=body,
         headers=_idempotency(idempotency_key),
     )
 

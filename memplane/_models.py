@@ -78,6 +78,7 @@ class AuditEntry(_Model):
     pointer_id: str | None = None
     accessor_type: str
     accessor_id: str | None = None
+    agent_id: str | None = None
     operation: str
     success: bool
     detail: Any = None
@@ -100,6 +101,8 @@ class CreatedKey(_Model):
     id: str
     role: str
     name: str
+    scopes: list[dict[str, str]] | None = None
+    agent_id: str | None = None
     api_key: str = Field(repr=False)
 
 

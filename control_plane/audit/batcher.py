@@ -28,7 +28,7 @@ from ..kit import request_id_var
 log = logging.getLogger(__name__)
 
 _COLUMNS = ("tenant_id", "pointer_id", "event_id", "accessor_type", "accessor_id", "operation",
-            "success", "detail", "request_id", "accessed_at")
+            "success", "detail", "request_id", "accessed_at", "agent_id")
 _INSERT_ONE = text(f"INSERT INTO access_logs ({', '.join(_COLUMNS)}) "
                    f"VALUES ({', '.join(':' + c for c in _COLUMNS)})")
 
@@ -52,13 +52,14 @@ class AuditBatcher:
         self._stopped = False
 
     def record(self, tenant_id: object, accessor_type: str, accessor_id: str, operation: str,
-               *, pointer_id: object = None, detail: str = "", timeout: float = 30) -> None:
+               *, pointer_id: object = None, detail: str = "", timeout: float = 30,
+               agent_id: str | None = None) -> None:
         """Append one row and return once it is committed; raises if the commit failed."""
         pending = _Pending({
             "tenant_id": tenant_id, "pointer_id": pointer_id, "event_id": None,
             "accessor_type": accessor_type, "accessor_id": accessor_id,
             "operation": operation, "success": True, "detail": detail[:2000],
-            "request_id": request_id_var.get(), "accessed_at": utcnow(),
+            "request_id": request_id_var.get(), "accessed_at": utcnow(), "agent_id": agent_id,
         })
         with self._lock:
             if self._stopped:

@@ -14,6 +14,7 @@ class AuditEntryOut(BaseModel):
     event_id: uuid.UUID | None
     accessor_type: str
     accessor_id: str
+    agent_id: str | None = None
     operation: str
     success: bool
     detail: str

@@ -41,8 +41,9 @@ class Actor:
     """Who did it: an API key, or the system itself (reconciler, GC, jobs)."""
 
     tenant_id: uuid.UUID
-    accessor_type: str
+    accessor_type: str  # agent | user | system | api
     accessor_id: str
+    agent_id: str | None = None  # the agent id of an agent key
 
 
 def record(session: Session, actor: Actor, operation: str, *, success: bool = True,
@@ -52,7 +53,7 @@ def record(session: Session, actor: Actor, operation: str, *, success: bool = Tr
     session.add(AccessLog(
         tenant_id=actor.tenant_id, pointer_id=pointer_id, event_id=event_id,
         accessor_type=actor.accessor_type, accessor_id=actor.accessor_id,
-        operation=operation, success=success, detail=detail[:2000],
+        agent_id=actor.agent_id, operation=operation, success=success, detail=detail[:2000],
         request_id=request_id_var.get(), accessed_at=utcnow(),
     ))
 
@@ -66,6 +67,7 @@ def record_many(session: Session, actor: Actor, operation: str,
     session.execute(insert(AccessLog), [
         {"tenant_id": actor.tenant_id, "pointer_id": pointer_id, "event_id": None,
          "accessor_type": actor.accessor_type, "accessor_id": actor.accessor_id,
+         "agent_id": actor.agent_id,
          "operation": operation, "success": True, "detail": detail[:2000],
          "request_id": request_id, "accessed_at": now}
         for pointer_id, detail in entries])
@@ -120,6 +122,8 @@ def _canonical(row: Any, seq: int | None = None) -> bytes:
         row.operation, bool(row.success), row.detail, row.request_id,
         _ts(row.accessed_at),
     ]
+    if row.agent_id is not None:  # only agent keys' rows carry it; older rows hash as before
+        fields.append(row.agent_id)
     return json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode()
 
 
@@ -134,7 +138,7 @@ def chain_hash(prev_hash: str, row: AccessLog) -> str:
 _HASHED = (AccessLog.id, AccessLog.tenant_id, AccessLog.seq, AccessLog.pointer_id,
            AccessLog.event_id, AccessLog.accessor_type, AccessLog.accessor_id,
            AccessLog.operation, AccessLog.success, AccessLog.detail, AccessLog.request_id,
-           AccessLog.accessed_at)
+           AccessLog.accessed_at, AccessLog.agent_id)
 
 
 def seal(session: Session, tenant_id: uuid.UUID, *, batch: int = 5000) -> int:

@@ -45,6 +45,10 @@ class ApiKey(Base):
     role: Mapped[str] = mapped_column(String(16))
     name: Mapped[str] = mapped_column(String(200))
     can_create_tenants: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The access list of a scoped agent key: [{"scope", "scope_ref"}], "*" for any ref of a
+    # scope; NULL for a key that sees the whole tenant.
+    scopes: Mapped[list[dict[str, str]] | None] = mapped_column(JSON, nullable=True)
+    agent_id: Mapped[str | None] = mapped_column(String(256), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
@@ -129,6 +133,7 @@ class AccessLog(Base):
     event_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, nullable=True)
     accessor_type: Mapped[str] = mapped_column(String(16))
     accessor_id: Mapped[str] = mapped_column(String(256))
+    agent_id: Mapped[str | None] = mapped_column(String(256), nullable=True)  # agent keys'
     operation: Mapped[str] = mapped_column(String(32))
     success: Mapped[bool] = mapped_column(Boolean)
     detail: Mapped[str] = mapped_column(Text, default="")

@@ -186,6 +186,7 @@ class WriteRequest:
     accessor_id: str
     operation: str
     request_id: str | None
+    accessor_agent_id: str | None = None  # the audit row's agent id (agent keys)
 
     def params(self) -> dict[str, Any]:
         return _params(self.tenant_id, self.address) | {
@@ -197,7 +198,7 @@ class WriteRequest:
             "v_meta_user": self.meta_user, "v_agent_id": self.agent_id,
             "v_expires_at": self.expires_at, "v_accessor_type": self.accessor_type,
             "v_accessor_id": self.accessor_id, "v_operation": self.operation,
-            "v_request_id": self.request_id,
+            "v_request_id": self.request_id, "v_accessor_agent": self.accessor_agent_id,
             "v_detail_head": f"{self.address.describe()} v", "v_detail_tail": f" {self.size} bytes",
         }
 
@@ -218,7 +219,7 @@ _TYPES: dict[str, Any] = {
     "memory_type": String, "default_type": String, "tags": JSON(none_as_null=True),
     "importance": P.c.importance.type, "title": String, "agent_id": String,
     "expires_at": P.c.expires_at.type, "accessor_type": String, "accessor_id": String,
-    "operation": String, "request_id": String, "detail_head": String,
+    "operation": String, "request_id": String, "accessor_agent": String, "detail_head": String,
     "detail_tail": String}
 _b: dict[str, Any] = {name: bindparam(f"v_{name}", type_=t) for name, t in _TYPES.items()}
 
@@ -312,9 +313,10 @@ WITH cur AS (
 ), res AS (
  SELECT * FROM upd UNION ALL SELECT * FROM ins
 ), aud AS (
- INSERT INTO access_logs (tenant_id, pointer_id, accessor_type, accessor_id, operation,
-  success, detail, request_id, accessed_at)
- SELECT :v_tenant, res.id, :v_accessor_type, :v_accessor_id, :v_operation, true,
+ INSERT INTO access_logs (tenant_id, pointer_id, accessor_type, accessor_id, agent_id,
+  operation, success, detail, request_id, accessed_at)
+ SELECT :v_tenant, res.id, :v_accessor_type, :v_accessor_id, :v_accessor_agent,
+  :v_operation, true,
   CAST(:v_detail_head AS text) || res.version || :v_detail_tail, :v_request_id, :v_now
  FROM res
 )
@@ -368,6 +370,7 @@ def _commit_write_sqlite(session: Session, params: dict[str, Any]) -> WriteOutco
         conn.execute(insert(A), {
             "tenant_id": params["v_tenant"], "pointer_id": row.id,
             "accessor_type": params["v_accessor_type"], "accessor_id": params["v_accessor_id"],
+            "agent_id": params["v_accessor_agent"],
             "operation": params["v_operation"], "success": True,
             "detail": f"{params['v_detail_head']}{row.version}{params['v_detail_tail']}",
             "request_id": params["v_request_id"], "accessed_at": params["v_now"]})

@@ -8,6 +8,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from ..db.models import GcCandidate, MemoryPointer
+from ..tenants.access import EVERYTHING, Access
 from .addresses import MemoryAddress
 
 
@@ -86,8 +87,11 @@ def delete_pending(session: Session, pointer_ids: Sequence[uuid.UUID]) -> int:
 def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
               scope_ref: str | None, user_id: str | None, memory_type: str | None,
               sync_status: str | None, after: uuid.UUID | None,
-              limit: int) -> Sequence[MemoryPointer]:
+              limit: int, access: Access = EVERYTHING) -> Sequence[MemoryPointer]:
     query = select(MemoryPointer).where(MemoryPointer.tenant_id == tenant_id)
+    visible = access.where(MemoryPointer.scope_type, MemoryPointer.scope_ref)
+    if visible is not None:
+        query = query.where(visible)
     if scope is not None:
         query = query.where(MemoryPointer.scope_type == scope)
     if scope_ref is not None:

@@ -55,13 +55,14 @@ def set_memory(scope: Scope, scope_ref: str, key: str, body: MemoryIn, caller: W
     address = _address(scope, scope_ref, key)
     idem = Idempotency.of(idempotency_key, "PUT", address.describe(), body.model_dump_json())
     return _answer(memories.set_value(session, plane, caller.actor, address, body.value,
-                                      _meta(body), idem))
+                                      _meta(body), idem, access=caller.access))
 
 
 @router.get("/v1/memories/{scope}/{scope_ref}/{key}", response_model=MemoryOut)
 def get_memory(scope: Scope, scope_ref: str, key: str, caller: ReaderCaller,
                session: SessionDep, plane: PlaneDep) -> MemoryOut:
-    result = memories.get_value(session, plane, caller.actor, _address(scope, scope_ref, key))
+    result = memories.get_value(session, plane, caller.actor, _address(scope, scope_ref, key),
+                                access=caller.access)
     return MemoryOut(value=result.value, pointer=PointerOut.of(result.pointer))
 
 
@@ -72,20 +73,22 @@ def append_memory(scope: Scope, scope_ref: str, key: str, body: AppendIn, caller
     address = _address(scope, scope_ref, key)
     idem = Idempotency.of(idempotency_key, "APPEND", address.describe(), body.model_dump_json())
     return _answer(memories.append_value(session, plane, caller.actor, address, body.value,
-                                         _meta(body), idem))
+                                         _meta(body), idem, access=caller.access))
 
 
 @router.delete("/v1/memories/{scope}/{scope_ref}/{key}", status_code=204)
 def delete_memory(scope: Scope, scope_ref: str, key: str, caller: WriterCaller,
                   session: SessionDep, plane: PlaneDep) -> Response:
-    memories.delete_value(session, plane, caller.actor, _address(scope, scope_ref, key))
+    memories.delete_value(session, plane, caller.actor, _address(scope, scope_ref, key),
+                          access=caller.access)
     return Response(status_code=204)
 
 
 @router.delete("/v1/memories/{scope}/{scope_ref}", response_model=Cleared)
 def clear_scope(scope: Scope, scope_ref: str, caller: WriterCaller, session: SessionDep,
                 plane: PlaneDep) -> Cleared:
-    deleted = memories.clear_scope(session, plane, caller.actor, _address(scope, scope_ref))
+    deleted = memories.clear_scope(session, plane, caller.actor, _address(scope, scope_ref),
+                                   access=caller.access)
     return Cleared(deleted=deleted)
 
 
@@ -99,6 +102,6 @@ def list_pointers(caller: ReaderCaller, session: SessionDep,
     rows, next_cursor = memories.list_pointers(
         session, caller.actor, scope=scope.canonical if scope else None, scope_ref=scope_ref,
         user_id=user_id, memory_type=memory_type, sync_status=sync_status, cursor=cursor,
-        limit=limit,
+        limit=limit, access=caller.access,
     )
     return PointerPage(items=[PointerOut.of(p) for p in rows], next_cursor=next_cursor)

@@ -38,11 +38,13 @@ from ..compliance.guard import ensure_writable, erasure_in_progress
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
-from ..errors import Conflict, HashMismatch, InvalidInput, NotFound
+from ..errors import Conflict, Forbidden, HashMismatch, InvalidInput, NotFound
 from ..idempotency import Idempotency, Replay
 from ..keys import service as keys
 from ..kit import decode_uuid_cursor, encode_cursor, page_limit, request_id_var, sha256_hex
 from ..storage_config.plane import DataPlane, Target, storage_errors
+from ..tenants.access import EVERYTHING, Access
+from ..tenants.access import ensure_visible as access_check
 from . import hotpath
 from . import repository as repo
 from .addresses import DEFAULT_MEMORY_TYPES, MemoryAddress
@@ -91,11 +93,32 @@ def serialise(value: Any) -> bytes:
         raise InvalidInput(f"value is not valid JSON: {exc}") from None
 
 
+def ensure_visible(session: Session, actor: Actor, access: Access, address: MemoryAddress,
+                   operation: str) -> None:
+    """404 "no memory at …" for an address outside the key's scopes, as if it were missing."""
+    access_check(session, actor, access, address.scope, address.scope_ref,
+                 operation=operation, what=address.describe(),
+                 missing=f"no memory at {address.describe()}")
+
+
+def _as_agent(access: Access, meta: MemoryMeta) -> MemoryMeta:
+    """A key with an agent id writes as that agent: it fills ``agent_id`` in, and a body
+    naming another agent is refused."""
+    if access.agent_id is None or meta.agent_id == access.agent_id:
+        return meta
+    if meta.agent_id is None:
+        return meta.model_copy(update={"agent_id": access.agent_id})
+    raise Forbidden(f"this key writes as agent {access.agent_id!r}; leave agent_id out or "
+                    f"send that one")
+
+
 def set_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
-              value: Any, meta: MemoryMeta,
-              idem: Idempotency | None = None) -> MemoryPointer | Replay:
+              value: Any, meta: MemoryMeta, idem: Idempotency | None = None, *,
+              access: Access = EVERYTHING) -> MemoryPointer | Replay:
     """Store ``value`` at the address, replacing what was there (last writer wins)."""
     with audited(session, actor, "write", detail=address.describe()):
+        ensure_visible(session, actor, access, address, "write")
+        meta = _as_agent(access, meta)
         replay = _replay(session, actor, idem)
         if replay is not None:
             return replay
@@ -106,14 +129,16 @@ def set_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryA
 
 
 def append_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
-                 item: Any, meta: MemoryMeta,
-                 idem: Idempotency | None = None) -> MemoryPointer | Replay:
+                 item: Any, meta: MemoryMeta, idem: Idempotency | None = None, *,
+                 access: Access = EVERYTHING) -> MemoryPointer | Replay:
     """Append ``item`` to the JSON list at the address, creating it if absent.
 
     Concurrent appends to one key never lose an item: each holds the pointer's row lock
     from reading the list until the new version is committed, so they take turns.
     """
     with audited(session, actor, "append", detail=address.describe()):
+        ensure_visible(session, actor, access, address, "append")
+        meta = _as_agent(access, meta)
         replay = _replay(session, actor, idem)
         if replay is not None:
             return replay
@@ -267,7 +292,7 @@ def _write_fast(session: Session, plane: DataPlane, actor: Actor, address: Memor
         agent_id=meta.agent_id,
         expires_at=now + timedelta(days=meta.ttl_days) if meta.ttl_days is not None else None,
         accessor_type=actor.accessor_type, accessor_id=actor.accessor_id, operation="write",
-        request_id=request_id_var.get(),
+        request_id=request_id_var.get(), accessor_agent_id=actor.agent_id,
     )
     plane.checkpoint("write:after_put")
     try:
@@ -419,10 +444,11 @@ def _apply_meta(pointer: MemoryPointer, meta: MemoryMeta, now: Any) -> None:
         pointer.expires_at = now + timedelta(days=meta.ttl_days)
 
 
-def get_value(session: Session, plane: DataPlane, actor: Actor,
-              address: MemoryAddress) -> MemoryValue:
+def get_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress, *,
+              access: Access = EVERYTHING) -> MemoryValue:
     """Read and verify the value at the address (I3)."""
     with audited(session, actor, "read", detail=address.describe()):
+        ensure_visible(session, actor, access, address, "read")
         found = hotpath.lookup_for_read(session, actor.tenant_id, address)
         pointer = _check_live(found[0] if found else None, address)
         live = found[1] if found else None
@@ -433,7 +459,7 @@ def get_value(session: Session, plane: DataPlane, actor: Actor,
         if plane.audit_batcher is not None:
             plane.audit_batcher.record(actor.tenant_id, actor.accessor_type, actor.accessor_id,
                                        "read", pointer_id=result.pointer.id,
-                                       detail=address.describe())
+                                       detail=address.describe(), agent_id=actor.agent_id)
             return result
         begin_write(session)
         audit.record(session, actor, "read", pointer_id=result.pointer.id,
@@ -544,10 +570,11 @@ def _report_corrupt(session: Session, actor: Actor, pointer: MemoryPointer,
     raise error
 
 
-def delete_value(session: Session, plane: DataPlane, actor: Actor,
-                 address: MemoryAddress) -> None:
+def delete_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress, *,
+                 access: Access = EVERYTHING) -> None:
     """Delete the memory and its object. Safe to retry after a failure."""
     with audited(session, actor, "delete", detail=address.describe()):
+        ensure_visible(session, actor, access, address, "delete")
         session.commit()
         begin_write(session)
         pointer = repo.lock(session, actor.tenant_id, address)
@@ -561,11 +588,12 @@ def delete_value(session: Session, plane: DataPlane, actor: Actor,
         _finish_deletes(session, plane, actor, [pointer], "delete")
 
 
-def clear_scope(session: Session, plane: DataPlane, actor: Actor,
-                address: MemoryAddress) -> int:
+def clear_scope(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress, *,
+                access: Access = EVERYTHING) -> int:
     """Delete every memory of one scope ref, in batches."""
     deleted = 0
     with audited(session, actor, "clear", detail=address.describe()):
+        ensure_visible(session, actor, access, address, "clear")
         while True:
             session.commit()
             begin_write(session)
@@ -615,12 +643,15 @@ def _delete_quietly(target: Target, paths: list[str]) -> None:
 
 def list_pointers(session: Session, actor: Actor, *, scope: str | None, scope_ref: str | None,
                   user_id: str | None, memory_type: str | None, sync_status: str | None,
-                  cursor: str | None, limit: int | None) -> tuple[list[MemoryPointer], str | None]:
+                  cursor: str | None, limit: int | None,
+                  access: Access = EVERYTHING) -> tuple[list[MemoryPointer], str | None]:
+    """One page of the pointers the key may see (a scoped key's list is filtered in SQL)."""
     size = page_limit(limit)
     after = decode_uuid_cursor(cursor)
     rows = list(repo.list_page(session, actor.tenant_id, scope=scope, scope_ref=scope_ref,
                                user_id=user_id, memory_type=memory_type,
-                               sync_status=sync_status, after=after, limit=size + 1))
+                               sync_status=sync_status, after=after, limit=size + 1,
+                               access=access))
     next_cursor = encode_cursor(str(rows[size - 1].id)) if len(rows) > size else None
     session.commit()
     begin_write(session)

@@ -6,7 +6,14 @@ from fastapi import APIRouter, Response
 
 from ..deps import AdminCaller, AnyCaller, SessionDep
 from . import service as tenants
-from .schemas import ApiKeyIn, CreatedApiKey, CreatedTenant, TenantIn, TenantOut
+from .schemas import (
+    ApiKeyIn,
+    CreatedApiKey,
+    CreatedTenant,
+    ScopeGrantOut,
+    TenantIn,
+    TenantOut,
+)
 
 router = APIRouter(tags=["tenants"])
 
@@ -19,8 +26,13 @@ def create_tenant(body: TenantIn, caller: AnyCaller, session: SessionDep) -> Cre
 
 @router.post("/v1/api-keys", response_model=CreatedApiKey, status_code=201)
 def create_api_key(body: ApiKeyIn, caller: AdminCaller, session: SessionDep) -> CreatedApiKey:
-    key, raw = tenants.create_api_key(session, caller, body.role, body.name)
-    return CreatedApiKey(id=key.id, role=key.role, name=key.name, api_key=raw)
+    key, raw = tenants.create_api_key(
+        session, caller, body.role, body.name, agent_id=body.agent_id,
+        scopes=None if body.scopes is None else [(g.scope.value, g.scope_ref)
+                                                 for g in body.scopes])
+    return CreatedApiKey(id=key.id, role=key.role, name=key.name, agent_id=key.agent_id,
+                         scopes=None if key.scopes is None
+                         else [ScopeGrantOut(**g) for g in key.scopes], api_key=raw)
 
 
 @router.delete("/v1/api-keys/{key_id}", status_code=204)

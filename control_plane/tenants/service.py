@@ -5,10 +5,14 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+import unicodedata
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import ColumnElement, Engine, select
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
 from ..audit import service as audit
@@ -18,6 +22,7 @@ from ..db.models import ApiKey, Tenant
 from ..errors import Forbidden, InvalidInput, NotFound, Unauthorized
 from ..kit import sha256_hex
 from ..storage_config.plane import default_config
+from .access import ANY_REF, EVERYTHING, TENANT_REF, Access, canonical_scope
 
 ROLES = ("admin", "agent", "compliance")
 KEY_PREFIX = "mp_"
@@ -29,10 +34,24 @@ class Caller:
     key_id: uuid.UUID
     role: str
     can_create_tenants: bool
+    access: Access = EVERYTHING
 
     @property
     def actor(self) -> audit.Actor:
+        """Agent keys are audited as ``agent`` with their agent id; admin and compliance keys
+        as ``api``. The accessor id is always the key's id, so every row leads to a key."""
+        if self.role == "agent":
+            return audit.Actor(self.tenant_id, "agent", f"key:{self.key_id}",
+                               self.access.agent_id)
         return audit.Actor(self.tenant_id, "api", f"key:{self.key_id}")
+
+    def may_access(self, scope: str, scope_ref: str) -> bool:
+        """Whether this key may see or touch memory of ``scope``/``scope_ref``."""
+        return self.access.allows(scope, scope_ref)
+
+    def scope_filter(self, scope_column: Any, scope_ref_column: Any) -> ColumnElement[bool] | None:
+        """The SQL condition a list query adds for this key (None: it sees everything)."""
+        return self.access.where(scope_column, scope_ref_column)
 
 
 def new_key() -> str:
@@ -100,7 +119,8 @@ def authenticate(session: Session, authorization: str | None) -> Caller:
     key = session.scalar(select(ApiKey).where(ApiKey.key_sha256 == digest))
     if key is None or key.revoked_at is not None:
         raise Unauthorized("the API key is not valid; check it or ask an admin for a new one")
-    caller = Caller(key.tenant_id, key.id, key.role, key.can_create_tenants)
+    caller = Caller(key.tenant_id, key.id, key.role, key.can_create_tenants,
+                    Access.of(key.scopes, key.agent_id))
     CALLERS.put(where, digest, caller)
     return caller
 
@@ -115,9 +135,11 @@ def require_role(session: Session, caller: Caller, roles: tuple[str, ...], actio
 
 
 def _add_key(session: Session, tenant_id: uuid.UUID, role: str, name: str, raw: str,
-             *, can_create_tenants: bool = False) -> ApiKey:
+             *, can_create_tenants: bool = False, scopes: list[dict[str, str]] | None = None,
+             agent_id: str | None = None) -> ApiKey:
     key = ApiKey(tenant_id=tenant_id, key_sha256=sha256_hex(raw.encode()), prefix=raw[:10],
-                 role=role, name=name, can_create_tenants=can_create_tenants)
+                 role=role, name=name, can_create_tenants=can_create_tenants, scopes=scopes,
+                 agent_id=agent_id)
     session.add(key)
     return key
 
@@ -155,15 +177,43 @@ def create_tenant_as(session: Session, caller: Caller, name: str) -> tuple[Tenan
     return tenant, raw
 
 
-def create_api_key(session: Session, caller: Caller, role: str, name: str) -> tuple[ApiKey, str]:
+def _access_list(grants: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    """The stored form of an access list: canonical scopes, NFC refs, no duplicates."""
+    if not grants:
+        raise InvalidInput("scopes must name at least one scope; leave it out for a key that "
+                           "sees the whole tenant")
+    stored: list[dict[str, str]] = []
+    for scope, ref in grants:
+        scope, ref = canonical_scope(scope), unicodedata.normalize("NFC", ref)
+        if scope == "tenant" and ref not in (TENANT_REF, ANY_REF):
+            raise InvalidInput(f"the tenant (institutional) scope has the one scope_ref "
+                               f"'{TENANT_REF}'; use it instead of {ref!r}")
+        entry = {"scope": scope, "scope_ref": ref}
+        if entry not in stored:
+            stored.append(entry)
+    return stored
+
+
+def create_api_key(session: Session, caller: Caller, role: str, name: str, *,
+                   scopes: Sequence[tuple[str, str]] | None = None,
+                   agent_id: str | None = None) -> tuple[ApiKey, str]:
+    """A new key of the caller's tenant (its secret returned once). Agent keys may carry an
+    access list (``scopes``) and an agent id; the other roles see the whole tenant."""
     if role not in ROLES:
         raise InvalidInput(f"role must be one of {', '.join(ROLES)}")
+    if role != "agent" and (scopes is not None or agent_id is not None):
+        raise InvalidInput(f"only agent keys take scopes and an agent_id; a {role} key always "
+                           f"sees the whole tenant, so leave both out or use role 'agent'")
+    stored = _access_list(scopes) if scopes is not None else None
+    if agent_id is not None:
+        agent_id = unicodedata.normalize("NFC", agent_id)
     raw = new_key()
     session.commit()
     begin_write(session)
-    key = _add_key(session, caller.tenant_id, role, name, raw)
+    key = _add_key(session, caller.tenant_id, role, name, raw, scopes=stored, agent_id=agent_id)
     session.flush()
-    audit.record(session, caller.actor, "key_create", detail=f"key {key.id} role {role}")
+    audit.record(session, caller.actor, "key_create",
+                 detail=f"key {key.id} role {role}" + (" scoped" if stored is not None else ""))
     session.commit()
     return key, raw
 
@@ -185,13 +235,18 @@ def ensure_bootstrap(session: Session, admin_key: str | None) -> str | None:
     """Create the default tenant on first start; returns a newly made admin key to print once.
 
     With ``admin_key`` set, that key is the bootstrap key (registered if not yet known) and
-    nothing is returned.
+    nothing is returned. A new ``admin_key`` replaces the previous bootstrap key: every other
+    key that may create tenants is revoked in the same transaction, so changing
+    MEMPLANE_ADMIN_KEY is how an operator rotates it.
     """
     if admin_key:
         known = session.scalar(select(ApiKey).where(
             ApiKey.key_sha256 == sha256_hex(admin_key.encode())))
         if known is not None:
             session.rollback()
+            if known.revoked_at is not None:
+                raise RuntimeError("MEMPLANE_ADMIN_KEY is a key that was revoked; choose a new "
+                                   "random key of at least 32 characters")
             return None
     first = session.scalar(select(Tenant).order_by(Tenant.created_at).limit(1))
     session.rollback()
@@ -200,7 +255,25 @@ def ensure_bootstrap(session: Session, admin_key: str | None) -> str | None:
         return None if admin_key else raw
     if admin_key:
         begin_write(session)
-        _add_key(session, first.id, "admin", "bootstrap admin key (MEMPLANE_ADMIN_KEY)",
-                 admin_key, can_create_tenants=True)
+        previous = session.scalars(select(ApiKey).where(ApiKey.can_create_tenants.is_(True),
+                                                        ApiKey.revoked_at.is_(None))).all()
+        now = utcnow()
+        system = audit.Actor(first.id, "system", "bootstrap")
+        for old in previous:
+            old.revoked_at = now
+            audit.record(session, audit.Actor(old.tenant_id, "system", "bootstrap"),
+                         "key_revoke", detail=f"key {old.id} replaced by a new "
+                                              f"MEMPLANE_ADMIN_KEY")
+        key = _add_key(session, first.id, "admin", "bootstrap admin key (MEMPLANE_ADMIN_KEY)",
+                       admin_key, can_create_tenants=True)
+        try:
+            session.flush()
+        except sa_exc.IntegrityError:
+            # Another replica starting with the same new key registered it first.
+            session.rollback()
+            return None
+        audit.record(session, system, "key_create", detail=f"key {key.id} role admin bootstrap")
         session.commit()
+        for old in previous:
+            CALLERS.forget(old.key_sha256)
     return None

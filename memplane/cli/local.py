@@ -71,6 +71,12 @@ def keys_create(
     name: Annotated[str, typer.Option(help="A label for the key.")] = "",
     tenant: Annotated[str | None, typer.Option(help="Tenant id; default: the first tenant.")]
     = None,
+    scope: Annotated[list[str] | None, typer.Option(
+        help="Agent keys: a scope/scope_ref the key may see (team/T123, user/*, tenant/-); "
+             "repeat for several. Without it the key sees the whole tenant.")] = None,
+    agent_id: Annotated[str | None, typer.Option(
+        help="Agent keys: the agent id recorded on what the key writes and in the audit.")]
+    = None,
 ) -> None:
     """Create an API key and print it once."""
     from sqlalchemy import select
@@ -92,12 +98,25 @@ def keys_create(
         if found is None:
             raise typer.BadParameter("no such tenant", param_hint="--tenant")
         cli = Caller(found.id, uuid.UUID(int=0), "admin", False)
+        grants = [_grant(g) for g in scope] if scope else None
         try:
-            key, raw = create_api_key(session, cli, role, name or f"{role} key")
+            key, raw = create_api_key(session, cli, role, name or f"{role} key",
+                                      scopes=grants, agent_id=agent_id)
         except DomainError as exc:
             raise typer.BadParameter(exc.detail, param_hint="--role") from None
         console.print(f"created {key.role} key {key.id} for tenant {found.id}; shown once:")
         typer.echo(raw)
+
+
+def _grant(text: str) -> tuple[str, str]:
+    """``scope/scope_ref`` (the ref may itself hold slashes) as a checked pair."""
+    from control_plane.memories.addresses import Scope
+
+    name, slash, ref = text.partition("/")
+    if not slash or not ref or name not in Scope.__members__:
+        raise typer.BadParameter(f"{text!r} is not scope/scope_ref with scope one of "
+                                 f"{', '.join(Scope.__members__)}", param_hint="--scope")
+    return name, ref
 
 
 def reconcile(

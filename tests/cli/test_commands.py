@@ -19,7 +19,7 @@ from control_plane.settings import Settings
 from control_plane.tenants.service import authenticate, ensure_bootstrap
 from memplane.cli import app
 
-ADMIN = "mp_cli_admin_key_0001"
+ADMIN = "mp_cli_admin_key_0001_for_the_cli_tests"
 
 
 @pytest.fixture

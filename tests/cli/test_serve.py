@@ -70,16 +70,19 @@ def test_serve_prints_a_key_once_and_answers_put_then_get(tmp_path: Path) -> Non
     assert len(stored) == 1
 
 
+SCRIPTED_KEY = "mp_scripted_key_0123456789abcdefghij"  # at least 32 characters
+
+
 def test_admin_key_from_the_environment_is_used(tmp_path: Path) -> None:
     port = free_port()
-    process = _serve(tmp_path / "data", port, {"MEMPLANE_ADMIN_KEY": "mp_scripted_key_123"})
+    process = _serve(tmp_path / "data", port, {"MEMPLANE_ADMIN_KEY": SCRIPTED_KEY})
     try:
         _wait(port)
         answer = httpx.get(f"http://127.0.0.1:{port}/v1/pointers",
-                           headers={"Authorization": "Bearer mp_scripted_key_123"})
+                           headers={"Authorization": f"Bearer {SCRIPTED_KEY}"})
         output = _stop(process)
     finally:
         process.kill()
     assert answer.status_code == 200
     assert answer.json() == {"items": [], "next_cursor": None}
-    assert "mp_scripted_key_123" not in output
+    assert SCRIPTED_KEY not in output
