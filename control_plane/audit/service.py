@@ -100,7 +100,7 @@ def audited(session: Session, actor: Actor, operation: str, *, detail: str = "",
         yield
     except DomainError as exc:
         if not exc.audited:
-            reason = sealed.redact(f"{exc.code}: {exc.detail}", private)
+            reason = f"{exc.code}: {sealed.redact(exc.detail, private)}"
             record_failure(session, actor, operation, pointer_id=pointer_id,
                            detail=f"{detail} {reason}".strip())
             exc.audited = True
