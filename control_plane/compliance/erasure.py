@@ -47,7 +47,7 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
@@ -373,7 +373,8 @@ class _Erasure:
         self.session.execute(update(Job).where(
             Job.tenant_id == self.ctx.tenant_id, Job.subject == self.user_id,
             Job.kind.in_(("export", "erase")), Job.id != self.ctx.job_id,
-            Job.state.in_(("completed", "failed"))).values(subject=hashed))
+            Job.state.in_(("completed", "failed")))
+            .values(subject=hashed, error=func.replace(Job.error, self.user_id, "…")))
         self.session.execute(update(Job).where(Job.id == self.ctx.job_id)
                              .values(subject=hashed))
         self.session.execute(update(SubjectKey).where(

@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import text
 
 import memplane
-from control_plane.db.models import IdempotentResponse
+from control_plane.db.models import IdempotentResponse, Job
 from tests.support.service import Tenant
 
 
@@ -218,3 +218,23 @@ def _hours_ago(hours: int) -> Any:
     from datetime import UTC, datetime, timedelta
 
     return datetime.now(UTC) - timedelta(hours=hours)
+
+
+def test_the_subjects_failed_jobs_forget_them_too(tenant: Tenant) -> None:
+    user = f"zqfailed-{uuid.uuid4().hex[:10]}"
+    failed_id = uuid.uuid4()
+    with tenant.stack.engine.begin() as conn:
+        conn.execute(Job.__table__.insert().values(
+            id=failed_id, tenant_id=tenant.id, kind="export", subject=user,
+            params={"format": "json"}, state="failed", progress={}, attempts=3,
+            error=f"StorageUnavailable: could not list memories/user/{user}/",
+            created_at=_hours_ago(1), updated_at=_hours_ago(1)))
+    with tenant.stack.client(tenant.key("compliance")) as officer:
+        erase = officer.jobs.wait(officer.memory.erase_user(user).id, timeout=120)
+        assert erase.state == "completed", erase.error
+        receipt = officer.receipts.get(erase.result["receipt_id"]).as_dict()
+    with tenant.stack.engine.connect() as conn:
+        row = conn.execute(Job.__table__.select().where(Job.id == failed_id)).one()
+    assert (row.subject, row.error) == (
+        f"sha256:{receipt['subject']['hash']}",
+        "StorageUnavailable: could not list memories/user/…/")
