@@ -2,22 +2,33 @@
 
 The first answer (pointer metadata only, never content) is stored in the same transaction as
 the write it answers, so a crash can never leave a write without its record or the reverse.
+
+A first answer names its memory (scope ref, key, title, tags, user id): personal data. So it
+is kept for :data:`TTL` only — an older row is never replayed, and is deleted when its key
+comes back (``find``) or by :func:`purge_expired` — and an erasure deletes the subject's
+rows at once (:func:`forget_subject`), so a replay after the erasure writes again instead of
+answering with the erased metadata.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, delete, or_, select
 from sqlalchemy.orm import Session
 
+from .db.base import utcnow
+from .db.engine import begin_write
 from .db.models import IdempotentResponse
 from .errors import DomainError, InvalidInput
 from .kit import sha256_hex
 
 MAX_KEY_LENGTH = 255
+TTL = timedelta(hours=24)
 
 
 class IdempotencyKeyReused(DomainError):
@@ -53,6 +64,16 @@ def find(session: Session, tenant_id: uuid.UUID, idem: Idempotency) -> Replay | 
         IdempotentResponse.tenant_id == tenant_id, IdempotentResponse.key == idem.key))
     if row is None:
         return None
+    if row.created_at <= utcnow() - TTL:
+        # Expired: never replayed. Deleted now so the write it precedes can record anew.
+        session.rollback()
+        begin_write(session)
+        session.execute(delete(IdempotentResponse).where(
+            IdempotentResponse.tenant_id == tenant_id, IdempotentResponse.key == idem.key,
+            IdempotentResponse.created_at <= utcnow() - TTL)
+            .execution_options(synchronize_session=False))
+        session.commit()
+        return None
     if row.fingerprint != idem.fingerprint:
         raise IdempotencyKeyReused(
             "this Idempotency-Key was already used for a different request; "
@@ -65,3 +86,28 @@ def remember(session: Session, tenant_id: uuid.UUID, idem: Idempotency, status_c
     session.add(IdempotentResponse(tenant_id=tenant_id, key=idem.key,
                                    fingerprint=idem.fingerprint, status_code=status_code,
                                    response=response))
+
+
+def purge_expired(session: Session) -> int:
+    """Delete every answer older than :data:`TTL` (all tenants), in the caller's write
+    transaction; returns how many."""
+    result = session.execute(delete(IdempotentResponse).where(
+        IdempotentResponse.created_at <= utcnow() - TTL)
+        .execution_options(synchronize_session=False))
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def forget_subject(session: Session, tenant_id: uuid.UUID, user_id: str,
+                   pointer_ids: Sequence[uuid.UUID] = ()) -> int:
+    """Delete the answers about a data subject, in the caller's write transaction: those
+    naming them as user, those of their ``user`` scope, and those of ``pointer_ids``."""
+    answer = IdempotentResponse.response
+    about = [answer["user_id"].as_string() == user_id,
+             and_(answer["scope"].as_string() == "user",
+                  answer["scope_ref"].as_string() == user_id)]
+    if pointer_ids:
+        about.append(answer["id"].as_string().in_([str(i) for i in pointer_ids]))
+    result = session.execute(delete(IdempotentResponse).where(
+        IdempotentResponse.tenant_id == tenant_id, or_(*about))
+        .execution_options(synchronize_session=False))
+    return int(result.rowcount)  # type: ignore[attr-defined]

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from ..deps import ComplianceCaller, SessionDep
+from ..deps import ComplianceCaller, PlaneDep, SessionDep
 from ..kit import PLAIN_TEXT
 from . import service as audit
 from .schemas import AuditEntryOut, AuditPage, AuditVerificationOut
@@ -18,7 +18,7 @@ FilterText = Annotated[str | None, Query(max_length=256, pattern=PLAIN_TEXT)]
 
 
 @router.get("/v1/audit", response_model=AuditPage)
-def list_audit(caller: ComplianceCaller, session: SessionDep,
+def list_audit(caller: ComplianceCaller, session: SessionDep, plane: PlaneDep,
                pointer_id: uuid.UUID | None = None, accessor_id: FilterText = None,
                operation: FilterText = None, since: datetime | None = None,
                until: datetime | None = None,
@@ -27,6 +27,7 @@ def list_audit(caller: ComplianceCaller, session: SessionDep,
     rows, next_cursor = query_page(
         session, caller.actor, pointer_id=pointer_id, accessor_id=accessor_id,
         operation=operation, since=since, until=until, cursor=cursor, limit=limit,
+        ring=plane.keys,
     )
     return AuditPage(items=[AuditEntryOut.model_validate(r) for r in rows],
                      next_cursor=next_cursor)

@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
@@ -29,7 +29,11 @@ from ..db.engine import begin_write
 from ..db.models import AccessLog, AuditHead
 from ..errors import DomainError, InvalidInput
 from ..kit import decode_cursor, encode_cursor, page_limit, request_id_var, sha256_hex
+from . import sealed
 from .repository import list_rows
+
+if TYPE_CHECKING:
+    from ..keys.service import Keyring
 
 log = logging.getLogger(__name__)
 
@@ -88,13 +92,17 @@ def record_failure(session: Session, actor: Actor, operation: str, *, detail: st
 
 @contextmanager
 def audited(session: Session, actor: Actor, operation: str, *, detail: str = "",
-            pointer_id: uuid.UUID | None = None) -> Iterator[None]:
-    """Audit the failure of whatever runs inside; success rows are the service's own job."""
+            pointer_id: uuid.UUID | None = None,
+            private: Sequence[str | None] = ()) -> Iterator[None]:
+    """Audit the failure of whatever runs inside; success rows are the service's own job.
+
+    ``private``: personal strings (scope ref, key, user id) the error's sentence may quote;
+    they are cut out of the row (see ``sealed``)."""
     try:
         yield
     except DomainError as exc:
         if not exc.audited:
-            reason = f"{exc.code}: {exc.detail}"
+            reason = f"{exc.code}: {sealed.redact(exc.detail, private)}"
             record_failure(session, actor, operation, pointer_id=pointer_id,
                            detail=f"{detail} {reason}".strip())
             exc.audited = True
@@ -233,9 +241,12 @@ def verify(session: Session, tenant_id: uuid.UUID, *, chunk: int = 5000) -> Veri
 
 def query_page(session: Session, actor: Actor, *, pointer_id: uuid.UUID | None,
                accessor_id: str | None, operation: str | None, since: datetime | None,
-               until: datetime | None, cursor: str | None,
-               limit: int | None) -> tuple[list[AccessLog], str | None]:
-    """One page of the tenant's audit log, oldest first; sealed first so ``seq`` is set."""
+               until: datetime | None, cursor: str | None, limit: int | None,
+               ring: Keyring | None = None) -> tuple[list[AccessLog], str | None]:
+    """One page of the tenant's audit log, oldest first; sealed first so ``seq`` is set.
+
+    Sealed addresses are shown opened while their subject's key lives (``sealed.reveal``);
+    the rows returned are detached, so showing them never writes to the log."""
     size = page_limit(limit)
     # A time without a zone is read as UTC, the zone every audit row is stored in.
     since, until = (t.replace(tzinfo=UTC) if t is not None and t.tzinfo is None else t
@@ -249,6 +260,10 @@ def query_page(session: Session, actor: Actor, *, pointer_id: uuid.UUID | None,
                      operation=operation, since=since, until=until, after_id=after,
                      limit=size + 1)
     next_cursor = encode_cursor(rows[size - 1].id) if len(rows) > size else None
+    shown = sealed.reveal(session, ring, actor.tenant_id, [row.detail for row in rows])
+    for row, detail in zip(rows, shown, strict=True):
+        session.expunge(row)
+        row.detail = detail
     session.rollback()
     begin_write(session)
     record(session, actor, "audit_query", detail=f"operation={operation} -> {len(rows[:size])}")

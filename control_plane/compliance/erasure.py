@@ -23,7 +23,16 @@ after a crash continues with the next one:
    subject's prefixes must both come back empty (if a write slipped in, the job goes back
    to step 3);
 7. **receipt** — the last audit row, the audit chain sealed, an Ed25519-signed receipt stored
-   (see ``receipts.py``), the write block lifted, the subject's raw id removed from the job.
+   (see ``receipts.py``), the write block lifted, and nothing personal of the subject left in
+   the control plane: this job and the subject's earlier exports keep only the receipt's
+   salted hash of the id, the destroyed key's tombstone is renamed to that hash, the
+   subject's idempotency answers are deleted (step 3 deletes those of each batch), and on
+   SQLite the write-ahead log is checkpointed and truncated so that, with
+   ``secure_delete``, no freed page keeps an old row (``db.engine.scrub_freed``).
+
+Audit rows need no rewriting: they never held the subject's identifiers in clear, only
+sealed under the subject's key, which step 5 destroys (``audit/sealed.py``); the chain, which
+covers the sealed bytes, still verifies.
 
 A second erasure of the same subject finds nothing, deletes nothing and says so in its
 result and receipt. A dry run counts what would be deleted and deletes nothing.
@@ -38,15 +47,16 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
 
+from .. import idempotency
 from ..audit import service as audit
 from ..db.base import new_id, utcnow
-from ..db.engine import begin_write
-from ..db.models import AccessLog, Job, MemoryPointer, SubjectErasure
+from ..db.engine import begin_write, scrub_freed
+from ..db.models import AccessLog, Job, MemoryPointer, SubjectErasure, SubjectKey
 from ..jobs.service import JobContext
 from ..kit import request_id_var
 from ..memories import repository as memories_repo
@@ -180,6 +190,7 @@ class _Erasure:
             audit.record_many(self.session, self.ctx.actor, "erase", [
                 (pointer.id, f"job {self.ctx.job_id}: pointer and object deleted")
                 for pointer in batch])
+            idempotency.forget_subject(self.session, self.ctx.tenant_id, self.user_id, ids)
             self.ctx.save(
                 pointers=self._count("pointers") + int(removed.rowcount),  # type: ignore[attr-defined]
                 objects=self._count("objects") + objects,
@@ -356,13 +367,22 @@ class _Erasure:
         self.session.execute(delete(SubjectErasure).where(
             SubjectErasure.tenant_id == self.ctx.tenant_id,
             SubjectErasure.user_id == self.user_id))
-        # The raw id leaves the control plane: this job and the subject's exports forget it.
+        # The raw id leaves the control plane: this job and the subject's exports keep only
+        # the receipt's salted hash; so does the destroyed key's tombstone.
+        hashed = f"sha256:{subjects.subject_hash(self.p['salt'], self.user_id)}"
         self.session.execute(update(Job).where(
             Job.tenant_id == self.ctx.tenant_id, Job.subject == self.user_id,
             Job.kind.in_(("export", "erase")), Job.id != self.ctx.job_id,
-            Job.state.in_(("completed", "failed"))).values(subject=None))
+            Job.state.in_(("completed", "failed")))
+            .values(subject=hashed, error=func.replace(Job.error, self.user_id, "…")))
         self.session.execute(update(Job).where(Job.id == self.ctx.job_id)
-                             .values(subject=None))
+                             .values(subject=hashed))
+        self.session.execute(update(SubjectKey).where(
+            SubjectKey.tenant_id == self.ctx.tenant_id, SubjectKey.scope_type == "user",
+            SubjectKey.scope_ref == self.user_id, SubjectKey.destroyed_at.is_not(None))
+            .values(scope_ref=hashed))
+        idempotency.forget_subject(self.session, self.ctx.tenant_id, self.user_id)
+        idempotency.purge_expired(self.session)
         result: dict[str, Any] = {"receipt_id": str(receipt_id), "work_done": work_done,
                                   "counts": {**counts, "keys": self.p["keys"]["destroyed"]}}
         if not work_done:
@@ -370,6 +390,7 @@ class _Erasure:
                               "subject was already erased or never stored)")
         self.ctx.save(result=result)
         self.session.commit()
+        scrub_freed(self.session)
         return result
 
 

@@ -15,12 +15,18 @@ from ..db.models import Job, SubjectErasure
 from ..errors import Conflict, InvalidInput
 from ..jobs import repository as jobs_repo
 from ..jobs.service import enqueue
-from ..memories.addresses import MAX_SCOPE_REF_BYTES, MAX_SCOPE_REF_CHARS, validate_segment
+from ..memories.addresses import (
+    MAX_SCOPE_REF_BYTES,
+    MAX_SCOPE_REF_CHARS,
+    nfc,
+    validate_segment,
+)
 
 FORMATS = ("json",)
 
 
 def _subject(user_id: str) -> str:
+    user_id = nfc(user_id)  # the form memories store it in (addresses.nfc)
     validate_segment(user_id, "user_id", max_chars=MAX_SCOPE_REF_CHARS,
                      max_bytes=MAX_SCOPE_REF_BYTES)
     return user_id

@@ -1,13 +1,26 @@
-"""Engines and sessions for SQLite (the embedded default) and PostgreSQL."""
+"""Engines and sessions for SQLite (the embedded default) and PostgreSQL.
+
+The SQLite file holds tenants' metadata: it is created 0600 in a data directory created
+0700 (an existing directory is left as its owner set it; an existing database file is
+tightened to 0600), and SQLite gives its -wal and -shm files the database file's mode.
+``secure_delete`` zeroes what a delete frees, and :func:`scrub_freed` checkpoints and
+truncates the write-ahead log, so that after an erasure no page of the file or its log still
+holds the erased rows.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+import time
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+
+log = logging.getLogger(__name__)
 
 
 def make_engine(url: str, *, pool_size: int = 10, sqlite_synchronous: str = "FULL") -> Engine:
@@ -26,8 +39,8 @@ def make_engine(url: str, *, pool_size: int = 10, sqlite_synchronous: str = "FUL
 
 def _sqlite_engine(url: str, synchronous: str) -> Engine:
     database = make_url(url).database
-    if database and database != ":memory:":
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    if database and database != ":memory:" and not database.startswith("file:"):
+        _private_file(Path(database))
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30},
                            pool_size=8, max_overflow=8)
 
@@ -40,6 +53,7 @@ def _sqlite_engine(url: str, synchronous: str) -> Engine:
         cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA secure_delete=ON")
         cursor.close()
 
     @event.listens_for(engine, "begin")
@@ -50,6 +64,47 @@ def _sqlite_engine(url: str, synchronous: str) -> Engine:
         conn.exec_driver_sql(f"BEGIN {mode}")
 
     return engine
+
+
+def _private_file(path: Path) -> None:
+    """Create the database's directory 0700 and the file itself 0600 (before SQLite does,
+    with the process umask), or tighten an existing file to 0600."""
+    missing = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for directory in missing:  # mkdir's mode is subject to the umask; set it exactly
+        os.chmod(directory, 0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+    if os.stat(path).st_mode & 0o077:
+        os.chmod(path, 0o600)
+
+
+def scrub_freed(session: Session) -> None:
+    """SQLite: checkpoint the write-ahead log into the database and truncate it, so the log's
+    older page images (rows since deleted) are gone from the disk; ``secure_delete`` already
+    zeroed them in the file. Commits any open transaction first. PostgreSQL: nothing (deleted
+    tuples are not visible to any reader and are reclaimed by vacuum)."""
+    if session.get_bind().dialect.name != "sqlite":
+        return
+    if session.in_transaction():
+        session.commit()
+    # On a connection of its own, outside any transaction (a checkpoint cannot run inside
+    # one). A reader still on an old snapshot makes it answer busy: try again briefly.
+    raw = session.get_bind().engine.raw_connection()
+    try:
+        for _ in range(50):
+            cursor = raw.cursor()
+            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            row = cursor.fetchone()
+            busy = row[0] if row else 0
+            cursor.close()
+            if not busy:
+                return
+            time.sleep(0.1)
+        log.warning("the SQLite write-ahead log could not be truncated (readers kept it "
+                    "busy); it is on the next checkpoint")
+    finally:
+        raw.close()
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:

@@ -2,6 +2,10 @@
 
 A key or scope ref becomes exactly one path segment (percent-encoded, ``/`` included), so
 no input can climb out of ``{prefix}/memories/{scope}/{scope_ref}/`` (I5).
+
+Keys, scope refs and user ids are NFC-normalised where they enter (:func:`nfc`): "josé"
+typed with a combining accent (NFD) and with the precomposed letter (NFC) are one subject and
+one key, so erasing either erases both.
 """
 
 from __future__ import annotations
@@ -44,6 +48,11 @@ DEFAULT_MEMORY_TYPES = {
 }
 
 
+def nfc(value: str) -> str:
+    """The canonical (NFC) form every identifier is stored and compared in."""
+    return unicodedata.normalize("NFC", value)
+
+
 def validate_segment(value: str, field: str, *, max_chars: int, max_bytes: int) -> str:
     """Return the percent-encoded path segment for ``value`` or raise a clear InvalidInput."""
     if value == "":
@@ -74,6 +83,8 @@ class MemoryAddress:
     @classmethod
     def parse(cls, scope: Scope, scope_ref: str, key: str | None = None) -> MemoryAddress:
         canonical = scope.canonical
+        scope_ref = nfc(scope_ref)
+        key = nfc(key) if key is not None else None
         if canonical == "tenant" and scope_ref != "-":
             raise InvalidInput("tenant-wide memories use scope_ref '-'")
         validate_segment(scope_ref, "scope_ref", max_chars=MAX_SCOPE_REF_CHARS,
@@ -88,6 +99,11 @@ class MemoryAddress:
     def object_path(self, version_id: str) -> str:
         assert self.key is not None
         return f"{self.scope_dir()}/{quote(self.key, safe='')}/{version_id}.json"
+
+    @property
+    def personal(self) -> tuple[str | None, ...]:
+        """The parts that may identify a person: audit rows never hold them in clear."""
+        return (None if self.scope == "tenant" else self.scope_ref, self.key)
 
     def describe(self) -> str:
         return f"{self.scope}/{self.scope_ref}" + (f" key={self.key}" if self.key else "")

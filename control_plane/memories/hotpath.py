@@ -187,6 +187,7 @@ class WriteRequest:
     operation: str
     request_id: str | None
     accessor_agent_id: str | None = None  # the audit row's agent id (agent keys)
+    audit_address: str = ""  # " sealed:…": the address sealed under the subject's key
 
     def params(self) -> dict[str, Any]:
         return _params(self.tenant_id, self.address) | {
@@ -199,7 +200,8 @@ class WriteRequest:
             "v_expires_at": self.expires_at, "v_accessor_type": self.accessor_type,
             "v_accessor_id": self.accessor_id, "v_operation": self.operation,
             "v_request_id": self.request_id, "v_accessor_agent": self.accessor_agent_id,
-            "v_detail_head": f"{self.address.describe()} v", "v_detail_tail": f" {self.size} bytes",
+            "v_detail_head": f"{self.address.scope} v",
+            "v_detail_tail": f" {self.size} bytes{self.audit_address}",
         }
 
 

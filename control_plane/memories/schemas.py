@@ -4,13 +4,15 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from ..kit import PLAIN_TEXT
+from .addresses import nfc
 
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=PLAIN_TEXT)]
 MemoryType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
-Ref = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=PLAIN_TEXT)]
+Ref = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=PLAIN_TEXT),
+              AfterValidator(nfc)]
 Title = Annotated[str, StringConstraints(max_length=500, pattern=PLAIN_TEXT)]
 
 

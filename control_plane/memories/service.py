@@ -32,6 +32,7 @@ from storage_adapters import base as storage
 from storage_adapters.envelope import DecryptionError
 
 from .. import idempotency
+from ..audit import sealed
 from ..audit import service as audit
 from ..audit.service import Actor, audited
 from ..compliance.guard import ensure_writable, erasure_in_progress
@@ -47,7 +48,7 @@ from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check
 from . import hotpath
 from . import repository as repo
-from .addresses import DEFAULT_MEMORY_TYPES, MemoryAddress
+from .addresses import DEFAULT_MEMORY_TYPES, MemoryAddress, nfc
 from .schemas import MemoryMeta, PointerOut
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,7 @@ def ensure_visible(session: Session, actor: Actor, access: Access, address: Memo
                    operation: str) -> None:
     """404 "no memory at …" for an address outside the key's scopes, as if it were missing."""
     access_check(session, actor, access, address.scope, address.scope_ref,
-                 operation=operation, what=address.describe(),
+                 operation=operation, what=f"{address.scope} memory",
                  missing=f"no memory at {address.describe()}")
 
 
@@ -116,7 +117,8 @@ def set_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryA
               value: Any, meta: MemoryMeta, idem: Idempotency | None = None, *,
               access: Access = EVERYTHING) -> MemoryPointer | Replay:
     """Store ``value`` at the address, replacing what was there (last writer wins)."""
-    with audited(session, actor, "write", detail=address.describe()):
+    with audited(session, actor, "write", detail=address.scope,
+                 private=(*address.personal, meta.user_id)):
         ensure_visible(session, actor, access, address, "write")
         meta = _as_agent(access, meta)
         replay = _replay(session, actor, idem)
@@ -136,7 +138,8 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
     Concurrent appends to one key never lose an item: each holds the pointer's row lock
     from reading the list until the new version is committed, so they take turns.
     """
-    with audited(session, actor, "append", detail=address.describe()):
+    with audited(session, actor, "append", detail=address.scope,
+                 private=(*address.personal, meta.user_id)):
         ensure_visible(session, actor, access, address, "append")
         meta = _as_agent(access, meta)
         replay = _replay(session, actor, idem)
@@ -293,6 +296,7 @@ def _write_fast(session: Session, plane: DataPlane, actor: Actor, address: Memor
         expires_at=now + timedelta(days=meta.ttl_days) if meta.ttl_days is not None else None,
         accessor_type=actor.accessor_type, accessor_id=actor.accessor_id, operation="write",
         request_id=request_id_var.get(), accessor_agent_id=actor.agent_id,
+        audit_address=_sealed_address(actor, address, handle),
     )
     plane.checkpoint("write:after_put")
     try:
@@ -311,6 +315,28 @@ def _write_fast(session: Session, plane: DataPlane, actor: Actor, address: Memor
             raise erasure_in_progress(outcome.blocked_by)
         return None
     return outcome.pointer, outcome.superseded
+
+
+def _sealed_address(actor: Actor, address: MemoryAddress,
+                    key: keys.SubjectKeyHandle | None) -> str:
+    """The audit row's address, sealed under the memory's subject key (``audit.sealed``);
+    nothing without a key: the row's pointer id names the memory."""
+    if key is None:
+        return ""
+    return " " + sealed.seal(actor.tenant_id, key.id, key.key, address.describe())
+
+
+def _read_key(session: Session, plane: DataPlane, actor: Actor,
+              live: hotpath.KeyRow | None) -> keys.SubjectKeyHandle | None:
+    """The live key the read's lookup found, unwrapped (from the cache: the read used it)."""
+    if live is None or live.wrapped_key is None:
+        return None
+    return keys.handle_of(session, _keyring(plane), actor.tenant_id, live.id, ("", ""),
+                          live.wrapped_key, live.kek_version_id)
+
+
+def _given(value: str | None) -> str:
+    return "None" if value is None else "(given)"
 
 
 def _keyring(plane: DataPlane) -> keys.Keyring:
@@ -403,7 +429,8 @@ def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
     pointer.updated_at = now
     session.flush()
     audit.record(session, actor, operation, pointer_id=pointer.id,
-                 detail=f"{address.describe()} v{pointer.version} {len(payload)} bytes")
+                 detail=f"{address.scope} v{pointer.version} {len(payload)} bytes"
+                        f"{_sealed_address(actor, address, binding.key)}")
     if idem is not None:
         idempotency.remember(session, actor.tenant_id, idem, 200,
                              PointerOut.of(pointer).model_dump(mode="json"))
@@ -447,7 +474,7 @@ def _apply_meta(pointer: MemoryPointer, meta: MemoryMeta, now: Any) -> None:
 def get_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress, *,
               access: Access = EVERYTHING) -> MemoryValue:
     """Read and verify the value at the address (I3)."""
-    with audited(session, actor, "read", detail=address.describe()):
+    with audited(session, actor, "read", detail=address.scope, private=address.personal):
         ensure_visible(session, actor, access, address, "read")
         found = hotpath.lookup_for_read(session, actor.tenant_id, address)
         pointer = _check_live(found[0] if found else None, address)
@@ -455,15 +482,16 @@ def get_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryA
         result = _read_verified(session, plane, actor, address, pointer,
                                 (live.id, live.wrapped_key, live.kek_version_id)
                                 if live is not None and live.wrapped_key is not None else None)
+        detail = address.scope + _sealed_address(actor, address, _read_key(
+            session, plane, actor, live))
         session.commit()
         if plane.audit_batcher is not None:
             plane.audit_batcher.record(actor.tenant_id, actor.accessor_type, actor.accessor_id,
-                                       "read", pointer_id=result.pointer.id,
-                                       detail=address.describe(), agent_id=actor.agent_id)
+                                       "read", pointer_id=result.pointer.id, detail=detail,
+                                       agent_id=actor.agent_id)
             return result
         begin_write(session)
-        audit.record(session, actor, "read", pointer_id=result.pointer.id,
-                     detail=address.describe())
+        audit.record(session, actor, "read", pointer_id=result.pointer.id, detail=detail)
         session.commit()
         return result
 
@@ -573,7 +601,7 @@ def _report_corrupt(session: Session, actor: Actor, pointer: MemoryPointer,
 def delete_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress, *,
                  access: Access = EVERYTHING) -> None:
     """Delete the memory and its object. Safe to retry after a failure."""
-    with audited(session, actor, "delete", detail=address.describe()):
+    with audited(session, actor, "delete", detail=address.scope, private=address.personal):
         ensure_visible(session, actor, access, address, "delete")
         session.commit()
         begin_write(session)
@@ -592,7 +620,7 @@ def clear_scope(session: Session, plane: DataPlane, actor: Actor, address: Memor
                 access: Access = EVERYTHING) -> int:
     """Delete every memory of one scope ref, in batches."""
     deleted = 0
-    with audited(session, actor, "clear", detail=address.describe()):
+    with audited(session, actor, "clear", detail=address.scope, private=address.personal):
         ensure_visible(session, actor, access, address, "clear")
         while True:
             session.commit()
@@ -629,7 +657,7 @@ def _finish_deletes(session: Session, plane: DataPlane, actor: Actor,
     removed = repo.delete_pending(session, [p.id for p in pointers])
     for pointer in pointers:
         audit.record(session, actor, operation, pointer_id=pointer.id,
-                     detail=f"{pointer.scope_type}/{pointer.scope_ref} key={pointer.key}")
+                     detail=f"{pointer.scope_type} v{pointer.version}")
     session.commit()
     return removed
 
@@ -648,6 +676,7 @@ def list_pointers(session: Session, actor: Actor, *, scope: str | None, scope_re
     """One page of the pointers the key may see (a scoped key's list is filtered in SQL)."""
     size = page_limit(limit)
     after = decode_uuid_cursor(cursor)
+    scope_ref, user_id = (nfc(v) if v is not None else None for v in (scope_ref, user_id))
     rows = list(repo.list_page(session, actor.tenant_id, scope=scope, scope_ref=scope_ref,
                                user_id=user_id, memory_type=memory_type,
                                sync_status=sync_status, after=after, limit=size + 1,
@@ -655,7 +684,8 @@ def list_pointers(session: Session, actor: Actor, *, scope: str | None, scope_re
     next_cursor = encode_cursor(str(rows[size - 1].id)) if len(rows) > size else None
     session.commit()
     begin_write(session)
-    audit.record(session, actor, "list", detail=f"pointers scope={scope} ref={scope_ref} "
-                                                f"user={user_id} -> {min(len(rows), size)}")
+    # Filters by scope ref or user are personal: the row says only whether one was given.
+    audit.record(session, actor, "list", detail=f"pointers scope={scope} ref={_given(scope_ref)} "
+                                                f"user={_given(user_id)} -> {min(len(rows), size)}")
     session.commit()
     return rows[:size], next_cursor

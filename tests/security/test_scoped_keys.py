@@ -274,7 +274,7 @@ def test_audit_records_accessor_type_and_agent_id(tenant: Tenant) -> None:
         ]
         denied = http.get("/v1/audit", params={"accessor_id": f"key:{scoped.id}",
                                                 "operation": "read"}).json()["items"][1]
-        assert denied["detail"] == "team/T999 key=k outside the key's scopes"
+        assert denied["detail"] == "team memory outside the key's scopes"
         assert [r[:4] for r in rows(accessor_id=f"key:{plain_agent.id}")] == [
             ("agent", None, "read", True)]
         assert [r[:4] for r in rows(accessor_id=f"key:{officer.id}")] == [
