@@ -111,6 +111,11 @@ class AzureAdapter:
             "raw_request_hook": self._count,
         }
         if endpoint_policy is not None:
+            if account_url and not connection_string:
+                try:
+                    endpoint_policy.check_endpoint(account_url)
+                except EndpointNotAllowed as exc:
+                    raise EndpointRefused(str(exc)) from None
             from azure.core.pipeline.transport import RequestsTransport
             from urllib3.util.retry import Retry
 

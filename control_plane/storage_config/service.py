@@ -192,8 +192,8 @@ def _probe(plane: DataPlane, storage_type: str, public: dict[str, Any],
 
 def _refuse(problem: str, detail: str) -> NoReturn:
     log.debug("storage probe failed (%s): %s", problem, detail)
-    raise InvalidInput(f"{_SENTENCES[problem]}; nothing was saved — fix the connection_config "
-                       "and retry", problem=problem)
+    raise InvalidInput(f"{_SENTENCES[problem]} ({problem}); nothing was saved — fix the "
+                       "connection_config and retry", problem=problem)
 
 
 def _redact(text: str, secrets: dict[str, str]) -> str:

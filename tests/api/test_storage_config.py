@@ -124,8 +124,8 @@ def test_bad_credentials_are_refused_before_saving(tenant: Tenant,
     assert answer.status_code == 422
     body = answer.json()
     assert body["problem"] == "auth_failed"
-    assert body["detail"] == ("the bucket rejected the credentials; nothing was saved — fix "
-                              "the connection_config and retry")
+    assert body["detail"] == ("the bucket rejected the credentials (auth_failed); nothing was "
+                              "saved — fix the connection_config and retry")
     assert secret not in answer.text
     assert [c.storage_type for c in _configs(tenant)] == ["default"]
     with tenant.client() as client:
@@ -152,16 +152,17 @@ def test_missing_bucket_and_unreachable_endpoint_are_named(
         **s3_config, "bucket": "no-such-bucket-here"}})
     assert missing.status_code == 422
     assert missing.json()["problem"] == "bucket_not_found"
-    assert missing.json()["detail"] == ("the bucket or container does not exist; nothing was "
-                                        "saved — fix the connection_config and retry")
+    assert missing.json()["detail"] == (
+        "the bucket or container does not exist (bucket_not_found); nothing was saved — fix "
+        "the connection_config and retry")
 
     unreachable = _put(tenant, {"storage_type": "s3", "connection_config": {
         **s3_config, "endpoint_url": f"http://127.0.0.1:{closed_port()}"}})
     assert unreachable.status_code == 422
     assert unreachable.json()["problem"] == "unreachable"
     assert unreachable.json()["detail"] == (
-        "the storage endpoint could not be reached, or did not answer as a bucket; nothing was "
-        "saved — fix the connection_config and retry")
+        "the storage endpoint could not be reached, or did not answer as a bucket "
+        "(unreachable); nothing was saved — fix the connection_config and retry")
     assert [c.storage_type for c in _configs(tenant)] == ["default"]
 
 
