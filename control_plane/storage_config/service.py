@@ -37,7 +37,7 @@ from ..db.models import StorageConfig
 from ..errors import InvalidInput, StorageMisconfigured
 from . import repository as repo
 from .credentials import CredentialBox, CredentialsUnreadable, associated_data
-from .plane import DataPlane, build_adapter, object_prefix
+from .plane import DataPlane, Target, build_adapter, object_prefix
 from .schemas import StorageConfigIn, StorageConfigOut, StorageHealthOut
 
 log = logging.getLogger(__name__)
@@ -114,9 +114,16 @@ def check_health(session: Session, plane: DataPlane, actor: Actor) -> StorageHea
         config = repo.active(session, actor.tenant_id)
         if config is None:
             raise StorageMisconfigured("the tenant has no storage configuration")
-        target = plane.by_id(session, config.id)
+        try:
+            target: Target | None = plane.by_id(session, config.id)
+        except StorageMisconfigured as exc:
+            if exc.extra.get("problem") != "endpoint_not_allowed":
+                raise
+            target = None  # the operator has since narrowed MEMPLANE_ALLOWED_ENDPOINTS
         session.commit()
-        report = target.adapter.health_check()
+        report = (target.adapter.health_check() if target is not None else storage.HealthReport(
+            ok=False, latency_ms=0.0, detail="endpoint no longer allowed",
+            problem="endpoint_not_allowed"))
         failure = None if report.ok else (report.problem or "unreachable")
         if failure is not None:
             log.debug("storage health probe of config %s failed: %s", config.id, report.detail)
@@ -126,7 +133,8 @@ def check_health(session: Session, plane: DataPlane, actor: Actor) -> StorageHea
             notes += _drift(config, described)
         result = StorageHealthOut(
             ok=report.ok, reachable=failure not in ("unreachable", "endpoint_not_allowed"),
-            probe=report.detail if failure is None else _SENTENCES[failure], problem=failure,
+            probe=report.detail if failure is None else _SENTENCES[failure].split(":")[0],
+            problem=failure,
             latency_ms=round(report.latency_ms, 2), config_id=config.id,
             storage_type=config.storage_type, bucket=config.bucket, prefix=config.prefix,
             region=(described.region if described else None) or config.region,

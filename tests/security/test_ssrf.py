@@ -20,7 +20,6 @@ import httpx
 import pytest
 import requests
 
-from storage_adapters.netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
 from tests.api.test_no_content_in_control_plane import _database_text
 from tests.security.http_servers import Recorder
 from tests.support.emulators import MotoServer, closed_port
@@ -196,11 +195,15 @@ def test_open_and_closed_ports_answer_alike(tenant: Tenant, make: Any) -> None:
     ("::ffff:127.0.0.1", True), ("::", True), ("8.8.8.8", False), ("2a00:1450::1", False),
 ])
 def test_address_classes(address: str, special: bool) -> None:
+    from storage_adapters.netguard import EndpointPolicy
+
     policy = EndpointPolicy.from_entries([])
     assert policy.address_allowed(ipaddress.ip_address(address)) is not special
 
 
 def test_check_endpoint() -> None:
+    from storage_adapters.netguard import EndpointNotAllowed, EndpointPolicy
+
     policy = EndpointPolicy.from_entries(["*.corp.example", "10.20.0.0/16"],
                                          public_hosts=["*.amazonaws.com"])
     assert policy.check_endpoint("https://s3.eu-west-1.amazonaws.com") == (
@@ -224,6 +227,8 @@ def test_check_endpoint() -> None:
 
 def test_metadata_address_is_refused_without_connecting(monkeypatch: pytest.MonkeyPatch
                                                         ) -> None:
+    from storage_adapters.netguard import EndpointNotAllowed, EndpointPolicy
+
     connected: list[Any] = []
     real_connect = socket.socket.connect
 
@@ -241,6 +246,8 @@ def test_metadata_address_is_refused_without_connecting(monkeypatch: pytest.Monk
 
 def test_http_clients_are_guarded_at_connect_time() -> None:
     """The guard for the summariser and embedder clients to come: requests and httpx."""
+    from storage_adapters.netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
+
     with Recorder(body=b"hello") as server:
         named = f"http://localhost:{server.port}/"
         by_name = EndpointPolicy.from_entries(["localhost"])
@@ -259,3 +266,34 @@ def test_http_clients_are_guarded_at_connect_time() -> None:
         with httpx.Client(transport=allowed.httpx_transport()) as client:
             assert client.get(named).content == b"hello"
         assert len(server.hits) == 2
+
+
+def test_an_endpoint_the_operator_no_longer_allows_is_reported(
+        world: Any, moto_server: MotoServer) -> None:
+    from control_plane.errors import StorageMisconfigured
+    from control_plane.storage_config import service
+    from control_plane.storage_config.plane import DataPlane
+    from control_plane.storage_config.schemas import S3ConfigIn
+
+    bucket = f"narrowed-{world.tenant_id.hex[:12]}"
+    moto_server.create_bucket(bucket)
+    config = _s3(moto_server.endpoint)
+    config["connection_config"]["bucket"] = bucket
+    with world.runtime.sessions() as session:
+        service.configure(session, world.runtime.plane, world.actor,
+                          S3ConfigIn.model_validate(config), allow_local=False, local_roots=[])
+    narrowed = DataPlane("memory://unused", credentials=world.runtime.plane.credentials,
+                         allowed_endpoints=[])
+    try:
+        with world.runtime.sessions() as session:
+            health = service.check_health(session, narrowed, world.actor)
+            with pytest.raises(StorageMisconfigured) as refused:
+                narrowed.active(session, world.tenant_id)
+    finally:
+        narrowed.close()
+    assert (health.ok, health.problem, health.reachable) == (
+        False, "endpoint_not_allowed", False)
+    assert health.probe == "the storage endpoint is not allowed on this server"
+    assert refused.value.detail == (
+        "the configured storage endpoint is not allowed on this server any more; an admin "
+        "must configure the storage again")
