@@ -36,7 +36,8 @@ class Runtime:
         # Tenants' bucket credentials are sealed with the server key; the data plane opens
         # them only to build an adapter.
         self.plane = DataPlane(settings.resolved_bucket_url,
-                               credentials=CredentialBox(load_server_key(settings)))
+                               credentials=CredentialBox(load_server_key(settings)),
+                               allowed_endpoints=settings.allowed_endpoints)
         self.plane.keys = Keyring(settings)
         CALLERS.ttl = settings.auth_cache_seconds
         self.plane.audit_batcher = AuditBatcher(self.engine)

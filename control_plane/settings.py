@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 _PLACEHOLDERS = {"", "changeme", "change-me", "secret", "memplane", "development"}
 
@@ -40,6 +41,11 @@ class Settings(BaseSettings):
     local_storage_roots: list[Path] = Field(
         default_factory=list, description="Directories under which tenants may place a local "
         "bucket; default: data_dir/buckets. Anything else on the server stays off limits.")
+    allowed_endpoints: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Custom storage endpoints tenants may use, comma "
+        "separated: host patterns ('*.blob.core.windows.net', 'minio.corp.example') and CIDRs "
+        "('10.20.0.0/16'). Default: none, only the clouds' own public endpoints. Loopback, "
+        "private, link-local and metadata addresses are refused unless a CIDR covers them.")
     log_level: str = "INFO"
     run_background: bool = Field(True, description="Run the audit sealer inside the server.")
     # Compliance jobs (export, erase); see control_plane/jobs/worker.py.
@@ -69,6 +75,26 @@ class Settings(BaseSettings):
     auth_cache_seconds: float = Field(
         5.0, ge=0, description="How long a valid API key is trusted without looking it up "
                                "again; a key revoked on another replica works until then.")
+
+    @field_validator("allowed_endpoints", mode="before")
+    @classmethod
+    def _endpoint_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                import json
+
+                return json.loads(text)
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return value
+
+    @field_validator("allowed_endpoints")
+    @classmethod
+    def _endpoint_entries(cls, value: list[str]) -> list[str]:
+        from storage_adapters.netguard import parse_entries
+
+        parse_entries(value)  # a bad entry is refused at start, naming it
+        return value
 
     @property
     def embedded(self) -> bool:

@@ -145,6 +145,8 @@ class StorageHealth(_Model):
     ok: bool
     reachable: bool
     probe: str
+    # unreachable | auth_failed | bucket_not_found | permission_denied | endpoint_not_allowed
+    problem: str | None = None
     latency_ms: float
     config_id: str
     storage_type: str

@@ -16,6 +16,13 @@ Backend facts this adapter relies on:
   every version by id. Soft-deleted blobs stay restorable until the account's delete
   retention ends unless permanent delete is enabled; ``describe()`` reports the window.
 - Azure SDK clients are thread-safe: one per adapter, shared by request threads.
+- Credentials are always the tenant's own: a connection string with AccountKey or
+  SharedAccessSignature, or account_url with account_key or sas_token (a service principal
+  would need azure-identity, which is not a dependency).
+- With an ``endpoint_policy`` (storage_adapters/netguard.py) the account URL the client ends
+  up with (a connection string's BlobEndpoint, or AccountName + EndpointSuffix) is checked
+  when the adapter is built and every connection is vetted at connect time; proxies from the
+  environment are not used.
 - SDK messages can carry the request URL, which holds a SAS token when one is used, so
   errors are re-worded here and the secrets redacted.
 
@@ -45,12 +52,15 @@ from azure.storage.blob import BlobServiceClient, ContentSettings, LinearRetry
 
 from .base import (
     BucketDescription,
+    BucketNotFound,
+    EndpointRefused,
     HealthReport,
     IntegrityError,
     ObjectExists,
     ObjectInfo,
     ObjectNotFound,
     ObjectVersion,
+    PermissionDenied,
     RequestStats,
     StorageAuthError,
     StorageError,
@@ -60,11 +70,17 @@ from .base import (
     chunked,
     timed_probe,
 )
+from .netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
 
 DELETE_BATCH_LIMIT = 256
 _Names = list[str]
 _AUTH_CODES = {"AuthenticationFailed", "AuthorizationFailure", "AuthorizationPermissionMismatch",
                "InvalidAuthenticationInfo", "NoAuthenticationInformation"}
+# A SAS or role without the permission; AuthorizationFailure is also what a wrong key earns
+# (Azurite), so it stays an authentication failure.
+_DENIED_CODES = {"AuthorizationPermissionMismatch", "AuthorizationSourceIPMismatch",
+                 "AuthorizationProtocolMismatch", "AuthorizationResourceTypeMismatch",
+                 "AuthorizationServiceMismatch"}
 
 
 class AzureAdapter:
@@ -75,9 +91,14 @@ class AzureAdapter:
         account_url: str | None = None, account_key: str | None = None,
         sas_token: str | None = None, prefix: str = "", connect_timeout: float = 3.0,
         read_timeout: float = 20.0, max_attempts: int = 2,
+        allow_ambient_credentials: bool = False, endpoint_policy: EndpointPolicy | None = None,
     ) -> None:
         if not container:
             raise ValueError("an Azure store needs 'container'")
+        if connection_string and not _conn_key(connection_string) and not allow_ambient_credentials:
+            raise ValueError("an Azure connection_string must carry AccountKey or "
+                             "SharedAccessSignature; this server does not lend its own "
+                             "credentials")
         self.container = container
         self.root = check_prefix(prefix.strip("/") + "/") if prefix.strip("/") else ""
         self.stats = RequestStats()
@@ -89,6 +110,20 @@ class AzureAdapter:
                                         retry_total=max(0, max_attempts - 1)),
             "raw_request_hook": self._count,
         }
+        if endpoint_policy is not None:
+            if account_url and not connection_string:
+                try:
+                    endpoint_policy.check_endpoint(account_url)
+                except EndpointNotAllowed as exc:
+                    raise EndpointRefused(str(exc)) from None
+            from azure.core.pipeline.transport import RequestsTransport
+            from urllib3.util.retry import Retry
+
+            session = endpoint_policy.requests_session(
+                max_retries=Retry(total=False, redirect=False, raise_on_status=False))
+            options["transport"] = RequestsTransport(
+                session=session, session_owner=True, use_env_settings=False,
+                connection_timeout=connect_timeout, read_timeout=read_timeout)
         if connection_string:
             service = BlobServiceClient.from_connection_string(connection_string, **options)
         elif account_url and (account_key or sas_token):
@@ -98,12 +133,20 @@ class AzureAdapter:
             raise ValueError("an Azure store needs 'connection_string', or 'account_url' "
                              "with 'account_key' or 'sas_token'")
         self.account_url = service.url.split("?", 1)[0].rstrip("/")
+        if endpoint_policy is not None:
+            try:
+                endpoint_policy.check_endpoint(self.account_url)
+            except EndpointNotAllowed as exc:
+                service.close()
+                raise EndpointRefused(str(exc)) from None
         self._service = service
         self._container = service.get_container_client(container)
         self._history_supported = True
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> AzureAdapter:
+    def from_config(cls, config: Mapping[str, Any], **options: Any) -> AzureAdapter:
+        """``options``: ``allow_ambient_credentials`` and ``endpoint_policy``, never taken
+        from ``config`` (which may come from a tenant)."""
         return cls(
             str(config.get("container") or config.get("bucket") or ""),
             connection_string=config.get("connection_string"),
@@ -112,6 +155,8 @@ class AzureAdapter:
             connect_timeout=float(config.get("connect_timeout") or 3.0),
             read_timeout=float(config.get("read_timeout") or 20.0),
             max_attempts=int(config.get("max_attempts") or 2),
+            allow_ambient_credentials=bool(options.get("allow_ambient_credentials")),
+            endpoint_policy=options.get("endpoint_policy"),
         )
 
     def _count(self, request: Any) -> None:
@@ -173,7 +218,7 @@ class AzureAdapter:
         except AzureError as exc:
             self._raise(exc, str(blobs[0]))
         if any(p.headers.get("x-ms-error-code") == "ContainerNotFound" for p in parts):
-            raise StorageUnavailable(
+            raise BucketNotFound(
                 f"container {self.container!r} does not exist at {self.account_url}")
         failed = [p for p in parts if p.status_code not in (200, 202, 404)]
         if failed:
@@ -272,16 +317,20 @@ class AzureAdapter:
         code = getattr(exc, "error_code", None)
         code = str(getattr(code, "value", code) or "")
         status = int(getattr(exc, "status_code", 0) or 0)
+        if refusal_in(exc) is not None:
+            raise EndpointRefused(f"{where}: {refusal_in(exc)}") from None
         if "MD5 mismatch" in str(exc):
             raise IntegrityError(f"{where}: {self._redact(str(exc))[:300]}") from None
         if isinstance(exc, ResourceNotFoundError):
             if code == "ContainerNotFound":
-                raise StorageUnavailable(
+                raise BucketNotFound(
                     f"container {self.container!r} does not exist at {self.account_url}"
                 ) from None
             raise ObjectNotFound(path) from None
         if isinstance(exc, ResourceExistsError) and code == "BlobAlreadyExists":
             raise ObjectExists(path) from None
+        if code in _DENIED_CODES:
+            raise PermissionDenied(f"{where}: access denied ({code})") from None
         if isinstance(exc, ClientAuthenticationError) or code in _AUTH_CODES or status in (
                 401, 403):
             raise StorageAuthError(f"{where}: credentials rejected ({code or status})") from None

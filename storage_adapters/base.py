@@ -19,8 +19,15 @@ Error tree::
     ├── ObjectExists (also FileExistsError)
     ├── IntegrityError
     ├── StorageUnavailable
+    │   ├── BucketNotFound
+    │   └── EndpointRefused (the address guard refused the endpoint; storage_adapters/netguard)
     ├── StorageAuthError
+    │   └── PermissionDenied (the credentials are valid but may not do this)
     └── InvalidPath (also ValueError)
+
+What a tenant is told about a failure is only :func:`problem_code` of it — one of
+``unreachable``, ``auth_failed``, ``bucket_not_found``, ``permission_denied``,
+``endpoint_not_allowed`` — never the message, which may quote what the remote answered.
 """
 
 from __future__ import annotations
@@ -56,8 +63,39 @@ class StorageUnavailable(StorageError):
     """The backend could not be reached or answered with a server error."""
 
 
+class BucketNotFound(StorageUnavailable):
+    """The bucket or container does not exist."""
+
+
+class EndpointRefused(StorageUnavailable):
+    """The endpoint, or the address it resolved to, is not one this server may connect to."""
+
+
 class StorageAuthError(StorageError):
     """The backend rejected the credentials."""
+
+
+class PermissionDenied(StorageAuthError):
+    """The backend accepted the credentials but refused the operation."""
+
+
+PROBLEMS = ("unreachable", "auth_failed", "bucket_not_found", "permission_denied",
+            "endpoint_not_allowed")
+
+
+def problem_code(exc: BaseException) -> str:
+    """The generic problem code a tenant may see for an adapter failure."""
+    if isinstance(exc, EndpointRefused):
+        return "endpoint_not_allowed"
+    if isinstance(exc, BucketNotFound):
+        return "bucket_not_found"
+    if isinstance(exc, PermissionDenied):
+        return "permission_denied"
+    if isinstance(exc, StorageAuthError):
+        return "auth_failed"
+    # Everything else looks the same from outside, so an open port that answers garbage and
+    # a closed one cannot be told apart.
+    return "unreachable"
 
 
 class InvalidPath(StorageError, ValueError):
@@ -103,6 +141,8 @@ class HealthReport:
     latency_ms: float
     detail: str
     description: BucketDescription | None = None
+    # problem_code() of the failure; None when the probe succeeded.
+    problem: str | None = None
 
 
 @dataclass(slots=True)
@@ -241,7 +281,8 @@ def timed_probe(adapter: StorageAdapter, probe_path: str) -> HealthReport:
         description = adapter.describe()
     except StorageError as exc:
         latency = (time.perf_counter() - started) * 1000
-        return HealthReport(ok=False, latency_ms=latency, detail=f"{type(exc).__name__}: {exc}")
+        return HealthReport(ok=False, latency_ms=latency, detail=f"{type(exc).__name__}: {exc}",
+                            problem=problem_code(exc))
     latency = (time.perf_counter() - started) * 1000
     return HealthReport(
         ok=True, latency_ms=latency, detail="write, read and delete succeeded",

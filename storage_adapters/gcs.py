@@ -17,6 +17,14 @@ Backend facts this adapter relies on:
   and ``describe()`` reports that window.
 - The requests session under a client is not documented as thread-safe, so each thread
   gets its own client; credentials are shared.
+- Credentials: a service account key (``credentials_info``; its ``token_uri`` is replaced by
+  Google's own, whatever the key says), ``impersonate_service_account`` (the server's
+  identity only mints tokens for that account), or ``anonymous``. ``google.auth.default`` is
+  used for the bucket itself only with ``allow_ambient_credentials`` (the operator's default
+  bucket); otherwise an adapter without credentials is refused.
+- With an ``endpoint_policy`` (storage_adapters/netguard.py) the endpoint is checked when the
+  adapter is built and every connection (token requests of a key too) is vetted at connect
+  time; proxies from the environment are not used.
 
 Every HTTP response is counted in ``stats`` under the operation that caused it.
 """
@@ -36,18 +44,22 @@ from google.api_core.retry import Retry
 from google.auth import exceptions as auth_exc
 from google.auth.credentials import AnonymousCredentials
 from google.auth.transport.requests import AuthorizedSession
+from google.auth.transport.requests import Request as GoogleRequest
 from google.cloud import storage
 from google.cloud.storage.exceptions import DataCorruption, InvalidResponse
 from google.cloud.storage.retry import DEFAULT_RETRY
 
 from .base import (
     BucketDescription,
+    BucketNotFound,
+    EndpointRefused,
     HealthReport,
     IntegrityError,
     ObjectExists,
     ObjectInfo,
     ObjectNotFound,
     ObjectVersion,
+    PermissionDenied,
     RequestStats,
     StorageAuthError,
     StorageError,
@@ -56,10 +68,16 @@ from .base import (
     check_prefix,
     timed_probe,
 )
+from .netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
 
 BATCH_LIMIT = 100
 ObjectRefs = list[tuple[str, int | None]]  # (key, generation or None for the live object)
 _SCOPES = ("https://www.googleapis.com/auth/devstorage.read_write",)
+GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
+NO_CREDENTIALS = ("a GCS bucket needs credentials_info (a service account key), "
+                  "impersonate_service_account (an account this server may impersonate), or "
+                  "anonymous: true (a public bucket); this server does not lend its own Google "
+                  "credentials")
 
 
 class GCSAdapter:
@@ -70,9 +88,17 @@ class GCSAdapter:
         credentials_info: Mapping[str, Any] | str | None = None, anonymous: bool = False,
         use_batch: bool = True, prefix: str = "", connect_timeout: float = 3.0,
         read_timeout: float = 20.0, max_attempts: int = 2, delete_workers: int = 8,
+        impersonate_service_account: str | None = None,
+        allow_ambient_credentials: bool = False, endpoint_policy: EndpointPolicy | None = None,
     ) -> None:
         if not bucket:
             raise ValueError("a GCS store needs 'bucket'")
+        if endpoint_policy is not None and endpoint:
+            try:
+                endpoint_policy.check_endpoint(endpoint)
+            except EndpointNotAllowed as exc:
+                raise EndpointRefused(str(exc)) from None
+        self._policy = endpoint_policy
         self.bucket = bucket
         self.root = check_prefix(prefix.strip("/") + "/") if prefix.strip("/") else ""
         self.endpoint = endpoint
@@ -86,7 +112,10 @@ class GCSAdapter:
         if max_attempts > 1:
             self._retry = DEFAULT_RETRY.with_timeout(1.5 * (max_attempts - 1)).with_delay(
                 initial=0.2, maximum=1.0, multiplier=2.0)
-        self._credentials = _credentials(credentials_info, anonymous)
+        self._credentials = _credentials(credentials_info, anonymous,
+                                         impersonate_service_account,
+                                         allow_ambient_credentials)
+        self._guard_tokens = credentials_info is not None
         self._local = threading.local()
         self._clients: list[storage.Client] = []
         self._clients_lock = threading.Lock()
@@ -94,7 +123,9 @@ class GCSAdapter:
                                         thread_name_prefix="gcs-delete")
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> GCSAdapter:
+    def from_config(cls, config: Mapping[str, Any], **options: Any) -> GCSAdapter:
+        """``options``: ``allow_ambient_credentials`` and ``endpoint_policy``, never taken
+        from ``config`` (which may come from a tenant)."""
         def flag(key: str, default: bool) -> bool:
             value = config.get(key, default)
             return value if isinstance(value, bool) else str(value).lower() in ("1", "true")
@@ -107,6 +138,9 @@ class GCSAdapter:
             connect_timeout=float(config.get("connect_timeout") or 3.0),
             read_timeout=float(config.get("read_timeout") or 20.0),
             max_attempts=int(config.get("max_attempts") or 2),
+            impersonate_service_account=config.get("impersonate_service_account"),
+            allow_ambient_credentials=bool(options.get("allow_ambient_credentials")),
+            endpoint_policy=options.get("endpoint_policy"),
         )
 
     # -- clients and request counting -------------------------------------------------
@@ -116,10 +150,19 @@ class GCSAdapter:
         self._local.kind = kind
         client: storage.Client | None = getattr(self._local, "client", None)
         if client is None:
-            session = AuthorizedSession(self._credentials)
-            pool = requests.adapters.HTTPAdapter(pool_connections=2, pool_maxsize=8)
-            session.mount("http://", pool)
-            session.mount("https://", pool)
+            if self._policy is None:
+                session = AuthorizedSession(self._credentials)
+                pool = requests.adapters.HTTPAdapter(pool_connections=2, pool_maxsize=8)
+                session.mount("http://", pool)
+                session.mount("https://", pool)
+            else:
+                # A key's token requests are guarded too; impersonation's go to Google's IAM
+                # endpoint with the server's own identity, which the library fixes.
+                auth_request = (GoogleRequest(self._policy.requests_session())
+                                if self._guard_tokens else None)
+                session = self._policy.requests_session(
+                    AuthorizedSession(self._credentials, auth_request=auth_request),
+                    pool_connections=2, pool_maxsize=8)
             session.hooks["response"].append(self._count)
             options = {"api_endpoint": self.endpoint} if self.endpoint else None
             client = storage.Client(project=self._project, credentials=self._credentials,
@@ -256,7 +299,7 @@ class GCSAdapter:
             if missing and not bucket_checked:
                 bucket_checked = True
                 if not self._bucket_exists():
-                    raise StorageUnavailable(f"bucket {self.bucket!r} does not exist")
+                    raise BucketNotFound(f"bucket {self.bucket!r} does not exist")
             n += len(batch)
         return n
 
@@ -305,6 +348,9 @@ class GCSAdapter:
         where = f"gs://{self.bucket}/{self.root}{path}"
         if isinstance(exc, StorageError):
             raise exc
+        refusal = refusal_in(exc)
+        if refusal is not None:
+            raise EndpointRefused(f"{where}: {refusal}") from None
         if isinstance(exc, gexc.RetryError) and exc.cause is not None:
             exc = exc.cause if isinstance(exc.cause, Exception) else exc
         if isinstance(exc, auth_exc.TransportError) and exc.args and isinstance(
@@ -318,10 +364,12 @@ class GCSAdapter:
         if isinstance(exc, gexc.NotFound):
             if object_call and self._bucket_exists():
                 raise ObjectNotFound(path) from None
-            raise StorageUnavailable(f"bucket {self.bucket!r} does not exist") from exc
+            raise BucketNotFound(f"bucket {self.bucket!r} does not exist") from exc
         if isinstance(exc, gexc.PreconditionFailed):
             raise ObjectExists(path) from None
-        if isinstance(exc, gexc.Unauthorized | gexc.Forbidden):
+        if isinstance(exc, gexc.Forbidden):
+            raise PermissionDenied(f"{where}: access denied ({exc.code})") from exc
+        if isinstance(exc, gexc.Unauthorized):
             raise StorageAuthError(f"{where}: credentials rejected ({exc.code})") from exc
         if isinstance(exc, auth_exc.RefreshError | auth_exc.DefaultCredentialsError):
             raise StorageAuthError(f"{where}: cannot obtain credentials") from exc
@@ -336,21 +384,33 @@ class GCSAdapter:
         raise StorageError(f"{where}: {type(exc).__name__}: {exc}") from exc
 
 
-def _credentials(info: Mapping[str, Any] | str | None, anonymous: bool) -> Any:
+def _credentials(info: Mapping[str, Any] | str | None, anonymous: bool,
+                 impersonate: str | None, allow_ambient: bool) -> Any:
     if anonymous:
         return AnonymousCredentials()
     if info:
         from google.oauth2 import service_account
 
         data = json.loads(info) if isinstance(info, str) else dict(info)
+        data["token_uri"] = GOOGLE_TOKEN_URI  # a key pointing elsewhere would be an SSRF
         return service_account.Credentials.from_service_account_info(data, scopes=_SCOPES)
+    if not impersonate and not allow_ambient:
+        raise ValueError(NO_CREDENTIALS)
     import google.auth
 
     try:
-        credentials, _ = google.auth.default(scopes=_SCOPES)
+        source, _ = google.auth.default(
+            scopes=("https://www.googleapis.com/auth/cloud-platform",) if impersonate
+            else _SCOPES)
     except auth_exc.DefaultCredentialsError as exc:
-        raise StorageAuthError("no GCS credentials: set credentials_info or anonymous") from exc
-    return credentials
+        raise StorageAuthError("this server has no Google identity to use") from exc
+    if not impersonate:
+        return source
+    from google.auth import impersonated_credentials
+
+    return impersonated_credentials.Credentials(
+        source_credentials=source, target_principal=impersonate,
+        target_scopes=list(_SCOPES), lifetime=3600)
 
 
 def _batches(items: Iterable[tuple[str, int | None]], size: int) -> Iterator[ObjectRefs]:

@@ -3,6 +3,11 @@
 ``file:///var/lib/memplane/bucket``, ``memory://name``, ``s3://bucket?region=eu-west-1``,
 ``gs://bucket``, ``az://container?account_url=…``. A backend whose extra is not installed
 raises :class:`MissingExtra` naming the ``pip install`` that fixes it.
+
+Two options are never read from a configuration (which may be a tenant's): whether the
+cloud adapters may fall back on the server's own credential chain
+(``allow_ambient_credentials``, only for the operator's default bucket) and the
+``endpoint_policy`` that guards their connections (storage_adapters/netguard.py).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .base import StorageAdapter
+from .netguard import EndpointPolicy
 
 # storage type -> (module, class, extra, the import that proves the extra is present)
 _BACKENDS: dict[str, tuple[str, str, str | None]] = {
@@ -57,12 +63,20 @@ def adapter_class(storage_type: str) -> type[Any]:
     return getattr(module, class_name)  # type: ignore[no-any-return]
 
 
-def from_config(storage_type: str, config: Mapping[str, Any]) -> StorageAdapter:
+def from_config(storage_type: str, config: Mapping[str, Any], *,
+                allow_ambient_credentials: bool = False,
+                endpoint_policy: EndpointPolicy | None = None) -> StorageAdapter:
     """Build an adapter from a storage type and its connection settings."""
-    return adapter_class(storage_type).from_config(config)  # type: ignore[no-any-return]
+    cls = adapter_class(storage_type)
+    if _BACKENDS[storage_type][2] is None:  # local, memory: no credentials, no network
+        return cls.from_config(config)  # type: ignore[no-any-return]
+    return cls.from_config(  # type: ignore[no-any-return]
+        config, allow_ambient_credentials=allow_ambient_credentials,
+        endpoint_policy=endpoint_policy)
 
 
-def from_url(url: str, **options: Any) -> StorageAdapter:
+def from_url(url: str, *, allow_ambient_credentials: bool = False,
+             endpoint_policy: EndpointPolicy | None = None, **options: Any) -> StorageAdapter:
     """Build an adapter from a URL; query parameters and ``options`` become its settings."""
     parts = urlsplit(url)
     try:
@@ -80,4 +94,5 @@ def from_url(url: str, **options: Any) -> StorageAdapter:
         if parts.path.strip("/"):
             config.setdefault("prefix", parts.path.strip("/"))
     config.update(options)
-    return from_config(storage_type, config)
+    return from_config(storage_type, config, allow_ambient_credentials=allow_ambient_credentials,
+                       endpoint_policy=endpoint_policy)

@@ -15,6 +15,15 @@ Backend facts this adapter relies on:
   endpoints reject; for a non-AWS ``endpoint_url`` checksums are sent only when required
   (our explicit ChecksumSHA256 is still sent).
 - boto3 clients are thread-safe; one client per adapter, shared by request threads.
+- Credentials: the given key pair, or ``role_arn``: the server's own identity then only calls
+  STS ``AssumeRole`` (ExternalId = the tenant id) and the assumed role's session credentials,
+  refreshed by botocore before they expire, sign every bucket request. The server's default
+  credential chain is used for the bucket itself only when the caller says so
+  (``allow_ambient_credentials``, the operator's default bucket); otherwise an adapter without
+  credentials is refused.
+- With an ``endpoint_policy`` (storage_adapters/netguard.py) the endpoint is checked when the
+  adapter is built and every connection is vetted at connect time; proxies from the
+  environment are not used.
 
 Every HTTP attempt is counted in ``stats`` by operation (``put``, ``get``, ``delete_batch``…).
 """
@@ -29,7 +38,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
 
 import boto3
+import botocore.session
+from botocore.awsrequest import AWSHTTPConnectionPool, AWSHTTPSConnectionPool
 from botocore.config import Config
+from botocore.credentials import DeferredRefreshableCredentials
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -41,12 +53,15 @@ from botocore.exceptions import (
 
 from .base import (
     BucketDescription,
+    BucketNotFound,
+    EndpointRefused,
     HealthReport,
     IntegrityError,
     ObjectExists,
     ObjectInfo,
     ObjectNotFound,
     ObjectVersion,
+    PermissionDenied,
     RequestStats,
     StorageAuthError,
     StorageError,
@@ -56,6 +71,7 @@ from .base import (
     chunked,
     timed_probe,
 )
+from .netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
 
 DELETE_BATCH_LIMIT = 1000
 _PARALLEL_DELETES = 4
@@ -69,6 +85,10 @@ _KINDS = {
 }
 _AUTH_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken",
                "InvalidToken", "AuthorizationHeaderMalformed", "InvalidClientTokenId"}
+_DENIED_CODES = {"AccessDenied", "AllAccessDisabled"}
+NO_CREDENTIALS = ("an S3 bucket needs access_key_id and secret_access_key, or role_arn (a role "
+                  "this server assumes with ExternalId = your tenant id); this server does not "
+                  "lend its own AWS credentials")
 _MISSING_CODES = {"NoSuchKey", "NotFound", "404", "NoSuchVersion"}
 
 
@@ -80,10 +100,16 @@ class S3Adapter:
         access_key_id: str | None = None, secret_access_key: str | None = None,
         session_token: str | None = None, addressing_style: str | None = None,
         prefix: str = "", connect_timeout: float = 3.0, read_timeout: float = 20.0,
-        max_attempts: int = 2,
+        max_attempts: int = 2, role_arn: str | None = None, external_id: str | None = None,
+        allow_ambient_credentials: bool = False, endpoint_policy: EndpointPolicy | None = None,
     ) -> None:
         if not bucket:
             raise ValueError("an S3 store needs 'bucket'")
+        if endpoint_policy is not None and endpoint_url:
+            try:
+                endpoint_policy.check_endpoint(endpoint_url)
+            except EndpointNotAllowed as exc:
+                raise EndpointRefused(str(exc)) from None
         self.bucket = bucket
         self.root = check_prefix(prefix.strip("/") + "/") if prefix.strip("/") else ""
         self.endpoint_url = endpoint_url
@@ -98,15 +124,33 @@ class S3Adapter:
         if endpoint_url and not _is_aws(endpoint_url):
             options["request_checksum_calculation"] = "when_required"
             options["response_checksum_validation"] = "when_required"
-        session = boto3.session.Session(
-            aws_access_key_id=access_key_id, aws_secret_access_key=secret_access_key,
-            aws_session_token=session_token, region_name=region,
-        )
+        if endpoint_policy is not None:
+            options["proxies"] = {}  # a proxy would connect past the guard
+        if access_key_id and secret_access_key:
+            session = boto3.session.Session(
+                aws_access_key_id=access_key_id, aws_secret_access_key=secret_access_key,
+                aws_session_token=session_token, region_name=region)
+        elif role_arn:
+            if not external_id:
+                raise ValueError("assuming a role needs the tenant id as its ExternalId")
+            session = _assumed_role_session(role_arn, external_id, region)
+        elif allow_ambient_credentials:
+            session = boto3.session.Session(region_name=region)
+        else:
+            raise ValueError(NO_CREDENTIALS)
         self._client = session.client("s3", endpoint_url=endpoint_url, config=Config(**options))
         self._client.meta.events.register("before-send.s3.*", self._count)
+        if endpoint_policy is not None:
+            pools = endpoint_policy.urllib3_pool_classes(AWSHTTPConnectionPool,
+                                                         AWSHTTPSConnectionPool)
+            http = self._client._endpoint.http_session  # botocore's URLLib3Session
+            http._pool_classes_by_scheme = pools
+            http._manager.pool_classes_by_scheme = pools
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> S3Adapter:
+    def from_config(cls, config: Mapping[str, Any], **options: Any) -> S3Adapter:
+        """``options``: ``allow_ambient_credentials`` and ``endpoint_policy``, never taken
+        from ``config`` (which may come from a tenant)."""
         def num(key: str, default: float) -> float:
             return float(config.get(key) or default)
 
@@ -120,6 +164,9 @@ class S3Adapter:
             prefix=str(config.get("prefix") or ""),
             connect_timeout=num("connect_timeout", 3.0), read_timeout=num("read_timeout", 20.0),
             max_attempts=int(num("max_attempts", 2)),
+            role_arn=config.get("role_arn"), external_id=config.get("external_id"),
+            allow_ambient_credentials=bool(options.get("allow_ambient_credentials")),
+            endpoint_policy=options.get("endpoint_policy"),
         )
 
     def _count(self, request: Any = None, event_name: str = "", **_: Any) -> None:
@@ -163,7 +210,7 @@ class S3Adapter:
         except ClientError as exc:
             # A HEAD 404 has no body to say whether the key or the bucket is missing.
             if _code(exc) in _MISSING_CODES and not self._bucket_exists():
-                raise StorageUnavailable(f"bucket {self.bucket!r} does not exist") from exc
+                raise BucketNotFound(f"bucket {self.bucket!r} does not exist") from exc
             self._raise(exc, path)
         except BotoCoreError as exc:
             self._raise(exc, path)
@@ -312,11 +359,19 @@ class S3Adapter:
     def _raise(self, exc: Exception, path: str) -> NoReturn:
         """Translate a botocore error; messages name the bucket, never the credentials."""
         where = f"s3://{self.bucket}/{self.root}{path}"
+        refusal = refusal_in(exc)
+        if refusal is not None:
+            raise EndpointRefused(f"{where}: {refusal}") from None
         if isinstance(exc, ClientError):
             code = _code(exc)
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            if exc.operation_name == "AssumeRole":
+                raise StorageAuthError(f"{where}: the role could not be assumed ({code})") \
+                    from exc
+            if code in _DENIED_CODES or (status == 403 and code not in _AUTH_CODES):
+                raise PermissionDenied(f"{where}: access denied ({code})") from exc
             if code == "NoSuchBucket":
-                raise StorageUnavailable(f"bucket {self.bucket!r} does not exist") from exc
+                raise BucketNotFound(f"bucket {self.bucket!r} does not exist") from exc
             if code in _MISSING_CODES:
                 raise ObjectNotFound(path) from None
             if code in _AUTH_CODES or status in (401, 403):
@@ -331,6 +386,27 @@ class S3Adapter:
                 f"{where}: cannot reach {self.endpoint_url or 'S3'}: {type(exc).__name__}"
             ) from exc
         raise StorageError(f"{where}: {type(exc).__name__}: {exc}") from exc
+
+
+def _assumed_role_session(role_arn: str, external_id: str, region: str | None
+                          ) -> boto3.session.Session:
+    """A session whose credentials are the role's, assumed with the server's own identity
+    (used for nothing else) and refreshed by botocore before they expire."""
+    sts = boto3.session.Session(region_name=region).client("sts")
+
+    def assume() -> dict[str, Any]:
+        answer = sts.assume_role(RoleArn=role_arn, ExternalId=external_id,
+                                 RoleSessionName=f"memplane-{external_id}"[:64])
+        credentials = answer["Credentials"]
+        return {"access_key": credentials["AccessKeyId"],
+                "secret_key": credentials["SecretAccessKey"],
+                "token": credentials["SessionToken"],
+                "expiry_time": credentials["Expiration"].isoformat()}
+
+    core = botocore.session.get_session()
+    core._credentials = DeferredRefreshableCredentials(refresh_using=assume,
+                                                       method="assume-role")
+    return boto3.session.Session(botocore_session=core, region_name=region)
 
 
 def _code(exc: ClientError) -> str:

@@ -7,6 +7,11 @@ server's default bucket is one adapter shared by every tenant, each confined to
 inside it and two tenants sharing one bucket never share an object. Credentials are
 decrypted only here, when an adapter is built.
 
+Only the operator's default bucket may use the server's own credential chain
+(``allow_ambient_credentials``); a tenant's adapter is built with the tenant's credentials
+(or a role assumed with ExternalId = the tenant id) and the endpoint guard of
+``MEMPLANE_ALLOWED_ENDPOINTS`` (storage_adapters/netguard.py).
+
 Which configuration is *active* is cached per tenant for a few seconds: a change made through
 this process forgets it at once; other replicas follow when the entry expires.
 """
@@ -16,7 +21,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +31,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
+from storage_adapters.netguard import CLOUD_STORAGE_HOSTS, EndpointPolicy
 from storage_adapters.registry import from_config, from_url
 
 from ..db.models import StorageConfig
@@ -75,8 +81,11 @@ class DataPlane:
     def __init__(self, default_bucket_url: str,
                  checkpoint: Callable[[str], None] = no_faults, *,
                  credentials: CredentialBox | None = None,
-                 active_ttl_seconds: float = ACTIVE_TTL_SECONDS) -> None:
+                 active_ttl_seconds: float = ACTIVE_TTL_SECONDS,
+                 allowed_endpoints: Sequence[str] = ()) -> None:
         self._default_url = default_bucket_url
+        self.endpoint_policy = EndpointPolicy.from_entries(allowed_endpoints,
+                                                           CLOUD_STORAGE_HOSTS)
         self._default: storage.StorageAdapter | None = None
         self.credentials = credentials
         # Configuration rows are immutable, so their targets can be kept for good.
@@ -97,7 +106,8 @@ class DataPlane:
     def default_adapter(self) -> storage.StorageAdapter:
         with self._lock:
             if self._default is None:
-                self._default = from_url(self._default_url)
+                # The operator's own bucket: the one place the server's credentials serve.
+                self._default = from_url(self._default_url, allow_ambient_credentials=True)
             return self._default
 
     def active(self, session: Session, tenant_id: uuid.UUID) -> Target:
@@ -152,8 +162,20 @@ class DataPlane:
                     "the stored bucket credentials do not decrypt with this server's key; "
                     "restore the server key or configure the storage again"
                 ) from None
-        return build_adapter(config.storage_type, config.connection_config, secrets,
-                             config.prefix)
+        try:
+            return build_adapter(config.storage_type, config.connection_config, secrets,
+                                 config.prefix, tenant_id=config.tenant_id,
+                                 endpoint_policy=self.endpoint_policy)
+        except storage.EndpointRefused:
+            raise StorageMisconfigured(
+                "the configured storage endpoint is not allowed on this server any more; an "
+                "admin must configure the storage again", problem="endpoint_not_allowed"
+            ) from None
+        except ValueError:
+            raise StorageMisconfigured(
+                "the stored storage configuration is no longer accepted (it has no "
+                "credentials of its own); an admin must configure the storage again"
+            ) from None
 
     def close(self) -> None:
         with self._lock:
@@ -167,19 +189,41 @@ class DataPlane:
 
 
 def object_prefix(user_prefix: str | None, tenant_id: uuid.UUID) -> str:
-    """Where a tenant's objects go in its own bucket, always confined to the tenant's id."""
+    """Where a tenant's objects go in its own bucket, always confined to the tenant's id.
+
+    A prefix naming another tenant's id would put this tenant's tree inside that tenant's
+    (``memplane/<other>/<this>``), so any segment that is a tenant id other than the caller's
+    own is refused — any UUID at all, so the answer tells nothing about which ids exist.
+    """
+    for segment in (user_prefix or "").split("/"):
+        try:
+            named = uuid.UUID(segment)
+        except ValueError:
+            continue
+        if named != tenant_id:
+            raise InvalidInput(
+                f"prefix segment {segment!r} looks like another tenant's id; a prefix must not "
+                "contain a tenant id other than your own — choose a prefix without it",
+                problem="prefix_not_allowed")
     return f"{user_prefix or DEFAULT_PREFIX}/{tenant_id}"
 
 
 def build_adapter(storage_type: str, public: Mapping[str, Any], secrets: Mapping[str, str],
-                  prefix: str) -> storage.StorageAdapter:
-    """An adapter rooted at ``prefix`` inside the configured bucket (or directory)."""
+                  prefix: str, *, tenant_id: uuid.UUID,
+                  endpoint_policy: EndpointPolicy) -> storage.StorageAdapter:
+    """A tenant's adapter rooted at ``prefix`` inside the configured bucket (or directory).
+
+    It has only the tenant's own credentials (an S3 role is assumed with ExternalId = the
+    tenant id) and its connections are guarded by ``endpoint_policy``.
+    """
     settings: dict[str, Any] = {**public, **secrets}
     if storage_type == "local":
         settings = {"root": str(Path(settings["root"]) / prefix)}
     else:
         settings["prefix"] = prefix
-    return from_config(storage_type, settings)
+        settings["external_id"] = str(tenant_id)
+    return from_config(storage_type, settings, allow_ambient_credentials=False,
+                       endpoint_policy=endpoint_policy)
 
 
 def default_config(tenant_id: uuid.UUID) -> StorageConfig:

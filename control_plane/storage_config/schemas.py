@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
 Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255)]
 # The clouds' own naming rules, checked here so a bad name is the caller's 422, not a crash.
 def _named(pattern: str, rule: str) -> Any:
@@ -124,12 +125,25 @@ class S3Connection(_Connection):
     access_key_id: Annotated[str, StringConstraints(max_length=128)] | None = None
     secret_access_key: SecretStr | None = None
     session_token: SecretStr | None = None
+    role_arn: Annotated[str, StringConstraints(
+        strip_whitespace=True, max_length=2048,
+        pattern=r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}$")] | None = \
+        Field(None, description="A role this server assumes (STS AssumeRole, ExternalId = "
+                                "your tenant id) instead of keys.")
 
     @model_validator(mode="after")
-    def _key_pair(self) -> S3Connection:
+    def _own_credentials(self) -> S3Connection:
         if (self.access_key_id is None) != (self.secret_access_key is None):
-            raise ValueError("give access_key_id and secret_access_key together, or neither "
-                             "(to use the server's own AWS credentials)")
+            raise ValueError("give access_key_id and secret_access_key together")
+        if self.role_arn is not None and self.access_key_id is not None:
+            raise ValueError("give access_key_id and secret_access_key, or role_arn, not both")
+        if self.role_arn is None and self.access_key_id is None:
+            raise ValueError(
+                "give access_key_id and secret_access_key, or role_arn (a role this server "
+                "assumes with ExternalId = your tenant id): this server does not lend its own "
+                "AWS credentials")
+        if self.session_token is not None and self.access_key_id is None:
+            raise ValueError("session_token goes with access_key_id and secret_access_key")
         return self
 
     @property
@@ -154,7 +168,11 @@ class GCSConnection(_Connection):
     endpoint: Url | None = None
     credentials_info: SecretStr | None = Field(
         None, description="The service account key, as a JSON object or its JSON text.")
-    anonymous: bool = False
+    impersonate_service_account: Annotated[str, StringConstraints(
+        strip_whitespace=True, max_length=320,
+        pattern=r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.gserviceaccount\.com$")] | None = Field(
+        None, description="A service account this server impersonates instead of a key.")
+    anonymous: bool = Field(False, description="No credentials at all (public buckets).")
     use_batch: bool = Field(
         True, description="Delete in batch requests (real GCS); emulators need false.")
 
@@ -177,7 +195,23 @@ class GCSConnection(_Connection):
         if not isinstance(parsed, dict):
             raise ValueError("credentials_info must be the service account key as a JSON "
                              "object (or its JSON text)")
+        if parsed.get("token_uri") != GOOGLE_TOKEN_URI:
+            # Tokens are only ever requested from Google, whatever the key says.
+            parsed["token_uri"] = GOOGLE_TOKEN_URI
+            return SecretStr(json.dumps(parsed))
         return value
+
+    @model_validator(mode="after")
+    def _own_credentials(self) -> GCSConnection:
+        given = [self.credentials_info is not None,
+                 self.impersonate_service_account is not None, self.anonymous]
+        if sum(given) != 1:
+            raise ValueError(
+                "give exactly one of credentials_info (a service account key), "
+                "impersonate_service_account (an account this server may impersonate) or "
+                "anonymous: true (a public bucket): this server does not lend its own Google "
+                "credentials")
+        return self
 
     @property
     def bucket_name(self) -> str | None:
@@ -208,6 +242,11 @@ class AzureConnection(_Connection):
             if not by_url or (self.account_key is None) == (self.sas_token is None):
                 raise ValueError("give connection_string, or account_url with exactly one of "
                                  "account_key and sas_token")
+        elif not re.search(r"(?i)(^|;)\s*(AccountKey|SharedAccessSignature)=[^;]",
+                           self.connection_string.get_secret_value()):
+            raise ValueError("the connection_string must carry AccountKey or "
+                             "SharedAccessSignature: this server does not lend its own "
+                             "credentials")
         return self
 
     @property
@@ -293,6 +332,9 @@ class StorageHealthOut(BaseModel):
     ok: bool
     reachable: bool
     probe: str = Field(description="What the write/read/delete probe did.")
+    problem: str | None = Field(
+        None, description="Why the probe failed: unreachable, auth_failed, bucket_not_found, "
+                          "permission_denied or endpoint_not_allowed; null when it succeeded.")
     latency_ms: float
     config_id: uuid.UUID
     storage_type: str

@@ -8,6 +8,11 @@ Configure — validate the credentials before anything is saved:
      server key; region, versioning, soft delete and object lock as the bucket reported
      them), audit; commit; forget the cached active configuration.
 
+What a tenant is told about a failed probe is only a generic problem code (``unreachable``,
+``auth_failed``, ``bucket_not_found``, ``permission_denied``, ``endpoint_not_allowed``) and a
+fixed sentence — in the answer, the health report and the audit row alike — never what the
+remote answered; the detail goes to the server log at debug level.
+
 Rows are never rewritten, so pointers written under an older configuration keep reading from
 where they were written. No transaction is open while the bucket is probed.
 """
@@ -15,8 +20,9 @@ where they were written. No transaction is open while the bucket is probed.
 from __future__ import annotations
 
 import logging
+import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlalchemy.orm import Session
 
@@ -31,7 +37,7 @@ from ..db.models import StorageConfig
 from ..errors import InvalidInput, StorageMisconfigured
 from . import repository as repo
 from .credentials import CredentialBox, CredentialsUnreadable, associated_data
-from .plane import DataPlane, build_adapter, object_prefix
+from .plane import DataPlane, Target, build_adapter, object_prefix
 from .schemas import StorageConfigIn, StorageConfigOut, StorageHealthOut
 
 log = logging.getLogger(__name__)
@@ -62,7 +68,8 @@ def configure(session: Session, plane: DataPlane, actor: Actor, body: StorageCon
         box = _box(plane)
         prefix = object_prefix(connection.prefix, actor.tenant_id)
         public, secrets = connection.public(), connection.secrets()
-        description = _probe(body.storage_type, public, secrets, prefix)
+        description = _probe(plane, body.storage_type, public, secrets, prefix,
+                             actor.tenant_id)
 
         config_id = new_id()
         config = StorageConfig(
@@ -107,17 +114,28 @@ def check_health(session: Session, plane: DataPlane, actor: Actor) -> StorageHea
         config = repo.active(session, actor.tenant_id)
         if config is None:
             raise StorageMisconfigured("the tenant has no storage configuration")
-        target = plane.by_id(session, config.id)
+        try:
+            target: Target | None = plane.by_id(session, config.id)
+        except StorageMisconfigured as exc:
+            if exc.extra.get("problem") != "endpoint_not_allowed":
+                raise
+            target = None  # the operator has since narrowed MEMPLANE_ALLOWED_ENDPOINTS
         session.commit()
-        report = target.adapter.health_check()
-        failure = report.detail.split(":", 1)[0] if not report.ok else None
+        report = (target.adapter.health_check() if target is not None else storage.HealthReport(
+            ok=False, latency_ms=0.0, detail="endpoint no longer allowed",
+            problem="endpoint_not_allowed"))
+        failure = None if report.ok else (report.problem or "unreachable")
+        if failure is not None:
+            log.debug("storage health probe of config %s failed: %s", config.id, report.detail)
         described = report.description
         notes = list(described.notes) if described else []
         if described is not None and config.storage_type != "default":
             notes += _drift(config, described)
         result = StorageHealthOut(
-            ok=report.ok, reachable=failure != storage.StorageUnavailable.__name__,
-            probe=report.detail, latency_ms=round(report.latency_ms, 2), config_id=config.id,
+            ok=report.ok, reachable=failure not in ("unreachable", "endpoint_not_allowed"),
+            probe=report.detail if failure is None else _SENTENCES[failure].split(":")[0],
+            problem=failure,
+            latency_ms=round(report.latency_ms, 2), config_id=config.id,
             storage_type=config.storage_type, bucket=config.bucket, prefix=config.prefix,
             region=(described.region if described else None) or config.region,
             versioning=described.versioning if described else config.versioning,
@@ -142,14 +160,31 @@ def _box(plane: DataPlane) -> CredentialBox:
     return plane.credentials
 
 
-def _probe(storage_type: str, public: dict[str, Any], secrets: dict[str, str],
-           prefix: str) -> storage.BucketDescription:
-    """Build the adapter and run its health probe; explain any failure, secrets redacted."""
+_SENTENCES = {
+    "unreachable": "the storage endpoint could not be reached, or did not answer as a bucket",
+    "auth_failed": "the bucket rejected the credentials",
+    "permission_denied": "the credentials may not write, read and delete objects in the "
+                         "bucket",
+    "bucket_not_found": "the bucket or container does not exist",
+    "endpoint_not_allowed": "the storage endpoint is not allowed on this server: use the "
+                            "cloud's own endpoint, or one the operator lists in "
+                            "MEMPLANE_ALLOWED_ENDPOINTS (loopback, private, link-local and "
+                            "metadata addresses are refused)",
+}
+
+
+def _probe(plane: DataPlane, storage_type: str, public: dict[str, Any],
+           secrets: dict[str, str], prefix: str,
+           tenant_id: uuid.UUID) -> storage.BucketDescription:
+    """Build the adapter and run its health probe; a failure is a generic problem code."""
     try:
-        adapter = build_adapter(storage_type, public, secrets, prefix)
+        adapter = build_adapter(storage_type, public, secrets, prefix, tenant_id=tenant_id,
+                                endpoint_policy=plane.endpoint_policy)
     except (MissingExtra, UnknownBackend) as exc:
         raise InvalidInput(str(exc), problem="backend_unavailable") from None
-    except (ValueError, OSError, storage.StorageError) as exc:
+    except storage.StorageError as exc:
+        _refuse(storage.problem_code(exc), _redact(f"{type(exc).__name__}: {exc}", secrets))
+    except (ValueError, OSError) as exc:
         raise InvalidInput(
             f"the {storage_type} connection settings are not usable: "
             f"{_redact(f'{type(exc).__name__}: {exc}', secrets)}",
@@ -160,19 +195,13 @@ def _probe(storage_type: str, public: dict[str, Any], secrets: dict[str, str],
         adapter.close()
     if report.ok and report.description is not None:
         return report.description
-    detail = _redact(report.detail, secrets)
-    kind = detail.split(":", 1)[0]
-    if kind == storage.StorageAuthError.__name__:
-        problem, sentence = "bad_credentials", "the bucket rejected the credentials"
-    elif kind == storage.StorageUnavailable.__name__ and "does not exist" in detail:
-        problem, sentence = "bucket_missing", "the bucket or container does not exist"
-    elif kind == storage.StorageUnavailable.__name__:
-        problem, sentence = "unreachable", "the storage endpoint could not be reached"
-    else:
-        problem, sentence = "probe_failed", "the write/read/delete probe failed"
-    raise InvalidInput(
-        f"{sentence} ({detail}); nothing was saved — fix the connection_config and retry",
-        problem=problem)
+    _refuse(report.problem or "unreachable", _redact(report.detail, secrets))
+
+
+def _refuse(problem: str, detail: str) -> NoReturn:
+    log.debug("storage probe failed (%s): %s", problem, detail)
+    raise InvalidInput(f"{_SENTENCES[problem]} ({problem}); nothing was saved — fix the "
+                       "connection_config and retry", problem=problem)
 
 
 def _redact(text: str, secrets: dict[str, str]) -> str:

@@ -19,8 +19,8 @@ from tests.api.test_no_content_in_control_plane import _database_text
 from tests.support.emulators import AZURITE_ACCOUNT, Azurite, MotoServer, closed_port, unique_name
 from tests.support.service import Stack, Tenant
 
-S3_FIELDS = "access_key_id, bucket, endpoint_url, prefix, region, secret_access_key, " \
-            "session_token"
+S3_FIELDS = "access_key_id, bucket, endpoint_url, prefix, region, role_arn, " \
+            "secret_access_key, session_token"
 
 
 def _put(tenant: Tenant, body: dict[str, Any], key: str | None = None) -> Any:
@@ -93,7 +93,7 @@ def test_unknown_field_is_refused_and_nothing_is_saved(tenant: Tenant,
      "body.s3.connection_config.bucket: this field is required"),
     ({"storage_type": "s3", "connection_config": {"bucket": "bkt", "access_key_id": "k"}},
      "body.s3.connection_config: Value error, give access_key_id and secret_access_key "
-     "together, or neither (to use the server's own AWS credentials)"),
+     "together"),
     ({"storage_type": "azure", "connection_config": {"container": "ctr"}},
      "body.azure.connection_config: Value error, give connection_string, or account_url "
      "with exactly one of account_key and sas_token"),
@@ -123,9 +123,9 @@ def test_bad_credentials_are_refused_before_saving(tenant: Tenant,
     answer = _put(tenant, {"storage_type": "s3", "connection_config": config})
     assert answer.status_code == 422
     body = answer.json()
-    assert body["problem"] == "bad_credentials"
-    assert body["detail"].startswith("the bucket rejected the credentials (StorageAuthError: ")
-    assert body["detail"].endswith("; nothing was saved — fix the connection_config and retry")
+    assert body["problem"] == "auth_failed"
+    assert body["detail"] == ("the bucket rejected the credentials (auth_failed); nothing was "
+                              "saved — fix the connection_config and retry")
     assert secret not in answer.text
     assert [c.storage_type for c in _configs(tenant)] == ["default"]
     with tenant.client() as client:
@@ -143,7 +143,7 @@ def test_azure_bad_account_key_is_named(tenant: Tenant, azurite_server: Azurite)
         "container": container, "account_url": azurite_server.account_url,
         "account_key": "d3Jvbmcta2V5LXdyb25nLWtleS13cm9uZy1rZXk="}})
     assert answer.status_code == 422
-    assert answer.json()["problem"] == "bad_credentials"
+    assert answer.json()["problem"] == "auth_failed"
 
 
 def test_missing_bucket_and_unreachable_endpoint_are_named(
@@ -151,15 +151,18 @@ def test_missing_bucket_and_unreachable_endpoint_are_named(
     missing = _put(tenant, {"storage_type": "s3", "connection_config": {
         **s3_config, "bucket": "no-such-bucket-here"}})
     assert missing.status_code == 422
-    assert missing.json()["problem"] == "bucket_missing"
-    assert "bucket 'no-such-bucket-here' does not exist" in missing.json()["detail"]
+    assert missing.json()["problem"] == "bucket_not_found"
+    assert missing.json()["detail"] == (
+        "the bucket or container does not exist (bucket_not_found); nothing was saved — fix "
+        "the connection_config and retry")
 
     unreachable = _put(tenant, {"storage_type": "s3", "connection_config": {
         **s3_config, "endpoint_url": f"http://127.0.0.1:{closed_port()}"}})
     assert unreachable.status_code == 422
     assert unreachable.json()["problem"] == "unreachable"
-    assert unreachable.json()["detail"].startswith(
-        "the storage endpoint could not be reached (StorageUnavailable: ")
+    assert unreachable.json()["detail"] == (
+        "the storage endpoint could not be reached, or did not answer as a bucket "
+        "(unreachable); nothing was saved — fix the connection_config and retry")
     assert [c.storage_type for c in _configs(tenant)] == ["default"]
 
 
