@@ -277,3 +277,33 @@ def test_a_second_export_of_a_subject_returns_the_job_already_queued_or_running(
         # once finished, a new request is a new export
         fresh = client.memory.export(user_id=SUBJECT)
         assert fresh.id != first.json()["id"] and fresh.state == "queued"
+
+
+def test_the_cli_downloads_a_finished_export_and_says_clearly_when_it_expired(
+        tenant: Tenant, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from memplane.cli import app
+
+    _write(tenant, SUBJECT, 2)
+    done = _export(tenant)
+    assert done.result is not None
+    env = {"MEMPLANE_URL": tenant.stack.base_url, "MEMPLANE_API_KEY": tenant.admin_key}
+    out = tmp_path / "again.zip"
+
+    ok = CliRunner().invoke(app, ["export", SUBJECT, "--job", done.id, "--out", str(out)],
+                            env=env)
+    assert ok.exit_code == 0, ok.output
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == done.result["sha256"]
+    assert f"the archive stays in the bucket until {done.result['expires_at']}" in ok.output
+
+    expires = datetime.fromisoformat(done.result["expires_at"])
+    _worker(tenant.stack, expires + timedelta(seconds=1)).expire_exports()
+    gone = CliRunner().invoke(app, ["export", SUBJECT, "--job", done.id, "--out",
+                                    str(tmp_path / "late.zip")], env=env)
+    assert gone.exit_code == 1
+    text = " ".join(gone.output.split())
+    assert f"export job {done.id} has expired: this export expired at " \
+           f"{expires.isoformat()}" in text
+    assert "start a new one" in text and f"run `memplane export {SUBJECT} --out" in text
+    assert not (tmp_path / "late.zip").exists()
