@@ -287,7 +287,7 @@ def download(session: Session, plane: DataPlane, actor: Actor, job_id: uuid.UUID
             raise Conflict(f"export job {job_id} is {job.state}; download it once it has "
                            "completed (GET /v1/jobs/{id} shows its state)", state=job.state)
         result = dict(job.result)
-        expires_at = _expiry(result)
+        expires_at = _expiry(result) or job.expires_at  # the column: archives from before 0006
         if expires_at is not None and (result.get("expired_at")
                                        or expires_at <= (now or utcnow())):
             raise ExportExpired(
@@ -306,7 +306,7 @@ def download(session: Session, plane: DataPlane, actor: Actor, job_id: uuid.UUID
 
 def _expiry(result: dict[str, Any]) -> datetime | None:
     value = result.get("expires_at")
-    return datetime.fromisoformat(value) if value else None  # archives from before expiry
+    return datetime.fromisoformat(value) if value else None
 
 
 def _open_archive(session: Session, plane: DataPlane, tenant_id: uuid.UUID, target: Any,
@@ -405,7 +405,8 @@ def expire(session: Session, plane: DataPlane, job_id: uuid.UUID, now: datetime)
     if locked is None or locked.expires_at is None:
         session.rollback()
         return False
-    locked.result = {**(locked.result or {}), "expired_at": now.isoformat()}
+    locked.result = {"expires_at": locked.expires_at.isoformat(), **(locked.result or {}),
+                     "expired_at": now.isoformat()}
     locked.expires_at = None
     locked.updated_at = now
     audit.record(session, actor, "export_expire",

@@ -16,7 +16,7 @@ import json
 import uuid
 import zipfile
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from sqlalchemy import select
 import memplane
 from control_plane.audit.service import Actor
 from control_plane.compliance import export
-from control_plane.db.engine import make_engine
+from control_plane.db.engine import make_engine, make_session_factory
 from control_plane.db.migrate import upgrade
 from control_plane.db.models import AccessLog, Job
 from control_plane.jobs.worker import Worker
@@ -307,3 +307,41 @@ def test_the_cli_downloads_a_finished_export_and_says_clearly_when_it_expired(
            f"{expires.isoformat()}" in text
     assert "start a new one" in text and f"run `memplane export {SUBJECT} --out" in text
     assert not (tmp_path / "late.zip").exists()
+
+
+def test_exports_finished_before_the_upgrade_get_the_default_lifetime(
+        database: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    if database == "sqlite":
+        url = f"sqlite:///{tmp_path / 'old.db'}"
+    else:
+        url = request.getfixturevalue("postgres").create_database()
+    engine = make_engine(url)
+    try:
+        upgrade(engine, "0004")  # the jobs table as it was, without expiry
+        tenants = sa.table("tenants", sa.column("id", sa.Uuid()), sa.column("name", sa.String()),
+                           sa.column("created_at", sa.DateTime(timezone=True)))
+        jobs = sa.table("jobs", sa.column("id", sa.Uuid()), sa.column("tenant_id", sa.Uuid()),
+            *(sa.column(name, sa.String()) for name in ("kind", "state")),
+            *(sa.column(name, sa.JSON()) for name in ("params", "progress", "result")),
+            sa.column("attempts", sa.Integer()),
+            sa.column("created_at", sa.DateTime(timezone=True)),
+            sa.column("updated_at", sa.DateTime(timezone=True)))
+        finished = datetime(2030, 5, 1, 12, 0, tzinfo=UTC)
+        tenant_id, done, queued = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+        with engine.begin() as connection:
+            connection.execute(tenants.insert().values(id=tenant_id, name="old",
+                                                       created_at=finished))
+            for job_id, state in ((done, "completed"), (queued, "queued")):
+                connection.execute(jobs.insert().values(
+                    id=job_id, tenant_id=tenant_id, kind="export", params={}, state=state,
+                    progress={}, result={"archive_path": "x", "sha256": "0" * 64, "size": 1}
+                    if state == "completed" else None, attempts=1,
+                    created_at=finished, updated_at=finished))
+        upgrade(engine)
+        with make_session_factory(engine)() as session:
+            expiry = {job.id: job.expires_at for job in session.scalars(select(Job))}
+    finally:
+        engine.dispose()
+    assert expiry == {done: finished + timedelta(hours=72), queued: None}
