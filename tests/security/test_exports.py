@@ -345,3 +345,41 @@ def test_exports_finished_before_the_upgrade_get_the_default_lifetime(
     finally:
         engine.dispose()
     assert expiry == {done: finished + timedelta(hours=72), queued: None}
+
+
+@pytest.mark.databases("sqlite")
+def test_the_streamed_envelope_is_the_same_format_as_the_whole_object_one(
+        database: str) -> None:
+    import os
+
+    from storage_adapters import envelope
+
+    key, key_id, context = envelope.new_key(), uuid.uuid4(), b"ctx"
+    for size in (0, 1, 999, 1000, 4321):
+        plain = os.urandom(size)
+        sealed = io.BytesIO()
+        envelope.seal_stream(io.BytesIO(plain), sealed, size, key_id=key_id, subject_key=key,
+                             context=context, chunk_size=1000)
+        assert envelope.open_sealed(sealed.getvalue(), subject_key=key,
+                                    context=context) == plain
+        whole = envelope.seal(plain, key_id=key_id, subject_key=key, context=context,
+                              chunk_size=1000)
+        for blob in (sealed.getvalue(), whole):
+            src, out = io.BytesIO(blob), io.BytesIO()
+            header = envelope.read_header(src.read(envelope.HEADER_BYTES))
+            envelope.open_stream(src, out, header=header, subject_key=key, context=context)
+            assert out.getvalue() == plain
+        for broken, why in ((whole[:-1], "truncated"), (whole + b"x", "extended")):
+            src = io.BytesIO(broken)
+            header = envelope.read_header(src.read(envelope.HEADER_BYTES))
+            with pytest.raises(DecryptionError, match=why):
+                envelope.open_stream(src, io.BytesIO(), header=header, subject_key=key,
+                                     context=context)
+        src = io.BytesIO(whole)
+        header = envelope.read_header(src.read(envelope.HEADER_BYTES))
+        with pytest.raises(DecryptionError, match="failed authentication"):
+            envelope.open_stream(src, io.BytesIO(), header=header, subject_key=key,
+                                 context=b"another path")
+    with pytest.raises(ValueError, match="ended 5 bytes early"):
+        envelope.seal_stream(io.BytesIO(b"12345"), io.BytesIO(), 10, key_id=key_id,
+                             subject_key=key, context=context)
