@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     job_lease_seconds: float = Field(30.0, gt=0)
     job_poll_interval_seconds: float = Field(0.5, gt=0)
     job_max_attempts: int = Field(3, ge=1)
+    export_ttl_hours: float = Field(
+        72.0, gt=0, description="An export's archive is deleted from the tenant's bucket this "
+        "long after it was built; downloading it afterwards answers 410.")
     receipt_signing_key: SecretStr | None = Field(
         None, description="Ed25519 key that signs erasure receipts: base64 of the 32 raw bytes, "
         "or PEM (PKCS#8). Default on the embedded setup: data_dir/receipt-signing.key."

@@ -149,7 +149,13 @@ class ExportsAPI:
 
     def download(self, job_id: str, path: str | os.PathLike[str]) -> int:
         """Stream the export's ZIP into ``path`` (written whole or not at all); returns the
-        number of bytes."""
+        number of bytes.
+
+        The server decrypts the archive and checks its SHA-256 before sending a byte: a
+        damaged or replaced archive raises ``HashMismatch`` (409). After the archive's expiry
+        (``MEMPLANE_EXPORT_TTL_HOURS`` on the server) it raises ``APIError`` with
+        ``status_code`` 410 and code ``export_expired``: start a new export.
+        """
         call = download_call(job_id)
         http = self._client._http
         request = self._client._config.build_request(http, call)
@@ -232,7 +238,8 @@ class AsyncExportsAPI:
         self._client = client
 
     async def download(self, job_id: str, path: str | os.PathLike[str]) -> int:
-        """Stream the export's ZIP into ``path``; returns the number of bytes."""
+        """Stream the export's ZIP into ``path``; returns the number of bytes. Errors as in
+        the sync client: 409 ``HashMismatch``, 410 ``APIError`` once the archive expired."""
         call = download_call(job_id)
         http = self._client._http
         request = self._client._config.build_request(http, call)

@@ -40,6 +40,7 @@ import os
 import struct
 import uuid
 from dataclasses import dataclass
+from typing import IO
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -168,3 +169,64 @@ def open_sealed(blob: bytes, *, subject_key: bytes, context: bytes,
                 f"bound to another tenant, path, version or pointer)"
             ) from None
     return b"".join(out)
+
+
+# -- streamed, for objects too large to hold in memory (export archives) ----------------------
+
+
+def seal_stream(src: IO[bytes], dst: IO[bytes], size: int, *, key_id: uuid.UUID,
+                subject_key: bytes, context: bytes, chunk_size: int = DEFAULT_CHUNK) -> None:
+    """:func:`seal` for ``size`` bytes read from ``src``, written to ``dst`` one chunk at a
+    time; the output is byte-for-byte the format :func:`open_sealed` reads."""
+    if not 0 < chunk_size <= _MAX_CHUNK:
+        raise ValueError(f"chunk_size must be between 1 and {_MAX_CHUNK}")
+    data_key = new_key()
+    header = _HEADER.pack(MAGIC, FORMAT_VERSION, 0, key_id.bytes,
+                          aes_key_wrap(subject_key, data_key), chunk_size, size)
+    dst.write(header)
+    aead = AESGCM(data_key)
+    count = max(1, -(-size // chunk_size))
+    for index in range(count):
+        want = min(chunk_size, size - index * chunk_size)
+        piece = src.read(want)
+        if len(piece) != want:
+            raise ValueError(f"the source ended {size - index * chunk_size - len(piece)} "
+                             "bytes early")
+        nonce = os.urandom(NONCE_BYTES)
+        aad = _chunk_aad(header, context, index, index == count - 1)
+        dst.write(nonce + aead.encrypt(nonce, piece, aad))
+
+
+def open_stream(src: IO[bytes], dst: IO[bytes], *, header: Header, subject_key: bytes,
+                context: bytes) -> None:
+    """:func:`open_sealed` from a file positioned just after ``header`` (read with
+    :func:`read_header` from its first :data:`HEADER_BYTES`), plaintext written to ``dst``.
+
+    Raises :class:`DecryptionError` on any mismatch, as :func:`open_sealed`; ``dst`` may then
+    hold the chunks that opened before it, so the caller discards it.
+    """
+    try:
+        data_key = aes_key_unwrap(subject_key, header.wrapped_key)
+    except InvalidUnwrap:
+        raise DecryptionError(
+            "the object's data key does not unwrap with its subject key (wrong key or "
+            "tampered header)"
+        ) from None
+    aead = AESGCM(data_key)
+    count = header.chunks
+    for index in range(count):
+        plain = min(header.chunk_size, header.plaintext_size - index * header.chunk_size)
+        size = NONCE_BYTES + plain + TAG_BYTES
+        piece = src.read(size)
+        if len(piece) != size:
+            raise DecryptionError("the object is shorter than its header promises (truncated)")
+        aad = _chunk_aad(header.raw, context, index, index == count - 1)
+        try:
+            dst.write(aead.decrypt(piece[:NONCE_BYTES], piece[NONCE_BYTES:], aad))
+        except InvalidTag:
+            raise DecryptionError(
+                f"chunk {index} of the object failed authentication (edited, reordered, or "
+                f"bound to another tenant, path, version or pointer)"
+            ) from None
+    if src.read(1):
+        raise DecryptionError("the object is longer than its header promises (extended)")

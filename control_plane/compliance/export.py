@@ -5,9 +5,17 @@ every pointer in the ``user`` scope with that ``scope_ref`` — reads each value
 memory service's verified read (hash-checked, decrypted where encryption is on), and streams
 them into a ZIP that goes to the tenant's own bucket at ``<prefix>/exports/<job id>/export.zip``.
 The archive is built in a spooled temporary file (memory-bounded: small archives stay in
-memory, large ones spill to disk) and uploaded in one streamed put; the ZIP is downloaded
-through ``GET /v1/exports/{job_id}/download``. The database keeps only counts, the archive's
-path, size and SHA-256 (I7).
+memory, large ones spill to disk), sealed under the data subject's key like every object
+(envelope encryption, DESIGN §6 and §11: erasure's crypto-shredding covers every copy the
+bucket keeps) and uploaded in one streamed put. The database keeps only counts, the
+archive's path, size and SHA-256 of the ZIP (I7), and when it expires.
+
+``GET /v1/exports/{job_id}/download`` fetches the sealed archive into a spooled file,
+decrypts it, checks the ZIP's SHA-256 against the job's record and only then serves it; a
+mismatch (or a ciphertext that does not open) answers 409 ``hash_mismatch`` and nothing is
+served. ``MEMPLANE_EXPORT_TTL_HOURS`` (72 by default) after it was built, the job worker
+deletes the archive from the bucket (:func:`expire`, audited as ``export_expire``); a
+download after that time answers 410.
 
 Archive layout::
 
@@ -52,20 +60,25 @@ import tempfile
 import uuid
 import zipfile
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from typing import IO, Any
 
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
+from storage_adapters import envelope
+from storage_adapters.envelope import DecryptionError
 
 from ..audit import service as audit
 from ..audit.service import Actor
 from ..db.base import utcnow
 from ..db.engine import begin_write
-from ..db.models import MemoryPointer
-from ..errors import Conflict, HashMismatch, NotFound
+from ..db.models import Job, MemoryPointer
+from ..errors import Conflict, DomainError, HashMismatch, NotFound
 from ..jobs import repository as jobs_repo
 from ..jobs.service import JobContext
+from ..keys import service as keys
 from ..memories import service as memories
 from ..storage_config.plane import DataPlane, storage_errors
 from . import subjects
@@ -77,6 +90,11 @@ PAGE = 200
 SELECTION = ("pointers whose user_id is the subject, and every pointer in scope 'user' "
              "whose scope_ref is the subject")
 _CHUNK = 1 << 20
+
+
+class ExportExpired(DomainError):
+    status_code = 410
+    code = "export_expired"
 
 
 def run(ctx: JobContext) -> dict[str, Any]:
@@ -95,17 +113,48 @@ def run(ctx: JobContext) -> dict[str, Any]:
         counts = _build(ctx, spool, items_file, started.isoformat())
         ctx.checkpoint("before_upload")
         size, digest = _measure(spool)
-        with storage_errors():
-            storage.put_file(target.adapter, path, spool)  # type: ignore[arg-type]
+        handle = _archive_key(ctx)
+        session.commit()
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as sealed:
+            if handle is None:  # encryption is switched off on this server
+                stored: IO[bytes] = spool
+            else:
+                envelope.seal_stream(spool, sealed, size, key_id=handle.id,
+                                     subject_key=handle.key,
+                                     context=_context(ctx.tenant_id, path, ctx.job_id))
+                sealed.seek(0)
+                stored = sealed
+            with storage_errors():
+                storage.put_file(target.adapter, path, stored)  # type: ignore[arg-type]
+    expires_at = utcnow() + timedelta(hours=ctx.settings.export_ttl_hours)
     result = {"archive_path": path, "storage_config_id": str(target.config_id),
-              "size": size, "sha256": digest, "counts": counts}
+              "size": size, "sha256": digest, "encrypted": handle is not None,
+              "expires_at": expires_at.isoformat(), "counts": counts}
     begin_write(session)
     audit.record(session, ctx.actor, "export",
                  detail=f"job {ctx.job_id}: archive of {counts['pointers']} pointers, "
-                        f"{counts['exported']} exported, {size} bytes, sha256 {digest}")
+                        f"{counts['exported']} exported, {size} bytes, sha256 {digest}, "
+                        f"{'sealed' if handle is not None else 'not encrypted'}, "
+                        f"expires {expires_at.isoformat()}")
     ctx.save(archive=result)
+    session.execute(update(Job).where(Job.id == ctx.job_id).values(expires_at=expires_at))
     session.commit()
     return result
+
+
+def _archive_key(ctx: JobContext) -> keys.SubjectKeyHandle | None:
+    """The data subject's own key (created if they have none yet): the archive holds their
+    data, so destroying that key at erasure makes every copy of it unreadable."""
+    ring = ctx.plane.keys
+    if ring is None or not ring.enabled:
+        return None
+    assert ctx.subject is not None
+    return keys.key_for_write(ctx.session, ring, ctx.tenant_id, (keys.USER, ctx.subject))
+
+
+def _context(tenant_id: uuid.UUID, path: str, job_id: uuid.UUID) -> bytes:
+    """The archive is bound to its tenant, its path and its job: moved, it does not open."""
+    return envelope.associated_data(tenant_id, path, str(job_id), None)
 
 
 def _build(ctx: JobContext, spool: IO[bytes], items_file: IO[bytes],
@@ -221,9 +270,15 @@ def _measure(spool: IO[bytes]) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-def download(session: Session, plane: DataPlane, actor: Actor,
-             job_id: uuid.UUID) -> tuple[Iterator[bytes], int]:
-    """The finished export's ZIP as a stream of chunks, and its size (audited)."""
+def download(session: Session, plane: DataPlane, actor: Actor, job_id: uuid.UUID,
+             now: datetime | None = None) -> tuple[Iterator[bytes], int]:
+    """The finished export's ZIP as a stream of chunks, and its size (audited).
+
+    The archive is fetched, decrypted and hash-checked into a spooled file before the first
+    byte is served: a mismatch raises ``HashMismatch`` (409) and serves nothing. After the
+    archive's expiry the answer is ``ExportExpired`` (410), whether or not the worker has
+    deleted it yet.
+    """
     with audit.audited(session, actor, "export_download", detail=f"job {job_id}"):
         job = jobs_repo.get(session, actor.tenant_id, job_id)
         if job is None or job.kind != "export":
@@ -231,17 +286,130 @@ def download(session: Session, plane: DataPlane, actor: Actor,
         if job.state != "completed" or not job.result:
             raise Conflict(f"export job {job_id} is {job.state}; download it once it has "
                            "completed (GET /v1/jobs/{id} shows its state)", state=job.state)
-        result = job.result
+        result = dict(job.result)
+        expires_at = _expiry(result) or job.expires_at  # the column: archives from before 0006
+        if expires_at is not None and (result.get("expired_at")
+                                       or expires_at <= (now or utcnow())):
+            raise ExportExpired(
+                f"this export expired at {expires_at.isoformat()} and its archive was deleted "
+                "from the bucket; start a new one (POST /v1/subjects/{user_id}/export)",
+                expired_at=expires_at.isoformat())
         target = plane.by_id(session, uuid.UUID(result["storage_config_id"]))
         session.rollback()
+        plain = _open_archive(session, plane, actor.tenant_id, target, job_id, result)
+        begin_write(session)
+        audit.record(session, actor, "export_download",
+                     detail=f"job {job_id}: {result['size']} bytes, sha256 verified")
+        session.commit()
+        return _stream(plain), int(result["size"])
+
+
+def _expiry(result: dict[str, Any]) -> datetime | None:
+    value = result.get("expires_at")
+    return datetime.fromisoformat(value) if value else None
+
+
+def _open_archive(session: Session, plane: DataPlane, tenant_id: uuid.UUID, target: Any,
+                  job_id: uuid.UUID, result: dict[str, Any]) -> IO[bytes]:
+    """The archive's ZIP in a spooled file, decrypted and checked against the job's SHA-256."""
+    path = result["archive_path"]
+    raw: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
+    plain: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
+    try:
         try:
             with storage_errors():
-                target.adapter.head(result["archive_path"])
+                for chunk in storage.iter_object(target.adapter, path, _CHUNK):
+                    raw.write(chunk)
         except storage.ObjectNotFound:
             raise NotFound(f"the archive of export job {job_id} is no longer in the bucket "
                            "(it was erased or removed); start a new export") from None
-        begin_write(session)
-        audit.record(session, actor, "export_download",
-                     detail=f"job {job_id}: {result['size']} bytes")
-        session.commit()
-        return storage.iter_object(target.adapter, result["archive_path"]), int(result["size"])
+        raw.seek(0)
+        problem = None
+        try:
+            open_archive(session, plane, tenant_id, path, job_id, raw, plain,
+                         sealed=bool(result.get("encrypted")))
+        except DecryptionError as exc:
+            problem = str(exc)
+        finally:
+            session.rollback()
+        size, digest = _measure(plain)
+        if problem is not None or digest != result["sha256"] or size != int(result["size"]):
+            why = problem or "the archive in the bucket does not match the SHA-256 recorded " \
+                             "when it was built"
+            raise HashMismatch(f"export job {job_id}: {why}; nothing was served, start a new "
+                               "export", job_id=str(job_id), expected_sha256=result["sha256"],
+                               actual_sha256=None if problem else digest)
+    except BaseException:
+        plain.close()
+        raise
+    finally:
+        raw.close()
+    return plain
+
+
+def open_archive(session: Session, plane: DataPlane, tenant_id: uuid.UUID, path: str,
+                 job_id: uuid.UUID, src: IO[bytes], dst: IO[bytes], *, sealed: bool) -> None:
+    """Decrypt a stored archive read from ``src`` into ``dst``; ``DecryptionError`` if it does
+    not open (tampered, moved, or its subject's key destroyed by an erasure). An archive
+    built before exports were sealed (``sealed`` false and no envelope) is copied as is."""
+    head = src.read(envelope.HEADER_BYTES)
+    if not envelope.is_envelope(head):
+        if sealed:
+            raise DecryptionError("the archive is not encrypted, but it was sealed when it "
+                                  "was built (replaced outside memplane?)")
+        dst.write(head)
+        while chunk := src.read(_CHUNK):
+            dst.write(chunk)
+        return
+    header = envelope.read_header(head)
+    ring = plane.keys
+    if ring is None:
+        raise RuntimeError("the data plane has no keyring; build it through Runtime")
+    key = keys.key_to_open(session, ring, tenant_id, header.key_id)
+    envelope.open_stream(src, dst, header=header, subject_key=key,
+                         context=_context(tenant_id, path, job_id))
+
+
+def _stream(file: IO[bytes]) -> Iterator[bytes]:
+    try:
+        while chunk := file.read(_CHUNK):
+            yield chunk
+    finally:
+        file.close()
+
+
+def expire(session: Session, plane: DataPlane, job_id: uuid.UUID, now: datetime) -> bool:
+    """Delete an expired export's archive from its bucket, audit it (``export_expire``) and
+    record it on the job (``result.expired_at``); False if another worker already did."""
+    job = session.get(Job, job_id, populate_existing=True)
+    if job is None or job.expires_at is None:
+        session.rollback()
+        return False
+    result = dict(job.result or {})
+    tenant_id = job.tenant_id
+    actor = Actor(tenant_id, "system", "export-expiry")
+    note = "archive deleted from the bucket"
+    path, config_id = result.get("archive_path"), result.get("storage_config_id")
+    target = None
+    if path and config_id:
+        try:
+            target = plane.by_id(session, uuid.UUID(config_id))
+        except NotFound:
+            note = "its storage configuration no longer exists; nothing to delete"
+    session.rollback()
+    if target is not None and path:
+        with storage_errors():  # deleting what is already gone succeeds
+            target.delete([path])
+    begin_write(session)
+    locked = session.get(Job, job_id, populate_existing=True, with_for_update=True)
+    if locked is None or locked.expires_at is None:
+        session.rollback()
+        return False
+    locked.result = {"expires_at": locked.expires_at.isoformat(), **(locked.result or {}),
+                     "expired_at": now.isoformat()}
+    locked.expires_at = None
+    locked.updated_at = now
+    audit.record(session, actor, "export_expire",
+                 detail=f"export job {job_id} expired at {result.get('expires_at')}: {note}")
+    session.commit()
+    return True

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from ..audit import service as audit
 from ..audit.service import Actor
 from ..db.engine import begin_write
-from ..db.models import Job, SubjectErasure
+from ..db.models import Job, SubjectErasure, Tenant
 from ..errors import Conflict, InvalidInput
 from ..jobs import repository as jobs_repo
 from ..jobs.service import enqueue
@@ -33,17 +33,29 @@ def _subject(user_id: str) -> str:
 
 
 def start_export(session: Session, actor: Actor, user_id: str, fmt: str) -> Job:
-    """Queue an export of everything stored about ``user_id`` (GDPR Art. 15/20)."""
+    """Queue an export of everything stored about ``user_id`` (GDPR Art. 15/20); an export of
+    the subject already queued or running is returned instead of a second one."""
     with audit.audited(session, actor, "export", detail="export requested"):
         if fmt not in FORMATS:
             raise InvalidInput(f"format must be one of {', '.join(FORMATS)}")
         subject = _subject(user_id)
         session.rollback()
         begin_write(session)
+        # Concurrent requests for one subject queue here (SQLite: the write lock already), so
+        # the second finds the first's job. NO KEY UPDATE leaves inserts that reference the
+        # tenant free to proceed.
+        session.execute(select(Tenant.id).where(Tenant.id == actor.tenant_id)
+                        .with_for_update(key_share=True))
         if (session.get(SubjectErasure, (actor.tenant_id, subject)) is not None
                 or jobs_repo.active_for_subject(session, actor.tenant_id, "erase", subject)):
             raise Conflict("an erasure of this subject is queued or running; an export would "
                            "find nothing to export")
+        running = jobs_repo.active_for_subject(session, actor.tenant_id, "export", subject)
+        if running is not None:
+            audit.record(session, actor, "export",
+                         detail=f"export job {running.id} already {running.state}; returned")
+            session.commit()
+            return running
         job = enqueue(session, actor.tenant_id, "export", subject=subject,
                       params={"format": fmt})
         audit.record(session, actor, "export", detail=f"export job {job.id} queued")

@@ -180,6 +180,8 @@ class Job(Base):
     __table_args__ = (
         Index(None, "state", "created_at"),
         Index(None, "tenant_id", "kind", "subject"),
+        Index(None, "tenant_id", "claimed_at"),
+        Index(None, "expires_at"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
@@ -195,6 +197,10 @@ class Job(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     lease_owner: Mapped[str | None] = mapped_column(String(128), nullable=True)
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # When a worker last claimed it: the claim query serves the tenant waiting longest.
+    claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # An export's archive is deleted from the bucket after this (cleared once it is).
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 

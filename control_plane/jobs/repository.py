@@ -3,8 +3,8 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import and_, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.orm import Session, aliased
 
 from ..db.models import Job
 
@@ -33,21 +33,40 @@ def for_subject(session: Session, tenant_id: uuid.UUID, kind: str,
 
 
 def next_claimable(session: Session, now: datetime) -> Job | None:
-    """The oldest job that is queued, or running under a lease that has expired.
+    """The next job to run: queued, or running under a lease that has expired.
+
+    Tenants take turns: the job comes from the tenant whose last claim is the oldest (a tenant
+    never served first), and within that tenant the oldest job first. So one tenant's long
+    queue delays another tenant's job by at most the one job being claimed: a tenant just
+    served goes behind every tenant waiting.
 
     On PostgreSQL the row is locked with SKIP LOCKED, so any number of workers can claim
-    side by side without waiting on each other; SQLite has one writer at a time anyway
-    (the caller holds the write lock), so a plain select is enough there.
+    side by side without waiting on each other (a locked job is passed over for the next in
+    the same order); SQLite has one writer at a time anyway (the caller holds the write lock),
+    so a plain select is enough there.
     """
+    served = aliased(Job)
+    last_claim = (select(func.max(served.claimed_at))
+                  .where(served.tenant_id == Job.tenant_id)
+                  .correlate(Job).scalar_subquery())
     query = (
         select(Job).execution_options(populate_existing=True)
         .where(or_(Job.state == "queued",
                    and_(Job.state == "running", Job.lease_expires_at < now)))
-        .order_by(Job.created_at).limit(1)
+        .order_by(last_claim.asc().nulls_first(), Job.created_at, Job.id).limit(1)
     )
     if session.get_bind().dialect.name == "postgresql":
-        query = query.with_for_update(skip_locked=True)
+        query = query.with_for_update(skip_locked=True, of=Job)
     return session.scalar(query)
+
+
+def expired_exports(session: Session, now: datetime, limit: int) -> list[uuid.UUID]:
+    """Export jobs whose archive is past its expiry and still in the bucket, oldest first."""
+    return list(session.scalars(
+        select(Job.id).where(Job.kind == "export", Job.expires_at <= now,
+                             Job.state.in_(("completed", "failed")))
+        .order_by(Job.expires_at).limit(limit)
+    ))
 
 
 def renew(session: Session, job_id: uuid.UUID, owner: str, expires: datetime,

@@ -3,7 +3,11 @@
 Run inside the server (``Runtime`` starts one thread when ``run_jobs`` is on, the embedded
 default) or as its own process with ``memplane worker`` (production: turn ``run_jobs`` off
 on the API replicas and run as many workers as wanted; PostgreSQL's ``FOR UPDATE SKIP
-LOCKED`` keeps them from claiming the same job).
+LOCKED`` keeps them from claiming the same job). Tenants take turns (``repository.next_claimable``).
+
+Between jobs the worker also deletes export archives past their expiry
+(``MEMPLANE_EXPORT_TTL_HOURS``), at most every ``EXPIRY_SWEEP_SECONDS``. Time comes from an
+injectable ``clock``, so tests move it instead of sleeping.
 """
 
 from __future__ import annotations
@@ -12,9 +16,10 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import update
@@ -33,6 +38,10 @@ from .service import JobContext, LeaseLost
 log = logging.getLogger(__name__)
 
 Handler = Callable[[JobContext], dict[str, Any]]
+Clock = Callable[[], datetime]
+
+EXPIRY_SWEEP_SECONDS = 60.0
+_EXPIRY_BATCH = 100
 
 
 def default_handlers() -> dict[str, Handler]:
@@ -45,17 +54,25 @@ def default_handlers() -> dict[str, Handler]:
 class Worker:
     def __init__(self, sessions: sessionmaker[Session], plane: DataPlane, settings: Settings,
                  *, owner: str | None = None, handlers: dict[str, Handler] | None = None,
-                 lease_seconds: float | None = None) -> None:
+                 lease_seconds: float | None = None, clock: Clock = utcnow) -> None:
         self.sessions = sessions
         self.plane = plane
         self.settings = settings
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.handlers = handlers if handlers is not None else default_handlers()
         self.lease_seconds = lease_seconds or settings.job_lease_seconds
+        self.clock = clock
 
     def run_forever(self, stop: threading.Event) -> None:
         """Claim and run jobs until ``stop`` is set; sleep between polls when idle."""
+        next_sweep = 0.0
         while not stop.is_set():
+            if time.monotonic() >= next_sweep:
+                next_sweep = time.monotonic() + EXPIRY_SWEEP_SECONDS
+                try:
+                    self.expire_exports()
+                except Exception:
+                    log.warning("could not delete expired export archives; retrying later")
             try:
                 ran = self.run_once()
             except Exception:
@@ -72,11 +89,38 @@ class Worker:
         self._run(job)
         return job.id
 
+    def expire_exports(self) -> int:
+        """Delete every export archive whose expiry has passed (each deletion audited as
+        ``export_expire``, the job's result marked ``expired_at``); returns how many."""
+        from ..compliance import export
+
+        now = self.clock()
+        expired = 0
+        with self.sessions() as session:
+            while True:
+                batch = repo.expired_exports(session, now, _EXPIRY_BATCH)
+                session.rollback()
+                failed = 0
+                for job_id in batch:
+                    try:
+                        expired += export.expire(session, self.plane, job_id, now)
+                    except Exception as exc:
+                        session.rollback()
+                        failed += 1
+                        log.warning("could not expire the archive of export job %s: %s",
+                                    job_id, type(exc).__name__)
+                if len(batch) < _EXPIRY_BATCH or failed:
+                    return expired
+
+    def claim(self) -> Job | None:
+        """Claim the next runnable job (tenants in turn) without running it; None if none."""
+        return self._claim()
+
     def _claim(self) -> Job | None:
         with self.sessions() as session:
             while True:
                 begin_write(session)
-                now = utcnow()
+                now = self.clock()
                 job = repo.next_claimable(session, now)
                 if job is None:
                     session.rollback()
@@ -98,6 +142,7 @@ class Worker:
                 job.attempts += 1
                 job.lease_owner = self.owner
                 job.lease_expires_at = now + timedelta(seconds=self.lease_seconds)
+                job.claimed_at = now
                 job.updated_at = now
                 session.commit()
                 return job

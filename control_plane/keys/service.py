@@ -282,6 +282,24 @@ def open_object(session: Session, ring: Keyring, tenant_id: uuid.UUID, path: str
     return envelope.open_sealed(blob, subject_key=key, context=context, header=header)
 
 
+def key_to_open(session: Session, ring: Keyring, tenant_id: uuid.UUID,
+                key_id: uuid.UUID) -> bytes:
+    """The unwrapped subject key an envelope's header names, for objects opened in a stream
+    (export archives); :class:`DecryptionError` if the tenant has no such key or it was
+    destroyed."""
+    row = repo.subject_key(session, tenant_id, key_id)
+    if row is None:
+        raise DecryptionError("the object was encrypted under a key this tenant does not have")
+    if row.wrapped_key is None:
+        raise DecryptionError("the object's subject key was destroyed (crypto-shredded); "
+                              "its content can never be read again")
+    try:
+        return _unwrap(session, ring, row)
+    except WrongKey:
+        raise DecryptionError("the subject key's wrapped form does not unwrap with its "
+                              "KEK (edited in the database?)") from None
+
+
 @dataclass(frozen=True)
 class RotationReport:
     tenant_id: uuid.UUID

@@ -73,17 +73,41 @@ def _wait(client: memplane.Client, job: memplane.Job, timeout: float) -> memplan
 def export(
     user_id: Annotated[str, typer.Argument(help="The data subject's user id.")],
     out_file: Annotated[Path, typer.Option("--out", help="Where to save the ZIP.")],
+    job_id: Annotated[str | None, typer.Option(
+        "--job", help="Download this finished export of the subject again instead of "
+                      "starting one (archives expire after MEMPLANE_EXPORT_TTL_HOURS).")]
+    = None,
     url: Url = None, api_key: ApiKey = None, timeout: Timeout = 3600.0,
 ) -> None:
-    """Export everything stored about a data subject (GDPR Art. 15/20) into a ZIP."""
+    """Export everything stored about a data subject (GDPR Art. 15/20) into a ZIP.
+
+    An export of the subject already queued or running is joined rather than started twice.
+    """
     with _client(url, api_key) as client:
-        job = client.memory.export(user_id=user_id)
-        finished = _wait(client, job, timeout)
-        size = client.exports.download(job.id, out_file)
+        if job_id is None:
+            job = client.memory.export(user_id=user_id)
+            finished = _wait(client, job, timeout)
+        else:
+            finished = client.jobs.get(job_id)
+            if finished.kind != "export":
+                console.print(f"[red]job {job_id} is a {finished.kind} job, not an export[/]")
+                raise typer.Exit(1)
+        try:
+            size = client.exports.download(finished.id, out_file)
+        except memplane.APIError as exc:
+            if exc.status_code != 410:
+                raise
+            console.print(f"[red]export job {finished.id} has expired:[/] {exc.detail}\n"
+                          f"run `memplane export {user_id} --out {out_file}` to build a new "
+                          "one")
+            raise typer.Exit(1) from None
         counts = (finished.result or {}).get("counts", {})
-        console.print(f"export job {job.id}: {counts.get('exported', 0)} of "
+        console.print(f"export job {finished.id}: {counts.get('exported', 0)} of "
                       f"{counts.get('pointers', 0)} memories exported; "
                       f"{size} bytes saved to {out_file}")
+        expires = (finished.result or {}).get("expires_at")
+        if expires:
+            console.print(f"the archive stays in the bucket until {expires} (UTC)")
         if counts.get("missing") or counts.get("corrupt"):
             console.print(f"[yellow]{counts.get('missing', 0)} missing and "
                           f"{counts.get('corrupt', 0)} corrupt memories are listed in "
