@@ -38,6 +38,7 @@ class Runtime:
         self.plane = DataPlane(settings.resolved_bucket_url,
                                credentials=CredentialBox(load_server_key(settings)))
         self.plane.keys = Keyring(settings)
+        self.plane.max_object_bytes = settings.max_object_bytes
         CALLERS.ttl = settings.auth_cache_seconds
         self.plane.audit_batcher = AuditBatcher(self.engine)
         self._stop = threading.Event()

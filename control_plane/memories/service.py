@@ -38,7 +38,7 @@ from ..compliance.guard import ensure_writable, erasure_in_progress
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
-from ..errors import Conflict, HashMismatch, InvalidInput, NotFound
+from ..errors import Conflict, HashMismatch, InvalidInput, NotFound, PayloadTooLarge
 from ..idempotency import Idempotency, Replay
 from ..keys import service as keys
 from ..kit import decode_uuid_cursor, encode_cursor, page_limit, request_id_var, sha256_hex
@@ -91,6 +91,17 @@ def serialise(value: Any) -> bytes:
         raise InvalidInput(f"value is not valid JSON: {exc}") from None
 
 
+def _check_size(plane: DataPlane, size: int) -> None:
+    """Refuse (413) a value that would be stored larger than MEMPLANE_MAX_OBJECT_BYTES."""
+    limit = plane.max_object_bytes
+    if limit is not None and size > limit:
+        raise PayloadTooLarge(
+            f"the stored value would be {size} bytes, over this server's limit of {limit} bytes "
+            "per memory (MEMPLANE_MAX_OBJECT_BYTES); keep the value smaller, or start a new "
+            "key instead of appending to this one"
+        )
+
+
 def set_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
               value: Any, meta: MemoryMeta,
               idem: Idempotency | None = None) -> MemoryPointer | Replay:
@@ -100,7 +111,9 @@ def set_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryA
         if replay is not None:
             return replay
         try:
-            return _write(session, plane, actor, address, serialise(value), meta, idem)
+            payload = serialise(value)
+            _check_size(plane, len(payload))
+            return _write(session, plane, actor, address, payload, meta, idem)
         except sa_exc.IntegrityError:
             return _replay_after_race(session, actor, idem)
 
@@ -117,6 +130,7 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
         replay = _replay(session, actor, idem)
         if replay is not None:
             return replay
+        item_bytes = serialise(item)
         for attempt in range(1, 5):
             target = plane.active(session, actor.tenant_id)
             binding = _bind(session, plane, actor, address, meta,
@@ -129,6 +143,10 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
                 continue
             items: list[Any] = []
             if pointer is not None and pointer.sync_status != "pending_delete":
+                # Refuse before fetching the list: it grows by the item and a comma ("[]" by
+                # the item alone), so its new size is known without reading it.
+                comma = 1 if pointer.content_size > 2 else 0
+                _check_size(plane, pointer.content_size + comma + len(item_bytes))
                 stored = _fetch_locked(session, plane, actor, pointer)
                 if not isinstance(stored, list):
                     raise Conflict(
@@ -138,6 +156,7 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
                 items = stored
             items.append(item)
             payload = serialise(items)
+            _check_size(plane, len(payload))
             path = _put(plane, target, actor, address, payload, binding)
             try:
                 saved = _save(session, plane, target, actor, address, pointer, path,
