@@ -13,6 +13,7 @@ import boto3
 import httpx
 import pytest
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from control_plane.db.models import AccessLog, KekVersion, MemoryPointer
 from control_plane.kit import encode_cursor
@@ -52,9 +53,9 @@ def _nested(depth: int) -> Any:
 
 
 def _pointers(tenant: Tenant) -> list[MemoryPointer]:
-    with tenant.stack.engine.connect() as conn:
-        return list(conn.execute(select(MemoryPointer)
-                                 .where(MemoryPointer.tenant_id == tenant.id)).all())
+    with Session(tenant.stack.engine) as session:
+        return list(session.scalars(select(MemoryPointer)
+                                    .where(MemoryPointer.tenant_id == tenant.id)))
 
 
 # --- 1. MEMPLANE_MAX_OBJECT_BYTES caps what one memory stores ---------------------------------
@@ -262,6 +263,7 @@ def test_kms_key_refs_outside_the_allow_list_are_refused(moto_server: MotoServer
         tenant = stack.new_tenant()
         foreign = kms.create_key(Description="someone else's key")["KeyMetadata"]["Arn"]
         own = stack.settings.kek_aws_key_id
+        assert own is not None
         refused = [_rotate(stack, tenant, ref)
                    for ref in (foreign, "alias/aws/s3", own + "*", own[:-1])]
         allowed = _rotate(stack, tenant, own)
