@@ -38,7 +38,9 @@ class Metrics:
 # less). Deeper input is refused with 422 before anything parses it: the JSON parser, the
 # validator and the serialiser all recurse, and the serialiser gives up at 255 levels.
 MAX_JSON_DEPTH = 64
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+# A string with its escapes; an unterminated one runs to the end, so every match attempt
+# succeeds and cutting strings out stays linear however the body is malformed.
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\(?:.|\Z)[^"\\]*)*(?:"|\Z)', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _AS_SQUARE = bytes.maketrans(b"{}", b"[]")
 _CHECK_INLINE_BYTES = 256 * 1024

@@ -4,6 +4,7 @@ one answered 500, grew without bound or was open before; each now gets a clear 4
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -132,6 +133,18 @@ def test_depth_check_ignores_brackets_in_strings() -> None:
     assert _nests_deeper(json.dumps(_nested(64)).encode(), 64) is False
     assert _nests_deeper(json.dumps(_nested(65)).encode(), 64) is True
     assert _nests_deeper(b"[" * 70, 64) is False  # malformed: the parser says so
+
+
+def test_depth_check_is_linear_on_malformed_strings() -> None:
+    from control_plane.observability import _nests_deeper
+
+    # Escaped quotes with no closing one: a string pattern that restarts at every quote
+    # would take hours here.
+    for tail in (b"", b"\\"):
+        body = b"[" * 65 + b'"' + b'\\"' * 1_000_000 + tail
+        started = time.monotonic()
+        assert _nests_deeper(body, 64) is False
+        assert time.monotonic() - started < 10
 
 
 # --- 3. an out-of-range cursor is refused ----------------------------------------------------
