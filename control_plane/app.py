@@ -62,8 +62,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="memplane", version="0.1.0", lifespan=lifespan,
                   description="Pointers in the control plane; content in your own bucket.")
     app.state.metrics = Metrics()
+    # One place for the request body policy (size, JSON content type, nesting depth) and the
+    # /metrics token; routes never check these themselves.
+    token = settings.metrics_token.get_secret_value() if settings.metrics_token else None
     app.add_middleware(RequestContext, metrics=app.state.metrics,
-                       max_body_bytes=settings.max_body_bytes)
+                       max_body_bytes=settings.max_body_bytes, metrics_token=token)
     for router in (health_router, memories_router, audit_router, tenants_router,
                    storage_config_router, compliance_router):
         app.include_router(router)

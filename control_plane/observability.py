@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import re
@@ -11,6 +12,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .kit import request_id_var
@@ -32,21 +34,38 @@ class Metrics:
                                           2.5, 5, 10))
 
 
-class BodyTooLarge(Exception):
-    pass
+# Request bodies may nest JSON this deep at most (a memory value inside its body one level
+# less). Deeper input is refused with 422 before anything parses it: the JSON parser, the
+# validator and the serialiser all recurse, and the serialiser gives up at 255 levels.
+MAX_JSON_DEPTH = 64
+# A string with its escapes; an unterminated one runs to the end, so every match attempt
+# succeeds and cutting strings out stays linear however the body is malformed.
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\(?:.|\Z)[^"\\]*)*(?:"|\Z)', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_AS_SQUARE = bytes.maketrans(b"{}", b"[]")
+_CHECK_INLINE_BYTES = 256 * 1024
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 class RequestContext:
-    """Request id, access log, metrics, body limit and path decoding for every request.
+    """Request id, access log, metrics, path decoding and the request body policy.
 
     Paths are decoded here except ``%2F`` and ``%25``, so a key or scope ref that holds a
     ``/`` still arrives as one path segment; the memories router decodes the rest.
+
+    The body policy is enforced here, once, for every route: a body is read in full before
+    the route runs (declared length or chunked), so one over ``max_body_bytes`` is refused
+    with 413 however it is sent; a body must be JSON (``Content-Type: application/json``,
+    else 415) and nest at most :data:`MAX_JSON_DEPTH` levels (else 422). ``/metrics`` needs
+    ``Authorization: Bearer <metrics token>`` when a token is configured.
     """
 
-    def __init__(self, app: ASGIApp, *, metrics: Metrics, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, max_body_bytes: int,
+                 metrics_token: str | None = None) -> None:
         self.app = app
         self.metrics = metrics
         self.max_body_bytes = max_body_bytes
+        self._metrics_token = metrics_token.encode() if metrics_token else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -61,27 +80,26 @@ class RequestContext:
         token = request_id_var.set(request_id)
         started = time.perf_counter()
         status = 500
-        response_started = False
 
         async def send_wrapper(message: Message) -> None:
-            nonlocal status, response_started
+            nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                response_started = True
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"],
                                       (b"x-request-id", request_id.encode())]
             await send(message)
 
         try:
-            length = _header(scope, b"content-length")
-            if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-                await self._too_large(send_wrapper)
+            refusal = self._refuse_metrics(scope)
+            if refusal is None and _may_have_body(scope):
+                body, refusal = await self._read_body(scope, receive)
+                if refusal is None:
+                    receive = _replay(body, receive)
+            if refusal is not None:
+                await _answer(send_wrapper, *refusal)
                 return
-            await self.app(scope, self._limited(receive), send_wrapper)
-        except BodyTooLarge:
-            if not response_started:
-                await self._too_large(send_wrapper)
+            await self.app(scope, receive, send_wrapper)
         finally:
             elapsed = time.perf_counter() - started
             route = scope.get("route")
@@ -95,31 +113,122 @@ class RequestContext:
             })
             request_id_var.reset(token)
 
-    def _limited(self, receive: Receive) -> Receive:
+    def _refuse_metrics(self, scope: Scope) -> _Refusal | None:
+        if self._metrics_token is None or scope.get("path") != "/metrics":
+            return None
+        given = (_header(scope, b"authorization") or "").encode("latin-1")
+        expected = b"Bearer " + self._metrics_token
+        if hmac.compare_digest(given, expected):
+            return None
+        return (401, "unauthorized", "this server protects /metrics: send its metrics token as "
+                "'Authorization: Bearer <token>' (MEMPLANE_METRICS_TOKEN)",
+                [(b"www-authenticate", b"Bearer")])
+
+    async def _read_body(self, scope: Scope, receive: Receive) -> tuple[bytes, _Refusal | None]:
+        length = _header(scope, b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+            return b"", self._too_large()
+        chunks: list[bytes] = []
         seen = 0
-
-        async def wrapped() -> Message:
-            nonlocal seen
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_body_bytes:
-                    raise BodyTooLarge
-            return message
+            if message["type"] != "http.request":  # the client went away
+                return b"", (400, "bad_request", "the client closed the connection before "
+                             "sending the whole body", [])
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.max_body_bytes:
+                return b"", self._too_large()
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        if not body:
+            return body, None
+        content_type = _header(scope, b"content-type")
+        if not _is_json(content_type):
+            said = f"'{content_type[:100]}'" if content_type else "no Content-Type"
+            return body, (415, "unsupported_media_type",
+                          f"the request body was sent with {said}; send JSON with "
+                          "'Content-Type: application/json'", [])
+        # A large body is checked off the event loop (it costs less than parsing it).
+        deep = (_nests_deeper(body, MAX_JSON_DEPTH) if len(body) < _CHECK_INLINE_BYTES
+                else await run_in_threadpool(_nests_deeper, body, MAX_JSON_DEPTH))
+        if deep:
+            return body, (422, "validation_error",
+                          f"the request body nests JSON more than {MAX_JSON_DEPTH} levels deep; "
+                          "flatten the value (or store deep structures as a JSON string)", [])
+        return body, None
 
-        return wrapped
+    def _too_large(self) -> _Refusal:
+        return (413, "payload_too_large",
+                f"the request body is larger than {self.max_body_bytes} bytes; "
+                "store large content in smaller memories", [(b"connection", b"close")])
 
-    async def _too_large(self, send: Send) -> None:
-        body = json.dumps({
-            "error": "payload_too_large",
-            "detail": f"the request body is larger than {self.max_body_bytes} bytes; "
-                      "store large content in smaller memories",
-        }).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode()),
-                                (b"connection", b"close")]})
-        await send({"type": "http.response.body", "body": body})
+
+_Refusal = tuple[int, str, str, list[tuple[bytes, bytes]]]
+
+
+async def _answer(send: Send, status: int, code: str, detail: str,
+                  headers: list[tuple[bytes, bytes]]) -> None:
+    body = json.dumps({"error": code, "detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()), *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _may_have_body(scope: Scope) -> bool:
+    if scope.get("method") in _BODY_METHODS:
+        return True
+    length = _header(scope, b"content-length")
+    return bool(length and length != "0") or _header(scope, b"transfer-encoding") is not None
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The body read by the policy, once; then the client's own messages (disconnects)."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+def _is_json(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/")
+                                           and media.endswith("+json"))
+
+
+def _nests_deeper(body: bytes, limit: int) -> bool:
+    """Whether JSON ``body`` nests arrays/objects more than ``limit`` levels deep.
+
+    Cheap, all at C speed: a body with no more brackets than the limit cannot; otherwise the
+    strings are cut out, the brackets kept (``{}`` counted as ``[]``) and the innermost pairs
+    removed, one level per pass: a body that is empty within ``limit`` passes is shallow
+    enough. A pass that removes nothing means malformed JSON, left for the parser to describe.
+    """
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False
+    # Without escapes, quotes alternate opening and closing strings: the outside is the rest.
+    outside = (b"".join(body.split(b'"')[0::2]) if b"\\" not in body
+               else _JSON_STRING.sub(b"", body))
+    rest = outside.translate(_AS_SQUARE, _NOT_BRACKETS)
+    for _ in range(limit):
+        shorter = rest.replace(b"[]", b"")
+        if not shorter:
+            return False
+        if len(shorter) == len(rest):
+            return False
+        rest = shorter
+    return True
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

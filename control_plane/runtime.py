@@ -39,6 +39,7 @@ class Runtime:
                                credentials=CredentialBox(load_server_key(settings)),
                                allowed_endpoints=settings.allowed_endpoints)
         self.plane.keys = Keyring(settings)
+        self.plane.max_object_bytes = settings.max_object_bytes
         CALLERS.ttl = settings.auth_cache_seconds
         self.plane.audit_batcher = AuditBatcher(self.engine)
         self._stop = threading.Event()

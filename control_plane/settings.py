@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,6 +31,11 @@ class Settings(BaseSettings):
     )
     create_default_tenant: bool = True
     max_body_bytes: int = Field(10 * 1024 * 1024, ge=1024)
+    max_object_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024, description="Largest value one memory may hold once "
+        "serialised; a write or an append that would store more is refused with 413.")
+    metrics_token: SecretStr | None = Field(
+        None, description="When set, GET /metrics requires 'Authorization: Bearer <token>'.")
     audit_seal_interval_seconds: float = Field(0.5, gt=0)
     reconcile_grace_seconds: float = Field(300.0, ge=0)
     sqlite_synchronous: str = Field("FULL", pattern="^(OFF|NORMAL|FULL|EXTRA)$")
@@ -73,6 +79,10 @@ class Settings(BaseSettings):
     kek_aws_endpoint_url: str | None = None
     kek_aws_access_key_id: str | None = None
     kek_aws_secret_access_key: SecretStr | None = None
+    kek_aws_allowed_key_refs: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="KMS keys (ids, ARNs or aliases; '*' wildcards; "
+        "'{tenant_id}' stands for the tenant's id) a tenant admin may move its KEK to; "
+        "comma-separated or a JSON list. Default: only MEMPLANE_KEK_AWS_KEY_ID.")
     key_cache_size: int = Field(10_000, ge=0, description="Unwrapped subject keys kept.")
     key_cache_seconds: float = Field(300.0, ge=0)
     auth_cache_seconds: float = Field(
@@ -127,6 +137,21 @@ class Settings(BaseSettings):
     @property
     def resolved_keyring_path(self) -> Path:
         return (self.kek_keyring_path or self.data_dir / "keyring.json").resolve()
+
+    @property
+    def allowed_kms_key_refs(self) -> list[str]:
+        return self.kek_aws_allowed_key_refs or (
+            [self.kek_aws_key_id] if self.kek_aws_key_id else [])
+
+    @field_validator("kek_aws_allowed_key_refs", mode="before")
+    @classmethod
+    def _split_key_refs(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return value
 
     @model_validator(mode="after")
     def _kms_needs_a_key(self) -> Settings:

@@ -252,7 +252,9 @@ def query_page(session: Session, actor: Actor, *, pointer_id: uuid.UUID | None,
     since, until = (t.replace(tzinfo=UTC) if t is not None and t.tzinfo is None else t
                     for t in (since, until))
     after = decode_cursor(cursor) if cursor else None
-    if after is not None and not isinstance(after, int):
+    # A cursor is a row id: an int the database's BIGINT can hold (not a bool, not negative).
+    if cursor and (isinstance(after, bool) or not isinstance(after, int)
+                   or not 0 <= after < 2**63):
         raise InvalidInput("cursor is not valid; pass the next_cursor value unchanged")
     session.rollback()
     seal(session, actor.tenant_id)

@@ -22,6 +22,7 @@ another process is refused at once, cached or not.
 
 from __future__ import annotations
 
+import fnmatch
 import threading
 import time
 import uuid
@@ -94,6 +95,15 @@ class Keyring:
         self._providers: dict[str, KekProvider] = {}
         self._lock = threading.Lock()
         self.cache = KeyCache(settings.key_cache_size, settings.key_cache_seconds)
+
+    def allows_key_ref(self, tenant_id: uuid.UUID, key_ref: str) -> bool:
+        """Whether a tenant may move its KEK to this KMS key: the operator's allow-list
+        (MEMPLANE_KEK_AWS_ALLOWED_KEY_REFS: exact refs or ``*`` patterns, ``{tenant_id}``
+        standing for the tenant's own id), by default only the server's own key."""
+        for pattern in self._settings.allowed_kms_key_refs:
+            if fnmatch.fnmatchcase(key_ref, pattern.replace("{tenant_id}", str(tenant_id))):
+                return True
+        return False
 
     def provider(self, name: str) -> KekProvider:
         with self._lock:
@@ -330,6 +340,10 @@ def rotate_kek(session: Session, ring: Keyring, actor: audit.Actor, *,
     if key_ref is not None and name == "local":
         raise InvalidInput("key_ref names a KMS key; the local key ring makes its own keys, "
                            "so leave key_ref out")
+    if key_ref is not None and not ring.allows_key_ref(tenant_id, key_ref):
+        raise InvalidInput("this server does not let tenants use that KMS key; leave key_ref "
+                           "out to use the server's key, or ask the operator to add it to "
+                           "MEMPLANE_KEK_AWS_ALLOWED_KEY_REFS")
     session.commit()
     before = [k.version for k in repo.kek_versions(session, tenant_id) if k.retired_at is None]
     session.commit()

@@ -39,7 +39,7 @@ from ..compliance.guard import ensure_writable, erasure_in_progress
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
-from ..errors import Conflict, Forbidden, HashMismatch, InvalidInput, NotFound
+from ..errors import Conflict, Forbidden, HashMismatch, InvalidInput, NotFound, PayloadTooLarge
 from ..idempotency import Idempotency, Replay
 from ..keys import service as keys
 from ..kit import decode_uuid_cursor, encode_cursor, page_limit, request_id_var, sha256_hex
@@ -113,6 +113,17 @@ def _as_agent(access: Access, meta: MemoryMeta) -> MemoryMeta:
                     f"send that one")
 
 
+def _check_size(plane: DataPlane, size: int) -> None:
+    """Refuse (413) a value that would be stored larger than MEMPLANE_MAX_OBJECT_BYTES."""
+    limit = plane.max_object_bytes
+    if limit is not None and size > limit:
+        raise PayloadTooLarge(
+            f"the stored value would be {size} bytes, over this server's limit of {limit} bytes "
+            "per memory (MEMPLANE_MAX_OBJECT_BYTES); keep the value smaller, or start a new "
+            "key instead of appending to this one"
+        )
+
+
 def set_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
               value: Any, meta: MemoryMeta, idem: Idempotency | None = None, *,
               access: Access = EVERYTHING) -> MemoryPointer | Replay:
@@ -125,7 +136,9 @@ def set_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryA
         if replay is not None:
             return replay
         try:
-            return _write(session, plane, actor, address, serialise(value), meta, idem)
+            payload = serialise(value)
+            _check_size(plane, len(payload))
+            return _write(session, plane, actor, address, payload, meta, idem)
         except sa_exc.IntegrityError:
             return _replay_after_race(session, actor, idem)
 
@@ -145,6 +158,7 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
         replay = _replay(session, actor, idem)
         if replay is not None:
             return replay
+        item_bytes = serialise(item)
         for attempt in range(1, 5):
             target = plane.active(session, actor.tenant_id)
             binding = _bind(session, plane, actor, address, meta,
@@ -157,6 +171,10 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
                 continue
             items: list[Any] = []
             if pointer is not None and pointer.sync_status != "pending_delete":
+                # Refuse before fetching the list: it grows by the item and a comma ("[]" by
+                # the item alone), so its new size is known without reading it.
+                comma = 1 if pointer.content_size > 2 else 0
+                _check_size(plane, pointer.content_size + comma + len(item_bytes))
                 stored = _fetch_locked(session, plane, actor, pointer)
                 if not isinstance(stored, list):
                     raise Conflict(
@@ -166,6 +184,7 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
                 items = stored
             items.append(item)
             payload = serialise(items)
+            _check_size(plane, len(payload))
             path = _put(plane, target, actor, address, payload, binding)
             try:
                 saved = _save(session, plane, target, actor, address, pointer, path,

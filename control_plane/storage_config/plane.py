@@ -101,6 +101,8 @@ class DataPlane:
         # Group commit for the audit rows of reads (control_plane/audit/batcher.py), set by
         # Runtime; without it each read commits its own row.
         self.audit_batcher: AuditBatcher | None = None
+        # Largest serialised value one memory may hold (MEMPLANE_MAX_OBJECT_BYTES), set by Runtime.
+        self.max_object_bytes: int | None = None
 
     @property
     def default_adapter(self) -> storage.StorageAdapter:

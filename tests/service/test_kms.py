@@ -31,7 +31,9 @@ def test_kms_wraps_subject_keys_and_rotation_moves_to_another_kms_key(
                              kek_aws_region=MOTO_REGION,
                              kek_aws_endpoint_url=moto_server.endpoint,
                              kek_aws_access_key_id=MOTO_KEY_ID,
-                             kek_aws_secret_access_key=MOTO_SECRET)
+                             kek_aws_secret_access_key=MOTO_SECRET,
+                             # The operator lets tenants move to the second key.
+                             kek_aws_allowed_key_refs=[first, second])
     runtime = Runtime(settings)
     runtime.migrate()
     try:

@@ -18,11 +18,16 @@ import httpx
 from .emulators import free_port
 
 MEMPLANE = Path(sys.executable).with_name("memplane")
+# The checkout these tests live in: the child serves its code, not whatever checkout the
+# shared virtualenv's editable install points at.
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 class ServerProcess:
     def __init__(self, env: dict[str, str], *, port: int | None = None) -> None:
         self.env = {**os.environ, "MEMPLANE_LOG_LEVEL": "WARNING", **env}
+        self.env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(CHECKOUT), self.env.get("PYTHONPATH")) if p)
         self.port = port or free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self.base_url = f"http://127.0.0.1:{self.port}"
