@@ -218,10 +218,25 @@ def test_the_running_server_anchors_a_new_tenant_on_its_own(tenant: Tenant) -> N
         time.sleep(0.1)
     names = sorted(p.name for p in folder.iterdir())
     assert len(names) == 1 and names[0].endswith(".json") and len(names[0]) == 25
+    first = int(names[0][:20])
     with tenant.client() as client:
+        for i in range(3):
+            client.memory.set(scope="agent", scope_ref="bot", key=f"k{i}", value=i)
         result = client.audit.verify()
     assert (result.ok, result.checkpoints_checked, result.first_bad_checkpoint) == (True, 1, None)
-    assert result.last_checkpoint_seq == int(names[0][:20])
+    assert result.last_checkpoint_seq == first
+
+    # The tenant's very first row, rewritten with every later hash and the head: the chain
+    # alone still verifies; the checkpoint the server wrote on its own does not agree.
+    runtime = tenant.stack.runtime
+    with runtime.sessions() as session:
+        audit.seal(session, tenant.id)
+    _rewrite(runtime, tenant.id, 1)
+    with runtime.sessions() as session:
+        assert audit.verify(session, tenant.id).ok is True
+    with tenant.client() as client:
+        result = client.audit.verify()
+    assert (result.ok, result.first_bad_checkpoint, result.first_bad_seq) == (False, first, 1)
 
 
 # -- checking --------------------------------------------------------------------------------
