@@ -12,6 +12,7 @@ import threading
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from .audit import checkpoints
 from .audit import service as audit
 from .audit.batcher import AuditBatcher
 from .db.engine import make_engine, make_session_factory
@@ -49,7 +50,9 @@ class Runtime:
         upgrade(self.engine)
 
     def start_background(self) -> None:
-        """The audit sealer: chains new audit rows every few hundred milliseconds."""
+        """The audit sealer: chains new audit rows every few hundred milliseconds, and
+        anchors each tenant's chain head in its bucket every MEMPLANE_AUDIT_CHECKPOINT_SECONDS
+        while rows arrive."""
         thread = threading.Thread(target=self._seal_loop, name="memplane-audit-sealer",
                                   daemon=True)
         thread.start()
@@ -75,6 +78,11 @@ class Runtime:
                     audit.seal_all(session)
             except Exception:
                 log.exception("audit sealing failed; retrying")
+            try:  # separately: a bucket that cannot be reached never holds up sealing
+                with self.sessions() as session:
+                    checkpoints.anchor_due(session, self.plane, self.settings)
+            except Exception:
+                log.exception("audit anchoring failed; retrying")
 
     def close(self) -> None:
         self._stop.set()

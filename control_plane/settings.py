@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     metrics_token: SecretStr | None = Field(
         None, description="When set, GET /metrics requires 'Authorization: Bearer <token>'.")
     audit_seal_interval_seconds: float = Field(0.5, gt=0)
+    audit_checkpoint_seconds: float = Field(
+        60.0, ge=0, description="While audit rows arrive, sign each tenant's chain head and "
+        "write it into the tenant's bucket (audit/checkpoints/) at least this often.")
     reconcile_grace_seconds: float = Field(300.0, ge=0)
     sqlite_synchronous: str = Field("FULL", pattern="^(OFF|NORMAL|FULL|EXTRA)$")
     db_pool_size: int = Field(10, ge=1)

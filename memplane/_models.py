@@ -93,6 +93,16 @@ class AuditVerification(_Model):
     checked: int
     unsealed: int
     first_bad_seq: int | None = None
+    problem: str | None = None
+    # Against the signed checkpoints in the tenant's own bucket.
+    checkpoints_checked: int = 0
+    first_checkpoint_seq: int | None = None
+    last_checkpoint_seq: int | None = None
+    first_bad_checkpoint: int | None = None
+    head_seq: int = 0
+    anchored_seq: int = 0
+    anchor_lag_seconds: float | None = None
+    anchor_problem: str | None = None
 
 
 class CreatedKey(_Model):

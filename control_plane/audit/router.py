@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
-from ..deps import ComplianceCaller, PlaneDep, SessionDep
+from ..deps import ComplianceCaller, PlaneDep, SessionDep, get_runtime
 from ..kit import PLAIN_TEXT
 from . import service as audit
 from .schemas import AuditEntryOut, AuditPage, AuditVerificationOut
@@ -34,8 +35,10 @@ def list_audit(caller: ComplianceCaller, session: SessionDep, plane: PlaneDep,
 
 
 @router.get("/v1/audit/verify", response_model=AuditVerificationOut)
-def verify_audit(caller: ComplianceCaller, session: SessionDep) -> AuditVerificationOut:
-    result = audit.verify_as(session, caller.actor)
-    return AuditVerificationOut(ok=result.ok, checked=result.checked, unsealed=result.unsealed,
-                                first_bad_seq=result.first_bad_seq, problem=result.problem)
+def verify_audit(request: Request, caller: ComplianceCaller,
+                 session: SessionDep) -> AuditVerificationOut:
+    runtime = get_runtime(request)
+    result = audit.verify_as(session, caller.actor, plane=runtime.plane,
+                             settings=runtime.settings)
+    return AuditVerificationOut.model_validate(asdict(result))
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class AuditEntryOut(BaseModel):
@@ -33,3 +33,19 @@ class AuditVerificationOut(BaseModel):
     unsealed: int
     first_bad_seq: int | None
     problem: str | None = None
+    checkpoints_checked: int = Field(
+        0, description="Signed checkpoints read from the tenant's bucket and held against "
+        "the database.")
+    first_checkpoint_seq: int | None = None
+    last_checkpoint_seq: int | None = None
+    first_bad_checkpoint: int | None = Field(
+        None, description="The seq (and file name) of the first checkpoint that is forged, "
+        "missing, or disagrees with the database.")
+    head_seq: int = Field(0, description="The last sealed row in the database.")
+    anchored_seq: int = Field(0, description="The last row covered by a checkpoint written "
+                              "into the bucket; rows after it are not yet anchored.")
+    anchor_lag_seconds: float | None = Field(
+        None, description="Seconds since the last checkpoint while rows wait for the next.")
+    anchor_problem: str | None = Field(
+        None, description="Why the last checkpoint write failed (unreachable, auth_failed, "
+        "…); it is retried every interval.")

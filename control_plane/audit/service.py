@@ -8,6 +8,8 @@ insertion order and links each to the one before:
 
 ``verify`` recomputes the chain: an edited row breaks its own hash, a deleted row leaves a
 gap in ``seq`` (or, at the tail, disagrees with the head), a reordered row breaks the link.
+Rows rewritten together with every later hash and the head pass that test; the signed
+checkpoints the sealer writes into the tenant's bucket catch them (``checkpoints.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import logging
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +36,8 @@ from .repository import list_rows
 
 if TYPE_CHECKING:
     from ..keys.service import Keyring
+    from ..settings import Settings
+    from ..storage_config.plane import DataPlane
 
 log = logging.getLogger(__name__)
 
@@ -199,10 +203,44 @@ class Verification:
     unsealed: int
     first_bad_seq: int | None
     problem: str | None = None
+    # Against the signed checkpoints in the tenant's bucket (checkpoints.py); zero/None
+    # when verify ran without the data plane.
+    checkpoints_checked: int = 0
+    first_checkpoint_seq: int | None = None
+    last_checkpoint_seq: int | None = None
+    first_bad_checkpoint: int | None = None
+    head_seq: int = 0
+    anchored_seq: int = 0
+    anchor_lag_seconds: float | None = None
+    anchor_problem: str | None = None
 
 
-def verify(session: Session, tenant_id: uuid.UUID, *, chunk: int = 5000) -> Verification:
-    """Recompute the tenant's chain from the first row to the head."""
+def verify(session: Session, tenant_id: uuid.UUID, *, chunk: int = 5000,
+           plane: DataPlane | None = None, settings: Settings | None = None) -> Verification:
+    """Recompute the tenant's chain from the first row to the head; with the data plane,
+    also hold it to the signed checkpoints in the tenant's bucket."""
+    chain = _verify_chain(session, tenant_id, chunk=chunk)
+    if plane is None or settings is None:
+        return chain
+    from . import checkpoints
+
+    report = checkpoints.check(session, plane, settings, tenant_id)
+    lag = None
+    if chain.head_seq > report.anchored_seq:
+        since = report.anchored_at
+        lag = (utcnow() - since).total_seconds() if since is not None else None
+    anchored = replace(
+        chain, checkpoints_checked=report.checked, first_checkpoint_seq=report.first_seq,
+        last_checkpoint_seq=report.last_seq, first_bad_checkpoint=report.first_bad,
+        anchored_seq=report.anchored_seq, anchor_lag_seconds=lag,
+        anchor_problem=report.anchor_problem)
+    if not chain.ok or report.ok:
+        return anchored
+    return replace(anchored, ok=False, first_bad_seq=report.first_uncovered_row,
+                   problem=report.problem)
+
+
+def _verify_chain(session: Session, tenant_id: uuid.UUID, *, chunk: int) -> Verification:
     head = session.get(AuditHead, tenant_id)
     unsealed = session.scalar(
         select(func.count()).select_from(AccessLog)
@@ -210,6 +248,8 @@ def verify(session: Session, tenant_id: uuid.UUID, *, chunk: int = 5000) -> Veri
     ) or 0
     expected_seq, prev, checked = 1, GENESIS, 0
     last_seq = 0
+    head_seq = head.last_seq if head else 0
+    head_hash = head.last_hash if head else GENESIS
     while True:
         rows = session.scalars(
             select(AccessLog)
@@ -220,23 +260,24 @@ def verify(session: Session, tenant_id: uuid.UUID, *, chunk: int = 5000) -> Veri
             assert row.seq is not None
             if row.seq != expected_seq:
                 return Verification(False, checked, unsealed, expected_seq,
-                                    f"row {expected_seq} is missing")
+                                    f"row {expected_seq} is missing", head_seq=head_seq)
             if row.prev_hash != prev:
                 return Verification(False, checked, unsealed, row.seq,
-                                    f"row {row.seq} does not follow row {row.seq - 1}")
+                                    f"row {row.seq} does not follow row {row.seq - 1}",
+                                    head_seq=head_seq)
             if row.row_hash != chain_hash(prev, row):
                 return Verification(False, checked, unsealed, row.seq,
-                                    f"row {row.seq} was changed after it was sealed")
+                                    f"row {row.seq} was changed after it was sealed",
+                                    head_seq=head_seq)
             prev, expected_seq, last_seq = row.row_hash, expected_seq + 1, row.seq
             checked += 1
         if len(rows) < chunk:
             break
-    head_seq = head.last_seq if head else 0
-    head_hash = head.last_hash if head else GENESIS
     if last_seq != head_seq or prev != head_hash:
         return Verification(False, checked, unsealed, last_seq + 1,
-                            f"the chain ends at row {last_seq} but was sealed up to {head_seq}")
-    return Verification(True, checked, unsealed, None)
+                            f"the chain ends at row {last_seq} but was sealed up to {head_seq}",
+                            head_seq=head_seq)
+    return Verification(True, checked, unsealed, None, head_seq=head_seq)
 
 
 def query_page(session: Session, actor: Actor, *, pointer_id: uuid.UUID | None,
@@ -273,12 +314,15 @@ def query_page(session: Session, actor: Actor, *, pointer_id: uuid.UUID | None,
     return rows[:size], next_cursor
 
 
-def verify_as(session: Session, actor: Actor) -> Verification:
-    result = verify(session, actor.tenant_id)
+def verify_as(session: Session, actor: Actor, *, plane: DataPlane | None = None,
+              settings: Settings | None = None) -> Verification:
+    result = verify(session, actor.tenant_id, plane=plane, settings=settings)
     session.rollback()
     begin_write(session)
     record(session, actor, "audit_verify", success=result.ok,
            detail=f"checked {result.checked}, unsealed {result.unsealed}, "
-                  f"first bad {result.first_bad_seq}")
+                  f"first bad {result.first_bad_seq}, checkpoints "
+                  f"{result.checkpoints_checked}, first bad checkpoint "
+                  f"{result.first_bad_checkpoint}")
     session.commit()
     return result

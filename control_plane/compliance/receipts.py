@@ -14,7 +14,8 @@ A receipt is a JSON object (schema ``memplane-erasure-receipt/1``)::
       "retention": [{"location", "backend", "bucket", "versioning", "soft_delete_days",
                      "object_lock", "retention_days", "retained_until", "statement"}],
       "limits": [str],                                  # what the receipt cannot prove
-      "audit": {"first_seq": int, "last_seq": int},     # the audit chain rows of the erasure
+      "audit": {"first_seq": int, "last_seq": int,      # the audit chain rows of the erasure
+                "head_seq": int, "head_hash": hex},     # the chain's head when it was signed
       "key_id": str,                                    # which signing key
       "signature": base64                               # Ed25519 over the canonical form
     }
@@ -23,6 +24,11 @@ The subject appears only as a salted hash: whoever holds the user id and the rec
 recompute it; the receipt alone does not reveal who was erased. Numbers of days are given
 as strings (``"7"``, ``"0.5"``) so the signed form has no floats; see ``signing.py`` for the
 canonical form.
+
+``audit.head_hash`` ties the receipt to the audit chain: it is the ``row_hash`` of row
+``head_seq``, which commits to every row before it, the erasure's own included. The sealer's
+signed checkpoints in the tenant's bucket commit to the same chain, so a database rewritten
+after the receipt no longer has that hash at that row.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from storage_adapters.base import BucketDescription
 from ..audit import service as audit
 from ..audit.service import Actor
 from ..db.engine import begin_write
-from ..db.models import AccessLog, ErasureReceipt
+from ..db.models import AccessLog, AuditHead, ErasureReceipt
 from ..errors import NotFound
 from ..settings import Settings
 from . import subjects
@@ -64,6 +70,9 @@ def build(session: Session, *, receipt_id: uuid.UUID, job_id: uuid.UUID,
     salt = progress["salt"]
     finished = datetime.fromisoformat(progress["finished_at"])
     first_seq, last_seq = _seqs(session, progress["start_audit_id"], progress["end_audit_id"])
+    head_seq, head_hash = session.execute(
+        select(AuditHead.last_seq, AuditHead.last_hash)
+        .where(AuditHead.tenant_id == tenant_id)).one()
     keys = dict(progress["keys"])
     verification = progress.get("verification", {})
     return {
@@ -109,7 +118,8 @@ def build(session: Session, *, receipt_id: uuid.UUID, job_id: uuid.UUID,
         },
         "retention": [_retention(config_id, d, finished) for config_id, d in descriptions],
         "limits": LIMITS,
-        "audit": {"first_seq": first_seq, "last_seq": last_seq},
+        "audit": {"first_seq": first_seq, "last_seq": last_seq,
+                  "head_seq": int(head_seq), "head_hash": head_hash},
         "key_id": "",
     }
 

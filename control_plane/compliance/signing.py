@@ -12,7 +12,13 @@ Where the key comes from: ``MEMPLANE_RECEIPT_SIGNING_KEY`` (base64 of the 32 raw
 bytes, or a PKCS#8 PEM); else, on the embedded default, a key generated once into
 ``<data_dir>/receipt-signing.key`` (mode 0600); else, on a shared deployment, a key derived
 with HKDF from ``MEMPLANE_SERVER_KEY``, which every replica has — so replicas never sign
-with keys of their own.
+with keys of their own. A signing key is only as strong as what it comes from, so the server
+key is used only when it carries at least 32 random bytes (64 hex digits, or base64 of 32
+bytes or more); a shorter one is refused with a sentence asking for a dedicated key.
+
+The same key signs the audit chain's checkpoints (``control_plane/audit/checkpoints.py``):
+one public key for an auditor to pin. The two never pass for each other: every signed body
+names its ``format``, and each verifier accepts only its own.
 """
 
 from __future__ import annotations
@@ -75,7 +81,12 @@ _lock = threading.Lock()
 
 def signing_key(settings: Settings) -> SigningKey:
     configured = settings.receipt_signing_key
-    cache_key = "setting" if configured else str(settings.data_dir.resolve())
+    if configured:
+        cache_key = "setting:" + _fingerprint(configured.get_secret_value())
+    elif settings.embedded or settings.server_key is None:
+        cache_key = str(settings.data_dir.resolve())
+    else:
+        cache_key = "derived:" + _fingerprint(settings.server_key.get_secret_value())
     with _lock:
         key = _cache.get(cache_key)
         if key is None:
@@ -94,10 +105,46 @@ def signing_key(settings: Settings) -> SigningKey:
         return key
 
 
+def _fingerprint(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def random_bytes_in(secret: str) -> int:
+    """How many random bytes ``secret`` can be credited with, counting only encodings a key
+    generator writes: hex (two digits a byte) or base64 (standard or URL-safe, padding
+    optional). Anything else, or a string repeating a short pattern, counts as none."""
+    text = secret.strip()
+    if len(text) < 16 or len(set(text)) < 8 or _repeats(text):
+        return 0
+    if all(c in "0123456789abcdefABCDEF" for c in text):
+        return len(text) // 2
+    alphabet = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_")
+    body = text.rstrip("=")
+    if body and all(c in alphabet for c in body):
+        return len(body) * 6 // 8
+    return 0
+
+
+def _repeats(text: str) -> bool:
+    """True when ``text`` is a shorter string written over and over ("abcabcabc…")."""
+    return (text + text).find(text, 1) < len(text)
+
+
+MIN_SERVER_KEY_BYTES = 32
+
+
 def _derived(server_key: str) -> Ed25519PrivateKey:
     """Every replica shares the server key, so a key derived from it is the same on all of
     them; a dedicated MEMPLANE_RECEIPT_SIGNING_KEY is still preferred (it can outlive a
-    server-key rotation)."""
+    server-key rotation). A short or patterned server key would make receipts forgeable by
+    whoever guesses it, so it is refused rather than stretched."""
+    if random_bytes_in(server_key) < MIN_SERVER_KEY_BYTES:
+        raise SigningKeyMissing(
+            "MEMPLANE_SERVER_KEY is too short to derive the receipt signing key from (it needs "
+            "32 random bytes: 64 hex digits or 43 base64 characters); set "
+            "MEMPLANE_RECEIPT_SIGNING_KEY to a dedicated Ed25519 key (base64 of 32 bytes, or "
+            "PEM), the same on every replica, or use a longer random server key"
+        )
     seed = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
                 info=b"memplane receipt signing v1").derive(server_key.encode())
     return Ed25519PrivateKey.from_private_bytes(seed)

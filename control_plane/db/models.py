@@ -154,6 +154,12 @@ class AuditHead(Base):
     last_seq: Mapped[int] = mapped_column(BigId, default=0)
     last_hash: Mapped[str] = mapped_column(String(64))
     sealed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # The latest signed checkpoint written into the tenant's bucket (audit/checkpoints.py).
+    anchored_seq: Mapped[int] = mapped_column(BigId, default=0, server_default="0")
+    anchored_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    anchor_attempted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    anchor_problem: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    anchor_config_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, nullable=True)
 
 
 class IdempotentResponse(Base):

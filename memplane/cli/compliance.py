@@ -171,12 +171,12 @@ def receipt_verify(
         "--public-key", help="The server's PEM key (GET /v1/receipts/public-key).")],
 ) -> None:
     """Verify a receipt offline; exit 1 if anything in it was changed."""
-    from .._receipts import verify_receipt
+    from .._receipts import parse_receipt, verify_receipt
 
     try:
-        receipt = json.loads(receipt_file.read_text())
+        receipt = parse_receipt(receipt_file.read_bytes())
         pem = public_key.read_bytes()
-        ok = isinstance(receipt, dict) and verify_receipt(receipt, pem)
+        ok = verify_receipt(receipt, pem)
     except (OSError, ValueError) as exc:
         console.print(f"[red]cannot verify:[/] {exc}")
         raise typer.Exit(1) from None
@@ -224,7 +224,8 @@ def audit_verify(
     tenant: Annotated[str | None, typer.Option(
         help="Local only: tenant id; default every tenant.")] = None,
 ) -> None:
-    """Recompute the audit hash chain; exit 1 if it is broken.
+    """Recompute the audit hash chain and hold it to the signed checkpoints in the
+    tenant's bucket; exit 1 if either disagrees (``first_bad_checkpoint`` names which).
 
     With --url (or MEMPLANE_URL) the server checks the key's tenant; without, every tenant
     of the local database is checked.
@@ -236,8 +237,7 @@ def audit_verify(
         return
     with _client(url, api_key) as client:
         result = client.audit.verify()
-    typer.echo(json.dumps({"ok": result.ok, "checked": result.checked,
-                           "unsealed": result.unsealed, "first_bad_seq": result.first_bad_seq}))
+    typer.echo(json.dumps(result.model_dump(mode="json")))
     if not result.ok:
         raise typer.Exit(1)
 

@@ -6,6 +6,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -160,7 +161,8 @@ def audit_verify(
     tenant: Annotated[str | None, typer.Option(help="Tenant id; default: every tenant.")]
     = None,
 ) -> None:
-    """Seal pending audit rows, then recompute each tenant's chain; exit 1 if one is broken."""
+    """Seal pending audit rows, then recompute each tenant's chain and hold it to the signed
+    checkpoints in its bucket; exit 1 if one is broken."""
     from sqlalchemy import select
 
     from control_plane.audit.service import seal, verify
@@ -172,12 +174,10 @@ def audit_verify(
                else list(session.scalars(select(Tenant.id).order_by(Tenant.created_at))))
         for tenant_id in ids:
             seal(session, tenant_id)
-            result = verify(session, tenant_id)
+            result = verify(session, tenant_id, plane=runtime.plane,
+                            settings=runtime.settings)
             broken |= not result.ok
-            typer.echo(json.dumps({"tenant": str(tenant_id), "ok": result.ok,
-                                  "checked": result.checked, "unsealed": result.unsealed,
-                                  "first_bad_seq": result.first_bad_seq,
-                                  "problem": result.problem}))
+            typer.echo(json.dumps({"tenant": str(tenant_id), **asdict(result)}))
     if broken:
         raise typer.Exit(1)
 

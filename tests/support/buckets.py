@@ -17,6 +17,12 @@ from .emulators import Azurite, FakeGcsServer, MotoServer, new_azure_container, 
 BACKEND_NAMES = ["local", "s3", "gcs", "azure"]
 
 
+def _content(keys: Any) -> list[str]:
+    """The service's objects, without the audit chain's checkpoints (``…/audit/…``), which
+    the sealer writes into every tenant bucket on its own schedule."""
+    return sorted(k for k in keys if "/audit/checkpoints/" not in f"/{k}")
+
+
 class RawBucket:
     name: str
     connection_config: dict[str, Any]
@@ -44,7 +50,7 @@ class LocalBucket(RawBucket):
         if not self.root.exists():
             return []
         found = (p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file())
-        return sorted(k for k in found if k.startswith(prefix) and ".memplane-tmp" not in k)
+        return _content(k for k in found if k.startswith(prefix) and ".memplane-tmp" not in k)
 
     def overwrite(self, key: str, data: bytes) -> None:
         (self.root / key).write_bytes(data)
@@ -62,7 +68,7 @@ class S3Bucket(RawBucket):
     def keys(self, prefix: str = "") -> list[str]:
         pages = self.raw.get_paginator("list_objects_v2").paginate(Bucket=self.bucket,
                                                                     Prefix=prefix)
-        return sorted(item["Key"] for page in pages for item in page.get("Contents", []))
+        return _content(item["Key"] for page in pages for item in page.get("Contents", []))
 
     def versions(self, prefix: str = "") -> tuple[list[str], list[str]]:
         """(keys of every stored version, keys of every delete marker) under ``prefix``."""
@@ -73,7 +79,7 @@ class S3Bucket(RawBucket):
         for page in pages:
             versions += [v["Key"] for v in page.get("Versions", [])]
             markers += [m["Key"] for m in page.get("DeleteMarkers", [])]
-        return sorted(versions), sorted(markers)
+        return _content(versions), _content(markers)
 
     def overwrite(self, key: str, data: bytes) -> None:
         self.raw.put_object(Bucket=self.bucket, Key=key, Body=data)
@@ -92,7 +98,7 @@ class GCSBucket(RawBucket):
         self.raw = server.client()
 
     def keys(self, prefix: str = "") -> list[str]:
-        return sorted(b.name for b in self.raw.list_blobs(self.bucket, prefix=prefix or None))
+        return _content(b.name for b in self.raw.list_blobs(self.bucket, prefix=prefix or None))
 
     def overwrite(self, key: str, data: bytes) -> None:
         self.raw.bucket(self.bucket).blob(key).upload_from_string(data)
@@ -109,7 +115,7 @@ class AzureBucket(RawBucket):
         self.raw = server.client().get_container_client(self.connection_config["container"])
 
     def keys(self, prefix: str = "") -> list[str]:
-        return sorted(b.name for b in self.raw.list_blobs(name_starts_with=prefix or None))
+        return _content(b.name for b in self.raw.list_blobs(name_starts_with=prefix or None))
 
     def overwrite(self, key: str, data: bytes) -> None:
         self.raw.upload_blob(key, data, overwrite=True)

@@ -126,7 +126,9 @@ class Tenant:
     def objects(self) -> list[Path]:
         if not self.bucket_dir.exists():
             return []
-        return sorted(p for p in self.bucket_dir.rglob("*") if p.is_file())
+        # The audit chain's signed checkpoints (audit/checkpoints/) are not memory content.
+        return sorted(p for p in self.bucket_dir.rglob("*")
+                      if p.is_file() and p.relative_to(self.bucket_dir).parts[0] != "audit")
 
 
 class ServerThread:
