@@ -92,14 +92,13 @@ class Settings(BaseSettings):
         5.0, ge=0, description="How long a valid API key is trusted without looking it up "
                                "again; a key revoked on another replica works until then.")
 
-    @field_validator("allowed_endpoints", mode="before")
+    @field_validator("allowed_endpoints", "kek_aws_allowed_key_refs", mode="before")
     @classmethod
-    def _endpoint_list(cls, value: Any) -> Any:
+    def _list_from_text(cls, value: Any) -> Any:
+        """A list setting may be a JSON list or comma-separated text."""
         if isinstance(value, str):
             text = value.strip()
             if text.startswith("["):
-                import json
-
                 return json.loads(text)
             return [part.strip() for part in text.split(",") if part.strip()]
         return value
@@ -146,15 +145,6 @@ class Settings(BaseSettings):
         return self.kek_aws_allowed_key_refs or (
             [self.kek_aws_key_id] if self.kek_aws_key_id else [])
 
-    @field_validator("kek_aws_allowed_key_refs", mode="before")
-    @classmethod
-    def _split_key_refs(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            text = value.strip()
-            if text.startswith("["):
-                return json.loads(text)
-            return [part.strip() for part in text.split(",") if part.strip()]
-        return value
 
     @model_validator(mode="after")
     def _kms_needs_a_key(self) -> Settings:

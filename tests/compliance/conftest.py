@@ -8,21 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from control_plane.db.engine import make_engine
-from control_plane.db.migrate import upgrade
 from control_plane.runtime import Runtime
-from tests.support.service import make_settings
+from tests.support.service import isolated_database, make_settings
 
 
 @pytest.fixture(scope="session")
 def service_runtime(database: str, request: pytest.FixtureRequest,
                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
-    url = database
-    if database != "sqlite":
-        url = request.getfixturevalue("postgres").create_database()
-        engine = make_engine(url)
-        upgrade(engine)
-        engine.dispose()
+    url = isolated_database(database, request)
     runtime = Runtime(make_settings(url, tmp_path_factory.mktemp("compliance-services")))
     if url == "sqlite":
         runtime.migrate()

@@ -26,15 +26,21 @@ from control_plane.audit import checkpoints
 from control_plane.audit import service as audit
 from control_plane.compliance.signing import canonical, signing_key
 from control_plane.db.base import utcnow
-from control_plane.db.engine import begin_write, make_engine
-from control_plane.db.migrate import upgrade
+from control_plane.db.engine import begin_write
 from control_plane.db.models import AccessLog, AuditHead
 from control_plane.runtime import Runtime
 from memplane._receipts import verify_checkpoint, verify_receipt
 from memplane.cli import app
 from tests.support.emulators import MotoServer, new_s3_bucket
 from tests.support.process import TcpProxy
-from tests.support.service import ServerThread, ServiceWorld, Stack, Tenant, make_settings
+from tests.support.service import (
+    ServerThread,
+    ServiceWorld,
+    Stack,
+    Tenant,
+    isolated_database,
+    make_settings,
+)
 
 # -- helpers ---------------------------------------------------------------------------------
 
@@ -120,12 +126,7 @@ def quiet_stack(database: str, request: pytest.FixtureRequest,
     when rows are sealed and when the head is anchored, so every checkpoint's position is
     known. (Another server's sealer on a shared database would anchor these tenants too,
     into its own default bucket.)"""
-    url = database
-    if database != "sqlite":
-        url = request.getfixturevalue("postgres").create_database()
-        engine = make_engine(url)
-        upgrade(engine)
-        engine.dispose()
+    url = isolated_database(database, request)
     settings = make_settings(url, tmp_path_factory.mktemp("anchor"), run_background=False)
     server = ServerThread(settings).start()
     try:

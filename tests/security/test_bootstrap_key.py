@@ -14,25 +14,17 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy import select
 
-from control_plane.db.engine import make_engine
-from control_plane.db.migrate import upgrade
 from control_plane.db.models import AccessLog, ApiKey
 from control_plane.errors import Unauthorized
 from control_plane.runtime import Runtime
 from control_plane.settings import Settings
 from control_plane.tenants.service import authenticate, ensure_bootstrap
-from tests.support.service import ServerThread, make_settings
+from tests.support.service import ServerThread, isolated_database, make_settings
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def own_database(request: pytest.FixtureRequest) -> str:
-    if request.param == "sqlite":
-        return "sqlite"
-    url: str = request.getfixturevalue("postgres").create_database()
-    engine = make_engine(url)
-    upgrade(engine)
-    engine.dispose()
-    return url
+    return isolated_database(request.param, request)
 
 
 def _key() -> str:

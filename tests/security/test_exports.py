@@ -31,7 +31,7 @@ from control_plane.db.migrate import upgrade
 from control_plane.db.models import AccessLog, Job
 from control_plane.jobs.worker import Worker
 from storage_adapters.envelope import MAGIC, DecryptionError
-from tests.support.service import ServerThread, Stack, Tenant, make_settings
+from tests.support.service import ServerThread, Stack, Tenant, isolated_database, make_settings
 
 SUBJECT = "user-ana@example.com"
 
@@ -40,12 +40,7 @@ SUBJECT = "user-ana@example.com"
 def quiet(database: str, request: pytest.FixtureRequest,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """A server without its own job worker, on a database no other server's worker sees."""
-    url = database
-    if database != "sqlite":
-        url = request.getfixturevalue("postgres").create_database()
-        engine = make_engine(url)
-        upgrade(engine)
-        engine.dispose()
+    url = isolated_database(database, request)
     settings = make_settings(url, tmp_path_factory.mktemp("exports"), run_jobs=False)
     server = ServerThread(settings).start()
     try:

@@ -19,25 +19,18 @@ from sqlalchemy import update
 
 from control_plane.audit.service import Actor
 from control_plane.compliance import service as compliance
-from control_plane.db.engine import make_engine
-from control_plane.db.migrate import upgrade
 from control_plane.db.models import Job
 from control_plane.jobs.service import JobContext
 from control_plane.jobs.worker import Worker
 from control_plane.runtime import Runtime
 from control_plane.tenants.service import create_tenant
-from tests.support.service import make_settings
+from tests.support.service import isolated_database, make_settings
 
 
 @pytest.fixture(scope="module")
 def runtime(database: str, request: pytest.FixtureRequest,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
-    url = database
-    if database != "sqlite":
-        url = request.getfixturevalue("postgres").create_database()
-        engine = make_engine(url)
-        upgrade(engine)
-        engine.dispose()
+    url = isolated_database(database, request)
     built = Runtime(make_settings(url, tmp_path_factory.mktemp("fairness")))
     if url == "sqlite":
         built.migrate()

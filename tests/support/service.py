@@ -37,6 +37,18 @@ RECEIPT_KEY = base64.b64encode(secrets.token_bytes(32)).decode()
 BACKENDS = ["sqlite", "postgres"]
 
 
+def isolated_database(database: str, request: pytest.FixtureRequest) -> str:
+    """``database`` itself for SQLite (each server gets its own file), else a fresh, migrated
+    PostgreSQL database that no other test's server or worker sees."""
+    if database == "sqlite":
+        return database
+    url: str = request.getfixturevalue("postgres").create_database()
+    engine = make_engine(url)
+    upgrade(engine)
+    engine.dispose()
+    return url
+
+
 def make_settings(database: str, data_dir: Path, **overrides: Any) -> Settings:
     values: dict[str, Any] = dict(
         data_dir=data_dir, admin_key=BOOTSTRAP_KEY, audit_seal_interval_seconds=0.2,
