@@ -12,6 +12,7 @@ from control_plane.db.engine import make_engine
 from control_plane.db.migrate import upgrade
 from tests.support.postgres import PostgresCluster
 from tests.support.process import ServerProcess
+from tests.support.service import RECEIPT_KEY
 
 ADMIN_KEY = "mp_faults_" + secrets.token_hex(12)
 
@@ -34,7 +35,8 @@ def make_env(database_url: str, data_dir: Path, bucket_url: str | None = None) -
     upgrade(engine)
     engine.dispose()
     return {
-        "MEMPLANE_DATABASE_URL": database_url, "MEMPLANE_SERVER_KEY": secrets.token_hex(24),
+        "MEMPLANE_DATABASE_URL": database_url, "MEMPLANE_SERVER_KEY": secrets.token_hex(32),
+        "MEMPLANE_RECEIPT_SIGNING_KEY": RECEIPT_KEY,
         "MEMPLANE_DATA_DIR": str(data_dir), "MEMPLANE_ADMIN_KEY": ADMIN_KEY,
         "MEMPLANE_DEFAULT_BUCKET_URL": bucket_url or f"file://{data_dir / 'bucket'}",
         "MEMPLANE_RECONCILE_GRACE_SECONDS": "0",
