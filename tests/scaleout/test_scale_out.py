@@ -23,7 +23,6 @@ import os
 import secrets
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections import Counter
@@ -31,7 +30,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import httpx
 import pytest
