@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from . import openapi_docs
 from .audit.router import router as audit_router
 from .compliance.router import router as compliance_router
 from .errors import DomainError
@@ -64,6 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   description="Pointers in the control plane; content in your own bucket.",
                   docs_url=None, redoc_url=None)
     _install_offline_docs(app)
+    openapi_docs.install(app)
     app.state.metrics = Metrics()
     # One place for the request body policy (size, JSON content type, nesting depth) and the
     # /metrics token; routes never check these themselves.
