@@ -89,3 +89,18 @@ def test_docs_pages_load_only_assets_this_server_serves(stack: Stack, page: str)
     assert {url: r.status_code for url, r in answers.items()} == {url: 200 for url in urls}
     scripts = [url for url in urls if url.endswith(".js")]
     assert scripts and all(len(answers[url].content) > 100_000 for url in scripts), scripts
+
+
+def test_the_documented_422_is_the_answer_the_server_gives(stack: Stack,
+                                                           spec: dict[str, Any]) -> None:
+    put = spec["paths"]["/v1/memories/{scope}/{scope_ref}/{key}"]["put"]
+    ref = put["responses"]["422"]["content"]["application/json"]["schema"]["$ref"]
+    documented = spec["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    problem = spec["components"]["schemas"]["ValidationProblem"]
+    with stack.http(stack.new_tenant().admin_key) as http:
+        answer = http.put("/v1/memories/user/u1/k", json={"importance": 9})
+    assert answer.status_code == 422
+    body = answer.json()
+    assert sorted(body) == sorted(documented["properties"]) == sorted(documented["required"])
+    assert body["error"] == documented["properties"]["error"]["const"]
+    assert [sorted(e) for e in body["errors"]] == [sorted(problem["properties"])] * 2
