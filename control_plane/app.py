@@ -6,6 +6,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib import resources
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -14,6 +15,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from . import openapi_docs
 from .audit.router import router as audit_router
 from .compliance.router import router as compliance_router
 from .errors import DomainError
@@ -60,7 +62,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             runtime.close()
 
     app = FastAPI(title="memplane", version="0.1.0", lifespan=lifespan,
-                  description="Pointers in the control plane; content in your own bucket.")
+                  description="Pointers in the control plane; content in your own bucket.",
+                  docs_url=None, redoc_url=None)
+    _install_offline_docs(app)
+    openapi_docs.install(app)
     app.state.metrics = Metrics()
     # One place for the request body policy (size, JSON content type, nesting depth) and the
     # /metrics token; routes never check these themselves.
@@ -74,6 +79,59 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(integrity_router)
     _install_error_handlers(app)
     return app
+
+
+DOCS_ASSETS = "/docs-assets"
+
+
+def _install_offline_docs(app: FastAPI) -> None:
+    """/docs (Swagger UI) and /redoc with their scripts and styles served by this server from
+    the ``fastapi-offline`` package, so the pages work without reaching a CDN."""
+    from fastapi.openapi.docs import (
+        get_redoc_html,
+        get_swagger_ui_html,
+        get_swagger_ui_oauth2_redirect_html,
+    )
+    from fastapi.staticfiles import StaticFiles
+    from starlette.responses import HTMLResponse
+
+    try:
+        assets = resources.files("fastapi_offline") / "static"
+    except ModuleNotFoundError:  # an install without the base dependencies: CDN pages
+        log.warning("fastapi-offline is not installed; /docs and /redoc load from a CDN")
+        local = False
+    else:
+        app.mount(DOCS_ASSETS, StaticFiles(directory=str(assets)), name="docs-assets")
+        local = True
+    oauth2_redirect = "/docs/oauth2-redirect"
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        spec, redirect = f"{root}{app.openapi_url}", f"{root}{oauth2_redirect}"
+        title = f"{app.title} - API"
+        if not local:
+            return get_swagger_ui_html(openapi_url=spec, title=title,
+                                       oauth2_redirect_url=redirect)
+        return get_swagger_ui_html(
+            openapi_url=spec, title=title, oauth2_redirect_url=redirect,
+            swagger_js_url=f"{root}{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png")
+
+    @app.get(oauth2_redirect, include_in_schema=False)
+    async def swagger_ui_redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        spec, title = f"{root}{app.openapi_url}", f"{app.title} - API"
+        if not local:
+            return get_redoc_html(openapi_url=spec, title=title)
+        return get_redoc_html(openapi_url=spec, title=title, with_google_fonts=False,
+                              redoc_js_url=f"{root}{DOCS_ASSETS}/redoc.standalone.js",
+                              redoc_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png")
 
 
 def _install_error_handlers(app: FastAPI) -> None:

@@ -11,11 +11,14 @@ router = APIRouter(tags=["health"])
 
 @router.get("/healthz")
 def healthz() -> dict[str, str]:
+    """Liveness: the process answers. No authentication; use it for liveness probes."""
     return {"status": "ok"}
 
 
 @router.get("/readyz")
 def readyz(request: Request, response: Response) -> dict[str, str]:
+    """Readiness: 200 when the control-plane database answers, 503 (with the reason) when it does
+    not. No authentication; use it for readiness probes and load balancers."""
     runtime = get_runtime(request)
     try:
         with runtime.engine.connect() as connection:

@@ -25,6 +25,8 @@ def list_audit(caller: ComplianceCaller, session: SessionDep, plane: PlaneDep,
                until: datetime | None = None,
                limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
                cursor: str | None = None) -> AuditPage:
+    """One page of the tenant's access audit log, oldest first, filtered by pointer, accessor,
+    operation or time. Needs an admin or compliance key; the query is itself audited."""
     rows, next_cursor = query_page(
         session, caller.actor, pointer_id=pointer_id, accessor_id=accessor_id,
         operation=operation, since=since, until=until, cursor=cursor, limit=limit,
@@ -37,6 +39,9 @@ def list_audit(caller: ComplianceCaller, session: SessionDep, plane: PlaneDep,
 @router.get("/v1/audit/verify", response_model=AuditVerificationOut)
 def verify_audit(request: Request, caller: ComplianceCaller,
                  session: SessionDep) -> AuditVerificationOut:
+    """Recompute the tenant's audit hash chain and hold it to the signed checkpoints in the
+    tenant's bucket; `ok` false names the first bad row or checkpoint. Needs an admin or
+    compliance key."""
     runtime = get_runtime(request)
     result = audit.verify_as(session, caller.actor, plane=runtime.plane,
                              settings=runtime.settings)

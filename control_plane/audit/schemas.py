@@ -9,35 +9,49 @@ from pydantic import BaseModel, ConfigDict, Field
 class AuditEntryOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
-    seq: int | None
-    pointer_id: uuid.UUID | None
-    event_id: uuid.UUID | None
-    accessor_type: str
-    accessor_id: str
-    agent_id: str | None = None
-    operation: str
-    success: bool
-    detail: str
-    request_id: str | None
-    accessed_at: datetime
+    seq: int | None = Field(description="Position in the tenant's hash chain (1, 2, …); "
+                            "null until the row is sealed, a fraction of a second later.")
+    pointer_id: uuid.UUID | None = Field(description="The memory pointer the access touched, "
+                                         "if any.")
+    event_id: uuid.UUID | None = Field(description="The event the access touched, if any.")
+    accessor_type: str = Field(description="Who acted: 'api_key', 'system' (a job, the "
+                               "sealer), or 'cli'.", examples=["api_key"])
+    accessor_id: str = Field(description="Which one: the API key's id, or the job/worker "
+                             "that acted.", examples=["job:5f0c…"])
+    agent_id: str | None = Field(None, description="The agent recorded for the access (an "
+                                 "agent key's agent_id, or the write's agent_id).")
+    operation: str = Field(description="What was done: set, get, append, delete, clear, "
+                           "export, erase, audit_query, job_takeover, …", examples=["set"])
+    success: bool = Field(description="False when the operation was refused or failed.")
+    detail: str = Field(description="A short description without memory content; a data "
+                        "subject's identifiers appear only sealed under the subject's key.")
+    request_id: str | None = Field(description="The X-Request-ID of the HTTP request that "
+                                   "caused it, to find it in the server's logs.")
+    accessed_at: datetime = Field(description="When it happened (UTC).")
 
 
 class AuditPage(BaseModel):
-    items: list[AuditEntryOut]
-    next_cursor: str | None
+    items: list[AuditEntryOut] = Field(description="Audit rows, oldest first.")
+    next_cursor: str | None = Field(description="Pass as ?cursor= for the next page; null on "
+                                    "the last page.")
 
 
 class AuditVerificationOut(BaseModel):
-    ok: bool
-    checked: int
-    unsealed: int
-    first_bad_seq: int | None
-    problem: str | None = None
+    ok: bool = Field(description="True when the hash chain and the bucket's signed "
+                     "checkpoints agree with every row.")
+    checked: int = Field(description="Sealed rows recomputed and found in order.")
+    unsealed: int = Field(description="Rows not yet sealed (written in the last moments); "
+                          "they are checked once sealed.")
+    first_bad_seq: int | None = Field(description="The first row that is missing, out of "
+                                      "order or changed; null when none.")
+    problem: str | None = Field(None, description="What is wrong, in a sentence; null when ok.")
     checkpoints_checked: int = Field(
         0, description="Signed checkpoints read from the tenant's bucket and held against "
         "the database.")
-    first_checkpoint_seq: int | None = None
-    last_checkpoint_seq: int | None = None
+    first_checkpoint_seq: int | None = Field(None, description="Row covered by the oldest "
+                                             "checkpoint read.")
+    last_checkpoint_seq: int | None = Field(None, description="Row covered by the newest "
+                                            "checkpoint read.")
     first_bad_checkpoint: int | None = Field(
         None, description="The seq (and file name) of the first checkpoint that is forged, "
         "missing, or disagrees with the database.")

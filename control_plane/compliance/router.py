@@ -24,6 +24,9 @@ OfficerCaller = Annotated[Caller, _role("admin", "compliance",
 @router.post("/v1/subjects/{user_id}/export", response_model=JobOut, status_code=202)
 def export_subject(user_id: str, caller: OfficerCaller, session: SessionDep,
                    body: Annotated[ExportIn | None, Body()] = None) -> Any:
+    """Start an export (GDPR Art. 15/20) of everything stored about a data subject: a job (202)
+    that writes a sealed archive into the tenant's own bucket; poll GET /v1/jobs/{id}, then
+    download it."""
     return compliance.start_export(session, caller.actor, unquote(user_id),
                                    (body or ExportIn()).format)
 
@@ -31,18 +34,24 @@ def export_subject(user_id: str, caller: OfficerCaller, session: SessionDep,
 @router.post("/v1/subjects/{user_id}/erase", response_model=JobOut, status_code=202)
 def erase_subject(user_id: str, caller: OfficerCaller, session: SessionDep,
                   body: Annotated[EraseIn | None, Body()] = None) -> Any:
+    """Start the erasure (GDPR Art. 17) of a data subject: a resumable job (202) that deletes their
+    memories, objects and key and ends with a signed receipt; `dry_run` only counts. Writes of
+    the subject answer 409 until it finishes."""
     return compliance.start_erasure(session, caller.actor, unquote(user_id),
                                     (body or EraseIn()).dry_run)
 
 
 @router.get("/v1/jobs/{job_id}", response_model=JobOut)
 def read_job(job_id: uuid.UUID, caller: OfficerCaller, session: SessionDep) -> Any:
+    """The state, progress and result of an export or erasure job of the caller's tenant."""
     return get_job(session, caller.actor, job_id)
 
 
 @router.get("/v1/exports/{job_id}/download", response_class=StreamingResponse)
 def download_export(job_id: uuid.UUID, caller: OfficerCaller, session: SessionDep,
                     plane: PlaneDep) -> StreamingResponse:
+    """Stream a completed export's archive from the tenant's bucket; 410 once it has expired
+    (MEMPLANE_EXPORT_TTL_HOURS)."""
     chunks, size = export.download(session, plane, caller.actor, job_id)
     return StreamingResponse(chunks, media_type="application/zip", headers={
         "Content-Length": str(size),
@@ -52,6 +61,8 @@ def download_export(job_id: uuid.UUID, caller: OfficerCaller, session: SessionDe
 @router.get("/v1/receipts/public-key", response_class=PlainTextResponse)
 def receipt_public_key(request: Request, caller: AnyCaller,
                        session: SessionDep) -> PlainTextResponse:
+    """The Ed25519 public key (PEM) that verifies erasure receipts and audit checkpoints; any valid
+    key may read it."""
     pem = receipts.public_key(session, get_runtime(request).settings, caller.actor)
     return PlainTextResponse(pem, media_type="application/x-pem-file")
 
@@ -59,4 +70,6 @@ def receipt_public_key(request: Request, caller: AnyCaller,
 @router.get("/v1/receipts/{receipt_id}")
 def read_receipt(receipt_id: uuid.UUID, caller: OfficerCaller,
                  session: SessionDep) -> dict[str, Any]:
+    """A signed erasure receipt: what was deleted, how it was verified, and the signature to check
+    with the public key."""
     return receipts.get_receipt(session, caller.actor, receipt_id)

@@ -198,6 +198,9 @@ class Worker:
         )
         if not done.rowcount:  # type: ignore[attr-defined]
             log.warning("job %s was taken over before it could be recorded", job.id)
+        else:
+            log.info("job %s %s attempt %d %s by worker %s", job.id, job.kind, job.attempts,
+                     values["state"], self.owner)
         session.commit()
 
 

@@ -29,6 +29,8 @@ KeyringDep = Annotated[keys.Keyring, Depends(get_keyring)]
 @router.post("/v1/keys/rotate", response_model=RotationOut)
 def rotate(caller: AdminCaller, session: SessionDep, ring: KeyringDep,
            body: RotateIn | None = None) -> RotationOut:
+    """Rotate the tenant's key-encryption key: create a new KEK version (locally or in a KMS) and
+    re-wrap every subject key under it. Admin keys only."""
     body = body or RotateIn()
     report = keys.rotate_kek_as(session, ring, caller.actor, key_ref=body.key_ref,
                                 provider=body.provider)
@@ -37,10 +39,14 @@ def rotate(caller: AdminCaller, session: SessionDep, ring: KeyringDep,
 
 @router.post("/v1/keys/retire", response_model=RetireOut)
 def retire(caller: AdminCaller, session: SessionDep, ring: KeyringDep) -> RetireOut:
+    """Retire the KEK versions no subject key uses any more; versions still in use are listed and
+    kept. Admin keys only."""
     return RetireOut(**asdict(keys.retire_keks_as(session, ring, caller.actor)))
 
 
 @router.get("/v1/keys/kek", response_model=KekList)
 def kek_versions(caller: AdminCaller, session: SessionDep) -> KekList:
+    """The tenant's KEK versions, which is current, and how many subject keys each wraps. Admin
+    keys only."""
     rows = keys.kek_status_as(session, caller.actor)
     return KekList(items=[KekVersionOut(**asdict(row)) for row in rows])

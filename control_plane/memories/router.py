@@ -52,6 +52,9 @@ def _answer(result: MemoryPointer | Replay) -> PointerOut | JSONResponse:
 def set_memory(scope: Scope, scope_ref: str, key: str, body: MemoryIn, caller: WriterCaller,
                session: SessionDep, plane: PlaneDep,
                idempotency_key: IdempotencyKey = None) -> PointerOut | JSONResponse:
+    """Write a memory: the JSON value goes (encrypted) to the tenant's bucket, the pointer and
+    metadata to the control plane. Replaces an existing value. Send an `Idempotency-Key` header
+    to make retries safe."""
     address = _address(scope, scope_ref, key)
     idem = Idempotency.of(idempotency_key, "PUT", address.describe(), body.model_dump_json())
     return _answer(memories.set_value(session, plane, caller.actor, address, body.value,
@@ -61,6 +64,8 @@ def set_memory(scope: Scope, scope_ref: str, key: str, body: MemoryIn, caller: W
 @router.get("/v1/memories/{scope}/{scope_ref}/{key}", response_model=MemoryOut)
 def get_memory(scope: Scope, scope_ref: str, key: str, caller: ReaderCaller,
                session: SessionDep, plane: PlaneDep) -> MemoryOut:
+    """Read a memory: the value from the tenant's bucket, verified against the pointer's SHA-256,
+    and its pointer."""
     result = memories.get_value(session, plane, caller.actor, _address(scope, scope_ref, key),
                                 access=caller.access)
     return MemoryOut(value=result.value, pointer=PointerOut.of(result.pointer))
@@ -70,6 +75,8 @@ def get_memory(scope: Scope, scope_ref: str, key: str, caller: ReaderCaller,
 def append_memory(scope: Scope, scope_ref: str, key: str, body: AppendIn, caller: WriterCaller,
                   session: SessionDep, plane: PlaneDep,
                   idempotency_key: IdempotencyKey = None) -> PointerOut | JSONResponse:
+    """Append an item to a memory holding a JSON list (created if missing). Send an `Idempotency-
+    Key` header to make retries safe."""
     address = _address(scope, scope_ref, key)
     idem = Idempotency.of(idempotency_key, "APPEND", address.describe(), body.model_dump_json())
     return _answer(memories.append_value(session, plane, caller.actor, address, body.value,
@@ -79,6 +86,7 @@ def append_memory(scope: Scope, scope_ref: str, key: str, body: AppendIn, caller
 @router.delete("/v1/memories/{scope}/{scope_ref}/{key}", status_code=204)
 def delete_memory(scope: Scope, scope_ref: str, key: str, caller: WriterCaller,
                   session: SessionDep, plane: PlaneDep) -> Response:
+    """Delete a memory: its object from the bucket and its pointer; 204."""
     memories.delete_value(session, plane, caller.actor, _address(scope, scope_ref, key),
                           access=caller.access)
     return Response(status_code=204)
@@ -87,6 +95,7 @@ def delete_memory(scope: Scope, scope_ref: str, key: str, caller: WriterCaller,
 @router.delete("/v1/memories/{scope}/{scope_ref}", response_model=Cleared)
 def clear_scope(scope: Scope, scope_ref: str, caller: WriterCaller, session: SessionDep,
                 plane: PlaneDep) -> Cleared:
+    """Delete every memory of one scope ref (e.g. a whole conversation); returns how many."""
     deleted = memories.clear_scope(session, plane, caller.actor, _address(scope, scope_ref),
                                    access=caller.access)
     return Cleared(deleted=deleted)
@@ -99,6 +108,8 @@ def list_pointers(caller: ReaderCaller, session: SessionDep,
                   sync_status: SyncStatus | None = None,
                   limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
                   cursor: str | None = None) -> PointerPage:
+    """List pointers (metadata, no values) of the caller's tenant, filtered by scope, scope ref,
+    user, memory type or sync status; paginated with `cursor`."""
     rows, next_cursor = memories.list_pointers(
         session, caller.actor, scope=scope.canonical if scope else None, scope_ref=scope_ref,
         user_id=user_id, memory_type=memory_type, sync_status=sync_status, cursor=cursor,

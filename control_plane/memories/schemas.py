@@ -19,47 +19,70 @@ Title = Annotated[str, StringConstraints(max_length=500, pattern=PLAIN_TEXT)]
 class MemoryMeta(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    memory_type: MemoryType | None = None
-    tags: list[Tag] | None = Field(None, max_length=50)
-    importance: int | None = Field(None, ge=1, le=5)
-    title: Title | None = None
-    user_id: Ref | None = None
-    agent_id: Ref | None = None
-    ttl_days: int | None = Field(None, ge=1, le=36500)
+    memory_type: MemoryType | None = Field(
+        None, description="A lower-case label of your own ('preference', 'fact', 'episode', "
+        "…) to filter by; default 'fact'.", examples=["preference"])
+    tags: list[Tag] | None = Field(None, max_length=50, description="Up to 50 plain-text "
+                                   "tags, stored in the control plane.", examples=[["lang"]])
+    importance: int | None = Field(None, ge=1, le=5, description="1 (trivial) to 5 "
+                                   "(critical); default 3.", examples=[4])
+    title: Title | None = Field(None, description="A short plain-text title, stored in the "
+                                "control plane (keep personal data in the value).")
+    user_id: Ref | None = Field(None, description="The data subject the memory is about: "
+                                "exports and erasures of this user include it.",
+                                examples=["u-42"])
+    agent_id: Ref | None = Field(None, description="The agent that wrote it.",
+                                 examples=["support-bot"])
+    ttl_days: int | None = Field(None, ge=1, le=36500, description="Delete the memory this "
+                                 "many days after the write; default: keep.", examples=[30])
 
 
 class MemoryIn(MemoryMeta):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"value": {"language": "fr"}, "memory_type": "preference", "tags": ["lang"],
+         "importance": 4, "user_id": "u-42", "ttl_days": 365}]})
+
     value: Any = Field(..., description="Any JSON value; stored only in the tenant's bucket.")
 
 
 class AppendIn(MemoryMeta):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"value": {"role": "user", "text": "hello"}, "user_id": "u-42"}]})
+
     value: Any = Field(..., description="The item appended to the stored JSON list.")
 
 
 class PointerOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
-    id: uuid.UUID
-    scope: str
-    scope_ref: str
-    key: str | None
-    memory_type: str
-    title: str | None
-    tags: list[str]
-    importance: int
-    source: str
-    user_id: str | None
-    agent_id: str | None
-    storage_path: str
-    content_sha256: str
-    content_size: int
-    sync_status: str
-    version: int
-    has_embeddings: bool
-    embedding_model: str | None
-    created_at: datetime
-    updated_at: datetime
-    expires_at: datetime | None
+    id: uuid.UUID = Field(description="The pointer's id.")
+    scope: str = Field(description="user, conversation, agent, tenant, …", examples=["user"])
+    scope_ref: str = Field(description="Which user, conversation, agent …",
+                           examples=["u-42"])
+    key: str | None = Field(description="The memory's key within the scope.",
+                            examples=["preferred_language"])
+    memory_type: str = Field(description="The memory type given at write time.")
+    title: str | None = Field(description="The title given at write time.")
+    tags: list[str] = Field(description="The tags given at write time.")
+    importance: int = Field(description="1 to 5.")
+    source: str = Field(description="How it was written: api, sdk, cli, import.")
+    user_id: str | None = Field(description="The data subject it is about, if any.")
+    agent_id: str | None = Field(description="The agent that wrote it, if any.")
+    storage_path: str = Field(description="Where the (encrypted) value lives in the "
+                              "tenant's bucket.")
+    content_sha256: str = Field(description="SHA-256 of the value's canonical JSON; reads "
+                                "verify it.")
+    content_size: int = Field(description="Size of the value's canonical JSON, in bytes.")
+    sync_status: str = Field(description="synced; pending_write / pending_delete while a "
+                             "write or delete is in flight; corrupt if the object failed "
+                             "verification.")
+    version: int = Field(description="Incremented by every write and append.")
+    has_embeddings: bool = Field(description="Whether an embedding is stored with it.")
+    embedding_model: str | None = Field(description="The embedding model, if any.")
+    created_at: datetime = Field(description="First write (UTC).")
+    updated_at: datetime = Field(description="Last write (UTC).")
+    expires_at: datetime | None = Field(description="When ttl_days deletes it (UTC); null: "
+                                        "kept.")
 
     @classmethod
     def of(cls, pointer: Any) -> PointerOut:
@@ -77,14 +100,16 @@ class PointerOut(BaseModel):
 
 
 class MemoryOut(BaseModel):
-    value: Any
-    pointer: PointerOut
+    value: Any = Field(description="The stored JSON value, read from the bucket and "
+                       "verified against content_sha256.")
+    pointer: PointerOut = Field(description="The memory's pointer (metadata).")
 
 
 class PointerPage(BaseModel):
-    items: list[PointerOut]
-    next_cursor: str | None
+    items: list[PointerOut] = Field(description="Pointers, in a stable order.")
+    next_cursor: str | None = Field(description="Pass as ?cursor= for the next page; null on "
+                                    "the last page.")
 
 
 class Cleared(BaseModel):
-    deleted: int
+    deleted: int = Field(description="How many memories were deleted.")

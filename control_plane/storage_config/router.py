@@ -17,6 +17,8 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 @router.put("/v1/storage/config", response_model=StorageConfigOut)
 def configure_storage(body: Annotated[StorageConfigIn, Body()], caller: AdminCaller,
                       session: SessionDep, runtime: RuntimeDep) -> StorageConfigOut:
+    """Point the tenant at its own bucket (S3, GCS, Azure, or a local directory where allowed). The
+    bucket is probed first; secrets are stored encrypted and never shown again. Admin keys only."""
     return storage_config.configure(session, runtime.plane, caller.actor, body,
                                     allow_local=runtime.settings.local_storage_allowed,
                                     local_roots=runtime.settings.allowed_local_roots)
@@ -25,10 +27,13 @@ def configure_storage(body: Annotated[StorageConfigIn, Body()], caller: AdminCal
 @router.get("/v1/storage/config", response_model=StorageConfigOut)
 def get_storage_config(caller: ComplianceCaller, session: SessionDep,
                        plane: PlaneDep) -> StorageConfigOut:
+    """The tenant's active bucket configuration, without secrets."""
     return storage_config.get_active(session, plane, caller.actor)
 
 
 @router.get("/v1/storage/health", response_model=StorageHealthOut)
 def storage_health(caller: AdminCaller, session: SessionDep,
                    plane: PlaneDep) -> StorageHealthOut:
+    """Probe the tenant's bucket (write, read, delete a small object) and report reachability,
+    latency and its versioning/retention settings."""
     return storage_config.check_health(session, plane, caller.actor)

@@ -119,12 +119,19 @@ class S3Connection(_Connection):
     storage_type: ClassVar[str] = "s3"
     secret_fields: ClassVar[tuple[str, ...]] = ("secret_access_key", "session_token")
 
-    bucket: S3Bucket
-    region: Annotated[str, StringConstraints(max_length=64)] | None = None
-    endpoint_url: Url | None = None
-    access_key_id: Annotated[str, StringConstraints(max_length=128)] | None = None
-    secret_access_key: SecretStr | None = None
-    session_token: SecretStr | None = None
+    bucket: S3Bucket = Field(description="The S3 bucket name.", examples=["acme-memories"])
+    region: Annotated[str, StringConstraints(max_length=64)] | None = Field(
+        None, description="The bucket's region.", examples=["eu-west-1"])
+    endpoint_url: Url | None = Field(
+        None, description="An S3-compatible endpoint (MinIO, R2, …); it must be allowed by "
+        "MEMPLANE_ALLOWED_ENDPOINTS. Default: AWS.")
+    access_key_id: Annotated[str, StringConstraints(max_length=128)] | None = Field(
+        None, description="Access key id of credentials for this bucket (with "
+        "secret_access_key).")
+    secret_access_key: SecretStr | None = Field(
+        None, description="Secret of the access key; stored encrypted, never shown again.")
+    session_token: SecretStr | None = Field(
+        None, description="Session token of temporary credentials; stored encrypted.")
     role_arn: Annotated[str, StringConstraints(
         strip_whitespace=True, max_length=2048,
         pattern=r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}$")] | None = \
@@ -163,9 +170,12 @@ class GCSConnection(_Connection):
     storage_type: ClassVar[str] = "gcs"
     secret_fields: ClassVar[tuple[str, ...]] = ("credentials_info",)
 
-    bucket: GcsBucket
-    project: Annotated[str, StringConstraints(max_length=128)] | None = None
-    endpoint: Url | None = None
+    bucket: GcsBucket = Field(description="The GCS bucket name.", examples=["acme-memories"])
+    project: Annotated[str, StringConstraints(max_length=128)] | None = Field(
+        None, description="The Google Cloud project id.")
+    endpoint: Url | None = Field(
+        None, description="A GCS-compatible endpoint; it must be allowed by "
+        "MEMPLANE_ALLOWED_ENDPOINTS. Default: Google's.")
     credentials_info: SecretStr | None = Field(
         None, description="The service account key, as a JSON object or its JSON text.")
     impersonate_service_account: Annotated[str, StringConstraints(
@@ -226,11 +236,17 @@ class AzureConnection(_Connection):
     storage_type: ClassVar[str] = "azure"
     secret_fields: ClassVar[tuple[str, ...]] = ("connection_string", "account_key", "sas_token")
 
-    container: AzureContainer
-    connection_string: SecretStr | None = None
-    account_url: Url | None = None
-    account_key: SecretStr | None = None
-    sas_token: SecretStr | None = None
+    container: AzureContainer = Field(description="The blob container name.",
+                                      examples=["memories"])
+    connection_string: SecretStr | None = Field(
+        None, description="A connection string with AccountKey or SharedAccessSignature; "
+        "stored encrypted. Or give account_url with account_key or sas_token.")
+    account_url: Url | None = Field(
+        None, description="https://<account>.blob.core.windows.net (or an allowed endpoint).")
+    account_key: SecretStr | None = Field(None, description="The storage account key; stored "
+                                          "encrypted.")
+    sas_token: SecretStr | None = Field(None, description="A SAS token for the container; "
+                                        "stored encrypted.")
 
     @model_validator(mode="after")
     def _one_way_in(self) -> AzureConnection:
@@ -262,7 +278,9 @@ class LocalConnection(_Connection):
     storage_type: ClassVar[str] = "local"
 
     root: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
-                                           max_length=1000)]
+                                           max_length=1000)] = Field(
+        description="An absolute directory on the server, under one of "
+        "MEMPLANE_LOCAL_STORAGE_ROOTS.", examples=["/srv/memplane/buckets/acme"])
 
     @field_validator("root")
     @classmethod
@@ -278,28 +296,42 @@ class LocalConnection(_Connection):
         return self.root
 
 
+_TYPE = "Which kind of bucket; selects the fields of connection_config."
+
+
 class S3ConfigIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    storage_type: Literal["s3"]
-    connection_config: S3Connection
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"storage_type": "s3", "connection_config": {
+            "bucket": "acme-memories", "region": "eu-west-1",
+            "role_arn": "arn:aws:iam::123456789012:role/memplane-acme"}}]})
+    storage_type: Literal["s3"] = Field(description=_TYPE)
+    connection_config: S3Connection = Field(description="The S3 bucket and its credentials.")
 
 
 class GCSConfigIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    storage_type: Literal["gcs"]
-    connection_config: GCSConnection
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"storage_type": "gcs", "connection_config": {
+            "bucket": "acme-memories", "project": "acme",
+            "impersonate_service_account": "memplane@acme.iam.gserviceaccount.com"}}]})
+    storage_type: Literal["gcs"] = Field(description=_TYPE)
+    connection_config: GCSConnection = Field(description="The GCS bucket and its credentials.")
 
 
 class AzureConfigIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    storage_type: Literal["azure"]
-    connection_config: AzureConnection
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"storage_type": "azure", "connection_config": {
+            "container": "memories", "account_url": "https://acme.blob.core.windows.net",
+            "sas_token": "sv=2024-01-01&ss=b&srt=co&sp=rwdl&sig=..."}}]})
+    storage_type: Literal["azure"] = Field(description=_TYPE)
+    connection_config: AzureConnection = Field(description="The container and its "
+                                               "credentials.")
 
 
 class LocalConfigIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    storage_type: Literal["local"]
-    connection_config: LocalConnection
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"storage_type": "local", "connection_config": {"root": "/srv/memplane/buckets/acme"}}]})
+    storage_type: Literal["local"] = Field(description=_TYPE)
+    connection_config: LocalConnection = Field(description="A directory on the server.")
 
 
 StorageConfigIn = Annotated[
@@ -313,37 +345,43 @@ class StorageConfigOut(BaseModel):
 
     model_config = ConfigDict(from_attributes=True)
 
-    id: uuid.UUID
-    storage_type: str
-    bucket: str | None
+    id: uuid.UUID = Field(description="The configuration's id.")
+    storage_type: str = Field(description="s3, gcs, azure or local.")
+    bucket: str | None = Field(description="The bucket, container or directory.")
     prefix: str = Field(description="The effective object prefix: '<prefix>/<tenant id>'.")
-    region: str | None
-    endpoint: str | None
-    connection_config: dict[str, Any]
+    region: str | None = Field(description="The bucket's region, if any.")
+    endpoint: str | None = Field(description="The custom endpoint, if any.")
+    connection_config: dict[str, Any] = Field(description="The configuration without its "
+                                              "secrets.")
     secrets_set: list[str] = Field(description="Names of the secret fields stored encrypted.")
-    versioning: bool | None
-    soft_delete_days: float | None
-    object_lock: bool | None
-    is_active: bool
-    created_at: datetime
+    versioning: bool | None = Field(description="Whether the bucket keeps object versions "
+                                    "(null: unknown).")
+    soft_delete_days: float | None = Field(description="The bucket's soft-delete retention, "
+                                           "if any.")
+    object_lock: bool | None = Field(description="Whether object lock / immutability is on.")
+    is_active: bool = Field(description="True for the configuration new writes use.")
+    created_at: datetime = Field(description="When it was configured (UTC).")
 
 
 class StorageHealthOut(BaseModel):
-    ok: bool
-    reachable: bool
+    ok: bool = Field(description="True when the write/read/delete probe succeeded.")
+    reachable: bool = Field(description="True when the bucket answered at all.")
     probe: str = Field(description="What the write/read/delete probe did.")
     problem: str | None = Field(
         None, description="Why the probe failed: unreachable, auth_failed, bucket_not_found, "
                           "permission_denied or endpoint_not_allowed; null when it succeeded.")
-    latency_ms: float
-    config_id: uuid.UUID
-    storage_type: str
-    bucket: str | None
-    prefix: str
-    region: str | None
-    versioning: bool | None
-    soft_delete_days: float | None
-    object_lock: bool | None
-    retention_days: float | None
-    notes: list[str]
-    checked_at: datetime
+    latency_ms: float = Field(description="How long the probe took, in milliseconds.")
+    config_id: uuid.UUID = Field(description="The configuration probed (the active one).")
+    storage_type: str = Field(description="s3, gcs, azure or local.")
+    bucket: str | None = Field(description="The bucket, container or directory.")
+    prefix: str = Field(description="The object prefix probed.")
+    region: str | None = Field(description="The bucket's region, if any.")
+    versioning: bool | None = Field(description="Whether the bucket keeps versions (null: "
+                                    "could not tell).")
+    soft_delete_days: float | None = Field(description="Soft-delete retention, if any.")
+    object_lock: bool | None = Field(description="Whether object lock is on.")
+    retention_days: float | None = Field(description="Default retention of locked objects, "
+                                         "if any.")
+    notes: list[str] = Field(description="What an erasure on this bucket will and will not "
+                             "reach (versions, soft delete, locks), in sentences.")
+    checked_at: datetime = Field(description="When the probe ran (UTC).")

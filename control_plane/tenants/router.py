@@ -20,12 +20,15 @@ router = APIRouter(tags=["tenants"])
 
 @router.post("/v1/tenants", response_model=CreatedTenant, status_code=201)
 def create_tenant(body: TenantIn, caller: AnyCaller, session: SessionDep) -> CreatedTenant:
+    """Create a tenant and its first admin key (shown once). Needs the bootstrap admin key."""
     tenant, raw = tenants.create_tenant_as(session, caller, body.name)
     return CreatedTenant(tenant=TenantOut.model_validate(tenant), api_key=raw)
 
 
 @router.post("/v1/api-keys", response_model=CreatedApiKey, status_code=201)
 def create_api_key(body: ApiKeyIn, caller: AdminCaller, session: SessionDep) -> CreatedApiKey:
+    """Create an API key for the caller's tenant: admin, agent (optionally limited to scopes) or
+    compliance. The secret is shown once."""
     key, raw = tenants.create_api_key(
         session, caller, body.role, body.name, agent_id=body.agent_id,
         scopes=None if body.scopes is None else [(g.scope.value, g.scope_ref)
@@ -37,5 +40,7 @@ def create_api_key(body: ApiKeyIn, caller: AdminCaller, session: SessionDep) -> 
 
 @router.delete("/v1/api-keys/{key_id}", status_code=204)
 def revoke_api_key(key_id: uuid.UUID, caller: AdminCaller, session: SessionDep) -> Response:
+    """Revoke an API key of the caller's tenant; it stops working at once on this replica and
+    within MEMPLANE_AUTH_CACHE_SECONDS on the others."""
     tenants.revoke_api_key(session, caller, key_id)
     return Response(status_code=204)

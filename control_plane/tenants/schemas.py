@@ -12,19 +12,20 @@ ScopeRef = Field(min_length=1, max_length=256, pattern=PLAIN_TEXT)
 
 
 class TenantIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, max_length=200, pattern=PLAIN_TEXT)
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"name": "acme"}]})
+    name: str = Field(min_length=1, max_length=200, pattern=PLAIN_TEXT,
+                      description="A name for the tenant (plain text).")
 
 
 class TenantOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
-    id: uuid.UUID
-    name: str
+    id: uuid.UUID = Field(description="The tenant's id.")
+    name: str = Field(description="Its name.")
 
 
 class CreatedTenant(BaseModel):
-    tenant: TenantOut
-    api_key: str
+    tenant: TenantOut = Field(description="The new tenant.")
+    api_key: str = Field(description="The new tenant's admin key, shown once; store it.")
 
 
 class ScopeGrant(BaseModel):
@@ -32,14 +33,21 @@ class ScopeGrant(BaseModel):
     (``tenant``/``institutional`` memory has the one ref ``-``)."""
 
     model_config = ConfigDict(extra="forbid")
-    scope: Scope
-    scope_ref: str = ScopeRef
+    scope: Scope = Field(description="A memory scope.")
+    scope_ref: str = Field(min_length=1, max_length=256, pattern=PLAIN_TEXT,
+                           description="One ref of that scope, or '*' for every ref.")
 
 
 class ApiKeyIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    role: Literal["admin", "agent", "compliance"]
-    name: str = Field("", max_length=200, pattern=PLAIN_TEXT)
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"role": "agent", "name": "support bot", "agent_id": "support-bot",
+         "scopes": [{"scope": "user", "scope_ref": "*"}]},
+        {"role": "compliance", "name": "DPO"}]})
+    role: Literal["admin", "agent", "compliance"] = Field(
+        description="admin: everything; agent: read and write memories; compliance: audit, "
+        "exports and erasures.")
+    name: str = Field("", max_length=200, pattern=PLAIN_TEXT,
+                      description="A label to recognise the key by.")
     scopes: list[ScopeGrant] | None = Field(
         None, max_length=100, description="Agent keys only: the scopes the key may see; "
         "leave out for a key that sees the whole tenant.")
@@ -50,14 +58,16 @@ class ApiKeyIn(BaseModel):
 
 
 class ScopeGrantOut(BaseModel):
-    scope: str
-    scope_ref: str
+    scope: str = Field(description="A memory scope.")
+    scope_ref: str = Field(description="One ref of that scope, or '*' for every ref.")
 
 
 class CreatedApiKey(BaseModel):
-    id: uuid.UUID
-    role: str
-    name: str
-    scopes: list[ScopeGrantOut] | None = None
-    agent_id: str | None = None
-    api_key: str
+    id: uuid.UUID = Field(description="The key's id (to revoke it with DELETE "
+                          "/v1/api-keys/{id}).")
+    role: str = Field(description="admin, agent or compliance.")
+    name: str = Field(description="Its label.")
+    scopes: list[ScopeGrantOut] | None = Field(None, description="The scopes an agent key "
+                                               "may see; null: the whole tenant.")
+    agent_id: str | None = Field(None, description="The agent an agent key acts as.")
+    api_key: str = Field(description="The secret, shown once; store it.")
