@@ -13,12 +13,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_no_example_has_a_deadline() -> None:
-    assert settings.default.deadline is None
+    assert settings.default is not None and settings.default.deadline is None
 
 
 def _profile_in_a_fresh_process(env: dict[str, str]) -> str:
-    probe = ("import tests.conftest; from hypothesis import settings as s; "
-             "d = s.default; print(s.get_current_profile_name(), d.deadline, d.derandomize, d.database)")
+    probe = ("import tests.conftest; from hypothesis import settings as s; d = s.default; "
+             "print(s.get_current_profile_name(), d.deadline, d.derandomize, d.database)")
     clean = {k: v for k, v in os.environ.items()
              if k not in ("CI", "MEMPLANE_HYPOTHESIS_PROFILE")}
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env={**clean, **env},
