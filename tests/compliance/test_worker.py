@@ -3,21 +3,49 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from control_plane.db.engine import begin_write
+from control_plane.db.engine import begin_write, make_engine
+from control_plane.db.migrate import upgrade
 from control_plane.errors import NotFound
 from control_plane.jobs.service import JobContext, enqueue, get_job
 from control_plane.jobs.worker import Worker
+from control_plane.runtime import Runtime
+from control_plane.tenants.service import create_tenant
 from tests.support.clock import DEADLINE_SECONDS, Beats, ManualWallClock, wait_until
-from tests.support.service import ServiceWorld
+from tests.support.service import ServiceWorld, make_settings
 
 from .helpers import job
 
 LEASE = 3600.0  # long enough that no real-time wait ever matters; the clock is moved
+
+
+@pytest.fixture
+def own_world(database: str, request: pytest.FixtureRequest,
+              tmp_path: Path) -> Iterator[ServiceWorld]:
+    """A database of its own: the lease tests move the clock hours ahead, where a job another
+    test left in the shared database would become claimable and run by the wrong worker (and
+    a job left queued here would be claimed by another test's worker)."""
+    url = database
+    if database != "sqlite":
+        url = request.getfixturevalue("postgres").create_database()
+        engine = make_engine(url)
+        upgrade(engine)
+        engine.dispose()
+    runtime = Runtime(make_settings(url, tmp_path))
+    if url == "sqlite":
+        runtime.migrate()
+    try:
+        with runtime.sessions() as session:
+            created, _ = create_tenant(session, "leases")
+        yield ServiceWorld(runtime, created.id)
+    finally:
+        runtime.close()
 
 def _enqueue(world: ServiceWorld, kind: str = "probe") -> Any:
     with world.runtime.sessions() as session:
@@ -68,7 +96,9 @@ def test_progress_saved_by_one_attempt_is_seen_by_the_next(world: ServiceWorld) 
     assert (done.state, done.result, done.attempts) == ("completed", {"ok": True}, 2)
 
 
-def test_a_running_job_keeps_its_lease_while_its_worker_is_alive(world: ServiceWorld) -> None:
+def test_a_running_job_keeps_its_lease_while_its_worker_is_alive(
+        own_world: ServiceWorld) -> None:
+    world = own_world
     # Time is a manual clock and each lease renewal waits for the test to release it, so
     # nothing here depends on how fast this machine is.
     clock, beats = ManualWallClock(), Beats()
@@ -109,7 +139,9 @@ def test_a_running_job_keeps_its_lease_while_its_worker_is_alive(world: ServiceW
     assert done.result == {"slow": True, "lost": False}
 
 
-def test_a_lease_not_renewed_is_taken_over_and_its_worker_told(world: ServiceWorld) -> None:
+def test_a_lease_not_renewed_is_taken_over_and_its_worker_told(
+        own_world: ServiceWorld) -> None:
+    world = own_world
     clock, beats = ManualWallClock(), Beats()
     release, started = threading.Event(), threading.Event()
     seen: list[bool] = []
@@ -150,9 +182,10 @@ def test_a_lease_not_renewed_is_taken_over_and_its_worker_told(world: ServiceWor
     assert beats.pauses == 1  # a lost lease is not renewed again
 
 
-def test_another_tenants_job_is_not_found(world: ServiceWorld) -> None:
+def test_another_tenants_job_is_not_found(own_world: ServiceWorld) -> None:
     from control_plane.audit.service import Actor
-    from control_plane.tenants.service import create_tenant
+
+    world = own_world  # its job stays queued: not in the shared database, for other workers
 
     queued = _enqueue(world)
     with world.runtime.sessions() as session:
