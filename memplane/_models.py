@@ -41,7 +41,7 @@ class Pointer(_Model):
     memory_type: str | None = None
     title: str | None = None
     tags: list[str] = Field(default_factory=list)
-    importance: float | None = None
+    importance: int | None = None
     source: str | None = None
     user_id: str | None = None
     agent_id: str | None = None

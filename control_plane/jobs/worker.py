@@ -7,7 +7,8 @@ LOCKED`` keeps them from claiming the same job). Tenants take turns (``repositor
 
 Between jobs the worker also deletes export archives past their expiry
 (``MEMPLANE_EXPORT_TTL_HOURS``), at most every ``EXPIRY_SWEEP_SECONDS``. Time comes from an
-injectable ``clock``, so tests move it instead of sleeping.
+injectable ``clock`` and the heartbeat waits through an injectable ``pause``, so tests move
+time and release each lease renewal themselves instead of sleeping.
 """
 
 from __future__ import annotations
@@ -39,9 +40,15 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[JobContext], dict[str, Any]]
 Clock = Callable[[], datetime]
+# Waits up to the given seconds or until the event is set; True when it was set.
+Pause = Callable[[threading.Event, float], bool]
 
 EXPIRY_SWEEP_SECONDS = 60.0
 _EXPIRY_BATCH = 100
+
+
+def wait_on_event(stop: threading.Event, seconds: float) -> bool:
+    return stop.wait(seconds)
 
 
 def default_handlers() -> dict[str, Handler]:
@@ -54,7 +61,8 @@ def default_handlers() -> dict[str, Handler]:
 class Worker:
     def __init__(self, sessions: sessionmaker[Session], plane: DataPlane, settings: Settings,
                  *, owner: str | None = None, handlers: dict[str, Handler] | None = None,
-                 lease_seconds: float | None = None, clock: Clock = utcnow) -> None:
+                 lease_seconds: float | None = None, clock: Clock = utcnow,
+                 pause: Pause = wait_on_event) -> None:
         self.sessions = sessions
         self.plane = plane
         self.settings = settings
@@ -62,6 +70,7 @@ class Worker:
         self.handlers = handlers if handlers is not None else default_handlers()
         self.lease_seconds = lease_seconds or settings.job_lease_seconds
         self.clock = clock
+        self.pause = pause
 
     def run_forever(self, stop: threading.Event) -> None:
         """Claim and run jobs until ``stop`` is set; sleep between polls when idle."""
@@ -150,7 +159,8 @@ class Worker:
     def _run(self, job: Job) -> None:
         handler = self.handlers.get(job.kind)
         session = self.sessions()
-        heartbeat = _Heartbeat(self.sessions, job.id, self.owner, self.lease_seconds)
+        heartbeat = _Heartbeat(self.sessions, job.id, self.owner, self.lease_seconds,
+                               self.clock, self.pause)
         ctx = JobContext(
             job_id=job.id, tenant_id=job.tenant_id, kind=job.kind, subject=job.subject,
             params=dict(job.params or {}), progress=dict(job.progress or {}),
@@ -216,9 +226,11 @@ class _Heartbeat:
     """Renews the lease every third of its length; sets ``lost`` if another worker has it."""
 
     def __init__(self, sessions: sessionmaker[Session], job_id: uuid.UUID, owner: str,
-                 lease_seconds: float) -> None:
+                 lease_seconds: float, clock: Clock = utcnow,
+                 pause: Pause = wait_on_event) -> None:
         self.sessions, self.job_id, self.owner = sessions, job_id, owner
         self.lease_seconds = lease_seconds
+        self.clock, self.pause = clock, pause
         self.lost = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"job-lease-{job_id}",
@@ -232,11 +244,11 @@ class _Heartbeat:
         self._thread.join(timeout=10)
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.lease_seconds / 3):
+        while not self.pause(self._stop, self.lease_seconds / 3):
             try:
                 with self.sessions() as session:
                     begin_write(session)
-                    now = utcnow()
+                    now = self.clock()
                     held = repo.renew(session, self.job_id, self.owner,
                                       now + timedelta(seconds=self.lease_seconds), now)
                     session.commit()

@@ -82,7 +82,8 @@ class DataPlane:
                  checkpoint: Callable[[str], None] = no_faults, *,
                  credentials: CredentialBox | None = None,
                  active_ttl_seconds: float = ACTIVE_TTL_SECONDS,
-                 allowed_endpoints: Sequence[str] = ()) -> None:
+                 allowed_endpoints: Sequence[str] = (),
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._default_url = default_bucket_url
         self.endpoint_policy = EndpointPolicy.from_entries(allowed_endpoints,
                                                            CLOUD_STORAGE_HOSTS)
@@ -90,9 +91,11 @@ class DataPlane:
         self.credentials = credentials
         # Configuration rows are immutable, so their targets can be kept for good.
         self._targets: dict[uuid.UUID, Target] = {}
-        # tenant -> (active configuration, monotonic time the entry expires)
+        # tenant -> (active configuration, ``clock`` time the entry expires)
         self._active: dict[uuid.UUID, tuple[uuid.UUID, float]] = {}
         self._active_ttl = active_ttl_seconds
+        # Monotonic seconds; tests pass their own clock and move it instead of sleeping.
+        self._clock = clock
         self._lock = threading.Lock()
         # Crash tests replace this to stop a protocol between two of its steps.
         self.checkpoint = checkpoint
@@ -114,7 +117,7 @@ class DataPlane:
 
     def active(self, session: Session, tenant_id: uuid.UUID) -> Target:
         """Where new content of the tenant goes."""
-        now = time.monotonic()
+        now = self._clock()
         cached = self._active.get(tenant_id)
         if cached is not None and cached[1] > now:
             return self.by_id(session, cached[0])

@@ -7,7 +7,7 @@ import threading
 import time
 import unicodedata
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,16 +61,19 @@ def new_key() -> str:
 class CallerCache:
     """Valid API keys by hash, each for ``ttl`` seconds, so a request does not look its key
     up every time. A key revoked through this process is forgotten at once; other replicas
-    stop accepting it within ``ttl`` (``MEMPLANE_AUTH_CACHE_SECONDS``; 0 turns this off)."""
+    stop accepting it within ``ttl`` (``MEMPLANE_AUTH_CACHE_SECONDS``; 0 turns this off).
+    Time comes from ``clock`` (monotonic seconds), so tests move it instead of sleeping."""
 
-    def __init__(self, ttl: float = 5.0, size: int = 10_000) -> None:
+    def __init__(self, ttl: float = 5.0, size: int = 10_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl, self.size = ttl, size
+        self.clock = clock
         self._items: dict[tuple[str, str], tuple[float, Caller]] = {}
         self._lock = threading.Lock()
 
     def get(self, where: str, digest: str) -> Caller | None:
         item = self._items.get((where, digest))
-        if item is None or item[0] < time.monotonic():
+        if item is None or item[0] <= self.clock():
             return None
         return item[1]
 
@@ -80,7 +83,7 @@ class CallerCache:
         with self._lock:
             if len(self._items) >= self.size:
                 self._items.clear()
-            self._items[(where, digest)] = (time.monotonic() + self.ttl, caller)
+            self._items[(where, digest)] = (self.clock() + self.ttl, caller)
 
     def forget(self, digest: str) -> None:
         with self._lock:

@@ -265,16 +265,17 @@ def test_local_needs_the_servers_permission(world: Any, tmp_path: Path) -> None:
     assert (tmp_path / "memplane" / str(world.tenant_id)).is_dir()
 
 
-def test_other_replicas_follow_a_change_within_the_ttl(world: Any, tmp_path: Path) -> None:
-    import time
-
+def test_other_replicas_follow_a_change_at_the_ttl(world: Any, tmp_path: Path) -> None:
     from control_plane.storage_config import service
     from control_plane.storage_config.plane import DataPlane
     from control_plane.storage_config.schemas import LocalConfigIn
+    from tests.support.clock import ManualClock
 
     runtime = world.runtime
+    clock = ManualClock()  # the replica's cache reads this clock, so the test moves time
     replica = DataPlane(runtime.settings.resolved_bucket_url,
-                        credentials=runtime.plane.credentials, active_ttl_seconds=0.5)
+                        credentials=runtime.plane.credentials, active_ttl_seconds=5.0,
+                        clock=clock)
     try:
         with runtime.sessions() as session:
             before = replica.active(session, world.tenant_id).config_id
@@ -282,10 +283,13 @@ def test_other_replicas_follow_a_change_within_the_ttl(world: Any, tmp_path: Pat
                 {"storage_type": "local", "connection_config": {"root": str(tmp_path)}})
             saved = service.configure(session, runtime.plane, world.actor, body,
                                       allow_local=True, local_roots=[tmp_path])
+            assert saved.id != before
             # This process forgets at once; the replica still holds its cached entry.
             assert runtime.plane.active(session, world.tenant_id).config_id == saved.id
             assert replica.active(session, world.tenant_id).config_id == before
-            time.sleep(0.6)
+            clock.advance(4.75)
+            assert replica.active(session, world.tenant_id).config_id == before
+            clock.advance(0.25)
             assert replica.active(session, world.tenant_id).config_id == saved.id
     finally:
         replica.close()

@@ -4,7 +4,6 @@ those of one clean run."""
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -21,6 +20,7 @@ from control_plane.memories import service as memories
 from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from memplane._receipts import verify_receipt
+from tests.support.clock import ManualWallClock
 from tests.support.service import ServiceWorld, SimulatedCrash
 
 from .helpers import bucket_paths, job, write_subject
@@ -28,9 +28,12 @@ from .helpers import bucket_paths, job, write_subject
 SUBJECT, BYSTANDER = "alice", "bob"
 
 
-def _worker(world: ServiceWorld, name: str) -> Worker:
+LEASE = 3600.0  # the workers share a manual clock: the test moves it past the lease
+
+
+def _worker(world: ServiceWorld, name: str, clock: ManualWallClock) -> Worker:
     return Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
-                  owner=name, lease_seconds=0.5)
+                  owner=name, lease_seconds=LEASE, clock=clock)
 
 
 @pytest.mark.parametrize("step, occurrence", [
@@ -57,17 +60,19 @@ def test_a_killed_erasure_is_taken_over_and_counts_once(
                 raise SimulatedCrash(at)
 
     world.runtime.plane.checkpoint = crash
+    clock = ManualWallClock()
     with world.runtime.sessions() as session:
         queued = compliance.start_erasure(session, world.actor, SUBJECT, dry_run=False)
     with pytest.raises(SimulatedCrash):
-        _worker(world, "first").run_once()
+        _worker(world, "first", clock).run_once()
     assert job(world, queued.id).state == "running"
     if step != "erase:after_block":
         with world.runtime.sessions() as session, pytest.raises(SubjectErasureInProgress):
             memories.set_value(session, world.runtime.plane, world.actor,
                                MemoryAddress.parse(Scope.user, SUBJECT, "late"), 1, MemoryMeta())
-    time.sleep(0.6)  # the dead worker's lease runs out
-    assert _worker(world, "second").run_once() == queued.id
+    assert _worker(world, "second", clock).run_once() is None  # the lease still holds
+    clock.advance(LEASE + 1)  # the dead worker's lease runs out
+    assert _worker(world, "second", clock).run_once() == queued.id
 
     finished = job(world, queued.id)
     # the raw id is gone from the job: only the receipt's salted hash names the subject

@@ -3,18 +3,49 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from control_plane.db.engine import begin_write
+from control_plane.db.engine import begin_write, make_engine
+from control_plane.db.migrate import upgrade
 from control_plane.errors import NotFound
 from control_plane.jobs.service import JobContext, enqueue, get_job
 from control_plane.jobs.worker import Worker
-from tests.support.service import ServiceWorld
+from control_plane.runtime import Runtime
+from control_plane.tenants.service import create_tenant
+from tests.support.clock import DEADLINE_SECONDS, Beats, ManualWallClock, wait_until
+from tests.support.service import ServiceWorld, make_settings
 
 from .helpers import job
 
+LEASE = 3600.0  # long enough that no real-time wait ever matters; the clock is moved
+
+
+@pytest.fixture
+def own_world(database: str, request: pytest.FixtureRequest,
+              tmp_path: Path) -> Iterator[ServiceWorld]:
+    """A database of its own: the lease tests move the clock hours ahead, where a job another
+    test left in the shared database would become claimable and run by the wrong worker (and
+    a job left queued here would be claimed by another test's worker)."""
+    url = database
+    if database != "sqlite":
+        url = request.getfixturevalue("postgres").create_database()
+        engine = make_engine(url)
+        upgrade(engine)
+        engine.dispose()
+    runtime = Runtime(make_settings(url, tmp_path))
+    if url == "sqlite":
+        runtime.migrate()
+    try:
+        with runtime.sessions() as session:
+            created, _ = create_tenant(session, "leases")
+        yield ServiceWorld(runtime, created.id)
+    finally:
+        runtime.close()
 
 def _enqueue(world: ServiceWorld, kind: str = "probe") -> Any:
     with world.runtime.sessions() as session:
@@ -65,34 +96,96 @@ def test_progress_saved_by_one_attempt_is_seen_by_the_next(world: ServiceWorld) 
     assert (done.state, done.result, done.attempts) == ("completed", {"ok": True}, 2)
 
 
-def test_a_running_job_keeps_its_lease_while_its_worker_is_alive(world: ServiceWorld) -> None:
-    release = threading.Event()
-    started = threading.Event()
+def test_a_running_job_keeps_its_lease_while_its_worker_is_alive(
+        own_world: ServiceWorld) -> None:
+    world = own_world
+    # Time is a manual clock and each lease renewal waits for the test to release it, so
+    # nothing here depends on how fast this machine is.
+    clock, beats = ManualWallClock(), Beats()
+    release, started = threading.Event(), threading.Event()
 
     def slow(ctx: JobContext) -> dict[str, Any]:
         started.set()
-        release.wait(10)
-        return {"slow": True}
+        assert release.wait(DEADLINE_SECONDS)
+        return {"slow": True, "lost": ctx.lost()}
 
     queued = _enqueue(world)
     first = Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
-                   handlers={"probe": slow}, lease_seconds=0.3)
+                   handlers={"probe": slow}, lease_seconds=LEASE, clock=clock, pause=beats)
+    other = Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
+                   handlers={"probe": slow}, lease_seconds=LEASE, clock=clock)
     thread = threading.Thread(target=first.run_once)
     thread.start()
-    assert started.wait(10)
+    try:
+        assert started.wait(DEADLINE_SECONDS)
+        beats.wait_for_pauses(1)
+        assert beats.asked == [LEASE / 3]  # it renews every third of the lease
+        assert job(world, queued.id).lease_expires_at == clock.start + timedelta(seconds=LEASE)
+        for beat in range(1, 10):  # nine beats, a third of a lease apart: three leases long
+            clock.advance(LEASE / 3)
+            beats.release()
+            beats.wait_for_pauses(beat + 1)
+            renewed = job(world, queued.id)
+            assert renewed.lease_expires_at == clock.now + timedelta(seconds=LEASE)
+            assert (renewed.state, renewed.lease_owner) == ("running", first.owner)
+        clock.advance(LEASE - 1)  # past every lease but the last renewal's
+        assert clock.now == clock.start + timedelta(seconds=4 * LEASE - 1)
+        assert other.run_once() is None  # nothing for another worker
+    finally:
+        release.set()
+        thread.join(DEADLINE_SECONDS)
+    done = job(world, queued.id)
+    assert (done.state, done.attempts, done.lease_owner) == ("completed", 1, None)
+    assert done.result == {"slow": True, "lost": False}
+
+
+def test_a_lease_not_renewed_is_taken_over_and_its_worker_told(
+        own_world: ServiceWorld) -> None:
+    world = own_world
+    clock, beats = ManualWallClock(), Beats()
+    release, started = threading.Event(), threading.Event()
+    seen: list[bool] = []
+    contexts: list[JobContext] = []
+
+    def stuck(ctx: JobContext) -> dict[str, Any]:
+        contexts.append(ctx)
+        started.set()
+        assert release.wait(DEADLINE_SECONDS)
+        seen.append(ctx.lost())
+        return {"stuck": True}
+
+    queued = _enqueue(world)
+    first = Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
+                   handlers={"probe": stuck}, lease_seconds=LEASE, clock=clock, pause=beats)
     other = Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
-                   handlers={"probe": slow}, lease_seconds=0.3)
-    # three lease lengths later the heartbeat has kept it: nothing for another worker
-    threading.Event().wait(0.9)
-    assert other.run_once() is None
-    release.set()
-    thread.join(10)
-    assert job(world, queued.id).state == "completed"
+                   handlers={"probe": stuck}, lease_seconds=LEASE, clock=clock)
+    thread = threading.Thread(target=first.run_once)
+    thread.start()
+    try:
+        assert started.wait(DEADLINE_SECONDS)
+        beats.wait_for_pauses(1)  # the heartbeat waits for a beat the test does not release
+        clock.advance(LEASE)  # the lease ends exactly now: not yet expired
+        assert other.claim() is None
+        clock.advance(0.5)
+        taken = other.claim()
+        assert taken is not None and taken.id == queued.id
+        assert (taken.attempts, taken.lease_owner) == (2, other.owner)
+        beats.release()  # the old heartbeat's next renewal finds the lease gone
+        wait_until(contexts[0].lost, "the old heartbeat noticing the takeover")
+    finally:
+        release.set()
+        thread.join(DEADLINE_SECONDS)
+    assert seen == [True]
+    after = job(world, queued.id)  # the first worker's result is not recorded over the takeover
+    assert (after.state, after.lease_owner, after.attempts) == ("running", other.owner, 2)
+    assert after.result is None
+    assert beats.pauses == 1  # a lost lease is not renewed again
 
 
-def test_another_tenants_job_is_not_found(world: ServiceWorld) -> None:
+def test_another_tenants_job_is_not_found(own_world: ServiceWorld) -> None:
     from control_plane.audit.service import Actor
-    from control_plane.tenants.service import create_tenant
+
+    world = own_world  # its job stays queued: not in the shared database, for other workers
 
     queued = _enqueue(world)
     with world.runtime.sessions() as session:

@@ -1,4 +1,9 @@
-"""Factories for server answers and a transport handler that records what it was sent."""
+"""Factories for server answers and a transport handler that records what it was sent.
+
+The answers are built through the server's own response schemas (control_plane), so the
+SDK is tested against replies the server can actually send; ``test_responses`` also holds
+them against a real server's answer, field by field.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,18 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+from pydantic import BaseModel
+
+from control_plane.audit.schemas import AuditEntryOut, AuditVerificationOut
+from control_plane.memories.schemas import PointerOut
+from control_plane.tenants.schemas import CreatedApiKey, CreatedTenant
 
 BASE_URL = "http://memplane.test"
 API_KEY = "mp_test_key"
+POINTER_ID = "0b5e3c1e-8d3f-4f7e-9a51-0d6c1f2e3a4b"
+TENANT_ID = "5d1c0a4e-2b7f-4c3e-8f10-6a9b8c7d6e5f"
+VERSION_ID = "0192f0c4-7a1b-7c2d-9e3f-4a5b6c7d8e9f"
+KEY_ID = "8c2f4e6a-1b3d-4f5e-a7c9-0e2d4f6a8b1c"
 
 Reply = httpx.Response | Callable[[httpx.Request], httpx.Response]
 
@@ -38,20 +52,24 @@ def body_of(request: httpx.Request) -> Any:
     return json.loads(request.content)
 
 
-def pointer_json(**overrides: Any) -> dict[str, Any]:
+def pointer_json(**fields: Any) -> dict[str, Any]:
+    """A pointer exactly as the server sends it: built through the server's own
+    ``PointerOut`` and serialised the way FastAPI does (``mode="json"``), so a value the
+    server could never send (a float importance, a missing field) fails here, not in use.
+    An unknown name is refused too; add a field the server does not have by hand."""
     data: dict[str, Any] = {
-        "id": "0b5e3c1e-8d3f-4f7e-9a51-0d6c1f2e3a4b",
+        "id": POINTER_ID,
         "scope": "user",
         "scope_ref": "u1",
         "key": "prefs",
         "memory_type": "preference",
         "title": "Preferences",
         "tags": ["ui"],
-        "importance": 0.5,
+        "importance": 3,
         "source": "api",
         "user_id": "u1",
         "agent_id": None,
-        "storage_path": "tenants/t1/user/u1/prefs.json",
+        "storage_path": f"tenants/{TENANT_ID}/memories/user/u1/prefs/{VERSION_ID}.json",
         "content_sha256": "ab" * 32,
         "content_size": 17,
         "sync_status": "synced",
@@ -62,24 +80,53 @@ def pointer_json(**overrides: Any) -> dict[str, Any]:
         "updated_at": "2025-01-03T03:04:05+00:00",
         "expires_at": None,
     }
-    data.update(overrides)
-    return data
+    return _as_server_sends(PointerOut, data, fields)
 
 
-def audit_json(**overrides: Any) -> dict[str, Any]:
+def audit_json(**fields: Any) -> dict[str, Any]:
+    """An audit row exactly as the server sends it (``AuditEntryOut``): what an agent key's
+    read of a memory leaves."""
     data: dict[str, Any] = {
         "seq": 7,
-        "pointer_id": "0b5e3c1e-8d3f-4f7e-9a51-0d6c1f2e3a4b",
-        "accessor_type": "api_key",
-        "accessor_id": "key-1",
+        "pointer_id": POINTER_ID,
+        "event_id": None,
+        "accessor_type": "agent",
+        "accessor_id": f"key:{KEY_ID}",
+        "agent_id": None,
         "operation": "read",
         "success": True,
-        "detail": None,
+        "detail": "user user/u1 key=prefs",
         "request_id": "req-1",
         "accessed_at": "2025-01-02T03:04:05Z",
     }
-    data.update(overrides)
-    return data
+    return _as_server_sends(AuditEntryOut, data, fields)
+
+
+def key_json(**fields: Any) -> dict[str, Any]:
+    """A created API key as the server sends it (``CreatedApiKey``)."""
+    data = {"id": KEY_ID, "role": "admin", "name": "ops", "scopes": None, "agent_id": None,
+            "api_key": "mp_created_key"}
+    return _as_server_sends(CreatedApiKey, data, fields)
+
+
+def tenant_json(**fields: Any) -> dict[str, Any]:
+    """A created tenant and its first admin key as the server sends them (``CreatedTenant``)."""
+    data = {"tenant": {"id": TENANT_ID, "name": "acme"}, "api_key": "mp_tenant_key"}
+    return _as_server_sends(CreatedTenant, data, fields)
+
+
+def verification_json(**fields: Any) -> dict[str, Any]:
+    """An audit chain check as the server sends it (``AuditVerificationOut``)."""
+    data = {"ok": True, "checked": 3, "unsealed": 0, "first_bad_seq": None}
+    return _as_server_sends(AuditVerificationOut, data, fields)
+
+
+def _as_server_sends(schema: type[BaseModel], data: dict[str, Any],
+                     fields: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(fields) - set(schema.model_fields)
+    if unknown:
+        raise TypeError(f"{schema.__name__} has no field(s) {sorted(unknown)}")
+    return schema.model_validate({**data, **fields}).model_dump(mode="json")
 
 
 def page_json(items: list[dict[str, Any]], next_cursor: str | None = None) -> dict[str, Any]:

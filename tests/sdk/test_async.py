@@ -7,7 +7,19 @@ import pytest
 
 import memplane
 
-from .helpers import API_KEY, BASE_URL, Recorder, body_of, page_json, pointer_json
+from .helpers import (
+    API_KEY,
+    BASE_URL,
+    KEY_ID,
+    TENANT_ID,
+    Recorder,
+    body_of,
+    key_json,
+    page_json,
+    pointer_json,
+    tenant_json,
+    verification_json,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -104,10 +116,10 @@ async def test_iter_pointers_walks_three_pages() -> None:
 
 async def test_keys_tenants_and_audit_verify() -> None:
     recorder = Recorder(
-        httpx.Response(201, json={"id": "k2", "role": "admin", "name": "ops", "api_key": "s"}),
+        httpx.Response(201, json=key_json()),
         httpx.Response(204),
-        httpx.Response(201, json={"tenant": {"id": "t2", "name": "acme"}, "api_key": "s2"}),
-        httpx.Response(200, json={"ok": True, "checked": 3, "unsealed": 0, "first_bad_seq": None}),
+        httpx.Response(201, json=tenant_json()),
+        httpx.Response(200, json=verification_json()),
     )
     async with _client(recorder) as client:
         key = await client.keys.create(role="admin", name="ops")
@@ -115,10 +127,11 @@ async def test_keys_tenants_and_audit_verify() -> None:
         tenant = await client.tenants.create(name="acme")
         verification = await client.audit.verify()
 
-    assert (key.id, tenant.tenant.id, verification.ok) == ("k2", "t2", True)
+    assert (key.id, tenant.tenant.id, verification.ok) == (KEY_ID, TENANT_ID, True)
+    assert (verification.checked, verification.head_seq) == (3, 0)
     assert [(r.method, r.url.path) for r in recorder.requests] == [
         ("POST", "/v1/api-keys"),
-        ("DELETE", "/v1/api-keys/k2"),
+        ("DELETE", f"/v1/api-keys/{KEY_ID}"),
         ("POST", "/v1/tenants"),
         ("GET", "/v1/audit/verify"),
     ]

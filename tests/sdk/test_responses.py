@@ -9,7 +9,17 @@ import pytest
 
 import memplane
 
-from .helpers import API_KEY, BASE_URL, Recorder, audit_json, page_json, pointer_json
+from .helpers import (
+    API_KEY,
+    BASE_URL,
+    KEY_ID,
+    TENANT_ID,
+    VERSION_ID,
+    Recorder,
+    audit_json,
+    page_json,
+    pointer_json,
+)
 
 
 def _client(*replies: httpx.Response) -> memplane.Client:
@@ -28,11 +38,11 @@ def test_set_returns_a_pointer_with_parsed_datetimes() -> None:
         memory_type="preference",
         title="Preferences",
         tags=["ui"],
-        importance=0.5,
+        importance=3,
         source="api",
         user_id="u1",
         agent_id=None,
-        storage_path="tenants/t1/user/u1/prefs.json",
+        storage_path=f"tenants/{TENANT_ID}/memories/user/u1/prefs/{VERSION_ID}.json",
         content_sha256="ab" * 32,
         content_size=17,
         sync_status="synced",
@@ -46,7 +56,7 @@ def test_set_returns_a_pointer_with_parsed_datetimes() -> None:
 
 
 def test_unknown_server_fields_are_kept_not_rejected() -> None:
-    with _client(httpx.Response(200, json=pointer_json(shard="eu-1"))) as c:
+    with _client(httpx.Response(200, json={**pointer_json(), "shard": "eu-1"})) as c:
         pointer = c.memory.set(scope="user", scope_ref="u1", key="prefs", value=1)
 
     assert pointer.model_extra == {"shard": "eu-1"}
@@ -89,14 +99,17 @@ def test_list_pointers_returns_a_page() -> None:
 
 
 def test_audit_entries_allow_an_unsealed_seq() -> None:
-    answer = page_json([audit_json(), audit_json(seq=None, success=False, detail={"why": "x"})])
+    failed = "hash_mismatch: object is missing from the bucket; expected " + "ab" * 32
+    answer = page_json([audit_json(), audit_json(seq=None, success=False, detail=failed)])
     with _client(httpx.Response(200, json=answer)) as c:
         page = c.audit.list()
 
     assert [(e.seq, e.success, e.detail) for e in page.items] == [
-        (7, True, None),
-        (None, False, {"why": "x"}),
+        (7, True, "user user/u1 key=prefs"),
+        (None, False, failed),
     ]
+    assert [(e.accessor_type, e.accessor_id) for e in page.items] == [
+        ("agent", f"key:{KEY_ID}")] * 2
     assert page.items[0].accessed_at == datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
     assert page.next_cursor is None
 

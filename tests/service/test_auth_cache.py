@@ -1,8 +1,11 @@
-"""Valid API keys are trusted for a few seconds without a lookup; revocation still bites."""
+"""Valid API keys are trusted for a few seconds without a lookup; revocation still bites.
+
+The cache reads an injected clock, so the test moves time instead of sleeping through the TTL.
+"""
 
 from __future__ import annotations
 
-import time
+from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import update
@@ -11,15 +14,19 @@ from control_plane.db.base import utcnow
 from control_plane.db.models import ApiKey
 from control_plane.errors import Unauthorized
 from control_plane.tenants import service as tenants
+from tests.support.clock import ManualClock
 from tests.support.service import ServiceWorld
+
+TTL = 5.0
 
 
 @pytest.fixture
-def short_ttl() -> object:
-    before = tenants.CALLERS.ttl
-    tenants.CALLERS.ttl = 0.3
-    yield
-    tenants.CALLERS.ttl = before
+def clock() -> Iterator[ManualClock]:
+    before = tenants.CALLERS.ttl, tenants.CALLERS.clock
+    manual = ManualClock()
+    tenants.CALLERS.ttl, tenants.CALLERS.clock = TTL, manual
+    yield manual
+    tenants.CALLERS.ttl, tenants.CALLERS.clock = before
 
 
 def _admin(world: ServiceWorld) -> tuple[tenants.Caller, str]:
@@ -29,24 +36,53 @@ def _admin(world: ServiceWorld) -> tuple[tenants.Caller, str]:
         return tenants.authenticate(session, f"Bearer {raw}"), raw
 
 
-def test_key_revoked_on_another_replica_stops_working_after_the_ttl(
-        world: ServiceWorld, short_ttl: object) -> None:
-    caller, raw = _admin(world)
+def _revoke_in_the_database(world: ServiceWorld, caller: tenants.Caller) -> None:
     with world.runtime.sessions() as session:  # what another replica does: only the database
         session.execute(update(ApiKey).where(ApiKey.id == caller.key_id)
                         .values(revoked_at=utcnow()))
         session.commit()
+
+
+def test_key_revoked_on_another_replica_stops_working_at_the_ttl(
+        world: ServiceWorld, clock: ManualClock) -> None:
+    caller, raw = _admin(world)  # validated and cached at clock time 0
+    _revoke_in_the_database(world, caller)
+    with world.runtime.sessions() as session:
         assert tenants.authenticate(session, f"Bearer {raw}") == caller  # still trusted
-        time.sleep(0.4)
-        with pytest.raises(Unauthorized):
+        clock.advance(TTL - 0.25)
+        assert tenants.authenticate(session, f"Bearer {raw}") == caller  # a cache hit
+        clock.advance(0.25)  # exactly TTL after the lookup: looked up again, and refused
+        with pytest.raises(Unauthorized) as refused:
             tenants.authenticate(session, f"Bearer {raw}")
+    assert refused.value.detail == ("the API key is not valid; check it or ask an admin for a "
+                                    "new one")
+
+
+def test_a_cache_hit_does_not_extend_the_ttl(world: ServiceWorld, clock: ManualClock) -> None:
+    caller, raw = _admin(world)
+    with world.runtime.sessions() as session:
+        for _ in range(4):  # hits a second apart: the entry still dies TTL after its lookup
+            clock.advance(1.0)
+            assert tenants.authenticate(session, f"Bearer {raw}") == caller
+    _revoke_in_the_database(world, caller)
+    clock.advance(1.0)
+    with world.runtime.sessions() as session, pytest.raises(Unauthorized):
+        tenants.authenticate(session, f"Bearer {raw}")
+
+
+def test_a_zero_ttl_caches_nothing(world: ServiceWorld, clock: ManualClock) -> None:
+    tenants.CALLERS.ttl = 0
+    caller, raw = _admin(world)
+    _revoke_in_the_database(world, caller)
+    with world.runtime.sessions() as session, pytest.raises(Unauthorized):
+        tenants.authenticate(session, f"Bearer {raw}")  # same clock time: still looked up
 
 
 def test_key_revoked_through_this_process_stops_working_at_once(
-        world: ServiceWorld, short_ttl: object) -> None:
+        world: ServiceWorld, clock: ManualClock) -> None:
     caller, raw = _admin(world)
     bootstrap = tenants.Caller(world.tenant_id, world.tenant_id, "admin", False)
     with world.runtime.sessions() as session:
         tenants.revoke_api_key(session, bootstrap, caller.key_id)
         with pytest.raises(Unauthorized):
-            tenants.authenticate(session, f"Bearer {raw}")
+            tenants.authenticate(session, f"Bearer {raw}")  # no clock movement at all

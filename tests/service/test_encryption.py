@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from control_plane.keys.providers import LocalKeyRing
 from control_plane.memories import service as memories
 from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
+from tests.support.clock import wait_until
 from tests.support.crypto import keyring
 from tests.support.service import ServiceWorld
 
@@ -166,6 +166,7 @@ def test_rotation_mid_stream_fails_no_read_or_write(world: ServiceWorld,
     stop = threading.Event()
     failures: list[BaseException] = []
     done: Counter[str] = Counter()
+    counting = threading.Lock()  # ``+=`` on a Counter item is not atomic across threads
 
     def writer(n: int) -> None:
         i = 0
@@ -178,7 +179,8 @@ def test_rotation_mid_stream_fails_no_read_or_write(world: ServiceWorld,
                 with world.runtime.sessions() as session:
                     memories.append_value(session, world.runtime.plane, world.actor, log,
                                           f"{n}:{i}", META)
-                done["write"] += 3
+                with counting:
+                    done["write"] += 3
             except BaseException as exc:  # any failure at all fails the test
                 failures.append(exc)
                 return
@@ -188,7 +190,8 @@ def test_rotation_mid_stream_fails_no_read_or_write(world: ServiceWorld,
             try:
                 for address in addresses:
                     assert isinstance(_get(world, address), int)
-                done["read"] += len(addresses)
+                with counting:
+                    done["read"] += len(addresses)
             except BaseException as exc:
                 failures.append(exc)
                 return
@@ -198,19 +201,29 @@ def test_rotation_mid_stream_fails_no_read_or_write(world: ServiceWorld,
     for thread in threads:
         thread.start()
     reports = []
+
+    def another_round() -> None:
+        # Each rotation lands mid-stream: only after every kind of call has completed
+        # another round since the last one (progress, not time, paces the test).
+        with counting:
+            before = dict(done)
+        wait_until(lambda: bool(failures) or all(
+            done[kind] > before.get(kind, 0) for kind in ("read", "write")),
+            "another round of reads and writes")
+
     try:
-        time.sleep(0.3)
         for _ in range(3):
+            another_round()
             with world.runtime.sessions() as session:
                 reports.append(keys.rotate_kek(session, no_key_cache, world.actor))
-            time.sleep(0.2)
+        another_round()
     finally:
         stop.set()
         for thread in threads:
             thread.join(timeout=60)
 
     assert failures == []
-    assert done["read"] > 0 and done["write"] > 0
+    assert done["read"] >= 4 * len(addresses) and done["write"] >= 4 * 3  # a round per phase
     assert [r.to_version for r in reports] == [2, 3, 4]
     assert all(r.rewrapped >= 6 for r in reports)
     with world.runtime.sessions() as session:

@@ -24,7 +24,7 @@ def test_embedded_default_generates_a_private_key_file_once(tmp_path: Path) -> N
     path = tmp_path / "data" / "server.key"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert path.read_text().strip() == first
-    assert len(first) >= 32
+    assert len(first) == 64  # secrets.token_urlsafe(48): 48 random bytes, base64url
     assert load_server_key(Settings(data_dir=tmp_path / "data")) == first
 
 
