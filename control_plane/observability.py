@@ -8,16 +8,20 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .kit import request_id_var
 
 access_log = logging.getLogger("memplane.access")
+log = logging.getLogger(__name__)
 _SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 _KEEP_ENCODED = re.compile(r"(%2[fF]|%25)")
 
@@ -32,6 +36,192 @@ class Metrics:
                                  registry=self.registry,
                                  buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1,
                                           2.5, 5, 10))
+        # Calls to tenants' buckets and the default bucket (storage_adapters wrapped by
+        # ``instrument_adapter``): latency per backend and operation, failures by kind.
+        self.storage_latency = Histogram(
+            "memplane_storage_operation_duration_seconds",
+            "Time one storage call took (a listing: until it was read to its end)",
+            ["backend", "operation"], registry=self.registry,
+            buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
+        self.storage_errors = Counter(
+            "memplane_storage_errors", "Storage calls that failed, by problem "
+            "(not_found, exists, integrity, unreachable, auth_failed, permission_denied, "
+            "bucket_not_found, endpoint_not_allowed, other)",
+            ["backend", "operation", "problem"], registry=self.registry)
+        # Compliance jobs run by a worker in this process (jobs/worker.py).
+        self.job_duration = Histogram(
+            "memplane_job_duration_seconds", "Time one attempt at a job took, by outcome "
+            "(completed, failed, retried, taken_over)", ["kind", "outcome"],
+            registry=self.registry,
+            buckets=(.1, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600))
+        # Reconciler and orphan GC runs in this process (memories/reconcile.py).
+        self.reconcile_actions = Counter(
+            "memplane_reconcile_actions", "Pointers the reconciler settled, by action "
+            "(write_completed, write_rolled_back, delete_completed)", ["action"],
+            registry=self.registry)
+        self.gc_objects = Counter(
+            "memplane_gc_objects", "Objects the orphan GC handled, by outcome (marked, "
+            "deleted, rescued)", ["outcome"], registry=self.registry)
+        self._database = _DatabaseGauges()
+        self.registry.register(self._database)
+
+    def watch_database(self, read: Callable[[], DatabaseState]) -> None:
+        """Report queue depth, sealing lag and corrupt pointers from ``read`` at each scrape
+        (the database's view, so it holds whichever process runs the jobs or the sealer)."""
+        self._database.read = read
+
+
+class DatabaseState:
+    """What the database says at one scrape (see ``Runtime.database_state``)."""
+
+    __slots__ = ("jobs", "unsealed_oldest_age", "unsealed_rows", "corrupt_pointers")
+
+    def __init__(self, jobs: Iterable[tuple[str, str, int]], unsealed_oldest_age: float,
+                 unsealed_rows: int, corrupt_pointers: int) -> None:
+        self.jobs = list(jobs)
+        self.unsealed_oldest_age = unsealed_oldest_age
+        self.unsealed_rows = unsealed_rows
+        self.corrupt_pointers = corrupt_pointers
+
+
+class _DatabaseGauges(Collector):
+    def __init__(self) -> None:
+        self.read: Callable[[], DatabaseState] | None = None
+
+    def describe(self) -> Iterable[Any]:
+        return []  # read at scrape time only; nothing to check at registration
+
+    def collect(self) -> Iterator[Any]:
+        if self.read is None:
+            return
+        try:
+            now = self.read()
+        except Exception:  # a scrape must answer even when the database does not
+            log.warning("could not read the database for /metrics")
+            up = GaugeMetricFamily("memplane_database_metrics_up",
+                                   "Whether /metrics could read the database gauges")
+            up.add_metric([], 0)
+            yield up
+            return
+        up = GaugeMetricFamily("memplane_database_metrics_up",
+                               "Whether /metrics could read the database gauges")
+        up.add_metric([], 1)
+        yield up
+        jobs = GaugeMetricFamily("memplane_jobs", "Compliance jobs waiting or running, by "
+                                 "kind and state (queued, running)", labels=["kind", "state"])
+        for kind, job_state, count in now.jobs:
+            jobs.add_metric([kind, job_state], count)
+        yield jobs
+        lag = GaugeMetricFamily("memplane_audit_unsealed_oldest_age_seconds",
+                                "Age of the oldest audit row not yet chained by the sealer "
+                                "(0 when every row is sealed)")
+        lag.add_metric([], now.unsealed_oldest_age)
+        yield lag
+        rows = GaugeMetricFamily("memplane_audit_unsealed_rows",
+                                 "Audit rows not yet chained by the sealer")
+        rows.add_metric([], now.unsealed_rows)
+        yield rows
+        corrupt = GaugeMetricFamily("memplane_pointers_corrupt",
+                                    "Memory pointers marked corrupt (never served)")
+        corrupt.add_metric([], now.corrupt_pointers)
+        yield corrupt
+
+
+def _storage_problem(exc: BaseException) -> str:
+    from storage_adapters import base as storage
+
+    if isinstance(exc, storage.ObjectNotFound):
+        return "not_found"
+    if isinstance(exc, storage.ObjectExists):
+        return "exists"
+    if isinstance(exc, storage.IntegrityError):
+        return "integrity"
+    if isinstance(exc, storage.StorageError):
+        return storage.problem_code(exc)
+    return "other"
+
+
+class InstrumentedAdapter:
+    """A storage adapter whose calls are timed and whose failures are counted per backend.
+
+    The label children are looked up once, here, so a call costs two ``perf_counter`` reads
+    and one histogram observation. Anything not timed (``put_file``, ``iter_chunks``,
+    attributes) is the wrapped adapter's own.
+    """
+
+    _TIMED = ("put", "get", "head", "delete_many", "purge_versions", "describe",
+              "health_check")
+
+    def __init__(self, inner: Any, backend: str, metrics: Metrics) -> None:
+        self.inner = inner
+        self.backend = backend
+        self._metrics = metrics
+        self._observe = {op: metrics.storage_latency.labels(backend, op).observe
+                         for op in (*self._TIMED, "list", "list_versions")}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _failed(self, operation: str, exc: BaseException) -> None:
+        self._metrics.storage_errors.labels(self.backend, operation,
+                                            _storage_problem(exc)).inc()
+
+    def _call(self, operation: str, *args: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return getattr(self.inner, operation)(*args)
+        except BaseException as exc:
+            self._failed(operation, exc)
+            raise
+        finally:
+            self._observe[operation](time.perf_counter() - started)
+
+    def _listing(self, operation: str, prefix: str) -> Iterator[Any]:
+        started = time.perf_counter()
+        try:
+            yield from getattr(self.inner, operation)(prefix)
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            self._failed(operation, exc)
+            raise
+        finally:
+            self._observe[operation](time.perf_counter() - started)
+
+    def put(self, path: str, data: bytes) -> None:
+        self._call("put", path, data)
+
+    def get(self, path: str) -> bytes:
+        return self._call("get", path)  # type: ignore[no-any-return]
+
+    def head(self, path: str) -> Any:
+        return self._call("head", path)
+
+    def delete_many(self, paths: Iterable[str]) -> int:
+        return self._call("delete_many", paths)  # type: ignore[no-any-return]
+
+    def purge_versions(self, prefix: str) -> int:
+        return self._call("purge_versions", prefix)  # type: ignore[no-any-return]
+
+    def describe(self) -> Any:
+        return self._call("describe")
+
+    def health_check(self) -> Any:
+        return self._call("health_check")
+
+    def list(self, prefix: str) -> Iterator[Any]:
+        return self._listing("list", prefix)
+
+    def list_versions(self, prefix: str) -> Iterator[Any]:
+        return self._listing("list_versions", prefix)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def backend_name(adapter: Any) -> str:
+    """``s3``, ``gcs``, ``azure``, ``local`` or ``memory`` from the adapter's class."""
+    return type(adapter).__name__.removesuffix("Adapter").lower()
 
 
 # Request bodies may nest JSON this deep at most (a memory value inside its body one level

@@ -18,6 +18,7 @@ from .audit.batcher import AuditBatcher
 from .db.engine import make_engine, make_session_factory
 from .db.migrate import upgrade
 from .keys.service import Keyring
+from .observability import DatabaseState
 from .settings import Settings
 from .storage_config.credentials import CredentialBox, load_server_key
 from .storage_config.plane import DataPlane
@@ -45,6 +46,28 @@ class Runtime:
         self.plane.audit_batcher = AuditBatcher(self.engine)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+
+    def database_state(self) -> DatabaseState:
+        """Queue depth, audit sealing lag and corrupt pointers, for /metrics."""
+        from sqlalchemy import func, select
+
+        from .db.base import utcnow
+        from .db.models import AccessLog, Job, MemoryPointer
+
+        with self.sessions() as session:
+            jobs = session.execute(
+                select(Job.kind, Job.state, func.count()).where(
+                    Job.state.in_(("queued", "running"))).group_by(Job.kind, Job.state)).all()
+            oldest, unsealed = session.execute(
+                select(func.min(AccessLog.accessed_at), func.count())
+                .where(AccessLog.seq.is_(None))).one()
+            corrupt = session.scalar(select(func.count()).select_from(MemoryPointer)
+                                     .where(MemoryPointer.sync_status == "corrupt")) or 0
+        if oldest is not None and oldest.tzinfo is None:
+            oldest = oldest.replace(tzinfo=utcnow().tzinfo)
+        age = max(0.0, (utcnow() - oldest).total_seconds()) if oldest is not None else 0.0
+        return DatabaseState(((k, s, int(n)) for k, s, n in jobs), age, int(unsealed),
+                             int(corrupt))
 
     def migrate(self) -> None:
         upgrade(self.engine)
