@@ -1,0 +1,164 @@
+"""The metrics worth alerting on, scraped from /metrics after causing each event.
+
+The server here runs without its background threads (no sealer, no job worker), so every
+storage call, job and audit row comes from the test itself and the increments are exact.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from control_plane.jobs.worker import Worker
+from control_plane.memories import reconcile
+from control_plane.runtime import Runtime
+from tests.support.service import ServerThread, Stack, Tenant, make_settings
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+@pytest.fixture(scope="module")
+def quiet_stack(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    data_dir = tmp_path_factory.mktemp("metrics")
+    settings = make_settings(database, data_dir, run_background=False)
+    server = ServerThread(settings).start()
+    try:
+        yield Stack(f"http://127.0.0.1:{server.port}", settings, server.app.state.runtime)
+    finally:
+        server.stop()
+
+
+def scrape(stack: Stack) -> Samples:
+    with httpx.Client(base_url=stack.base_url, timeout=30) as http:
+        response = http.get("/metrics")
+    assert response.status_code == 200
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(response.text)
+            for s in family.samples}
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def runtime_of(stack: Stack) -> Runtime:
+    return stack.runtime
+
+
+def test_storage_calls_are_timed_per_backend_and_operation(quiet_stack: Stack) -> None:
+    tenant = quiet_stack.new_tenant()
+    before = scrape(quiet_stack)
+    with tenant.client() as client:
+        client.memory.set(scope="user", scope_ref="u1", key="k", value="v")
+        client.memory.get(scope="user", scope_ref="u1", key="k")
+    after = scrape(quiet_stack)
+
+    count = "memplane_storage_operation_duration_seconds_count"
+    assert value(after, count, backend="local", operation="put") - \
+        value(before, count, backend="local", operation="put") == 1
+    assert value(after, count, backend="local", operation="get") - \
+        value(before, count, backend="local", operation="get") == 1
+    total = "memplane_storage_operation_duration_seconds_sum"
+    assert value(after, total, backend="local", operation="put") > \
+        value(before, total, backend="local", operation="put")
+
+
+def test_storage_failures_are_counted_by_problem(quiet_stack: Stack) -> None:
+    tenant = quiet_stack.new_tenant()
+    with tenant.client() as client:
+        client.memory.set(scope="user", scope_ref="u1", key="gone", value="v")
+    for path in tenant.objects():
+        path.unlink()  # the object vanishes from the bucket behind the control plane's back
+    before = scrape(quiet_stack)
+    with tenant.stack.http(tenant.admin_key) as http:
+        response = http.get("/v1/memories/user/u1/gone")
+    after = scrape(quiet_stack)
+
+    assert response.status_code >= 400
+    errors = "memplane_storage_errors_total"
+    assert value(after, errors, backend="local", operation="get", problem="not_found") - \
+        value(before, errors, backend="local", operation="get", problem="not_found") == 1
+    assert {k for k in after if k[0] == errors} - {k for k in before if k[0] == errors} <= {
+        (errors, frozenset({"backend": "local", "operation": "get",
+                            "problem": "not_found"}.items()))}
+
+
+def test_queue_depth_and_job_durations(quiet_stack: Stack) -> None:
+    tenant = quiet_stack.new_tenant()
+    runtime = runtime_of(quiet_stack)
+    queued_before = value(scrape(quiet_stack), "memplane_jobs", kind="export", state="queued")
+    with tenant.client() as client:
+        client.memory.set(scope="user", scope_ref="subject-1", key="k", value="v")
+        client.memory.export(user_id="subject-1")
+        client.memory.export(user_id="subject-2")
+    middle = scrape(quiet_stack)
+    assert value(middle, "memplane_jobs", kind="export", state="queued") - queued_before == 2
+    assert value(middle, "memplane_database_metrics_up") == 1
+
+    worker = Worker(runtime.sessions, runtime.plane, runtime.settings)
+    ran = [worker.run_once() for _ in range(2)]
+    assert all(isinstance(job_id, uuid.UUID) for job_id in ran)
+    after = scrape(quiet_stack)
+
+    assert value(after, "memplane_jobs", kind="export", state="queued") == queued_before
+    done = "memplane_job_duration_seconds_count"
+    assert value(after, done, kind="export", outcome="completed") - \
+        value(middle, done, kind="export", outcome="completed") == 2
+
+
+def test_audit_sealing_lag_is_reported_until_the_sealer_catches_up(quiet_stack: Stack) -> None:
+    from control_plane.audit import service as audit
+
+    runtime = runtime_of(quiet_stack)
+    with runtime.sessions() as session:
+        audit.seal_all(session)
+    sealed = scrape(quiet_stack)
+    assert value(sealed, "memplane_audit_unsealed_rows") == 0
+    assert value(sealed, "memplane_audit_unsealed_oldest_age_seconds") == 0
+
+    tenant = quiet_stack.new_tenant()
+    with tenant.client() as client:
+        client.memory.set(scope="user", scope_ref="u1", key="k", value="v")
+    waiting = scrape(quiet_stack)
+    assert value(waiting, "memplane_audit_unsealed_rows") >= 1
+    assert value(waiting, "memplane_audit_unsealed_oldest_age_seconds") > 0
+
+    with runtime.sessions() as session:
+        audit.seal_all(session)
+    caught_up = scrape(quiet_stack)
+    assert value(caught_up, "memplane_audit_unsealed_rows") == 0
+    assert value(caught_up, "memplane_audit_unsealed_oldest_age_seconds") == 0
+
+
+def test_gc_and_reconcile_counts(quiet_stack: Stack) -> None:
+    tenant: Tenant = quiet_stack.new_tenant()
+    runtime = runtime_of(quiet_stack)
+    with tenant.client() as client:
+        client.memory.set(scope="user", scope_ref="u1", key="k", value="v")
+    kept = tenant.objects()
+    orphan: Path = kept[0].parent / f"{uuid.uuid4()}.json"
+    orphan.write_bytes(b"{}")  # an object no pointer names, as a crash leaves one
+    before = scrape(quiet_stack)
+    with runtime.sessions() as session:
+        settled = reconcile.reconcile(session, runtime.plane, grace_seconds=0,
+                                      tenant_id=tenant.id)
+        gc = reconcile.collect_orphans(session, runtime.plane, grace_seconds=0,
+                                       tenant_id=tenant.id)
+    after = scrape(quiet_stack)
+
+    assert (gc.marked, gc.orphans_deleted, gc.rescued) == (1, 1, 0)
+    assert not orphan.exists()
+    objects = "memplane_gc_objects_total"
+    for outcome, expected in (("marked", 1), ("deleted", 1), ("rescued", 0)):
+        assert value(after, objects, outcome=outcome) - \
+            value(before, objects, outcome=outcome) == expected
+    actions = "memplane_reconcile_actions_total"
+    assert (settled.writes_completed, settled.writes_rolled_back,
+            settled.deletes_completed) == (0, 0, 0)
+    for action in ("write_completed", "write_rolled_back", "delete_completed"):
+        assert (actions, frozenset({"action": action}.items())) in after
