@@ -66,22 +66,36 @@ class Metrics:
         self.registry.register(self._database)
 
     def watch_database(self, read: Callable[[], DatabaseState]) -> None:
-        """Report queue depth, sealing lag and corrupt pointers from ``read`` at each scrape
-        (the database's view, so it holds whichever process runs the jobs or the sealer)."""
+        """Report queue depth, audit sealing lag, unsettled pointers and GC candidates from
+        ``read`` at each scrape: the database's view, true whichever process runs the jobs,
+        the sealer or the reconciler."""
         self._database.read = read
 
 
 class DatabaseState:
     """What the database says at one scrape (see ``Runtime.database_state``)."""
 
-    __slots__ = ("jobs", "unsealed_oldest_age", "unsealed_rows", "corrupt_pointers")
+    __slots__ = ("jobs", "unsealed_oldest_age", "unsealed_rows", "pointers",
+                 "pending_oldest_age", "gc_candidates")
 
-    def __init__(self, jobs: Iterable[tuple[str, str, int]], unsealed_oldest_age: float,
-                 unsealed_rows: int, corrupt_pointers: int) -> None:
+    def __init__(self, *, jobs: Iterable[tuple[str, str, int]], unsealed_oldest_age: float,
+                 unsealed_rows: int, pointers: Iterable[tuple[str, int]],
+                 pending_oldest_age: float, gc_candidates: int) -> None:
         self.jobs = list(jobs)
         self.unsealed_oldest_age = unsealed_oldest_age
         self.unsealed_rows = unsealed_rows
-        self.corrupt_pointers = corrupt_pointers
+        self.pointers = dict(pointers)
+        self.pending_oldest_age = pending_oldest_age
+        self.gc_candidates = gc_candidates
+
+
+UNSETTLED_STATES = ("pending_write", "pending_delete", "corrupt")
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    gauge = GaugeMetricFamily(name, documentation)
+    gauge.add_metric([], value)
+    return gauge
 
 
 class _DatabaseGauges(Collector):
@@ -94,37 +108,38 @@ class _DatabaseGauges(Collector):
     def collect(self) -> Iterator[Any]:
         if self.read is None:
             return
+        up = "memplane_database_metrics_up"
+        about_up = "Whether /metrics could read the gauges below from the database"
         try:
             now = self.read()
-        except Exception:  # a scrape must answer even when the database does not
-            log.warning("could not read the database for /metrics")
-            up = GaugeMetricFamily("memplane_database_metrics_up",
-                                   "Whether /metrics could read the database gauges")
-            up.add_metric([], 0)
-            yield up
+        except Exception as exc:  # a scrape must answer even when the database does not
+            log.warning("could not read the database for /metrics: %s", type(exc).__name__)
+            yield _gauge(up, about_up, 0)
             return
-        up = GaugeMetricFamily("memplane_database_metrics_up",
-                               "Whether /metrics could read the database gauges")
-        up.add_metric([], 1)
-        yield up
+        yield _gauge(up, about_up, 1)
         jobs = GaugeMetricFamily("memplane_jobs", "Compliance jobs waiting or running, by "
                                  "kind and state (queued, running)", labels=["kind", "state"])
         for kind, job_state, count in now.jobs:
             jobs.add_metric([kind, job_state], count)
         yield jobs
-        lag = GaugeMetricFamily("memplane_audit_unsealed_oldest_age_seconds",
-                                "Age of the oldest audit row not yet chained by the sealer "
-                                "(0 when every row is sealed)")
-        lag.add_metric([], now.unsealed_oldest_age)
-        yield lag
-        rows = GaugeMetricFamily("memplane_audit_unsealed_rows",
-                                 "Audit rows not yet chained by the sealer")
-        rows.add_metric([], now.unsealed_rows)
-        yield rows
-        corrupt = GaugeMetricFamily("memplane_pointers_corrupt",
-                                    "Memory pointers marked corrupt (never served)")
-        corrupt.add_metric([], now.corrupt_pointers)
-        yield corrupt
+        yield _gauge("memplane_audit_unsealed_oldest_age_seconds",
+                     "Age of the oldest audit row the sealer has not chained yet (0 when "
+                     "every row is sealed)", now.unsealed_oldest_age)
+        yield _gauge("memplane_audit_unsealed_rows", "Audit rows the sealer has not chained yet",
+                     now.unsealed_rows)
+        pointers = GaugeMetricFamily(
+            "memplane_pointers_unsettled", "Memory pointers a write or delete left pending "
+            "(the reconciler settles them) or marked corrupt (never served)",
+            labels=["sync_status"])
+        for status in UNSETTLED_STATES:
+            pointers.add_metric([status], now.pointers.get(status, 0))
+        yield pointers
+        yield _gauge("memplane_pointers_pending_oldest_age_seconds",
+                     "Age of the oldest pending pointer (0 when none): far past "
+                     "MEMPLANE_RECONCILE_GRACE_SECONDS means reconcile is not running",
+                     now.pending_oldest_age)
+        yield _gauge("memplane_gc_candidates", "Unnamed objects marked by orphan GC, waiting "
+                     "for the sweep a grace period later", now.gc_candidates)
 
 
 def _storage_problem(exc: BaseException) -> str:
@@ -160,6 +175,8 @@ class InstrumentedAdapter:
                          for op in (*self._TIMED, "list", "list_versions")}
 
     def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
     def _failed(self, operation: str, exc: BaseException) -> None:
