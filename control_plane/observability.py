@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hmac
 import json
 import logging
@@ -142,6 +143,52 @@ class _DatabaseGauges(Collector):
                      "for the sweep a grace period later", now.gc_candidates)
 
 
+def serve_metrics(metrics: Metrics, host: str, port: int,
+                  token: str | None = None) -> Callable[[], None]:
+    """Serve ``metrics`` at ``http://host:port/metrics`` from a daemon thread, for processes
+    without the API (``memplane worker --metrics-port``); with ``token`` it needs
+    ``Authorization: Bearer <token>`` like the API's /metrics. Returns the function that
+    stops it."""
+    import threading
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+    from prometheus_client import make_wsgi_app
+
+    exposition = make_wsgi_app(metrics.registry)
+    expected = f"Bearer {token}".encode() if token else None
+
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        if environ.get("PATH_INFO") != "/metrics":
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"only /metrics is served here\n"]
+        given = environ.get("HTTP_AUTHORIZATION", "").encode("latin-1")
+        if expected is not None and not hmac.compare_digest(given, expected):
+            start_response("401 Unauthorized", [("Content-Type", "text/plain"),
+                                                ("WWW-Authenticate", "Bearer")])
+            return [b"send the metrics token as 'Authorization: Bearer <token>' "
+                    b"(MEMPLANE_METRICS_TOKEN)\n"]
+        return exposition(environ, start_response)
+
+    class _Quiet(WSGIRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+    class _Threaded(WSGIServer):
+        daemon_threads = True
+
+    server = make_server(host, port, app, server_class=_Threaded, handler_class=_Quiet)
+    thread = threading.Thread(target=server.serve_forever, name="memplane-metrics",
+                              daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+    return stop
+
+
 def _storage_problem(exc: BaseException) -> str:
     from storage_adapters import base as storage
 
@@ -160,8 +207,9 @@ class InstrumentedAdapter:
     """A storage adapter whose calls are timed and whose failures are counted per backend.
 
     The label children are looked up once, here, so a call costs two ``perf_counter`` reads
-    and one histogram observation. Anything not timed (``put_file``, ``iter_chunks``,
-    attributes) is the wrapped adapter's own.
+    and one histogram observation. The streaming calls (``put_file``, ``iter_chunks``) are
+    timed too and exist only when the wrapped adapter has them; anything else is the wrapped
+    adapter's own.
     """
 
     _TIMED = ("put", "get", "head", "delete_many", "purge_versions", "describe",
@@ -172,12 +220,18 @@ class InstrumentedAdapter:
         self.backend = backend
         self._metrics = metrics
         self._observe = {op: metrics.storage_latency.labels(backend, op).observe
-                         for op in (*self._TIMED, "list", "list_versions")}
+                         for op in (*self._TIMED, "list", "list_versions", "put_file",
+                                    "iter_chunks")}
 
     def __getattr__(self, name: str) -> Any:
         if name == "inner":  # not set yet (copy, pickle): no recursion
             raise AttributeError(name)
-        return getattr(self.inner, name)
+        found = getattr(self.inner, name)
+        if name == "put_file":
+            return functools.partial(self._call, name)
+        if name == "iter_chunks":
+            return functools.partial(self._listing, name)
+        return found
 
     def _failed(self, operation: str, exc: BaseException) -> None:
         self._metrics.storage_errors.labels(self.backend, operation,
@@ -193,10 +247,10 @@ class InstrumentedAdapter:
         finally:
             self._observe[operation](time.perf_counter() - started)
 
-    def _listing(self, operation: str, prefix: str) -> Iterator[Any]:
+    def _listing(self, operation: str, *args: Any) -> Iterator[Any]:
         started = time.perf_counter()
         try:
-            yield from getattr(self.inner, operation)(prefix)
+            yield from getattr(self.inner, operation)(*args)
         except GeneratorExit:
             raise
         except BaseException as exc:

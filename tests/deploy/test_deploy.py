@@ -80,7 +80,8 @@ def test_chart_renders_the_production_layout() -> None:
         ("CronJob", "memplane-verify"), ("Deployment", "memplane-api"),
         ("Deployment", "memplane-worker"), ("Job", "memplane-migrations"),
         ("PodDisruptionBudget", "memplane-api"), ("Secret", "memplane-secrets"),
-        ("Service", "memplane-api"), ("ServiceMonitor", "memplane-api"),
+        ("Service", "memplane-api"), ("Service", "memplane-worker"),
+        ("ServiceMonitor", "memplane-api"), ("ServiceMonitor", "memplane-worker"),
     ]
     by_name = {(d["kind"], d["metadata"]["name"]): d for d in docs}
     api = by_name[("Deployment", "memplane-api")]
@@ -92,7 +93,9 @@ def test_chart_renders_the_production_layout() -> None:
     migrations = by_name[("Job", "memplane-migrations")]
     assert migrations["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
     assert containers(migrations)[0]["args"] == ["db", "upgrade"]
-    assert containers(by_name[("Deployment", "memplane-worker")])[0]["args"] == ["worker"]
+    [worker] = containers(by_name[("Deployment", "memplane-worker")])
+    assert worker["args"] == ["worker", "--metrics-port", "9090"]
+    assert worker["ports"] == [{"name": "metrics", "containerPort": 9090, "protocol": "TCP"}]
     for doc in docs:
         if doc["kind"] in {"Deployment", "Job", "CronJob"}:
             for container in containers(doc):
@@ -101,13 +104,16 @@ def test_chart_renders_the_production_layout() -> None:
     pdb = by_name[("PodDisruptionBudget", "memplane-api")]
     assert pdb["spec"]["selector"]["matchLabels"] == \
         api["spec"]["selector"]["matchLabels"]
-    monitor = by_name[("ServiceMonitor", "memplane-api")]
-    assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
-    assert monitor["spec"]["endpoints"][0]["authorization"]["credentials"] == {
-        "name": "memplane-secrets", "key": "MEMPLANE_METRICS_TOKEN"}
-    service = by_name[("Service", "memplane-api")]
-    assert monitor["spec"]["selector"]["matchLabels"].items() <= \
-        service["metadata"]["labels"].items()
+    for component, port in (("api", "http"), ("worker", "metrics")):
+        monitor = by_name[("ServiceMonitor", f"memplane-{component}")]
+        [endpoint] = monitor["spec"]["endpoints"]
+        assert (endpoint["port"], endpoint["path"]) == (port, "/metrics")
+        assert endpoint["authorization"]["credentials"] == {
+            "name": "memplane-secrets", "key": "MEMPLANE_METRICS_TOKEN"}
+        service = by_name[("Service", f"memplane-{component}")]
+        assert monitor["spec"]["selector"]["matchLabels"].items() <= \
+            service["metadata"]["labels"].items()
+        assert [p["name"] for p in service["spec"]["ports"]] == [port]
 
 
 def test_chart_manifests_pass_the_kubernetes_schemas() -> None:
@@ -119,7 +125,44 @@ def test_chart_manifests_pass_the_kubernetes_schemas() -> None:
             continue  # a CRD (Prometheus Operator): its fields are checked above
         validate.validate(doc, KUBERNETES_VERSION, strict=True)
         checked += 1
-    assert checked == len(docs) - 1
+    assert checked == len(docs) - 2
+
+
+def test_the_schema_check_catches_a_broken_manifest() -> None:
+    """The validator is live: a misspelt probe field and a string replica count fail."""
+    validate = need("kubernetes_validate")
+    from kubernetes_validate.utils import ValidationError
+
+    [api] = [d for d in render(VALUES)
+             if d["kind"] == "Deployment" and d["metadata"]["name"] == "memplane-api"]
+    misspelt = json.loads(json.dumps(api))
+    probe = misspelt["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
+    probe["httpGett"] = probe.pop("httpGet")
+    with pytest.raises(ValidationError):
+        validate.validate(misspelt, KUBERNETES_VERSION, strict=True)
+    wrong_type = json.loads(json.dumps(api))
+    wrong_type["spec"]["replicas"] = "two"
+    with pytest.raises(ValidationError):
+        validate.validate(wrong_type, KUBERNETES_VERSION, strict=True)
+
+
+def test_monitoring_without_a_token_and_with_an_existing_secret() -> None:
+    values = json.loads(json.dumps(VALUES))
+    del values["secrets"]["values"]["MEMPLANE_METRICS_TOKEN"]
+    plain = [d for d in render(values) if d["kind"] == "ServiceMonitor"]
+    assert [("authorization" in d["spec"]["endpoints"][0]) for d in plain] == [False, False]
+    values = {**values, "secrets": {"existingSecret": "ops-memplane"},
+              "serviceMonitor": {"useMetricsToken": True}}
+    docs = render(values)
+    assert "Secret" not in {d["kind"] for d in docs}
+    monitors = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    assert [d["spec"]["endpoints"][0]["authorization"]["credentials"]["name"]
+            for d in monitors] == ["ops-memplane", "ops-memplane"]
+    [api] = [d for d in docs if d["kind"] == "Deployment"
+             and d["metadata"]["name"] == "memplane-api"]
+    refs = {e["valueFrom"]["secretKeyRef"]["name"] for e in containers(api)[0]["env"]
+            if "valueFrom" in e}
+    assert refs == {"ops-memplane"}
 
 
 def test_chart_refuses_to_render_without_its_secrets() -> None:
@@ -148,21 +191,23 @@ def test_chart_sets_only_settings_that_exist_and_every_required_one() -> None:
 def test_scheduled_and_deployed_commands_exist_in_the_cli() -> None:
     from memplane.cli import app
 
-    docs = render(VALUES)
-    runner = CliRunner()
-    commands = {tuple(c["args"][:2] if c["args"][0] in {"db", "audit"} else c["args"][:1])
-                for d in docs if d["kind"] in {"Deployment", "Job", "CronJob"}
-                for c in containers(d)}
+    invocations = [c["args"] for d in render(VALUES) if d["kind"] in {"Deployment", "Job",
+                                                                         "CronJob"}
+                   for c in containers(d)]
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
-    for service in compose["services"].values():
-        args = service.get("command")
-        if service.get("image", "").startswith("memplane") and "entrypoint" not in service:
-            commands.add(tuple(args[:2] if args[0] in {"db", "audit"} else args[:1]))
+    invocations += [service["command"] for service in compose["services"].values()
+                    if service.get("image", "").startswith("memplane")
+                    and "entrypoint" not in service]
+    commands = {tuple(args[:2] if args[0] in {"db", "audit"} else args[:1])
+                for args in invocations}
     assert commands == {("serve",), ("worker",), ("db", "upgrade"), ("reconcile",),
                         ("verify",), ("audit", "verify")}
-    for command in commands:
-        result = runner.invoke(app, [*command, "--help"])
-        assert result.exit_code == 0, (command, result.output)
+    runner = CliRunner()
+    for args in invocations:  # the whole line parses: every option is one the command has
+        result = runner.invoke(app, [*args, "--help"])
+        assert result.exit_code == 0, (args, result.output)
+    result = runner.invoke(app, ["worker", "--metrics-portt", "9090", "--help"])
+    assert result.exit_code != 0  # a misspelt option would be caught
 
 
 def test_compose_runs_two_apis_a_worker_and_the_stand_ins() -> None:
@@ -176,7 +221,7 @@ def test_compose_runs_two_apis_a_worker_and_the_stand_ins() -> None:
         assert services[name]["depends_on"]["migrations"] == {
             "condition": "service_completed_successfully"}
     assert services["api-1"]["command"][0] == services["api-2"]["command"][0] == "serve"
-    assert services["worker"]["command"] == ["worker"]
+    assert services["worker"]["command"] == ["worker", "--metrics-port", "9090"]
 
 
 def test_compose_environment_is_a_valid_configuration() -> None:
@@ -226,16 +271,17 @@ def test_dockerfile_is_slim_non_root_and_checks_readiness() -> None:
 
 
 def test_dashboard_names_only_metrics_the_server_exposes() -> None:
-    from control_plane.observability import Metrics
+    from control_plane.observability import DatabaseState, Metrics
 
     dashboard = json.loads((DEPLOY / "grafana" / "memplane.json").read_text())
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
     used = {re.sub(r"_(bucket|count|sum|total)$", "", m)
             for e in exprs for m in re.findall(r"memplane_[a-z_]+", e)}
     metrics = Metrics()
+    metrics.watch_database(lambda: DatabaseState(
+        jobs=[("export", "queued", 1)], unsealed_oldest_age=0.0, unsealed_rows=0,
+        pointers=[], pending_oldest_age=0.0, gc_candidates=0))
     exposed = {f.name for f in metrics.registry.collect()}
-    exposed |= {"memplane_jobs", "memplane_audit_unsealed_oldest_age_seconds",
-                "memplane_audit_unsealed_rows", "memplane_pointers_corrupt",
-                "memplane_database_metrics_up"}  # read from the database at scrape time
     assert used <= exposed, used - exposed
-    assert len(used) == 12
+    # Every metric worth alerting on has a panel.
+    assert exposed == used

@@ -6,6 +6,12 @@ storage call, job and audit row comes from the test itself and the increments ar
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -18,6 +24,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from control_plane.jobs.worker import Worker
 from control_plane.memories import reconcile
 from control_plane.runtime import Runtime
+from tests.support.emulators import free_port
+from tests.support.process import CHECKOUT
 from tests.support.service import ServerThread, Stack, Tenant, make_settings
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -210,3 +218,70 @@ def test_gc_counts_and_candidates(quiet_stack: Stack) -> None:
             value(before, objects, outcome=outcome) == expected
     assert value(waiting, objects, outcome="marked") - \
         value(before, objects, outcome="marked") == 1
+
+
+def settings_env(stack: Stack) -> dict[str, str]:
+    """The stack's configuration as the MEMPLANE_* variables a process of its own reads."""
+    env: dict[str, str] = {}
+    for name in stack.settings.model_fields_set:
+        raw = getattr(stack.settings, name)
+        if raw is None:
+            continue
+        if hasattr(raw, "get_secret_value"):
+            raw = raw.get_secret_value()
+        if isinstance(raw, list):
+            text = json.dumps([str(item) for item in raw])
+        elif isinstance(raw, bool):
+            text = "true" if raw else "false"
+        else:
+            text = str(raw)
+        env[f"MEMPLANE_{name.upper()}"] = text
+    return env
+
+
+def test_a_worker_process_serves_its_job_metrics(quiet_stack: Stack) -> None:
+    """`memplane worker --metrics-port` (production runs jobs outside the API): its job
+    durations and storage calls are scraped from the worker, behind the metrics token."""
+    tenant = quiet_stack.new_tenant()
+    port = free_port()
+    env = {**os.environ, **settings_env(quiet_stack), "MEMPLANE_LOG_LEVEL": "WARNING",
+           "MEMPLANE_METRICS_TOKEN": "worker-metrics-token-0123456789",
+           "PYTHONPATH": str(CHECKOUT)}
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from memplane.cli import main; main()", "worker",
+         "--metrics-port", str(port), "--metrics-host", "127.0.0.1"],
+        env=env, cwd=CHECKOUT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    url = f"http://127.0.0.1:{port}/metrics"
+    auth = {"Authorization": "Bearer worker-metrics-token-0123456789"}
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # until the worker's endpoint answers (it starts before the first job)
+            assert process.poll() is None, f"memplane worker exited with {process.returncode}"
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(url, headers=auth, timeout=2).status_code == 200:
+                    break
+            assert time.monotonic() < deadline, "the worker's metrics never answered"
+            time.sleep(0.05)
+        assert httpx.get(url, timeout=5).status_code == 401
+        with tenant.client() as client:
+            client.memory.set(scope="user", scope_ref="subject-w", key="k", value="v")
+            job = client.memory.export(user_id="subject-w")
+            done = client.jobs.wait(job.id, timeout=120)
+        assert done.state == "completed"
+        response = httpx.get(url, headers=auth, timeout=5)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+    samples = {(s.name, frozenset(s.labels.items())): s.value
+               for family in text_string_to_metric_families(response.text)
+               for s in family.samples}
+    assert value(samples, "memplane_job_duration_seconds_count",
+                 kind="export", outcome="completed") == 1
+    calls = {dict(labels)["operation"]: n for (name, labels), n in samples.items()
+             if name == "memplane_storage_operation_duration_seconds_count" and n}
+    # The subject's one memory read, its archive streamed in, the stale-archive cleanup.
+    assert calls == {"get": 1, "put_file": 1, "delete_many": 1}
+    # The API's database gauges are the API's to report, not each worker's.
+    assert not any(name == "memplane_jobs" for name, _ in samples)
