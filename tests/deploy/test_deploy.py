@@ -116,6 +116,14 @@ def test_chart_renders_the_production_layout() -> None:
         assert [p["name"] for p in service["spec"]["ports"]] == [port]
 
 
+def test_chart_passes_helm_lint() -> None:
+    helm = need("helm_python")
+    report = helm.lint(CHART, VALUES, strict=True, kube_version=f"v{KUBERNETES_VERSION}")
+    assert report["errors"] == []
+    # Severity 2 = warning, 3 = error; only the "icon is recommended" note (1) may remain.
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
 def test_chart_manifests_pass_the_kubernetes_schemas() -> None:
     validate = need("kubernetes_validate")
     docs = render(VALUES)
