@@ -59,6 +59,26 @@ def runtime_of(stack: Stack) -> Runtime:
     return stack.runtime
 
 
+def test_request_latency_per_route_template(quiet_stack: Stack) -> None:
+    tenant = quiet_stack.new_tenant()
+    route = "/v1/memories/{scope}/{scope_ref}/{key}"
+    before = scrape(quiet_stack)
+    with tenant.stack.http(tenant.admin_key) as http:
+        assert http.get("/v1/memories/user/u1/missing-1").status_code == 404
+        assert http.get("/v1/memories/user/u2/missing-2").status_code == 404
+        assert http.get("/no/such/route").status_code == 404
+    after = scrape(quiet_stack)
+
+    latency = "memplane_http_request_duration_seconds_count"
+    assert value(after, latency, method="GET", route=route) - \
+        value(before, latency, method="GET", route=route) == 2  # one series per template
+    assert value(after, latency, method="GET", route="unmatched") - \
+        value(before, latency, method="GET", route="unmatched") == 1
+    requests = "memplane_http_requests_total"
+    assert value(after, requests, method="GET", route=route, status="404") - \
+        value(before, requests, method="GET", route=route, status="404") == 2
+
+
 def test_storage_calls_are_timed_per_backend_and_operation(quiet_stack: Stack) -> None:
     tenant = quiet_stack.new_tenant()
     before = scrape(quiet_stack)
