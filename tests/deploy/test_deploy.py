@@ -43,6 +43,7 @@ VALUES = {
         "MEMPLANE_METRICS_TOKEN": "metrics-token-0123456789"}},
     "kek": {"awsKeyId": "alias/memplane"},
     "defaultBucketUrl": "s3://memplane-default/memplane",
+    "serviceMonitor": {"enabled": True},
 }
 
 
@@ -155,12 +156,13 @@ def test_the_schema_check_catches_a_broken_manifest() -> None:
 
 
 def test_monitoring_without_a_token_and_with_an_existing_secret() -> None:
+    assert "ServiceMonitor" not in {d["kind"] for d in render({**VALUES, "serviceMonitor": {}})}
     values = json.loads(json.dumps(VALUES))
     del values["secrets"]["values"]["MEMPLANE_METRICS_TOKEN"]
     plain = [d for d in render(values) if d["kind"] == "ServiceMonitor"]
     assert [("authorization" in d["spec"]["endpoints"][0]) for d in plain] == [False, False]
     values = {**values, "secrets": {"existingSecret": "ops-memplane"},
-              "serviceMonitor": {"useMetricsToken": True}}
+              "serviceMonitor": {"enabled": True, "useMetricsToken": True}}
     docs = render(values)
     assert "Secret" not in {d["kind"] for d in docs}
     monitors = [d for d in docs if d["kind"] == "ServiceMonitor"]
