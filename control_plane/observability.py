@@ -38,7 +38,7 @@ class Metrics:
                                  buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1,
                                           2.5, 5, 10))
         # Calls to tenants' buckets and the default bucket (storage_adapters wrapped by
-        # ``instrument_adapter``): latency per backend and operation, failures by kind.
+        # ``InstrumentedAdapter``): latency per backend and operation, failures by kind.
         self.storage_latency = Histogram(
             "memplane_storage_operation_duration_seconds",
             "Time one storage call took (a listing: until it was read to its end)",
@@ -55,7 +55,9 @@ class Metrics:
             "(completed, failed, retried, taken_over)", ["kind", "outcome"],
             registry=self.registry,
             buckets=(.1, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600))
-        # Reconciler and orphan GC runs in this process (memories/reconcile.py).
+        # Reconciler and orphan GC runs in this process (memories/reconcile.py); a
+        # `memplane reconcile` CronJob prints its own counts, and the database gauges
+        # (memplane_pointers_*, memplane_gc_candidates) show what is left to do.
         self.reconcile_actions = Counter(
             "memplane_reconcile_actions", "Pointers the reconciler settled, by action "
             "(write_completed, write_rolled_back, delete_completed)", ["action"],
