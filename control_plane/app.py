@@ -43,6 +43,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = Runtime(settings)
+        runtime.plane.metrics = app.state.metrics  # storage, jobs, reconcile (observability.py)
+        app.state.metrics.watch_database(runtime.database_state)
         if settings.embedded:
             runtime.migrate()
         if settings.create_default_tenant:

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import functools
 import hmac
 import json
 import logging
 import re
 import time
 import uuid
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .kit import request_id_var
 
 access_log = logging.getLogger("memplane.access")
+log = logging.getLogger(__name__)
 _SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 _KEEP_ENCODED = re.compile(r"(%2[fF]|%25)")
 
@@ -32,6 +37,264 @@ class Metrics:
                                  registry=self.registry,
                                  buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1,
                                           2.5, 5, 10))
+        # Calls to tenants' buckets and the default bucket (storage_adapters wrapped by
+        # ``InstrumentedAdapter``): latency per backend and operation, failures by kind.
+        self.storage_latency = Histogram(
+            "memplane_storage_operation_duration_seconds",
+            "Time one storage call took (a listing: until it was read to its end)",
+            ["backend", "operation"], registry=self.registry,
+            buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
+        self.storage_errors = Counter(
+            "memplane_storage_errors", "Storage calls that failed, by problem "
+            "(not_found, exists, integrity, unreachable, auth_failed, permission_denied, "
+            "bucket_not_found, endpoint_not_allowed, other)",
+            ["backend", "operation", "problem"], registry=self.registry)
+        # Compliance jobs run by a worker in this process (jobs/worker.py).
+        self.job_duration = Histogram(
+            "memplane_job_duration_seconds", "Time one attempt at a job took, by outcome "
+            "(completed, failed, retried, taken_over)", ["kind", "outcome"],
+            registry=self.registry,
+            buckets=(.1, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600))
+        # Reconciler and orphan GC runs in this process (memories/reconcile.py); a
+        # `memplane reconcile` CronJob prints its own counts, and the database gauges
+        # (memplane_pointers_*, memplane_gc_candidates) show what is left to do.
+        self.reconcile_actions = Counter(
+            "memplane_reconcile_actions", "Pointers the reconciler settled, by action "
+            "(write_completed, write_rolled_back, delete_completed)", ["action"],
+            registry=self.registry)
+        self.gc_objects = Counter(
+            "memplane_gc_objects", "Objects the orphan GC handled, by outcome (marked, "
+            "deleted, rescued)", ["outcome"], registry=self.registry)
+        self._database = _DatabaseGauges()
+        self.registry.register(self._database)
+
+    def watch_database(self, read: Callable[[], DatabaseState]) -> None:
+        """Report queue depth, audit sealing lag, unsettled pointers and GC candidates from
+        ``read`` at each scrape: the database's view, true whichever process runs the jobs,
+        the sealer or the reconciler."""
+        self._database.read = read
+
+
+class DatabaseState:
+    """What the database says at one scrape (see ``Runtime.database_state``)."""
+
+    __slots__ = ("jobs", "unsealed_oldest_age", "unsealed_rows", "pointers",
+                 "pending_oldest_age", "gc_candidates")
+
+    def __init__(self, *, jobs: Iterable[tuple[str, str, int]], unsealed_oldest_age: float,
+                 unsealed_rows: int, pointers: Iterable[tuple[str, int]],
+                 pending_oldest_age: float, gc_candidates: int) -> None:
+        self.jobs = list(jobs)
+        self.unsealed_oldest_age = unsealed_oldest_age
+        self.unsealed_rows = unsealed_rows
+        self.pointers = dict(pointers)
+        self.pending_oldest_age = pending_oldest_age
+        self.gc_candidates = gc_candidates
+
+
+UNSETTLED_STATES = ("pending_write", "pending_delete", "corrupt")
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    gauge = GaugeMetricFamily(name, documentation)
+    gauge.add_metric([], value)
+    return gauge
+
+
+class _DatabaseGauges(Collector):
+    def __init__(self) -> None:
+        self.read: Callable[[], DatabaseState] | None = None
+
+    def describe(self) -> Iterable[Any]:
+        return []  # read at scrape time only; nothing to check at registration
+
+    def collect(self) -> Iterator[Any]:
+        if self.read is None:
+            return
+        up = "memplane_database_metrics_up"
+        about_up = "Whether /metrics could read the gauges below from the database"
+        try:
+            now = self.read()
+        except Exception as exc:  # a scrape must answer even when the database does not
+            log.warning("could not read the database for /metrics: %s", type(exc).__name__)
+            yield _gauge(up, about_up, 0)
+            return
+        yield _gauge(up, about_up, 1)
+        jobs = GaugeMetricFamily("memplane_jobs", "Compliance jobs waiting or running, by "
+                                 "kind and state (queued, running)", labels=["kind", "state"])
+        for kind, job_state, count in now.jobs:
+            jobs.add_metric([kind, job_state], count)
+        yield jobs
+        yield _gauge("memplane_audit_unsealed_oldest_age_seconds",
+                     "Age of the oldest audit row the sealer has not chained yet (0 when "
+                     "every row is sealed)", now.unsealed_oldest_age)
+        yield _gauge("memplane_audit_unsealed_rows", "Audit rows the sealer has not chained yet",
+                     now.unsealed_rows)
+        pointers = GaugeMetricFamily(
+            "memplane_pointers_unsettled", "Memory pointers a write or delete left pending "
+            "(the reconciler settles them) or marked corrupt (never served)",
+            labels=["sync_status"])
+        for status in UNSETTLED_STATES:
+            pointers.add_metric([status], now.pointers.get(status, 0))
+        yield pointers
+        yield _gauge("memplane_pointers_pending_oldest_age_seconds",
+                     "Age of the oldest pending pointer (0 when none): far past "
+                     "MEMPLANE_RECONCILE_GRACE_SECONDS means reconcile is not running",
+                     now.pending_oldest_age)
+        yield _gauge("memplane_gc_candidates", "Unnamed objects marked by orphan GC, waiting "
+                     "for the sweep a grace period later", now.gc_candidates)
+
+
+def serve_metrics(metrics: Metrics, host: str, port: int,
+                  token: str | None = None) -> Callable[[], None]:
+    """Serve ``metrics`` at ``http://host:port/metrics`` from a daemon thread, for processes
+    without the API (``memplane worker --metrics-port``); with ``token`` it needs
+    ``Authorization: Bearer <token>`` like the API's /metrics. Returns the function that
+    stops it."""
+    import threading
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+    from prometheus_client import make_wsgi_app
+
+    exposition = make_wsgi_app(metrics.registry)
+    expected = f"Bearer {token}".encode() if token else None
+
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        if environ.get("PATH_INFO") != "/metrics":
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"only /metrics is served here\n"]
+        given = environ.get("HTTP_AUTHORIZATION", "").encode("latin-1")
+        if expected is not None and not hmac.compare_digest(given, expected):
+            start_response("401 Unauthorized", [("Content-Type", "text/plain"),
+                                                ("WWW-Authenticate", "Bearer")])
+            return [b"send the metrics token as 'Authorization: Bearer <token>' "
+                    b"(MEMPLANE_METRICS_TOKEN)\n"]
+        return exposition(environ, start_response)
+
+    class _Quiet(WSGIRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+    class _Threaded(WSGIServer):
+        daemon_threads = True
+
+    server = make_server(host, port, app, server_class=_Threaded, handler_class=_Quiet)
+    thread = threading.Thread(target=server.serve_forever, name="memplane-metrics",
+                              daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+    return stop
+
+
+def _storage_problem(exc: BaseException) -> str:
+    from storage_adapters import base as storage
+
+    if isinstance(exc, storage.ObjectNotFound):
+        return "not_found"
+    if isinstance(exc, storage.ObjectExists):
+        return "exists"
+    if isinstance(exc, storage.IntegrityError):
+        return "integrity"
+    if isinstance(exc, storage.StorageError):
+        return storage.problem_code(exc)
+    return "other"
+
+
+class InstrumentedAdapter:
+    """A storage adapter whose calls are timed and whose failures are counted per backend.
+
+    The label children are looked up once, here, so a call costs two ``perf_counter`` reads
+    and one histogram observation. The streaming calls (``put_file``, ``iter_chunks``) are
+    timed too and exist only when the wrapped adapter has them; anything else is the wrapped
+    adapter's own.
+    """
+
+    _TIMED = ("put", "get", "head", "delete_many", "purge_versions", "describe",
+              "health_check")
+
+    def __init__(self, inner: Any, backend: str, metrics: Metrics) -> None:
+        self.inner = inner
+        self.backend = backend
+        self._metrics = metrics
+        self._observe = {op: metrics.storage_latency.labels(backend, op).observe
+                         for op in (*self._TIMED, "list", "list_versions", "put_file",
+                                    "iter_chunks")}
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
+        found = getattr(self.inner, name)
+        if name == "put_file":
+            return functools.partial(self._call, name)
+        if name == "iter_chunks":
+            return functools.partial(self._listing, name)
+        return found
+
+    def _failed(self, operation: str, exc: BaseException) -> None:
+        self._metrics.storage_errors.labels(self.backend, operation,
+                                            _storage_problem(exc)).inc()
+
+    def _call(self, operation: str, *args: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return getattr(self.inner, operation)(*args)
+        except BaseException as exc:
+            self._failed(operation, exc)
+            raise
+        finally:
+            self._observe[operation](time.perf_counter() - started)
+
+    def _listing(self, operation: str, *args: Any) -> Iterator[Any]:
+        started = time.perf_counter()
+        try:
+            yield from getattr(self.inner, operation)(*args)
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            self._failed(operation, exc)
+            raise
+        finally:
+            self._observe[operation](time.perf_counter() - started)
+
+    def put(self, path: str, data: bytes) -> None:
+        self._call("put", path, data)
+
+    def get(self, path: str) -> bytes:
+        return self._call("get", path)  # type: ignore[no-any-return]
+
+    def head(self, path: str) -> Any:
+        return self._call("head", path)
+
+    def delete_many(self, paths: Iterable[str]) -> int:
+        return self._call("delete_many", paths)  # type: ignore[no-any-return]
+
+    def purge_versions(self, prefix: str) -> int:
+        return self._call("purge_versions", prefix)  # type: ignore[no-any-return]
+
+    def describe(self) -> Any:
+        return self._call("describe")
+
+    def health_check(self) -> Any:
+        return self._call("health_check")
+
+    def list(self, prefix: str) -> Iterator[Any]:
+        return self._listing("list", prefix)
+
+    def list_versions(self, prefix: str) -> Iterator[Any]:
+        return self._listing("list_versions", prefix)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def backend_name(adapter: Any) -> str:
+    """``s3``, ``gcs``, ``azure``, ``local`` or ``memory`` from the adapter's class."""
+    return type(adapter).__name__.removesuffix("Adapter").lower()
 
 
 # Request bodies may nest JSON this deep at most (a memory value inside its body one level

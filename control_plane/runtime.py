@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import UTC, datetime
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -18,6 +19,7 @@ from .audit.batcher import AuditBatcher
 from .db.engine import make_engine, make_session_factory
 from .db.migrate import upgrade
 from .keys.service import Keyring
+from .observability import DatabaseState
 from .settings import Settings
 from .storage_config.credentials import CredentialBox, load_server_key
 from .storage_config.plane import DataPlane
@@ -45,6 +47,44 @@ class Runtime:
         self.plane.audit_batcher = AuditBatcher(self.engine)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+
+    def database_state(self) -> DatabaseState:
+        """Queue depth, audit sealing lag, unsettled pointers and GC candidates, for
+        /metrics (each query is served by an index)."""
+        from sqlalchemy import func, select
+
+        from .db.base import utcnow
+        from .db.models import AccessLog, GcCandidate, Job, MemoryPointer
+        from .observability import UNSETTLED_STATES
+
+        def age(oldest: datetime | None, now: datetime) -> float:
+            if oldest is None:
+                return 0.0
+            if oldest.tzinfo is None:
+                oldest = oldest.replace(tzinfo=UTC)
+            return max(0.0, (now - oldest).total_seconds())
+
+        pending = MemoryPointer.sync_status.in_(("pending_write", "pending_delete"))
+        with self.sessions() as session:
+            jobs = session.execute(
+                select(Job.kind, Job.state, func.count()).where(
+                    Job.state.in_(("queued", "running"))).group_by(Job.kind, Job.state)).all()
+            unsealed_since, unsealed = session.execute(
+                select(func.min(AccessLog.accessed_at), func.count())
+                .where(AccessLog.seq.is_(None))).one()
+            pointers = session.execute(
+                select(MemoryPointer.sync_status, func.count())
+                .where(MemoryPointer.sync_status.in_(UNSETTLED_STATES))
+                .group_by(MemoryPointer.sync_status)).all()
+            pending_since = session.scalar(select(func.min(MemoryPointer.updated_at))
+                                           .where(pending))
+            candidates = session.scalar(select(func.count()).select_from(GcCandidate)) or 0
+        now = utcnow()
+        return DatabaseState(
+            jobs=((kind, state, int(n)) for kind, state, n in jobs),
+            unsealed_oldest_age=age(unsealed_since, now), unsealed_rows=int(unsealed),
+            pointers=((status, int(n)) for status, n in pointers),
+            pending_oldest_age=age(pending_since, now), gc_candidates=int(candidates))
 
     def migrate(self) -> None:
         upgrade(self.engine)

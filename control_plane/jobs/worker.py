@@ -169,14 +169,18 @@ class Worker:
             lost=heartbeat.lost.is_set,
         )
         heartbeat.start()
+        started, outcome = time.perf_counter(), "completed"
         try:
             if handler is None:
                 raise ValueError(f"no handler for job kind {job.kind!r}")
             result = handler(ctx)
         except LeaseLost:
+            outcome = "taken_over"
             log.warning("job %s was taken over by another worker", job.id)
             session.rollback()
         except Exception as exc:
+            outcome = ("failed" if job.attempts >= self.settings.job_max_attempts
+                       else "retried")
             session.rollback()
             log.warning("job %s attempt %d failed: %s", job.id, job.attempts,
                         type(exc).__name__)
@@ -186,6 +190,10 @@ class Worker:
         finally:
             heartbeat.stop()
             session.close()
+            metrics = getattr(self.plane, "metrics", None)
+            if metrics is not None:
+                metrics.job_duration.labels(job.kind, outcome).observe(
+                    time.perf_counter() - started)
 
     def _finish(self, session: Session, job: Job, *, result: dict[str, Any] | None = None,
                 error: Exception | None = None) -> None:

@@ -70,6 +70,11 @@ def reconcile(session: Session, plane: DataPlane, *, grace_seconds: float,
         query = query.where(MemoryPointer.tenant_id == tenant_id)
     report.corrupt = session.scalar(query) or 0
     session.commit()
+    if plane.metrics is not None:
+        count = plane.metrics.reconcile_actions.labels
+        count("write_completed").inc(report.writes_completed)
+        count("write_rolled_back").inc(report.writes_rolled_back)
+        count("delete_completed").inc(report.deletes_completed)
     return report
 
 
@@ -199,14 +204,14 @@ def mark_orphans(session: Session, plane: DataPlane, *, grace_seconds: float,
                 continue
             batch.append(info.path)
             if len(batch) >= _GC_BATCH:
-                report.marked += _mark(session, config, batch)
+                report.marked += _mark(session, plane, config, batch)
                 batch = []
         if batch:
-            report.marked += _mark(session, config, batch)
+            report.marked += _mark(session, plane, config, batch)
     return report
 
 
-def _mark(session: Session, config: StorageConfig, paths: list[str]) -> int:
+def _mark(session: Session, plane: DataPlane, config: StorageConfig, paths: list[str]) -> int:
     named = repo.named_paths(session, config.id, paths)
     known = repo.gc_marked(session, config.id, paths)
     fresh = [p for p in paths if p not in named and p not in known]
@@ -219,6 +224,8 @@ def _mark(session: Session, config: StorageConfig, paths: list[str]) -> int:
                  detail=f"marked {len(fresh)} unnamed object(s) for deletion after the grace "
                         f"period")
     session.commit()
+    if plane.metrics is not None:
+        plane.metrics.gc_objects.labels("marked").inc(len(fresh))
     return len(fresh)
 
 
@@ -239,6 +246,9 @@ def sweep_orphans(session: Session, plane: DataPlane, *, grace_seconds: float,
             deleted, rescued = _sweep(session, plane, config, due)
             report.orphans_deleted += deleted
             report.rescued += rescued
+            if plane.metrics is not None:
+                plane.metrics.gc_objects.labels("deleted").inc(deleted)
+                plane.metrics.gc_objects.labels("rescued").inc(rescued)
         report.waiting += repo.gc_waiting(session, config.id, before)
         session.commit()
     return report

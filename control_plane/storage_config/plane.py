@@ -41,6 +41,7 @@ from .credentials import CredentialBox, CredentialsUnreadable, associated_data
 if TYPE_CHECKING:
     from ..audit.batcher import AuditBatcher
     from ..keys.service import Keyring
+    from ..observability import Metrics
 
 DEFAULT = "default"
 DEFAULT_PREFIX = "memplane"
@@ -106,13 +107,16 @@ class DataPlane:
         self.audit_batcher: AuditBatcher | None = None
         # Largest serialised value one memory may hold (MEMPLANE_MAX_OBJECT_BYTES), set by Runtime.
         self.max_object_bytes: int | None = None
+        # Storage call latency and errors per backend (observability.py), set by the app.
+        self.metrics: Metrics | None = None
 
     @property
     def default_adapter(self) -> storage.StorageAdapter:
         with self._lock:
             if self._default is None:
                 # The operator's own bucket: the one place the server's credentials serve.
-                self._default = from_url(self._default_url, allow_ambient_credentials=True)
+                self._default = self._instrumented(
+                    from_url(self._default_url, allow_ambient_credentials=True))
             return self._default
 
     def active(self, session: Session, tenant_id: uuid.UUID) -> Target:
@@ -142,13 +146,20 @@ class DataPlane:
         if config.storage_type == DEFAULT:
             target = Target(config.id, config.prefix, self.default_adapter)
         else:
-            target = Target(config.id, "", self._adapter(config),
+            target = Target(config.id, "", self._instrumented(self._adapter(config)),
                             versioned=bool(config.versioning))
         with self._lock:
             kept = self._targets.setdefault(config_id, target)
         if kept is not target and target.adapter is not self._default:
             target.adapter.close()  # another thread built it first
         return kept
+
+    def _instrumented(self, adapter: storage.StorageAdapter) -> storage.StorageAdapter:
+        if self.metrics is None:
+            return adapter
+        from ..observability import InstrumentedAdapter, backend_name
+
+        return InstrumentedAdapter(adapter, backend_name(adapter), self.metrics)  # type: ignore[return-value]
 
     def forget_tenant(self, tenant_id: uuid.UUID) -> None:
         self._active.pop(tenant_id, None)

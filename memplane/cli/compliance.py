@@ -245,6 +245,11 @@ def audit_verify(
 def worker(
     lease_seconds: Annotated[float | None, typer.Option(
         help="Job lease; default MEMPLANE_JOB_LEASE_SECONDS.")] = None,
+    metrics_port: Annotated[int | None, typer.Option(
+        help="Serve this worker's job and storage metrics at http://<host>:<port>/metrics "
+             "(with MEMPLANE_METRICS_TOKEN as its bearer token when set).")] = None,
+    metrics_host: Annotated[str, typer.Option(
+        help="Interface for --metrics-port.")] = "0.0.0.0",
 ) -> None:
     """Run export and erasure jobs from the configured database until interrupted."""
     from control_plane.jobs.worker import Worker
@@ -256,6 +261,13 @@ def worker(
         configure_logging(runtime.settings.log_level)
         job_worker = Worker(runtime.sessions, runtime.plane, runtime.settings,
                             lease_seconds=lease_seconds)
+        if metrics_port is not None:
+            from control_plane.observability import Metrics, serve_metrics
+
+            runtime.plane.metrics = Metrics()
+            token = runtime.settings.metrics_token
+            serve_metrics(runtime.plane.metrics, metrics_host, metrics_port,
+                          token.get_secret_value() if token else None)
         console.print(f"memplane worker {job_worker.owner} waiting for jobs")
         stop = threading.Event()
         try:

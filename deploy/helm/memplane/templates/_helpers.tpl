@@ -1,0 +1,111 @@
+{{- define "memplane.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "memplane.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "memplane.selector" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "memplane.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- define "memplane.secretName" -}}
+{{- .Values.secrets.existingSecret | default (printf "%s-secrets" (include "memplane.fullname" .)) -}}
+{{- end -}}
+
+{{/* Environment shared by every memplane container. */}}
+{{- define "memplane.env" -}}
+{{- $secret := include "memplane.secretName" . }}
+- name: MEMPLANE_DATABASE_URL
+  valueFrom: {secretKeyRef: {name: {{ $secret }}, key: MEMPLANE_DATABASE_URL}}
+- name: MEMPLANE_SERVER_KEY
+  valueFrom: {secretKeyRef: {name: {{ $secret }}, key: MEMPLANE_SERVER_KEY}}
+- name: MEMPLANE_RECEIPT_SIGNING_KEY
+  valueFrom: {secretKeyRef: {name: {{ $secret }}, key: MEMPLANE_RECEIPT_SIGNING_KEY}}
+- name: MEMPLANE_ADMIN_KEY
+  valueFrom: {secretKeyRef: {name: {{ $secret }}, key: MEMPLANE_ADMIN_KEY, optional: true}}
+- name: MEMPLANE_METRICS_TOKEN
+  valueFrom: {secretKeyRef: {name: {{ $secret }}, key: MEMPLANE_METRICS_TOKEN, optional: true}}
+- name: MEMPLANE_DATA_DIR
+  value: /var/lib/memplane
+- name: MEMPLANE_RUN_JOBS
+  value: "false"
+{{- with .Values.defaultBucketUrl }}
+- name: MEMPLANE_DEFAULT_BUCKET_URL
+  value: {{ . | quote }}
+{{- end }}
+- name: MEMPLANE_KEK_PROVIDER
+  value: {{ .Values.kek.provider | quote }}
+{{- if eq .Values.kek.provider "aws-kms" }}
+- name: MEMPLANE_KEK_AWS_KEY_ID
+  value: {{ required "kek.awsKeyId is required with kek.provider aws-kms" .Values.kek.awsKeyId | quote }}
+{{- with .Values.kek.awsRegion }}
+- name: MEMPLANE_KEK_AWS_REGION
+  value: {{ . | quote }}
+{{- end }}
+{{- else }}
+- name: MEMPLANE_KEK_KEYRING_PATH
+  value: /var/lib/memplane/keys/keyring.json
+{{- end }}
+{{- range $name, $value := .Values.env }}
+- name: {{ $name }}
+  value: {{ $value | quote }}
+{{- end }}
+{{- end -}}
+
+{{- define "memplane.volumeMounts" -}}
+- name: data
+  mountPath: /var/lib/memplane
+- name: tmp
+  mountPath: /tmp
+{{- if ne .Values.kek.provider "aws-kms" }}
+- name: keyring
+  mountPath: /var/lib/memplane/keys
+{{- end }}
+{{- end -}}
+
+{{- define "memplane.volumes" -}}
+- name: data
+  emptyDir: {}
+- name: tmp
+  emptyDir: {}
+{{- if ne .Values.kek.provider "aws-kms" }}
+- name: keyring
+  persistentVolumeClaim:
+    claimName: {{ required "kek.keyringClaim (a ReadWriteMany claim) is required with kek.provider local" .Values.kek.keyringClaim }}
+{{- end }}
+{{- end -}}
+
+{{- define "memplane.podSpecCommon" -}}
+{{- with .Values.serviceAccount.name }}
+serviceAccountName: {{ . }}
+{{- end }}
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
