@@ -1,0 +1,134 @@
+"""KEK rotation and retirement racing the readers and writers of subject keys.
+
+Each race runs the rotation and the retirement (another replica, in effect: fresh sessions,
+and no subject key left in this process's cache) at a named step of the code under test
+(``keys.service.checkpoint``): a read, an export job and a new subject key's write that
+hold a key row read before the rotation, after which the retirement destroys the old KEK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from sqlalchemy import select
+
+from control_plane.compliance import service as compliance
+from control_plane.db.models import KekVersion, SubjectKey
+from control_plane.jobs.worker import Worker
+from control_plane.keys import service as keys
+from control_plane.memories import service as memories
+from control_plane.memories.addresses import MemoryAddress, Scope
+from control_plane.memories.schemas import MemoryMeta
+from tests.compliance.conftest import service_runtime  # noqa: F401  (a database of its own:
+from tests.compliance.helpers import job, write_subject  # no server's worker takes our jobs)
+from tests.support.service import ServiceWorld
+
+
+def _ring(world: ServiceWorld) -> keys.Keyring:
+    ring = world.runtime.plane.keys
+    assert ring is not None
+    return ring
+
+
+def _forget_all(world: ServiceWorld) -> None:
+    with world.runtime.sessions() as session:
+        ids = list(session.scalars(select(SubjectKey.id)
+                                   .where(SubjectKey.tenant_id == world.tenant_id)))
+    _ring(world).cache.forget(ids)
+
+
+def _rotate_and_retire(world: ServiceWorld) -> tuple[keys.RotationReport, keys.RetireReport]:
+    with world.runtime.sessions() as session:
+        rotated = keys.rotate_kek(session, _ring(world), world.actor)
+    with world.runtime.sessions() as session:
+        retired = keys.retire_keks(session, _ring(world), world.actor)
+    _forget_all(world)  # as on another replica: nothing of the old keys in memory
+    return rotated, retired
+
+
+@pytest.fixture
+def at_step(monkeypatch: pytest.MonkeyPatch) -> dict[str, Callable[[], None]]:
+    """Named step -> what runs there, once (popped before it runs: the action may itself
+    pass the same step)."""
+    table: dict[str, Callable[[], None]] = {}
+
+    def checkpoint(step: str) -> None:
+        action = table.pop(step, None)
+        if action is not None:
+            action()
+
+    monkeypatch.setattr(keys, "checkpoint", checkpoint)
+    return table
+
+
+def _versions(world: ServiceWorld) -> list[tuple[int, bool]]:
+    with world.runtime.sessions() as session:
+        return [(k.version, k.retired_at is not None) for k in session.scalars(
+            select(KekVersion).where(KekVersion.tenant_id == world.tenant_id)
+            .order_by(KekVersion.version))]
+
+
+def test_a_read_holding_a_key_row_from_before_a_rotation_and_retirement_is_answered(
+        world: ServiceWorld, at_step: dict[str, Callable[[], None]]) -> None:
+    address = MemoryAddress.parse(Scope.user, "u1", "note")
+    with world.runtime.sessions() as session:
+        memories.set_value(session, world.runtime.plane, world.actor, address, "kept",
+                           MemoryMeta())
+    _forget_all(world)
+    reports = []
+    at_step["unwrap"] = lambda: reports.append(_rotate_and_retire(world))
+    with world.runtime.sessions() as session:
+        value = memories.get_value(session, world.runtime.plane, world.actor, address).value
+    assert value == "kept"
+    [(rotated, retired)] = reports
+    assert (rotated.from_versions, rotated.to_version, rotated.rewrapped) == ([1], 2, 1)
+    assert (retired.retired, retired.in_use, retired.current) == ([1], {}, 2)
+    assert _versions(world) == [(1, True), (2, False)]
+
+
+def test_an_export_running_across_a_rotation_and_retirement_exports_everything(
+        world: ServiceWorld, at_step: dict[str, Callable[[], None]]) -> None:
+    written = write_subject(world, "alice", 9)
+    _forget_all(world)
+    with world.runtime.sessions() as session:
+        queued = compliance.start_export(session, world.actor, "alice", "json")
+    reports = []
+    at_step["unwrap"] = lambda: reports.append(_rotate_and_retire(world))
+    worker = Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings)
+    assert worker.run_once() == queued.id
+    assert len(reports) == 1  # the rotation and retirement ran inside the export
+    done = job(world, queued.id)
+    assert (done.state, done.attempts, done.error) == ("completed", 1, None)
+    assert done.result is not None
+    counts = done.result["counts"]
+    assert (counts["pointers"], counts["exported"], counts["missing"], counts["corrupt"]) == (
+        len(written), len(written), 0, 0)
+    assert _versions(world) == [(1, True), (2, False)]
+
+
+def test_a_new_subject_key_wrapped_under_a_kek_retired_meanwhile_is_wrapped_again(
+        world: ServiceWorld, at_step: dict[str, Callable[[], None]]) -> None:
+    first = MemoryAddress.parse(Scope.user, "u1", "note")
+    with world.runtime.sessions() as session:  # the tenant's KEK v1 exists
+        memories.set_value(session, world.runtime.plane, world.actor, first, "one",
+                           MemoryMeta())
+    # u2's key is wrapped under v1; before its row is written, v2 becomes current, u1's key
+    # moves to it, and v1 (no key left on it) is retired and destroyed.
+    reports = []
+    at_step["key-wrapped"] = lambda: reports.append(_rotate_and_retire(world))
+    second = MemoryAddress.parse(Scope.user, "u2", "note")
+    with world.runtime.sessions() as session:
+        memories.set_value(session, world.runtime.plane, world.actor, second, "two",
+                           MemoryMeta())
+    [(_, retired)] = reports
+    assert retired.retired == [1]
+    _forget_all(world)  # a restart, or another replica: the key must unwrap from the row
+    with world.runtime.sessions() as session:
+        assert memories.get_value(session, world.runtime.plane, world.actor,
+                                  second).value == "two"
+        versions = {k.scope_ref: k.kek_version_id for k in session.scalars(
+            select(SubjectKey).where(SubjectKey.tenant_id == world.tenant_id))}
+        current = session.scalar(select(KekVersion.id).where(
+            KekVersion.tenant_id == world.tenant_id, KekVersion.version == 2))
+    assert versions == {"u1": current, "u2": current}
