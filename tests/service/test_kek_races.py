@@ -8,20 +8,25 @@ hold a key row read before the rotation, after which the retirement destroys the
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 
 import pytest
 from sqlalchemy import select
 
 from control_plane.compliance import service as compliance
-from control_plane.db.models import KekVersion, SubjectKey
+from control_plane.db.models import ErasureReceipt, KekVersion, MemoryPointer, SubjectKey
 from control_plane.jobs.worker import Worker
 from control_plane.keys import service as keys
 from control_plane.memories import service as memories
 from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from tests.compliance.conftest import service_runtime  # noqa: F401  (a database of its own:
-from tests.compliance.helpers import job, write_subject  # no server's worker takes our jobs)
+from tests.compliance.helpers import (  # no server's worker takes our jobs)
+    bucket_paths,
+    job,
+    write_subject,
+)
 from tests.support.service import ServiceWorld
 
 
@@ -132,3 +137,86 @@ def test_a_new_subject_key_wrapped_under_a_kek_retired_meanwhile_is_wrapped_agai
         current = session.scalar(select(KekVersion.id).where(
             KekVersion.tenant_id == world.tenant_id, KekVersion.version == 2))
     assert versions == {"u1": current, "u2": current}
+
+
+def _erase(world: ServiceWorld, user_id: str) -> dict[str, object]:
+    with world.runtime.sessions() as session:
+        queued = compliance.start_erasure(session, world.actor, user_id, dry_run=False)
+    worker = Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings)
+    assert worker.run_once() == queued.id
+    done = job(world, queued.id)
+    assert (done.state, done.error) == ("completed", None)
+    assert done.result is not None
+    with world.runtime.sessions() as session:
+        receipt = session.get(ErasureReceipt, uuid.UUID(done.result["receipt_id"]))
+        assert receipt is not None
+        return dict(receipt.body)
+
+
+def _subject_keys(world: ServiceWorld) -> dict[str, bool]:
+    """scope_ref -> whether its key is still wrapped (alive); an erased subject's ref is
+    kept only as a salted hash, shown here as "erased"."""
+    with world.runtime.sessions() as session:
+        return {"erased" if k.scope_ref.startswith("sha256:") else k.scope_ref:
+                k.wrapped_key is not None for k in session.scalars(
+                    select(SubjectKey).where(SubjectKey.tenant_id == world.tenant_id))}
+
+
+def _readable(world: ServiceWorld, written: dict[str, object]) -> None:
+    """Every object of ``written`` opens (via the service), so the key is alive."""
+    _forget_all(world)
+    with world.runtime.sessions() as session:
+        pointers = list(session.scalars(select(MemoryPointer).where(
+            MemoryPointer.tenant_id == world.tenant_id,
+            MemoryPointer.storage_path.in_(list(written)))))
+        assert len(pointers) == len(written)
+        for pointer in pointers:
+            value = memories.read_pointer(session, world.runtime.plane, world.actor, pointer)
+            assert value.value == written[pointer.storage_path]
+
+
+@pytest.mark.databases("postgres")  # SQLite: the rotation's read transaction is open here
+def test_an_erasure_running_inside_a_rotation_is_not_undone_by_its_rewrap(
+        world: ServiceWorld, at_step: dict[str, Callable[[], None]]) -> None:
+    """The rotation has read every key to re-wrap (alice's among them) when the erasure
+    shreds alice's key: its re-wrap must not write alice's key back."""
+    alice = write_subject(world, "alice", 6)
+    bob = write_subject(world, "bob", 3)
+    _forget_all(world)
+    receipts = []
+    at_step["unwrap"] = lambda: receipts.append(_erase(world, "alice"))
+    with world.runtime.sessions() as session:
+        rotated = keys.rotate_kek(session, _ring(world), world.actor)
+    [receipt] = receipts
+    assert receipt["counts"]["objects"] == len(alice)  # type: ignore[index]
+    assert rotated.rewrapped == 1  # bob's key only
+    with world.runtime.sessions() as session:
+        retired = keys.retire_keks(session, _ring(world), world.actor)
+    assert (retired.retired, retired.in_use) == ([1], {})
+    assert _subject_keys(world) == {"erased": False, "bob": True}
+    assert not set(alice) & bucket_paths(world)
+    _readable(world, bob)
+
+
+def test_a_rotation_and_retirement_inside_a_running_erasure(
+        world: ServiceWorld, at_step: dict[str, Callable[[], None]]) -> None:
+    """The erasure has blocked the subject and is sweeping when another replica rotates and
+    retires: the erasure finishes with a full receipt, the bystander's memories open under
+    the new KEK, the subject's key stays destroyed."""
+    alice = write_subject(world, "alice", 6)
+    bob = write_subject(world, "bob", 3)
+    ran: list[object] = []
+
+    def checkpoint(step: str) -> None:
+        if step == "erase:after_block" and not ran:
+            ran.append(_rotate_and_retire(world))
+
+    world.runtime.plane.checkpoint = checkpoint
+    receipt = _erase(world, "alice")
+    assert len(ran) == 1
+    assert receipt["counts"]["objects"] == len(alice)  # type: ignore[index]
+    assert receipt["counts"]["pointers"] == len(alice)  # type: ignore[index]
+    assert _versions(world) == [(1, True), (2, False)]
+    assert _subject_keys(world) == {"erased": False, "bob": True}
+    assert not set(alice) & bucket_paths(world)
+    _readable(world, bob)
