@@ -479,6 +479,8 @@ def _after_commit(session: Session, plane: DataPlane,
 
 
 def _apply_meta(pointer: MemoryPointer, meta: MemoryMeta, now: Any) -> None:
+    if pointer.expires_at is not None and pointer.expires_at <= now:
+        pointer.expires_at = None  # its ttl ran out: the new value does not inherit it
     if meta.memory_type is not None:
         pointer.memory_type = meta.memory_type
     if meta.tags is not None:

@@ -87,3 +87,33 @@ def test_an_append_after_expiry_starts_a_new_list_and_never_serves_the_old_items
     assert _get(world, log) == ["new"]
     clock.now += timedelta(days=3650)
     assert _get(world, log) == ["new"]
+
+
+def test_a_value_set_after_expiry_is_a_new_memory_without_the_old_expiry(
+        world: ServiceWorld, clock: Clock) -> None:
+    address = MemoryAddress.parse(Scope.user, "u1", "status")
+    with world.runtime.sessions() as session:
+        memories.set_value(session, world.runtime.plane, world.actor, address, "old",
+                           MemoryMeta(ttl_days=1))
+        memories.set_value(session, world.runtime.plane, world.actor,
+                           MemoryAddress.parse(Scope.user, "u1", "other"), "still",
+                           MemoryMeta(ttl_days=5))
+    clock.now += timedelta(days=1)
+    with world.runtime.sessions() as session:
+        pointer = memories.set_value(session, world.runtime.plane, world.actor, address,
+                                     "new", MemoryMeta())
+    assert not isinstance(pointer, memories.Replay)
+    assert pointer.expires_at is None
+    assert _get(world, address) == "new"
+    assert _listed(world) == ["u1/other", "u1/status"]
+    # A live memory rewritten without ttl_days keeps its expiry, as before.
+    with world.runtime.sessions() as session:
+        kept = memories.set_value(session, world.runtime.plane, world.actor,
+                                  MemoryAddress.parse(Scope.user, "u1", "other"), "again",
+                                  MemoryMeta())
+    assert not isinstance(kept, memories.Replay)
+    assert kept.expires_at is not None
+    assert kept.expires_at - (clock.now - timedelta(days=1)) == timedelta(days=5)
+    clock.now += timedelta(days=365)
+    assert _get(world, address) == "new"
+    assert _listed(world) == ["u1/status"]
