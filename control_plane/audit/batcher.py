@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, Engine, insert, text
+from sqlalchemy.exc import DBAPIError
 
 from ..db import direct
 from ..db.base import utcnow
@@ -26,6 +28,15 @@ from ..db.models import AccessLog
 from ..kit import request_id_var
 
 log = logging.getLogger(__name__)
+
+
+def _no_checkpoint(step: str) -> None:
+    """Tests replace this to hold a reader at a named step ("queued": its row is queued;
+    "commit": as leader, about to commit a batch; "timed-out": a follower's wait ran out);
+    in production it does nothing."""
+
+
+checkpoint: Callable[[str], None] = _no_checkpoint
 
 _COLUMNS = ("tenant_id", "pointer_id", "event_id", "accessor_type", "accessor_id", "operation",
             "success", "detail", "request_id", "accessed_at", "agent_id")
@@ -67,8 +78,10 @@ class AuditBatcher:
             self._queue.append(pending)
             lead = not self._leading
             self._leading = True
+        checkpoint("queued")
         while not lead:
             if not pending.done.wait(timeout):
+                checkpoint("timed-out")
                 with self._lock:
                     if pending in self._queue and not pending.lead:
                         self._queue.remove(pending)
@@ -101,17 +114,32 @@ class AuditBatcher:
     def _commit(self, batch: list[_Pending]) -> None:
         error: BaseException | None = None
         try:
-            self._insert([p.row for p in batch])
+            checkpoint("commit")
+            rows = [p.row for p in batch]
+            try:
+                self._insert(rows)
+            except DBAPIError as exc:
+                if not exc.connection_invalidated:
+                    raise
+                # The server had closed the connection (a restart, an idle timeout, an
+                # operator): once more on a fresh one, or these reads fail for a connection
+                # that was gone before they came.
+                log.info("audit batch: the connection was closed; retrying on a fresh one")
+                self._drop_connection()
+                self._insert(rows)
         except BaseException as exc:  # every waiter must hear of it, whatever it was
             log.warning("audit batch of %d rows failed: %s", len(batch), type(exc).__name__)
             error = exc
-            if self._conn is not None:
-                self._conn.invalidate()  # the connection may be broken: the next leader
-                self._conn.close()  # starts on a fresh one
-                self._conn = None
+            self._drop_connection()  # it may be broken: the next leader starts on a fresh one
         for pending in batch:
             pending.error = error
             pending.done.set()
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            self._conn.invalidate()
+            self._conn.close()
+            self._conn = None
 
     def _insert(self, rows: list[dict[str, object]]) -> None:
         conn = self._conn

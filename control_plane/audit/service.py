@@ -17,13 +17,13 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import Connection, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from ..db.base import utcnow
@@ -153,6 +153,14 @@ _HASHED = (AccessLog.id, AccessLog.tenant_id, AccessLog.seq, AccessLog.pointer_i
            AccessLog.accessed_at, AccessLog.agent_id)
 
 
+def _no_checkpoint(step: str) -> None:
+    """Tests replace this to stop a sealer or a reader at a named step (races made
+    deterministic); in production it does nothing."""
+
+
+checkpoint: Callable[[str], None] = _no_checkpoint
+
+
 def seal(session: Session, tenant_id: uuid.UUID, *, batch: int = 5000) -> int:
     """Chain the tenant's unsealed rows; returns how many were sealed. Commits."""
     sealed = 0
@@ -170,6 +178,7 @@ def seal(session: Session, tenant_id: uuid.UUID, *, batch: int = 5000) -> int:
             select(*_HASHED).where(AccessLog.tenant_id == tenant_id, AccessLog.seq.is_(None))
             .order_by(AccessLog.id).limit(batch)
         ).all()
+        checkpoint("seal:rows-read")
         if not rows:
             session.rollback()
             return sealed
@@ -241,8 +250,32 @@ def verify(session: Session, tenant_id: uuid.UUID, *, chunk: int = 5000,
 
 
 def _verify_chain(session: Session, tenant_id: uuid.UUID, *, chunk: int) -> Verification:
-    head = session.get(AuditHead, tenant_id)
-    unsealed = session.scalar(
+    """Read the head and the rows in one snapshot.
+
+    On PostgreSQL's default READ COMMITTED each statement sees the latest commits, so a
+    sealer committing between reading the head and reading the rows made a sound chain look
+    longer than its head ("ends at row N but was sealed up to M"). There the walk runs on a
+    connection of its own in REPEATABLE READ: one snapshot, no lock, so it holds up neither
+    writers nor the sealer. A SQLite transaction is a snapshot already (WAL): the session's
+    own is used, and sees what the caller's session sees."""
+    engine = session.get_bind().engine
+    if engine.dialect.name != "postgresql":
+        return _walk_chain(session, tenant_id, chunk=chunk)
+    with engine.connect() as conn:
+        conn.execution_options(isolation_level="REPEATABLE READ")
+        with conn.begin():
+            return _walk_chain(conn, tenant_id, chunk=chunk)
+
+
+_CHAINED = (*_HASHED, AccessLog.prev_hash, AccessLog.row_hash)
+
+
+def _walk_chain(conn: Session | Connection, tenant_id: uuid.UUID, *, chunk: int) -> Verification:
+    head = conn.execute(
+        select(AuditHead.last_seq, AuditHead.last_hash).where(AuditHead.tenant_id == tenant_id)
+    ).first()
+    checkpoint("verify:head-read")
+    unsealed = conn.scalar(
         select(func.count()).select_from(AccessLog)
         .where(AccessLog.tenant_id == tenant_id, AccessLog.seq.is_(None))
     ) or 0
@@ -251,8 +284,8 @@ def _verify_chain(session: Session, tenant_id: uuid.UUID, *, chunk: int) -> Veri
     head_seq = head.last_seq if head else 0
     head_hash = head.last_hash if head else GENESIS
     while True:
-        rows = session.scalars(
-            select(AccessLog)
+        rows = conn.execute(
+            select(*_CHAINED)
             .where(AccessLog.tenant_id == tenant_id, AccessLog.seq >= expected_seq)
             .order_by(AccessLog.seq).limit(chunk)
         ).all()
@@ -265,7 +298,7 @@ def _verify_chain(session: Session, tenant_id: uuid.UUID, *, chunk: int) -> Veri
                 return Verification(False, checked, unsealed, row.seq,
                                     f"row {row.seq} does not follow row {row.seq - 1}",
                                     head_seq=head_seq)
-            if row.row_hash != chain_hash(prev, row):
+            if row.row_hash != sha256_hex(prev.encode() + _canonical(row)):
                 return Verification(False, checked, unsealed, row.seq,
                                     f"row {row.seq} was changed after it was sealed",
                                     head_seq=head_seq)
@@ -280,11 +313,24 @@ def _verify_chain(session: Session, tenant_id: uuid.UUID, *, chunk: int) -> Veri
     return Verification(True, checked, unsealed, None, head_seq=head_seq)
 
 
+def _page_cursor(cursor: str | None) -> int | None:
+    """A cursor holds the ``seq`` of the last row shown: an int the database's BIGINT can
+    hold (not a bool, not negative)."""
+    if not cursor:
+        return None
+    value = decode_cursor(cursor)
+    after = value.get("seq") if isinstance(value, dict) and len(value) == 1 else None
+    if isinstance(after, bool) or not isinstance(after, int) or not 0 <= after < 2**63:
+        raise InvalidInput("cursor is not valid; pass the next_cursor value unchanged")
+    return after
+
+
 def query_page(session: Session, actor: Actor, *, pointer_id: uuid.UUID | None,
                accessor_id: str | None, operation: str | None, since: datetime | None,
                until: datetime | None, cursor: str | None, limit: int | None,
                ring: Keyring | None = None) -> tuple[list[AccessLog], str | None]:
-    """One page of the tenant's audit log, oldest first; sealed first so ``seq`` is set.
+    """One page of the tenant's sealed audit log in chain order; sealed first, so the page
+    holds every row committed before the call (a row committing later is on a later page).
 
     Sealed addresses are shown opened while their subject's key lives (``sealed.reveal``);
     the rows returned are detached, so showing them never writes to the log."""
@@ -292,17 +338,13 @@ def query_page(session: Session, actor: Actor, *, pointer_id: uuid.UUID | None,
     # A time without a zone is read as UTC, the zone every audit row is stored in.
     since, until = (t.replace(tzinfo=UTC) if t is not None and t.tzinfo is None else t
                     for t in (since, until))
-    after = decode_cursor(cursor) if cursor else None
-    # A cursor is a row id: an int the database's BIGINT can hold (not a bool, not negative).
-    if cursor and (isinstance(after, bool) or not isinstance(after, int)
-                   or not 0 <= after < 2**63):
-        raise InvalidInput("cursor is not valid; pass the next_cursor value unchanged")
+    after = _page_cursor(cursor)
     session.rollback()
     seal(session, actor.tenant_id)
     rows = list_rows(session, actor.tenant_id, pointer_id=pointer_id, accessor_id=accessor_id,
-                     operation=operation, since=since, until=until, after_id=after,
+                     operation=operation, since=since, until=until, after_seq=after,
                      limit=size + 1)
-    next_cursor = encode_cursor(rows[size - 1].id) if len(rows) > size else None
+    next_cursor = encode_cursor({"seq": rows[size - 1].seq}) if len(rows) > size else None
     shown = sealed.reveal(session, ring, actor.tenant_id, [row.detail for row in rows])
     for row, detail in zip(rows, shown, strict=True):
         session.expunge(row)

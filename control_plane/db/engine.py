@@ -92,6 +92,9 @@ def scrub_freed(session: Session) -> None:
     # one). A reader still on an old snapshot makes it answer busy: try again briefly.
     raw = session.get_bind().engine.raw_connection()
     try:
+        # Each attempt waits at most 100 ms for readers (not the 30 s busy timeout every
+        # connection has), so "briefly" is about 5 s, not 25 minutes behind a long reader.
+        raw.cursor().execute("PRAGMA busy_timeout=100")
         for _ in range(50):
             cursor = raw.cursor()
             cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -104,6 +107,7 @@ def scrub_freed(session: Session) -> None:
         log.warning("the SQLite write-ahead log could not be truncated (readers kept it "
                     "busy); it is on the next checkpoint")
     finally:
+        raw.cursor().execute("PRAGMA busy_timeout=30000")  # back to the pool as it came
         raw.close()
 
 

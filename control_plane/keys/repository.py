@@ -87,3 +87,17 @@ def destroy_subject(session: Session, tenant_id: uuid.UUID, scope_type: str, sco
         .values(wrapped_key=None, destroyed_at=now)
     )
     return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def kek_still_live(session: Session, kek_id: uuid.UUID) -> bool:
+    """Whether the KEK version is not retired, holding it (FOR SHARE on PostgreSQL) until the
+    caller's transaction ends, so a retirement waits for the key the caller is adding."""
+    retired = session.execute(
+        select(KekVersion.retired_at).where(KekVersion.id == kek_id).with_for_update(read=True)
+    ).first()
+    return retired is not None and retired.retired_at is None
+
+
+def lock_kek_versions(session: Session, tenant_id: uuid.UUID) -> None:
+    session.execute(select(KekVersion.id).where(KekVersion.tenant_id == tenant_id)
+                    .with_for_update())

@@ -27,9 +27,11 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlalchemy import exc as sa_exc
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from storage_adapters import envelope
@@ -149,21 +151,56 @@ def _wrap_context(tenant_id: uuid.UUID, key_id: uuid.UUID) -> bytes:
     return b"memplane-subject-key-v1" + tenant_id.bytes + key_id.bytes
 
 
+def _no_checkpoint(step: str) -> None:
+    """Tests replace this to run a rotation or a retirement at a named step ("unwrap":
+    about to unwrap a subject key through its KEK; "key-wrapped": a new subject key is
+    wrapped, its row not yet written); in production it does nothing."""
+
+
+checkpoint: Callable[[str], None] = _no_checkpoint
+
+
 def _unwrap(session: Session, ring: Keyring, row: SubjectKey) -> bytes:
     cached = ring.cache.get(row.id)
     if cached is not None:
         return cached
     kek = session.get(KekVersion, row.kek_version_id)
     assert kek is not None and row.wrapped_key is not None
+    checkpoint("unwrap")
     try:
         key = ring.provider(kek.provider).unwrap(kek.key_ref, row.wrapped_key,
                                                  _wrap_context(row.tenant_id, row.id))
     except KeyUnavailable as exc:
-        raise KeyServiceUnavailable(
-            f"the tenant's key-encryption key is unavailable ({exc}); retry later"
-        ) from None
+        rewrapped = _unwrap_rewrapped(session, ring, row)
+        if rewrapped is None:
+            raise KeyServiceUnavailable(
+                f"the tenant's key-encryption key is unavailable ({exc}); retry later"
+            ) from None
+        key = rewrapped
     ring.cache.put(row.id, key)
     return key
+
+
+def _unwrap_rewrapped(session: Session, ring: Keyring, row: SubjectKey) -> bytes | None:
+    """The key as it is wrapped now, if a rotation re-wrapped it since ``row`` was read.
+
+    A reader (an export, an erasure, a read) holding a row read before a rotation would
+    otherwise try the old KEK, which a retirement may have destroyed meanwhile: it would
+    fail though the key is sound. Read on a connection of its own: the caller's transaction
+    may be a snapshot from before the rotation."""
+    with session.get_bind().engine.connect() as conn:
+        now = conn.execute(
+            select(SubjectKey.wrapped_key, KekVersion.provider, KekVersion.key_ref)
+            .join(KekVersion, KekVersion.id == SubjectKey.kek_version_id)
+            .where(SubjectKey.id == row.id, SubjectKey.tenant_id == row.tenant_id)
+        ).first()
+    if now is None or now.wrapped_key is None or bytes(now.wrapped_key) == row.wrapped_key:
+        return None
+    try:
+        return ring.provider(now.provider).unwrap(now.key_ref, bytes(now.wrapped_key),
+                                                  _wrap_context(row.tenant_id, row.id))
+    except KeyUnavailable:
+        return None
 
 
 def _current_kek(session: Session, ring: Keyring, tenant_id: uuid.UUID) -> KekVersion:
@@ -224,8 +261,14 @@ def key_for_write(session: Session, ring: Keyring, tenant_id: uuid.UUID,
             raise KeyServiceUnavailable(
                 f"the tenant's key-encryption key is unavailable ({exc}); retry later"
             ) from None
+        checkpoint("key-wrapped")
         begin_write(session)
         if repo.active_subject_key(session, tenant_id, *subject) is not None:
+            session.rollback()
+            continue
+        if not repo.kek_still_live(session, kek.id):
+            # Retired (and its key perhaps destroyed) since it was current: a key wrapped
+            # by it would be unreadable for good. Wrap again under the current one.
             session.rollback()
             continue
         session.add(SubjectKey(id=key_id, tenant_id=tenant_id, scope_type=subject[0],
@@ -398,6 +441,9 @@ def retire_keks(session: Session, ring: Keyring, actor: audit.Actor) -> RetireRe
     session.commit()
     begin_write(session)
     tenant_id = actor.tenant_id
+    # Lock the versions before counting their keys: a writer adding a key under one holds
+    # it (``kek_still_live``), so a key is either counted here or sees the retirement.
+    repo.lock_kek_versions(session, tenant_id)
     current = repo.current_kek(session, tenant_id)
     counts = repo.keys_per_version(session, tenant_id)
     retired: list[KekVersion] = []

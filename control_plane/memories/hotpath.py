@@ -242,7 +242,9 @@ def _update_values() -> dict[str, Any]:
         "title": func.coalesce(b["title"], P.c.title),
         "subject_user_id": func.coalesce(_meta_user, P.c.subject_user_id),
         "agent_id": func.coalesce(b["agent_id"], P.c.agent_id),
-        "expires_at": func.coalesce(b["expires_at"], P.c.expires_at),
+        # A memory whose ttl ran out is gone: a new value does not inherit its expiry.
+        "expires_at": case((P.c.expires_at <= b["now"], b["expires_at"]),
+                           else_=func.coalesce(b["expires_at"], P.c.expires_at)),
     }
 
 
@@ -292,7 +294,9 @@ WITH cur AS (
   title = COALESCE(:v_title, p.title),
   subject_user_id = COALESCE(:v_meta_user, p.subject_user_id),
   agent_id = COALESCE(:v_agent_id, p.agent_id),
-  expires_at = COALESCE(CAST(:v_expires_at AS timestamptz), p.expires_at)
+  expires_at = CASE WHEN p.expires_at <= CAST(:v_now AS timestamptz)
+   THEN CAST(:v_expires_at AS timestamptz)
+   ELSE COALESCE(CAST(:v_expires_at AS timestamptz), p.expires_at) END
  FROM cur
  WHERE p.id = cur.id AND p.id = :v_pointer_id
   AND (CAST(:v_meta_user AS text) IS NOT NULL

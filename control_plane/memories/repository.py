@@ -4,7 +4,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from ..db.models import GcCandidate, MemoryPointer
@@ -87,8 +87,16 @@ def delete_pending(session: Session, pointer_ids: Sequence[uuid.UUID]) -> int:
 def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
               scope_ref: str | None, user_id: str | None, memory_type: str | None,
               sync_status: str | None, after: uuid.UUID | None,
-              limit: int, access: Access = EVERYTHING) -> Sequence[MemoryPointer]:
+              limit: int, access: Access = EVERYTHING,
+              now: datetime | None = None) -> Sequence[MemoryPointer]:
+    """Keyset paging on the pointer's id, which a row keeps for life: a row that exists
+    throughout a walk is on exactly one page whatever is inserted or deleted meanwhile.
+    With ``now``, memories whose ``ttl_days`` ran out by then are left out, as reads refuse
+    them."""
     query = select(MemoryPointer).where(MemoryPointer.tenant_id == tenant_id)
+    if now is not None:
+        query = query.where(or_(MemoryPointer.expires_at.is_(None),
+                                MemoryPointer.expires_at > now))
     visible = access.where(MemoryPointer.scope_type, MemoryPointer.scope_ref)
     if visible is not None:
         query = query.where(visible)

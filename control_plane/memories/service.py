@@ -170,7 +170,12 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
                 session.rollback()  # the row changed since the key lookup (rare): look again
                 continue
             items: list[Any] = []
-            if pointer is not None and pointer.sync_status != "pending_delete":
+            if pointer is not None and _expired(pointer):
+                # Its ttl_days ran out: the old items are not read back into the new list
+                # (that would serve them again); the list starts afresh, without the old
+                # expiry.
+                pointer.expires_at = None
+            elif pointer is not None and pointer.sync_status != "pending_delete":
                 # Refuse before fetching the list: it grows by the item and a comma ("[]" by
                 # the item alone), so its new size is known without reading it.
                 comma = 1 if pointer.content_size > 2 else 0
@@ -474,6 +479,8 @@ def _after_commit(session: Session, plane: DataPlane,
 
 
 def _apply_meta(pointer: MemoryPointer, meta: MemoryMeta, now: Any) -> None:
+    if pointer.expires_at is not None and pointer.expires_at <= now:
+        pointer.expires_at = None  # its ttl ran out: the new value does not inherit it
     if meta.memory_type is not None:
         pointer.memory_type = meta.memory_type
     if meta.tags is not None:
@@ -519,10 +526,14 @@ def _live_pointer(session: Session, actor: Actor, address: MemoryAddress) -> Mem
     return _check_live(repo.get(session, actor.tenant_id, address), address)
 
 
+def _expired(pointer: MemoryPointer) -> bool:
+    return pointer.expires_at is not None and pointer.expires_at <= utcnow()
+
+
 def _check_live(pointer: MemoryPointer | None, address: MemoryAddress) -> MemoryPointer:
     if pointer is None or pointer.sync_status in ("pending_delete", "pending_write"):
         raise NotFound(f"no memory at {address.describe()}")
-    if pointer.expires_at is not None and pointer.expires_at <= utcnow():
+    if _expired(pointer):
         raise NotFound(f"the memory at {address.describe()} has expired")
     return pointer
 
@@ -692,14 +703,15 @@ def list_pointers(session: Session, actor: Actor, *, scope: str | None, scope_re
                   user_id: str | None, memory_type: str | None, sync_status: str | None,
                   cursor: str | None, limit: int | None,
                   access: Access = EVERYTHING) -> tuple[list[MemoryPointer], str | None]:
-    """One page of the pointers the key may see (a scoped key's list is filtered in SQL)."""
+    """One page of the pointers the key may see (a scoped key's list is filtered in SQL);
+    an expired memory (``ttl_days`` ran out) is not listed, as it is not read."""
     size = page_limit(limit)
     after = decode_uuid_cursor(cursor)
     scope_ref, user_id = (nfc(v) if v is not None else None for v in (scope_ref, user_id))
     rows = list(repo.list_page(session, actor.tenant_id, scope=scope, scope_ref=scope_ref,
                                user_id=user_id, memory_type=memory_type,
                                sync_status=sync_status, after=after, limit=size + 1,
-                               access=access))
+                               access=access, now=utcnow()))
     next_cursor = encode_cursor(str(rows[size - 1].id)) if len(rows) > size else None
     session.commit()
     begin_write(session)
