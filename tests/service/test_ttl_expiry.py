@@ -10,6 +10,7 @@ import pytest
 
 from control_plane.db.base import utcnow
 from control_plane.errors import NotFound
+from control_plane.memories import read, shared, write
 from control_plane.memories import service as memories
 from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
@@ -29,7 +30,8 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     c = Clock()
-    monkeypatch.setattr(memories, "utcnow", c)
+    for module in (write, read, shared):  # every memory path that judges expiry
+        monkeypatch.setattr(module, "utcnow", c)
     return c
 
 

@@ -1,0 +1,98 @@
+"""Memories by key, the delete protocol: mark ``pending_delete`` (commit), delete the
+object, delete the row with its audit row (commit). A crash in between leaves a
+``pending_delete`` row the reconciler finishes.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from sqlalchemy.orm import Session
+
+from ..audit import service as audit
+from ..audit.service import Actor, audited
+from ..compliance.guard import ensure_writable
+from ..db.base import utcnow
+from ..db.engine import begin_write
+from ..db.models import MemoryPointer
+from ..errors import NotFound
+from ..storage_config.plane import DataPlane, storage_errors
+from ..tenants.access import EVERYTHING, Access
+from . import repository as repo
+from .addresses import MemoryAddress
+from .shared import (
+    ensure_visible,
+)
+
+log = logging.getLogger(__name__)
+
+
+_CLEAR_BATCH = 500
+
+
+def delete_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress, *,
+                 access: Access = EVERYTHING) -> None:
+    """Delete the memory and its object. Safe to retry after a failure."""
+    with audited(session, actor, "delete", detail=address.scope, private=address.personal):
+        ensure_visible(session, actor, access, address, "delete")
+        session.commit()
+        begin_write(session)
+        pointer = repo.lock(session, actor.tenant_id, address)
+        if pointer is None:
+            raise NotFound(f"no memory at {address.describe()}")
+        ensure_writable(session, actor.tenant_id, pointer.subject_user_id,
+                        address.scope_ref if address.scope == "user" else None)
+        pointer.sync_status, pointer.updated_at = "pending_delete", utcnow()
+        session.commit()
+        plane.checkpoint("delete:after_mark")
+        _finish_deletes(session, plane, actor, [pointer], "delete")
+
+
+def clear_scope(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress, *,
+                access: Access = EVERYTHING) -> int:
+    """Delete every memory of one scope ref, in batches."""
+    deleted = 0
+    with audited(session, actor, "clear", detail=address.scope, private=address.personal):
+        ensure_visible(session, actor, access, address, "clear")
+        while True:
+            session.commit()
+            begin_write(session)
+            batch = list(repo.lock_scope(session, actor.tenant_id, address.scope,
+                                         address.scope_ref, _CLEAR_BATCH))
+            now = utcnow()
+            for pointer in batch:
+                pointer.sync_status, pointer.updated_at = "pending_delete", now
+            session.commit()
+            # Include rows an earlier, interrupted clear left behind.
+            batch += [p for p in repo.pending_delete_in_scope(
+                session, actor.tenant_id, address.scope, address.scope_ref, _CLEAR_BATCH)
+                if p not in batch]
+            session.commit()
+            if not batch:
+                return deleted
+            plane.checkpoint("delete:after_mark")
+            deleted += _finish_deletes(session, plane, actor, batch, "delete")
+
+
+def _finish_deletes(session: Session, plane: DataPlane, actor: Actor,
+                    pointers: list[MemoryPointer], operation: str) -> int:
+    by_target: dict[uuid.UUID, list[str]] = {}
+    for pointer in pointers:
+        by_target.setdefault(pointer.storage_config_id, []).append(pointer.storage_path)
+    for config_id, paths in by_target.items():
+        target = plane.by_id(session, config_id)
+        session.commit()
+        with storage_errors():
+            target.delete(paths)
+    plane.checkpoint("delete:after_object")
+    begin_write(session)
+    removed = repo.delete_pending(session, [p.id for p in pointers])
+    for pointer in pointers:
+        audit.record(session, actor, operation, pointer_id=pointer.id,
+                     detail=f"{pointer.scope_type} v{pointer.version}")
+    session.commit()
+    return removed
+
+
+

@@ -1,0 +1,202 @@
+"""Memories by key, the read path: look the pointer up, fetch, decrypt, hash, compare (I3),
+audit; and the pointer listing (metadata only).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from sqlalchemy.orm import Session
+
+from storage_adapters import base as storage
+from storage_adapters.envelope import DecryptionError
+
+from ..audit import service as audit
+from ..audit.service import Actor, audited
+from ..db.base import utcnow
+from ..db.engine import begin_write
+from ..db.models import MemoryPointer
+from ..errors import Conflict, HashMismatch, NotFound
+from ..keys import service as keys
+from ..kit import decode_uuid_cursor, encode_cursor, page_limit, sha256_hex
+from ..storage_config.plane import DataPlane, Target, storage_errors
+from ..tenants.access import EVERYTHING, Access
+from . import hotpath
+from . import repository as repo
+from .addresses import MemoryAddress, nfc
+from .shared import (
+    ensure_visible,
+    expired,
+    given,
+    keyring_of,
+    read_key,
+    sealed_address,
+)
+
+log = logging.getLogger(__name__)
+
+
+_READ_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class MemoryValue:
+    value: Any
+    pointer: MemoryPointer
+
+
+def get_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress, *,
+              access: Access = EVERYTHING) -> MemoryValue:
+    """Read and verify the value at the address (I3)."""
+    with audited(session, actor, "read", detail=address.scope, private=address.personal):
+        ensure_visible(session, actor, access, address, "read")
+        found = hotpath.lookup_for_read(session, actor.tenant_id, address)
+        pointer = _check_live(found[0] if found else None, address)
+        live = found[1] if found else None
+        result = _read_verified(session, plane, actor, address, pointer,
+                                (live.id, live.wrapped_key, live.kek_version_id)
+                                if live is not None and live.wrapped_key is not None else None)
+        detail = address.scope + sealed_address(actor, address, read_key(
+            session, plane, actor, live))
+        session.commit()
+        if plane.audit_batcher is not None:
+            plane.audit_batcher.record(actor.tenant_id, actor.accessor_type, actor.accessor_id,
+                                       "read", pointer_id=result.pointer.id, detail=detail,
+                                       agent_id=actor.agent_id)
+            return result
+        begin_write(session)
+        audit.record(session, actor, "read", pointer_id=result.pointer.id, detail=detail)
+        session.commit()
+        return result
+
+
+def _live_pointer(session: Session, actor: Actor, address: MemoryAddress) -> MemoryPointer:
+    return _check_live(repo.get(session, actor.tenant_id, address), address)
+
+
+
+
+def _check_live(pointer: MemoryPointer | None, address: MemoryAddress) -> MemoryPointer:
+    if pointer is None or pointer.sync_status in ("pending_delete", "pending_write"):
+        raise NotFound(f"no memory at {address.describe()}")
+    if expired(pointer):
+        raise NotFound(f"the memory at {address.describe()} has expired")
+    return pointer
+
+
+def _read_verified(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
+                   pointer: MemoryPointer,
+                   live: tuple[uuid.UUID, bytes, uuid.UUID] | None = None) -> MemoryValue:
+    for _ in range(_READ_ATTEMPTS):
+        target = plane.by_id(session, pointer.storage_config_id)
+        session.commit()
+        data, actual, problem = _open(session, plane, actor, target, pointer, live)
+        live = None  # a second attempt reads a newer object: look its key up
+        if actual == pointer.content_sha256:
+            if pointer.sync_status == "corrupt":
+                begin_write(session)
+                repo.mark_synced(session, pointer.id, pointer.storage_path, utcnow())
+                session.commit()
+            return MemoryValue(json.loads(data), pointer)
+        # A concurrent overwrite may have replaced the object after we read the pointer:
+        # look again before calling anything corrupt. (The lookup refreshes the very same
+        # object in the session, so remember what was read first.)
+        seen = (pointer.version, pointer.storage_path)
+        fresh = _live_pointer(session, actor, address)
+        if (fresh.version, fresh.storage_path) != seen:
+            pointer = fresh
+            continue
+        _report_corrupt(session, actor, pointer, actual, problem)
+    raise Conflict("the memory kept changing while it was being read; retry")
+
+
+def read_pointer(session: Session, plane: DataPlane, actor: Actor,
+                 pointer: MemoryPointer) -> MemoryValue:
+    """Read and verify one pointer's value (I3) for bulk readers such as export.
+
+    Same checks as ``get_value`` (a mismatch marks the pointer corrupt and raises
+    HashMismatch); the caller writes its own audit row.
+    """
+    address = MemoryAddress(pointer.scope_type, pointer.scope_ref, pointer.key)
+    return _read_verified(session, plane, actor, address, pointer)
+
+
+def fetch_locked(session: Session, plane: DataPlane, actor: Actor,
+                 pointer: MemoryPointer) -> Any:
+    """Read and verify while holding the pointer's lock: a mismatch is real corruption."""
+    target = plane.by_id(session, pointer.storage_config_id)
+    data, actual, problem = _open(session, plane, actor, target, pointer)
+    if actual == pointer.content_sha256:
+        return json.loads(data)
+    session.rollback()
+    _report_corrupt(session, actor, pointer, actual, problem)
+
+
+def _open(session: Session, plane: DataPlane, actor: Actor, target: Target,
+          pointer: MemoryPointer, live: tuple[uuid.UUID, bytes, uuid.UUID] | None = None
+          ) -> tuple[bytes, str | None, str | None]:
+    """Fetch and decrypt: (plaintext, its SHA-256, why it could not be decrypted).
+
+    A missing object gives no hash and no problem; an object that does not decrypt (wrong or
+    destroyed key, edited, truncated, swapped) gives no hash and the reason.
+    """
+    try:
+        with storage_errors(pointer.id):
+            blob = target.adapter.get(pointer.storage_path)
+    except storage.ObjectNotFound:
+        return b"", None, None
+    try:
+        data = keys.open_object(session, keyring_of(plane), actor.tenant_id,
+                                pointer.storage_path, pointer.id, blob, live)
+    except DecryptionError as exc:
+        return b"", None, str(exc)
+    return data, sha256_hex(data), None
+
+
+def _report_corrupt(session: Session, actor: Actor, pointer: MemoryPointer,
+                    actual: str | None, problem: str | None = None) -> NoReturn:
+    begin_write(session)
+    repo.mark_corrupt(session, pointer.id, pointer.storage_path, utcnow())
+    if problem is not None:
+        what = f"could not be decrypted ({problem})"
+    else:
+        what = "is missing from the bucket" if actual is None else "does not match its hash"
+    audit.record(session, actor, "read", success=False, pointer_id=pointer.id,
+                 detail=f"hash_mismatch: object {what}; expected {pointer.content_sha256} "
+                        f"actual {actual}")
+    session.commit()
+    error = HashMismatch(
+        f"the stored object {what}; it was not served and the pointer is marked corrupt",
+        pointer_id=str(pointer.id), expected_sha256=pointer.content_sha256,
+        actual_sha256=actual,
+    )
+    error.audited = True
+    raise error
+
+
+def list_pointers(session: Session, actor: Actor, *, scope: str | None, scope_ref: str | None,
+                  user_id: str | None, memory_type: str | None, sync_status: str | None,
+                  cursor: str | None, limit: int | None,
+                  access: Access = EVERYTHING) -> tuple[list[MemoryPointer], str | None]:
+    """One page of the pointers the key may see (a scoped key's list is filtered in SQL);
+    an expired memory (``ttl_days`` ran out) is not listed, as it is not read."""
+    size = page_limit(limit)
+    after = decode_uuid_cursor(cursor)
+    scope_ref, user_id = (nfc(v) if v is not None else None for v in (scope_ref, user_id))
+    rows = list(repo.list_page(session, actor.tenant_id, scope=scope, scope_ref=scope_ref,
+                               user_id=user_id, memory_type=memory_type,
+                               sync_status=sync_status, after=after, limit=size + 1,
+                               access=access, now=utcnow()))
+    next_cursor = encode_cursor(str(rows[size - 1].id)) if len(rows) > size else None
+    session.commit()
+    begin_write(session)
+    # Filters by scope ref or user are personal: the row says only whether one was given.
+    audit.record(session, actor, "list", detail=f"pointers scope={scope} ref={given(scope_ref)} "
+                                                f"user={given(user_id)} -> {min(len(rows), size)}")
+    session.commit()
+    return rows[:size], next_cursor
+

@@ -1,0 +1,72 @@
+"""What the write, read and delete paths of memories by key share: the key-scope check,
+the subject key a path needs, the audit address sealed under it, quiet object deletes.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy.orm import Session
+
+from storage_adapters import base as storage
+
+from ..audit import sealed
+from ..audit.service import Actor
+from ..db.base import utcnow
+from ..db.models import MemoryPointer
+from ..keys import service as keys
+from ..storage_config.plane import DataPlane, Target
+from ..tenants.access import Access
+from ..tenants.access import ensure_visible as access_check
+from . import hotpath
+from .addresses import MemoryAddress
+
+log = logging.getLogger(__name__)
+
+
+def ensure_visible(session: Session, actor: Actor, access: Access, address: MemoryAddress,
+                   operation: str) -> None:
+    """404 "no memory at …" for an address outside the key's scopes, as if it were missing."""
+    access_check(session, actor, access, address.scope, address.scope_ref,
+                 operation=operation, what=f"{address.scope} memory",
+                 missing=f"no memory at {address.describe()}")
+
+
+def given(value: str | None) -> str:
+    return "None" if value is None else "(given)"
+
+
+def keyring_of(plane: DataPlane) -> keys.Keyring:
+    if plane.keys is None:
+        raise RuntimeError("the data plane has no keyring; build it through Runtime")
+    return plane.keys
+
+
+def read_key(session: Session, plane: DataPlane, actor: Actor,
+             live: hotpath.KeyRow | None) -> keys.SubjectKeyHandle | None:
+    """The live key the read's lookup found, unwrapped (from the cache: the read used it)."""
+    if live is None or live.wrapped_key is None:
+        return None
+    return keys.handle_of(session, keyring_of(plane), actor.tenant_id, live.id, ("", ""),
+                          live.wrapped_key, live.kek_version_id)
+
+
+def sealed_address(actor: Actor, address: MemoryAddress,
+                   key: keys.SubjectKeyHandle | None) -> str:
+    """The audit row's address, sealed under the memory's subject key (``audit.sealed``);
+    nothing without a key: the row's pointer id names the memory."""
+    if key is None:
+        return ""
+    return " " + sealed.seal(actor.tenant_id, key.id, key.key, address.describe())
+
+
+def expired(pointer: MemoryPointer) -> bool:
+    return pointer.expires_at is not None and pointer.expires_at <= utcnow()
+
+
+def delete_quietly(target: Target, paths: list[str]) -> None:
+    try:
+        target.delete(paths)
+    except storage.StorageError:
+        log.warning("could not delete %d superseded object(s); orphan GC will", len(paths))
+
