@@ -7,32 +7,21 @@ before its commit (then the retry writes, once)."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support.postgres import PostgresCluster
-from tests.support.process import ServerProcess, wait_for_pause
+from tests.support.process import wait_for_pause
 
-from .conftest import Deployment, make_env
+from .conftest import Deployment
 
 
-@pytest.fixture(params=["postgresql", "sqlite"])
-def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Deployment]:
-    if request.param == "postgresql":
-        postgres: PostgresCluster = request.getfixturevalue("postgres")
-        url = postgres.create_database()
-    else:
-        url = f"sqlite:///{tmp_path / 'memplane.db'}"
-    env = make_env(url, tmp_path)
-    server = ServerProcess(env).start()
-    try:
-        yield Deployment(env, server, tmp_path / "bucket")
-    finally:
-        server.stop()
+@pytest.fixture
+def deployment(any_deployment: Deployment) -> Deployment:
+    """PostgreSQL and SQLite (tests/faults/conftest.py)."""
+    return any_deployment
 
 
 def _kill_at(deployment: Deployment, step: str, pause_file: Path,

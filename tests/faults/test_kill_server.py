@@ -42,6 +42,12 @@ TMP_DIR = ".memplane-tmp"
 
 
 @pytest.fixture
+def deployment(any_deployment: Deployment) -> Deployment:
+    """PostgreSQL and the embedded default's SQLite (tests/faults/conftest.py)."""
+    return any_deployment
+
+
+@pytest.fixture
 def runtime(deployment: Deployment, monkeypatch: pytest.MonkeyPatch) -> Iterator[Runtime]:
     """The deployment's own configuration in this process: its database, bucket, key ring."""
     for name, value in deployment.env.items():
