@@ -24,6 +24,7 @@ from .settings import Settings
 from .storage_config.credentials import CredentialBox, load_server_key
 from .storage_config.plane import DataPlane
 from .tenants.service import CALLERS
+from .testhooks import pause_from_env
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,8 @@ class Runtime:
                                credentials=CredentialBox(load_server_key(settings)),
                                allowed_endpoints=settings.allowed_endpoints)
         self.plane.keys = Keyring(settings)
+        if (pause := pause_from_env()) is not None:  # crash tests only; see testhooks.py
+            self.plane.checkpoint = pause
         self.plane.max_object_bytes = settings.max_object_bytes
         CALLERS.ttl = settings.auth_cache_seconds
         self.plane.audit_batcher = AuditBatcher(self.engine)

@@ -114,6 +114,25 @@ class LocalAdapter:
         finally:
             tmp.unlink(missing_ok=True)
 
+    def remove_stale_temporaries(self, older_than: float) -> int:
+        """Delete temporary files (``.memplane-tmp/``) last modified before ``older_than``
+        (a POSIX timestamp): what a process killed mid-``put`` leaves behind. Orphan GC calls
+        it with its grace period, so a write still in flight keeps its file (with a grace of
+        zero, one that is slow at that moment fails with ``StorageUnavailable``)."""
+        removed = 0
+        try:
+            entries = list(os.scandir(self._tmp))
+        except FileNotFoundError:
+            return 0
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_mtime < older_than:
+                    os.unlink(entry.path)
+                    removed += 1
+            except FileNotFoundError:
+                continue
+        return removed
+
     def iter_chunks(self, path: str, chunk_size: int = _CHUNK) -> Iterator[bytes]:
         target = self._file(path)
         self.stats.add("get")

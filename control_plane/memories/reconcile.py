@@ -168,6 +168,7 @@ class GCReport:
     orphans_deleted: int = 0
     rescued: int = 0
     waiting: int = 0
+    temporaries_removed: int = 0
 
 
 def _configs(session: Session, tenant_id: uuid.UUID | None) -> list[StorageConfig]:
@@ -196,6 +197,10 @@ def mark_orphans(session: Session, plane: DataPlane, *, grace_seconds: float,
     for config in _configs(session, tenant_id):
         target = plane.by_id(session, config.id)
         session.commit()
+        # A put killed mid-write leaves a temporary file (local buckets); gone after grace.
+        sweep = getattr(target.adapter, "remove_stale_temporaries", None)
+        if sweep is not None:
+            report.temporaries_removed += sweep(cutoff.timestamp())
         batch: list[str] = []
         for info in target.adapter.list(target.path("memories") + "/"):
             report.scanned += 1

@@ -150,6 +150,7 @@ def reconcile(
             table.add_row("candidates named again (kept)", str(orphans.rescued))
             table.add_row("candidates in their grace period", str(orphans.waiting))
             table.add_row("young objects kept (grace)", str(orphans.young_kept))
+            table.add_row("stale temporary files removed", str(orphans.temporaries_removed))
         console.print(table)
         for error in report.errors:
             console.print(f"[yellow]not settled:[/] {error}")

@@ -51,3 +51,18 @@ def deployment(postgres: PostgresCluster, tmp_path: Path) -> Iterator[Deployment
         yield Deployment(env, server, tmp_path / "bucket")
     finally:
         server.stop()
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def any_deployment(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Deployment]:
+    """``deployment`` on PostgreSQL and on the embedded default's SQLite file."""
+    if request.param == "postgresql":
+        url = request.getfixturevalue("postgres").create_database()
+    else:
+        url = f"sqlite:///{tmp_path / 'memplane.db'}"
+    env = make_env(url, tmp_path)
+    server = ServerProcess(env).start()
+    try:
+        yield Deployment(env, server, tmp_path / "bucket")
+    finally:
+        server.stop()

@@ -32,9 +32,17 @@ class ServerProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.base_url = f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30) -> ServerProcess:
+    def start(self, timeout: float = 30, *, pause_at: str | None = None,
+              pause_file: Path | None = None) -> ServerProcess:
+        """Start (again, on the same port). With ``pause_at``, the process blocks every
+        thread reaching that checkpoint step and creates ``pause_file`` when the first does
+        (control_plane/testhooks.py); ``wait_for_pause`` then tells the test to kill it."""
+        env = dict(self.env)
+        if pause_at is not None:
+            assert pause_file is not None
+            env |= {"MEMPLANE_TEST_PAUSE_AT": pause_at, "MEMPLANE_TEST_PAUSE_FILE": str(pause_file)}
         self.process = subprocess.Popen(
-            [str(MEMPLANE), "serve", "--port", str(self.port)], env=self.env,
+            [str(MEMPLANE), "serve", "--port", str(self.port)], env=env,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -48,6 +56,54 @@ class ServerProcess:
 
     def kill(self) -> None:
         """SIGKILL: no shutdown handler, no flush — what a crash or OOM kill does."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def wait_for_pause(pause_file: Path, process: subprocess.Popen[bytes] | None,
+                   timeout: float = 120) -> str:
+    """Block until a child started with a pause point has reached it (it creates
+    ``pause_file``); returns the file's text. Fails if the child exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pause_file.exists() and (text := pause_file.read_text()).endswith("\n"):
+            return text
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"the process exited with {process.returncode} before pausing")
+        time.sleep(0.02)
+    raise RuntimeError(f"no pause reached in {timeout} s")
+
+
+class WorkerProcess:
+    """A ``memplane worker`` child (jobs only, no HTTP) that a test can SIGKILL."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = {**os.environ, "MEMPLANE_LOG_LEVEL": "WARNING", **env}
+        self.env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(CHECKOUT), self.env.get("PYTHONPATH")) if p)
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, *, pause_at: str | None = None,
+              pause_file: Path | None = None) -> WorkerProcess:
+        env = dict(self.env)
+        if pause_at is not None:
+            assert pause_file is not None
+            env |= {"MEMPLANE_TEST_PAUSE_AT": pause_at, "MEMPLANE_TEST_PAUSE_FILE": str(pause_file)}
+        self.process = subprocess.Popen([str(MEMPLANE), "worker"], env=env,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        start_new_session=True)
+        return self
+
+    def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=10)
