@@ -288,10 +288,6 @@ def test_gc_never_leaves_a_synced_pointer_without_its_object(
                                     tenant_id=world.tenant_id, report=report)
     assert writer.error is None, repr(writer.error)
     assert report.marked == 1  # the in-flight object was seen unnamed and marked
-    # a candidate is never adopted: the write put a fresh object and committed that one
-    written = writer.result
-    assert isinstance(written, MemoryPointer) and written.storage_path != in_flight
-
     # I1: every synced pointer names an object that is there, with the right content
     pointers = _pointers(world)
     assert sorted((p.key, p.sync_status, p.version) for p in pointers) == [
@@ -301,6 +297,9 @@ def test_gc_never_leaves_a_synced_pointer_without_its_object(
     with world.runtime.sessions() as session:
         assert memories.get_value(session, world.runtime.plane, world.actor,
                                   address).value == {"v": 1}
+    # a candidate is never adopted: the write put a fresh object and committed that one
+    written = writer.result
+    assert isinstance(written, MemoryPointer) and written.storage_path != in_flight
     # a GC pass now that nothing is in flight leaves exactly the named objects; the swept
     # in-flight object is remembered as a tombstone, nothing else is left pending
     with world.runtime.sessions() as session:
