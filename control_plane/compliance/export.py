@@ -45,7 +45,10 @@ Archive layout::
     }
 
 Every pointer appears in ``items``; one whose object is missing or fails its hash is listed
-with that status (and again in ``not_exported``), never silently dropped.
+with that status (and again in ``not_exported``), never silently dropped. A memory
+overwritten while the export runs is archived in the version the verified read found, and
+its item describes that version (version, hash, size, dates); one deleted before it is read
+is listed ``deleted_during_export``.
 
 Resuming: the archive is rebuilt from the start if a worker dies while building it (the
 temporary file dies with the worker); once uploaded, ``progress`` records it and a rerun only

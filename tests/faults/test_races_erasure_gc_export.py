@@ -196,8 +196,10 @@ ERASURE_STOPS = ["erase:after_block", "erase:after_sweep", "erase:after_keys",
 
 @pytest.mark.parametrize("erasure_stop", ERASURE_STOPS)
 @pytest.mark.parametrize("address", ["user", "conversation"])
+@pytest.mark.parametrize("commit", ["after_receipt", "before_receipt"])
 def test_erasure_leaves_nothing_of_an_in_flight_write(world: ServiceWorld, pauses: Pauses,
-                                                      erasure_stop: str, address: str) -> None:
+                                                      erasure_stop: str, address: str,
+                                                      commit: str) -> None:
     subject = write_subject(world, SUBJECT, 6)
     bystander = write_subject(world, BYSTANDER, 3)
     late = (MemoryAddress.parse(Scope.user, SUBJECT, "late") if address == "user"
@@ -217,10 +219,17 @@ def test_erasure_leaves_nothing_of_an_in_flight_write(world: ServiceWorld, pause
     pauses.release("write:after_lookup")
     pauses.reached("write:after_put", writer)  # the object is in the bucket, the pointer not
     (in_flight,) = _memory_objects(world) - before_put
-    pauses.release(erasure_stop)
-    eraser.join()  # the erasure finishes while the write is still in flight
-    pauses.release("write:after_put")
-    writer.join()
+    if commit == "after_receipt":
+        pauses.release(erasure_stop)
+        eraser.join()  # the erasure finishes while the write is still in flight
+        pauses.release("write:after_put")
+        writer.join()
+    else:
+        pauses.release("write:after_put")
+        writer.join()  # the write tries to commit while the erasure is paused mid-way
+        assert getattr(writer.error, "status_code", None) == 409, repr(writer.error)
+        pauses.release(erasure_stop)
+        eraser.join()
 
     assert eraser.error is None
     finished = job(world, queued.id)
