@@ -34,6 +34,14 @@ Audit rows need no rewriting: they never held the subject's identifiers in clear
 sealed under the subject's key, which step 5 destroys (``audit/sealed.py``); the chain, which
 covers the sealed bytes, still verifies.
 
+A write of the subject that looked up its key before the block and puts its object later
+never lands an object behind the receipt: until the receipt its commit sees the block (409,
+its object deleted); after the receipt its commit finds the key it sealed under destroyed
+(step 5), so it never adopts that object — it deletes it and, as a new write after the
+erasure, seals a fresh object under a new key (``memories.hotpath``; the key check holds a
+share lock, so step 5 waits for a commit in progress and step 6 then sees its pointer).
+``tests/faults/test_races_erasure_gc_export.py`` pauses the two at every step.
+
 A second erasure of the same subject finds nothing, deletes nothing and says so in its
 result and receipt. A dry run counts what would be deleted and deletes nothing.
 """

@@ -45,7 +45,10 @@ Archive layout::
     }
 
 Every pointer appears in ``items``; one whose object is missing or fails its hash is listed
-with that status (and again in ``not_exported``), never silently dropped.
+with that status (and again in ``not_exported``), never silently dropped. A memory
+overwritten while the export runs is archived in the version the verified read found, and
+its item describes that version (version, hash, size, dates); one deleted before it is read
+is listed ``deleted_during_export``.
 
 Resuming: the archive is rebuilt from the start if a worker dies while building it (the
 temporary file dies with the worker); once uploaded, ``progress`` records it and a rerun only
@@ -175,6 +178,7 @@ def _build(ctx: JobContext, spool: IO[bytes], items_file: IO[bytes],
             if not page:
                 break
             for pointer in page:
+                ctx.checkpoint("before_item")  # race tests: the page is read, the item not
                 item = _export_one(session, ctx.plane, ctx.actor, archive, pointer)
                 counts["pointers"] += 1
                 counts[item["status"]] += 1
@@ -222,6 +226,36 @@ _WHY = {
 def _export_one(session: Session, plane: DataPlane, actor: Actor, archive: zipfile.ZipFile,
                 pointer: MemoryPointer) -> dict[str, Any]:
     item: dict[str, Any] = {
+        **_describe(pointer),
+        "status": "exported", "file": None, "file_sha256": None, "hash_verified": False,
+    }
+    if pointer.sync_status in ("pending_delete", "pending_write"):
+        item["status"] = "deleted_during_export"
+        return item
+    try:
+        read = memories.read_pointer(session, plane, actor, pointer)
+    except HashMismatch as exc:
+        item["status"] = "missing" if exc.extra.get("actual_sha256") is None else "corrupt"
+        return item
+    except NotFound:
+        item["status"] = "deleted_during_export"
+        return item
+    # Overwritten since the page was read, the verified read follows the memory to its new
+    # version: the item describes the version read (its hash, size, dates), not the one the
+    # page saw, so the manifest and the file stay one value.
+    item.update(_describe(read.pointer))
+    data = memories.serialise(read.value)
+    name = f"items/{pointer.id}.json"
+    archive.writestr(name, data)
+    digest = hashlib.sha256(data).hexdigest()
+    item.update(file=name, file_sha256=digest,
+                hash_verified=digest == item["content_sha256"], content_size=len(data))
+    return item
+
+
+def _describe(pointer: MemoryPointer) -> dict[str, Any]:
+    """The manifest's description of one version of a memory."""
+    return {
         "pointer_id": str(pointer.id), "scope": pointer.scope_type,
         "scope_ref": pointer.scope_ref, "key": pointer.key,
         "memory_type": pointer.memory_type, "title": pointer.title, "tags": pointer.tags,
@@ -230,26 +264,7 @@ def _export_one(session: Session, plane: DataPlane, actor: Actor, archive: zipfi
         "version": pointer.version, "created_at": _iso(pointer.created_at),
         "updated_at": _iso(pointer.updated_at), "expires_at": _iso(pointer.expires_at),
         "content_size": pointer.content_size, "content_sha256": pointer.content_sha256,
-        "status": "exported", "file": None, "file_sha256": None, "hash_verified": False,
     }
-    if pointer.sync_status in ("pending_delete", "pending_write"):
-        item["status"] = "deleted_during_export"
-        return item
-    try:
-        value = memories.read_pointer(session, plane, actor, pointer).value
-    except HashMismatch as exc:
-        item["status"] = "missing" if exc.extra.get("actual_sha256") is None else "corrupt"
-        return item
-    except NotFound:
-        item["status"] = "deleted_during_export"
-        return item
-    data = memories.serialise(value)
-    name = f"items/{pointer.id}.json"
-    archive.writestr(name, data)
-    digest = hashlib.sha256(data).hexdigest()
-    item.update(file=name, file_sha256=digest, hash_verified=digest == pointer.content_sha256,
-                content_size=len(data))
-    return item
 
 
 def _iso(value: Any) -> str | None:

@@ -282,7 +282,9 @@ class SubjectKey(Base):
 
 class GcCandidate(Base):
     """Orphan GC phase 1: an object no pointer named when it was marked. Phase 2 deletes it
-    only if, a grace period later, still no pointer names it."""
+    only if, a grace period later, still no pointer names it, and keeps the row as a
+    tombstone (``swept_at``) for ``reconcile.TOMBSTONE_SECONDS``: a write still in flight
+    that put that object never adopts a candidate or a tombstone (``memories.hotpath``)."""
 
     __tablename__ = "gc_candidates"
 
@@ -294,3 +296,4 @@ class GcCandidate(Base):
         ForeignKey("tenants.id", ondelete="CASCADE"), index=True
     )
     marked_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    swept_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

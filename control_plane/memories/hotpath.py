@@ -44,7 +44,7 @@ from sqlalchemy.orm import Session
 
 from ..db import direct
 from ..db.engine import begin_write
-from ..db.models import AccessLog, MemoryPointer, SubjectErasure, SubjectKey
+from ..db.models import AccessLog, GcCandidate, MemoryPointer, SubjectErasure, SubjectKey
 from .addresses import MemoryAddress
 
 
@@ -56,6 +56,7 @@ P = as_table(MemoryPointer.__table__)
 K = as_table(SubjectKey.__table__)
 E = as_table(SubjectErasure.__table__)
 A = as_table(AccessLog.__table__)
+G = as_table(GcCandidate.__table__)
 
 _tenant = bindparam("v_tenant", type_=Uuid)
 _scope = bindparam("v_scope", type_=String)
@@ -188,6 +189,7 @@ class WriteRequest:
     request_id: str | None
     accessor_agent_id: str | None = None  # the audit row's agent id (agent keys)
     audit_address: str = ""  # " sealed:…": the address sealed under the subject's key
+    key_id: uuid.UUID | None = None  # the subject key the object is sealed under
 
     def params(self) -> dict[str, Any]:
         return _params(self.tenant_id, self.address) | {
@@ -202,6 +204,7 @@ class WriteRequest:
             "v_request_id": self.request_id, "v_accessor_agent": self.accessor_agent_id,
             "v_detail_head": f"{self.address.scope} v",
             "v_detail_tail": f" {self.size} bytes{self.audit_address}",
+            "v_key_id": self.key_id,
         }
 
 
@@ -222,12 +225,20 @@ _TYPES: dict[str, Any] = {
     "importance": P.c.importance.type, "title": String, "agent_id": String,
     "expires_at": P.c.expires_at.type, "accessor_type": String, "accessor_id": String,
     "operation": String, "request_id": String, "accessor_agent": String, "detail_head": String,
-    "detail_tail": String}
+    "detail_tail": String, "key_id": Uuid}
 _b: dict[str, Any] = {name: bindparam(f"v_{name}", type_=t) for name, t in _TYPES.items()}
 
 _GUARD = (select(E.c.job_id)
           .where(E.c.tenant_id == _tenant, E.c.user_id.in_([_b["guard_user"], _user_ref]))
           .limit(1))
+# The key the object was sealed under was destroyed (an erasure of its subject completed
+# between the lookup and now): the object must not be adopted; the general path seals anew.
+_KEY_DESTROYED = select(K.c.id).where(K.c.id == _b["key_id"], K.c.destroyed_at.is_not(None))
+# Orphan GC marked the new object while the write was in flight (its put came before GC's
+# listing, its commit after): a candidate is never adopted, so GC's sweep cannot delete an
+# object a pointer names; the general path puts a fresh object instead.
+_GC_MARKED = select(G.c.path).where(G.c.storage_config_id == _b["config"],
+                                    G.c.path == _b["path"])
 
 
 def _update_values() -> dict[str, Any]:
@@ -272,7 +283,9 @@ _STILL_BOUND = and_(P.c.id == _b["pointer_id"],
 
 
 # One statement: lock the row, check it is still what the object was sealed for, check the
-# erasure guard, update or insert, append the audit row. Written out by hand to stay short:
+# erasure guard, check (under a share lock, so an erasure's key destruction waits for it)
+# that the object's subject key was not destroyed since the lookup and that orphan GC has not
+# marked the object, update or insert, append the audit row. Written out by hand to stay short:
 # psycopg converts and caches (and then prepares) only statements under 4 KiB, so this one
 # must stay below that (a test checks it).
 WRITE_POSTGRES = text("""
@@ -284,6 +297,10 @@ WITH cur AS (
 ), guard AS (
  SELECT job_id FROM subject_erasures
  WHERE tenant_id = :v_tenant AND user_id IN (:v_guard_user, :v_user_ref) LIMIT 1
+), sk AS (
+ SELECT destroyed_at FROM subject_keys WHERE id = :v_key_id FOR SHARE
+), gc AS (
+ SELECT 1 FROM gc_candidates WHERE storage_config_id = :v_config AND path = :v_path
 ), upd AS (
  UPDATE memory_pointers AS p SET
   version = p.version + 1, storage_config_id = :v_config, storage_path = :v_path,
@@ -302,6 +319,8 @@ WITH cur AS (
   AND (CAST(:v_meta_user AS text) IS NOT NULL
    OR p.subject_user_id IS NOT DISTINCT FROM CAST(:v_seen_user AS text))
   AND NOT EXISTS (SELECT 1 FROM guard)
+  AND NOT EXISTS (SELECT 1 FROM sk WHERE destroyed_at IS NOT NULL)
+  AND NOT EXISTS (SELECT 1 FROM gc)
  RETURNING p.*, cur.storage_config_id AS old_config, cur.storage_path AS old_path
 ), ins AS (
  INSERT INTO memory_pointers (id, tenant_id, scope_type, scope_ref, key, memory_type,
@@ -314,6 +333,8 @@ WITH cur AS (
   COALESCE(CAST(:v_importance AS int), 3), 'api', :v_config, :v_path, :v_sha, :v_size,
   'synced', 1, false, CAST(:v_expires_at AS timestamptz), :v_now, :v_now
  WHERE NOT EXISTS (SELECT 1 FROM cur) AND NOT EXISTS (SELECT 1 FROM guard)
+  AND NOT EXISTS (SELECT 1 FROM sk WHERE destroyed_at IS NOT NULL)
+  AND NOT EXISTS (SELECT 1 FROM gc)
  ON CONFLICT (tenant_id, scope_type, scope_ref, key) DO NOTHING
  RETURNING *, CAST(NULL AS uuid) AS old_config, CAST(NULL AS text) AS old_path
 ), res AS (
@@ -363,6 +384,9 @@ def _commit_write_sqlite(session: Session, params: dict[str, Any]) -> WriteOutco
         blocked = conn.execute(_GUARD, params).scalar()
         if blocked is not None:
             return WriteOutcome(None, None, blocked)
+        if ((params["v_key_id"] is not None and conn.execute(_KEY_DESTROYED, params).first())
+                or conn.execute(_GC_MARKED, params).first()):
+            return WriteOutcome(None, None, None)
         current = conn.execute(_SQLITE_CURRENT, params).first()
         if current is None:
             row = conn.execute(_SQLITE_INSERT, params).one()

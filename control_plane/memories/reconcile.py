@@ -12,8 +12,14 @@ object is deleted only after two looks, a grace period apart, both found it unna
 1. **mark** lists the tenant's prefix and records each object older than the grace period
    that no pointer names as a candidate (``gc_candidates``);
 2. **sweep**, on a later run, takes candidates marked at least a grace period ago, checks
-   again that no pointer names them, deletes those objects and forgets the candidates
-   (a candidate some pointer names by now is "rescued" and just forgotten).
+   again that no pointer names them, turns them into tombstones, then deletes those objects
+   (a candidate some pointer names by now is "rescued" and just forgotten). Tombstones are
+   forgotten after ``TOMBSTONE_SECONDS``.
+
+A write never adopts an object that is a candidate or a tombstone: its commit checks, and if
+GC marked its new object while it was in flight (put before GC listed the prefix, commit
+after), it puts a fresh one. So the sweep cannot delete an object a synced pointer names
+(I1), whatever the grace period (``tests/faults/test_races_erasure_gc_export.py``).
 
 ``collect_orphans`` runs mark then sweep, which is what ``memplane reconcile`` does; with a
 grace period of zero both phases act in one run (tests, and an operator who knows the bucket
@@ -26,7 +32,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
@@ -34,7 +40,7 @@ from storage_adapters import base as storage
 from ..audit import service as audit
 from ..db.base import utcnow
 from ..db.engine import begin_write
-from ..db.models import MemoryPointer, StorageConfig, Tenant
+from ..db.models import GcCandidate, MemoryPointer, StorageConfig, Tenant
 from ..errors import DomainError
 from ..keys import service as keys
 from ..kit import sha256_hex
@@ -43,6 +49,9 @@ from . import repository as repo
 
 _BATCH = 500
 _GC_BATCH = 1000
+# How long a swept candidate stays as a tombstone: longer than any write can stay between its
+# put and its commit (requests, statements and leases time out far sooner).
+TOMBSTONE_SECONDS = 7 * 24 * 3600
 
 
 def _system(tenant_id: uuid.UUID, job: str) -> audit.Actor:
@@ -256,18 +265,44 @@ def sweep_orphans(session: Session, plane: DataPlane, *, grace_seconds: float,
                 plane.metrics.gc_objects.labels("rescued").inc(rescued)
         report.waiting += repo.gc_waiting(session, config.id, before)
         session.commit()
+        begin_write(session)
+        session.execute(delete(GcCandidate).where(
+            GcCandidate.storage_config_id == config.id,
+            GcCandidate.swept_at <= utcnow() - timedelta(seconds=TOMBSTONE_SECONDS)))
+        session.commit()
     return report
 
 
 def _sweep(session: Session, plane: DataPlane, config: StorageConfig,
            paths: list[str]) -> tuple[int, int]:
-    named = repo.named_paths(session, config.id, paths)
-    session.commit()
-    orphans = [p for p in paths if p not in named]
-    if orphans:
-        plane.by_id(session, config.id).delete(orphans)
     begin_write(session)
-    repo.gc_unmark(session, config.id, paths)
+    named = repo.named_paths(session, config.id, paths)
+    orphans = [p for p in paths if p not in named]
+    # The candidates become tombstones before their objects go: a write still in flight that
+    # put one of them sees the row at its commit and puts a fresh object instead of adopting
+    # one this sweep deletes (``memories.hotpath``).
+    if orphans:
+        session.execute(update(GcCandidate)
+                        .where(GcCandidate.storage_config_id == config.id,
+                               GcCandidate.path.in_(orphans))
+                        .values(swept_at=utcnow()))
+    if named:
+        repo.gc_unmark(session, config.id, sorted(named))
+    session.commit()
+    plane.checkpoint("gc:after_claim")
+    if orphans:
+        try:
+            plane.by_id(session, config.id).delete(orphans)
+        except Exception:
+            session.rollback()
+            begin_write(session)  # not deleted after all: candidates again, for the next sweep
+            session.execute(update(GcCandidate)
+                            .where(GcCandidate.storage_config_id == config.id,
+                                   GcCandidate.path.in_(orphans))
+                            .values(swept_at=None))
+            session.commit()
+            raise
+    begin_write(session)
     audit.record(session, _system(config.tenant_id, "gc"), "gc",
                  detail=f"deleted {len(orphans)} orphaned object(s); {len(named)} candidate(s) "
                         f"named again, kept")

@@ -155,7 +155,7 @@ def gc_due(session: Session, config_id: uuid.UUID, before: datetime, after_path:
     return session.scalars(
         select(GcCandidate.path)
         .where(GcCandidate.storage_config_id == config_id, GcCandidate.marked_at <= before,
-               GcCandidate.path > after_path)
+               GcCandidate.path > after_path, GcCandidate.swept_at.is_(None))
         .order_by(GcCandidate.path).limit(limit)
     ).all()
 
@@ -163,7 +163,8 @@ def gc_due(session: Session, config_id: uuid.UUID, before: datetime, after_path:
 def gc_waiting(session: Session, config_id: uuid.UUID, before: datetime) -> int:
     return session.scalar(
         select(func.count()).select_from(GcCandidate)
-        .where(GcCandidate.storage_config_id == config_id, GcCandidate.marked_at > before)
+        .where(GcCandidate.storage_config_id == config_id, GcCandidate.marked_at > before,
+               GcCandidate.swept_at.is_(None))
     ) or 0
 
 

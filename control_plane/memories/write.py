@@ -21,6 +21,7 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import exc as sa_exc
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .. import idempotency
@@ -29,7 +30,7 @@ from ..audit.service import Actor, audited
 from ..compliance.guard import ensure_writable, erasure_in_progress
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
-from ..db.models import MemoryPointer
+from ..db.models import MemoryPointer, SubjectKey
 from ..errors import Conflict, Forbidden, InvalidInput, PayloadTooLarge
 from ..idempotency import Idempotency, Replay
 from ..keys import service as keys
@@ -230,6 +231,7 @@ def _write(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddr
                     repo.get(session, actor.tenant_id, address))
     # No transaction may stay open across bucket I/O.
     session.commit()
+    plane.checkpoint("write:after_lookup")
     path = _put(plane, target, actor, address, payload, binding)
     try:
         for attempt in range(1, 4):
@@ -285,6 +287,7 @@ def _write_fast(session: Session, plane: DataPlane, actor: Actor, address: Memor
                                 found.key.wrapped_key, found.key.kek_version_id)
         session.commit()
     pointer_id = found.pointer_id or new_id()
+    plane.checkpoint("write:after_lookup")  # race tests: the lookup is done, the put is not
     path = _put(plane, target, actor, address, payload, _Binding(pointer_id, handle))
     now = utcnow()
     subject_user = _subject_after_write(address, meta, found.pointer_id is not None,
@@ -302,6 +305,7 @@ def _write_fast(session: Session, plane: DataPlane, actor: Actor, address: Memor
         accessor_type=actor.accessor_type, accessor_id=actor.accessor_id, operation="write",
         request_id=request_id_var.get(), accessor_agent_id=actor.agent_id,
         audit_address=sealed_address(actor, address, handle),
+        key_id=handle.id if handle is not None else None,
     )
     plane.checkpoint("write:after_put")
     try:
@@ -370,6 +374,18 @@ def _binds(binding: _Binding, address: MemoryAddress, meta: MemoryMeta,
                                                   _subject_user(address, meta, pointer))
 
 
+def _key_destroyed(session: Session, key: keys.SubjectKeyHandle | None) -> bool:
+    """The object's subject key was destroyed since the write looked it up: an erasure of the
+    subject completed in between, and the object (sealed under a dead key, possibly swept
+    already) must not be adopted. The share lock makes a key destruction that has not
+    committed yet wait for this write, whose pointer the erasure's verification then sees."""
+    if key is None:
+        return False
+    destroyed = session.execute(select(SubjectKey.destroyed_at).where(SubjectKey.id == key.id)
+                                .with_for_update(read=True)).scalar()
+    return destroyed is not None
+
+
 def _put(plane: DataPlane, target: Target, actor: Actor, address: MemoryAddress,
          payload: bytes, binding: _Binding) -> str:
     """Step 2: the (sealed) bytes go to a fresh per-version path, create-only."""
@@ -387,8 +403,9 @@ def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
           binding: _Binding) -> tuple[MemoryPointer, tuple[uuid.UUID, str] | None]:
     """Step 3: in the open write transaction, move the (locked) pointer to the new object."""
     plane.checkpoint("write:after_put")
-    if not _binds(binding, address, meta, pointer):
-        raise _Rebind()
+    if (not _binds(binding, address, meta, pointer) or _key_destroyed(session, binding.key)
+            or repo.gc_marked(session, target.config_id, [path])):
+        raise _Rebind()  # (a GC candidate is never adopted: the sweep may be deleting it)
     now = utcnow()
     superseded = None
     if pointer is None:
