@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import typer
@@ -41,11 +41,49 @@ WHERE = Where()
 
 
 def load_settings() -> Settings:
+    """The ``MEMPLANE_*`` settings; a bad one is a sentence naming it (exit 2)."""
+    from pydantic import ValidationError
+
     from control_plane.settings import Settings
 
-    if WHERE.data_dir is not None:
-        return Settings(data_dir=WHERE.data_dir)
-    return Settings()
+    try:
+        if WHERE.data_dir is not None:
+            return Settings(data_dir=WHERE.data_dir)
+        return Settings()
+    except ValidationError as exc:
+        for error in exc.errors(include_url=False, include_input=False):
+            name = "_".join(str(part) for part in error["loc"]).upper()
+            where = f"MEMPLANE_{name}: " if name else ""
+            typer.echo(f"memplane: {where}{error['msg'].removeprefix('Value error, ')}",
+                       err=True)
+        raise typer.Exit(2) from None
+
+
+def missing_extra(exc: Exception) -> NoReturn:
+    typer.echo(f"memplane: {exc}", err=True)
+    raise typer.Exit(1) from None
+
+
+def check_backend(settings: Settings) -> None:
+    """The default bucket's client library is installed, or a sentence names the extra."""
+    from urllib.parse import urlsplit as split
+
+    from storage_adapters.registry import _SCHEMES, MissingExtra, adapter_class
+
+    if settings.kek_provider == "aws-kms":
+        try:
+            import boto3  # noqa: F401
+        except ImportError:
+            missing_extra(MissingExtra(
+                "MEMPLANE_KEK_PROVIDER=aws-kms needs boto3, which is not installed; install "
+                "it with: pip install 'memplane[s3]'"))
+    storage_type = _SCHEMES.get(split(settings.resolved_bucket_url).scheme)
+    if storage_type is None:
+        return  # the data plane explains an unknown scheme itself
+    try:
+        adapter_class(storage_type)
+    except MissingExtra as exc:
+        missing_extra(exc)
 
 
 def uses_data_dir(settings: Settings, *, database_only: bool = False) -> bool:
@@ -116,15 +154,17 @@ def open_runtime(settings: Settings) -> Runtime:
     from control_plane.runtime import Runtime
     from storage_adapters.registry import MissingExtra
 
+    check_backend(settings)
     try:
         return Runtime(settings)
     except MissingExtra as exc:
-        typer.echo(f"memplane: {exc}", err=True)
-        raise typer.Exit(1) from None
+        missing_extra(exc)
 
 
 @contextmanager
 def _runtime(migrate: bool | None = None, *, database_only: bool = False) -> Iterator[Runtime]:
+    from storage_adapters.registry import MissingExtra
+
     settings = load_settings()
     check_data_dir(settings, database_only=database_only)
     say_where(settings)
@@ -133,6 +173,8 @@ def _runtime(migrate: bool | None = None, *, database_only: bool = False) -> Ite
         if migrate if migrate is not None else runtime.settings.embedded:
             runtime.migrate()
         yield runtime
+    except MissingExtra as exc:  # a tenant's own bucket on a cloud whose extra is missing
+        missing_extra(exc)
     finally:
         runtime.close()
 
@@ -153,6 +195,7 @@ def serve(
     settings = load_settings()
     check_data_dir(settings, create=True)
     say_where(settings)
+    check_backend(settings)
     configure_logging(settings.log_level)
     console.print(f"memplane serving on http://{host}:{port}  "
                   f"(database: {'embedded SQLite' if settings.embedded else 'external'}, "
@@ -166,8 +209,7 @@ def serve(
     try:
         app = create_app(settings)
     except MissingExtra as exc:
-        typer.echo(f"memplane: {exc}", err=True)
-        raise typer.Exit(1) from None
+        missing_extra(exc)
     uvicorn.run(app, host=host, port=port, access_log=False, log_config=None)
 
 
