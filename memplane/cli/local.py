@@ -68,8 +68,17 @@ def check_backend(settings: Settings) -> None:
     """The default bucket's client library is installed, or a sentence names the extra."""
     from urllib.parse import urlsplit as split
 
+    from sqlalchemy.engine import make_url
+
     from storage_adapters.registry import _SCHEMES, MissingExtra, adapter_class
 
+    if make_url(settings.resolved_database_url).get_backend_name() == "postgresql":
+        from control_plane.db.engine import _require_psycopg
+
+        try:
+            _require_psycopg()
+        except MissingExtra as exc:
+            missing_extra(exc)
     if settings.kek_provider == "aws-kms":
         try:
             import boto3  # noqa: F401
