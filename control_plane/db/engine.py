@@ -28,13 +28,28 @@ def make_engine(url: str, *, pool_size: int = 10, sqlite_synchronous: str = "FUL
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(url, sqlite_synchronous)
     if parsed.drivername == "postgresql":
-        url = str(parsed.set(drivername="postgresql+psycopg"))
+        # The URL object, not str(): str() masks the password as *** in SQLAlchemy 2.
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.drivername == "postgresql+psycopg":
+        _require_psycopg()
     # Plans stay PostgreSQL's choice: forcing generic plans saved ~0.7 ms per write but made
     # list-by-scope 5x slower at a million pointers (measured with bench/scale.py).
     return create_engine(
-        url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False,
+        parsed, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False,
         pool_recycle=1800,
     )
+
+
+def _require_psycopg() -> None:
+    """PostgreSQL needs the [postgres] extra; say so instead of a bare ModuleNotFoundError."""
+    from storage_adapters.registry import MissingExtra
+
+    try:
+        import psycopg  # noqa: F401
+    except ImportError as exc:
+        raise MissingExtra(
+            "a PostgreSQL database needs the psycopg driver, which is not installed; "
+            "install it with: pip install 'memplane[postgres]'") from exc
 
 
 def _sqlite_engine(url: str, synchronous: str) -> Engine:

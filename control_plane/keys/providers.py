@@ -169,7 +169,14 @@ class AwsKms:
     def __init__(self, key_id: str, *, region: str | None = None,
                  endpoint_url: str | None = None, access_key_id: str | None = None,
                  secret_access_key: str | None = None) -> None:
-        import boto3
+        try:
+            import boto3
+        except ImportError as exc:
+            from storage_adapters.registry import MissingExtra
+
+            raise MissingExtra(
+                "MEMPLANE_KEK_PROVIDER=aws-kms needs boto3, which is not installed; install "
+                "it with: pip install 'memplane[s3]'") from exc
 
         self.key_id = key_id
         self._client = boto3.client(

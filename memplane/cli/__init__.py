@@ -7,12 +7,44 @@ server (``MEMPLANE_DATA_DIR`` for the embedded default, ``MEMPLANE_DATABASE_URL`
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from . import compliance, crypto, local
+from .._version import __version__
+from . import compliance, crypto, local, memory
 
 app = typer.Typer(help="memplane: memory for AI agents, content in your own bucket.",
                   no_args_is_help=True, add_completion=False)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"memplane {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _where(
+    data_dir: Annotated[Path | None, typer.Option(
+        "--data-dir", envvar="MEMPLANE_DATA_DIR",
+        help="The embedded default's data dir (SQLite database, bucket, keys); "
+             "default ./.memplane. Commands refuse to start on one memplane did not create.")]
+    = None,
+    init: Annotated[bool, typer.Option(
+        "--init", help="Create the data dir if there is none (instead of refusing).")]
+    = False,
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, help="Print the version and exit.")]
+    = False,
+) -> None:
+    """memplane: memory for AI agents, content in your own bucket.
+
+    Commands that touch the database print which database and bucket they use (stderr)."""
+    local.WHERE.data_dir, local.WHERE.init = data_dir, init
+
+
 app.command("serve")(local.serve)
 app.command("reconcile")(local.reconcile)
 app.command("verify")(crypto.verify)
@@ -38,6 +70,14 @@ audit_app = typer.Typer(help="The access audit log.", no_args_is_help=True)
 audit_app.command("verify")(compliance.audit_verify)
 audit_app.command("list")(compliance.audit_list)
 app.add_typer(audit_app, name="audit")
+
+memory_app = typer.Typer(help="Memories of a tenant, on the database directly (operators).",
+                         no_args_is_help=True)
+memory_app.command("set")(memory.memory_set)
+memory_app.command("get")(memory.memory_get)
+memory_app.command("list")(memory.memory_list)
+memory_app.command("delete")(memory.memory_delete)
+app.add_typer(memory_app, name="memory")
 
 
 def main() -> None:

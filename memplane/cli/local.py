@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
-from typing import TYPE_CHECKING, Annotated
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import typer
 from rich.console import Console
@@ -15,21 +19,171 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from control_plane.runtime import Runtime
+    from control_plane.settings import Settings
 
 console = Console(stderr=True)
 out = Console()
 
+# Files only memplane puts in a data dir: one of them present means memplane made it.
+MARKER = ".memplane-data-dir"
+_SIGNS = (MARKER, "memplane.db", "bucket", "keyring.json", "server.key")
 
-@contextmanager
-def _runtime(migrate: bool | None = None) -> Iterator[Runtime]:
-    from control_plane.runtime import Runtime
+
+@dataclass
+class Where:
+    """The global ``--data-dir``/``--init`` options, set by the app's callback on each run."""
+
+    data_dir: Path | None = None
+    init: bool = False
+
+
+WHERE = Where()
+
+
+def load_settings() -> Settings:
+    """The ``MEMPLANE_*`` settings; a bad one is a sentence naming it (exit 2)."""
+    from pydantic import ValidationError
+
     from control_plane.settings import Settings
 
-    runtime = Runtime(Settings())
+    try:
+        if WHERE.data_dir is not None:
+            return Settings(data_dir=WHERE.data_dir)
+        return Settings()
+    except ValidationError as exc:
+        for error in exc.errors(include_url=False, include_input=False):
+            name = "_".join(str(part) for part in error["loc"]).upper()
+            where = f"MEMPLANE_{name}: " if name else ""
+            typer.echo(f"memplane: {where}{error['msg'].removeprefix('Value error, ')}",
+                       err=True)
+        raise typer.Exit(2) from None
+
+
+def missing_extra(exc: Exception) -> NoReturn:
+    typer.echo(f"memplane: {exc}", err=True)
+    raise typer.Exit(1) from None
+
+
+def check_backend(settings: Settings) -> None:
+    """The default bucket's client library is installed, or a sentence names the extra."""
+    from urllib.parse import urlsplit as split
+
+    from sqlalchemy.engine import make_url
+
+    from storage_adapters.registry import _SCHEMES, MissingExtra, adapter_class
+
+    if make_url(settings.resolved_database_url).get_backend_name() == "postgresql":
+        from control_plane.db.engine import _require_psycopg
+
+        try:
+            _require_psycopg()
+        except MissingExtra as exc:
+            missing_extra(exc)
+    if settings.kek_provider == "aws-kms":
+        try:
+            import boto3  # noqa: F401
+        except ImportError:
+            missing_extra(MissingExtra(
+                "MEMPLANE_KEK_PROVIDER=aws-kms needs boto3, which is not installed; install "
+                "it with: pip install 'memplane[s3]'"))
+    storage_type = _SCHEMES.get(split(settings.resolved_bucket_url).scheme)
+    if storage_type is None:
+        return  # the data plane explains an unknown scheme itself
+    try:
+        adapter_class(storage_type)
+    except MissingExtra as exc:
+        missing_extra(exc)
+
+
+def uses_data_dir(settings: Settings, *, database_only: bool = False) -> bool:
+    """Whether the command would keep its database (or bucket) in the data dir."""
+    if settings.database_url is None:
+        return True
+    return not database_only and settings.default_bucket_url is None
+
+
+def is_data_dir(path: Path) -> bool:
+    return path.is_dir() and any((path / sign).exists() for sign in _SIGNS)
+
+
+def claim_data_dir(path: Path) -> None:
+    """Create the data dir (mode 0700) and mark it as memplane's."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (path / MARKER).write_text("This directory holds a memplane control plane's data "
+                               "(database, bucket, keys). Back it up; do not edit it.\n")
+
+
+def check_data_dir(settings: Settings, *, create: bool = False,
+                   database_only: bool = False) -> None:
+    """Refuse to start on an empty database in a directory memplane did not create.
+
+    ``create`` (``memplane serve``, or ``--init``) makes a new data dir instead."""
+    if not uses_data_dir(settings, database_only=database_only):
+        return
+    path = settings.data_dir.resolve()
+    if is_data_dir(path):
+        return
+    if create or WHERE.init:
+        claim_data_dir(path)
+        typer.echo(f"memplane: created a new data dir at {path}", err=True)
+        return
+    typer.echo(
+        f"memplane: there is no memplane data dir at {path}, so this command would work on a "
+        "new, empty database. Run it from the directory where `memplane serve` created "
+        ".memplane, name the data dir with --data-dir PATH (before the command) or "
+        "MEMPLANE_DATA_DIR, or pass --init to create a new one there.", err=True)
+    raise typer.Exit(2)
+
+
+def redact_url(url: str) -> str:
+    """A URL fit for a log line: no password, no secret-looking query parameter."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, _, host = netloc.rpartition("@")
+        name = user.split(":", 1)[0]
+        netloc = f"{name}:***@{host}" if ":" in user else f"{name}@{host}"
+    query = urlencode([(k, "***" if _SECRET.search(k) else v)
+                       for k, v in parse_qsl(parts.query, keep_blank_values=True)], safe="*/:")
+    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
+
+
+_SECRET = re.compile(r"pass|secret|token|key|sig|credential|auth", re.IGNORECASE)
+
+
+def say_where(settings: Settings) -> None:
+    """One line on stderr: which database and which default bucket this command uses."""
+    line = (f"memplane: database {redact_url(settings.resolved_database_url)}; "
+            f"bucket {redact_url(settings.resolved_bucket_url)}")
+    typer.echo(line, err=True)
+
+
+def open_runtime(settings: Settings) -> Runtime:
+    """The runtime, or a sentence naming the extra to install when a driver is missing."""
+    from control_plane.runtime import Runtime
+    from storage_adapters.registry import MissingExtra
+
+    check_backend(settings)
+    try:
+        return Runtime(settings)
+    except MissingExtra as exc:
+        missing_extra(exc)
+
+
+@contextmanager
+def _runtime(migrate: bool | None = None, *, database_only: bool = False) -> Iterator[Runtime]:
+    from storage_adapters.registry import MissingExtra
+
+    settings = load_settings()
+    check_data_dir(settings, database_only=database_only)
+    say_where(settings)
+    runtime = open_runtime(settings)
     try:
         if migrate if migrate is not None else runtime.settings.embedded:
             runtime.migrate()
         yield runtime
+    except MissingExtra as exc:  # a tenant's own bucket on a cloud whose extra is missing
+        missing_extra(exc)
     finally:
         runtime.close()
 
@@ -39,31 +193,40 @@ def serve(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
     workers: Annotated[int, typer.Option(help="Worker processes (production only).")] = 1,
 ) -> None:
-    """Run the HTTP API. With no configuration: SQLite and a local bucket in ./.memplane."""
+    """Run the HTTP API. With no configuration: SQLite and a local bucket in ./.memplane
+    (created on the first start)."""
     import uvicorn
 
     from control_plane.app import create_app
     from control_plane.observability import configure_logging
-    from control_plane.settings import Settings
+    from storage_adapters.registry import MissingExtra
 
-    settings = Settings()
+    settings = load_settings()
+    check_data_dir(settings, create=True)
+    say_where(settings)
+    check_backend(settings)
     configure_logging(settings.log_level)
     console.print(f"memplane serving on http://{host}:{port}  "
                   f"(database: {'embedded SQLite' if settings.embedded else 'external'}, "
-                  f"data dir: {settings.data_dir.resolve()})")
+                  f"data dir: {settings.data_dir.resolve()})", soft_wrap=True)
     if workers > 1:
+        if WHERE.data_dir is not None:  # the worker processes read the environment
+            os.environ["MEMPLANE_DATA_DIR"] = str(WHERE.data_dir)
         uvicorn.run("control_plane.app:create_app", factory=True, host=host, port=port,
                     workers=workers, access_log=False, log_config=None)
-    else:
-        uvicorn.run(create_app(settings), host=host, port=port, access_log=False,
-                    log_config=None)
+        return
+    try:
+        app = create_app(settings)
+    except MissingExtra as exc:
+        missing_extra(exc)
+    uvicorn.run(app, host=host, port=port, access_log=False, log_config=None)
 
 
 def db_upgrade() -> None:
     """Apply every pending migration to the configured database."""
     from control_plane.db.migrate import current_revision
 
-    with _runtime(migrate=True) as runtime:
+    with _runtime(migrate=True, database_only=True) as runtime:
         out.print(f"database at revision {current_revision(runtime.engine)}")
 
 

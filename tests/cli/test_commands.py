@@ -33,7 +33,7 @@ def _run(env: dict[str, str], *args: str) -> tuple[int, str]:
 
 
 def test_db_upgrade_then_keys_create_gives_a_working_key(env: dict[str, str]) -> None:
-    code, output = _run(env, "db", "upgrade")
+    code, output = _run(env, "--init", "db", "upgrade")
     assert code == 0
     assert f"database at revision {', '.join(script_heads())}" in output
     code, output = _run(env, "keys", "create", "--role", "agent", "--name", "bot")
@@ -49,7 +49,7 @@ def test_db_upgrade_then_keys_create_gives_a_working_key(env: dict[str, str]) ->
 
 
 def test_keys_create_refuses_an_unknown_role(env: dict[str, str]) -> None:
-    code, output = _run(env, "keys", "create", "--role", "root")
+    code, output = _run(env, "--init", "keys", "create", "--role", "root")
     assert code == 2
     assert "role must be one of admin, agent, compliance" in output
 

@@ -359,7 +359,7 @@ def test_cli_creates_a_scoped_key(tmp_path: Path, database: str) -> None:
 
     env = {"MEMPLANE_DATA_DIR": str(tmp_path / "data")}
     runner = CliRunner()
-    assert runner.invoke(app, ["db", "upgrade"], env=env).exit_code == 0
+    assert runner.invoke(app, ["--init", "db", "upgrade"], env=env).exit_code == 0
     made = runner.invoke(app, ["keys", "create", "--role", "agent", "--scope", "team/T123",
                                "--scope", "user/*", "--agent-id", "cli-bot"], env=env)
     bad = runner.invoke(app, ["keys", "create", "--role", "agent", "--scope", "galaxy/x"],
