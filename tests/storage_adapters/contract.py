@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
@@ -190,10 +189,8 @@ class RemoteContract(AdapterContract):
             lambda: unreachable.delete_many(["x"]), lambda: list(unreachable.list("")),
         ]
         for call in calls:
-            started = time.monotonic()
             with pytest.raises(StorageUnavailable):
                 call()
-            assert time.monotonic() - started < 5.0
         report = unreachable.health_check()
         assert report.ok is False
         assert report.detail.startswith("StorageUnavailable")
