@@ -81,7 +81,8 @@ class Runtime:
                 .group_by(MemoryPointer.sync_status)).all()
             pending_since = session.scalar(select(func.min(MemoryPointer.updated_at))
                                            .where(pending))
-            candidates = session.scalar(select(func.count()).select_from(GcCandidate)) or 0
+            candidates = session.scalar(select(func.count()).select_from(GcCandidate)
+                                        .where(GcCandidate.swept_at.is_(None))) or 0
         now = utcnow()
         return DatabaseState(
             jobs=((kind, state, int(n)) for kind, state, n in jobs),
