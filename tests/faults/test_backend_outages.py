@@ -102,7 +102,7 @@ def _reconcile(server: ServerProcess) -> dict[str, int]:
     rows = re.findall(r"^\W*([a-z][a-z ()]+?)\s*\W\s*(\d+)\s*\W*$",
                       done.stdout + done.stderr, re.MULTILINE)
     report = {what: int(count) for what, count in rows}
-    assert len(report) == 10, done.stdout + done.stderr
+    assert len(report) == 11, done.stdout + done.stderr
     return report
 
 
