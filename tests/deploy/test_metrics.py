@@ -26,15 +26,19 @@ from control_plane.memories import reconcile
 from control_plane.runtime import Runtime
 from tests.support.emulators import free_port
 from tests.support.process import CHECKOUT
-from tests.support.service import ServerThread, Stack, Tenant, make_settings
+from tests.support.service import ServerThread, Stack, Tenant, isolated_database, make_settings
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 @pytest.fixture(scope="module")
-def quiet_stack(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def quiet_stack(database: str, request: pytest.FixtureRequest,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A server without background work, on a database of its own: another server's job
+    worker on a shared database could claim this stack's jobs without its key ring."""
     data_dir = tmp_path_factory.mktemp("metrics")
-    settings = make_settings(database, data_dir, run_background=False)
+    url = isolated_database(database, request)
+    settings = make_settings(url, data_dir, run_background=False)
     server = ServerThread(settings).start()
     try:
         yield Stack(f"http://127.0.0.1:{server.port}", settings, server.app.state.runtime)
