@@ -43,7 +43,7 @@ from control_plane.db.migrate import upgrade
 from control_plane.db.models import AccessLog, ErasureReceipt, Job, MemoryPointer
 from memplane._receipts import verify_receipt
 from tests.support.postgres import PostgresCluster
-from tests.support.process import CHECKOUT, MEMPLANE, ServerProcess
+from tests.support.process import CHECKOUT, MEMPLANE, ChildProcess, ServerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -74,7 +74,7 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90,
 
 
 @dataclass
-class WorkerProcess:
+class WorkerProcess(ChildProcess):
     """A job worker child; its stdout/stderr (JSON log lines) go to files the test reads."""
 
     env: dict[str, str]
@@ -107,19 +107,6 @@ class WorkerProcess:
 
     def _exited(self) -> bool:
         return self.process is not None and self.process.poll() is not None
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, 9)
-            self.process.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
     def finished_jobs(self) -> list[tuple[str, str, int, str]]:
         """(job id, kind, attempt, state) of every job this worker recorded the end of."""

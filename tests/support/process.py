@@ -23,7 +23,28 @@ MEMPLANE = Path(sys.executable).with_name("memplane")
 CHECKOUT = Path(__file__).resolve().parents[2]
 
 
-class ServerProcess:
+class ChildProcess:
+    """A memplane child in its own session: ``kill`` is a SIGKILL of its whole group (what a
+    crash or OOM kill does), ``stop`` a polite terminate that falls back to it."""
+
+    process: subprocess.Popen[bytes] | None = None
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown handler, no flush — what a crash or OOM kill does."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class ServerProcess(ChildProcess):
     def __init__(self, env: dict[str, str], *, port: int | None = None) -> None:
         self.env = {**os.environ, "MEMPLANE_LOG_LEVEL": "WARNING", **env}
         self.env["PYTHONPATH"] = os.pathsep.join(
@@ -54,19 +75,6 @@ class ServerProcess:
             time.sleep(0.05)
         raise RuntimeError("memplane serve did not answer in time")
 
-    def kill(self) -> None:
-        """SIGKILL: no shutdown handler, no flush — what a crash or OOM kill does."""
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 def wait_for_pause(pause_file: Path, process: subprocess.Popen[bytes] | None,
@@ -83,7 +91,7 @@ def wait_for_pause(pause_file: Path, process: subprocess.Popen[bytes] | None,
     raise RuntimeError(f"no pause reached in {timeout} s")
 
 
-class WorkerProcess:
+class WorkerProcess(ChildProcess):
     """A ``memplane worker`` child (jobs only, no HTTP) that a test can SIGKILL."""
 
     def __init__(self, env: dict[str, str]) -> None:
@@ -102,19 +110,6 @@ class WorkerProcess:
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                         start_new_session=True)
         return self
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 class TcpProxy:
