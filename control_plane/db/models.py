@@ -297,3 +297,67 @@ class GcCandidate(Base):
     )
     marked_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     swept_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class MemoryEvent(Base):
+    """One raw event of the append-only log (Jet). The body lives in the bucket; the row is
+    never updated except ``compressed_at`` (set by the compactor) and ``sync_status``."""
+
+    __tablename__ = "memory_events"
+    __table_args__ = (
+        Index(None, "tenant_id", "scope_type", "scope_ref", "occurred_at", "id"),
+        Index(None, "tenant_id", "subject_user_id"),
+        Index("ix_memory_events_uncompressed", "tenant_id", "scope_type", "scope_ref",
+              "occurred_at", postgresql_where=text("compressed_at IS NULL"),
+              sqlite_where=text("compressed_at IS NULL")),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    scope_type: Mapped[str] = mapped_column(String(16))
+    scope_ref: Mapped[str] = mapped_column(String(256))
+    kind: Mapped[str] = mapped_column(String(64))
+    source: Mapped[str] = mapped_column(String(64), default="api")
+    source_ref: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    subject_user_id: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    agent_id: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    occurred_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    compressed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    storage_config_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("storage_configs.id"))
+    storage_path: Mapped[str] = mapped_column(String(1024))
+    content_sha256: Mapped[str] = mapped_column(String(64))
+    content_size: Mapped[int] = mapped_column(BigId)
+    sync_status: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Compaction(Base):
+    """Provenance of one compactor entry (the pointer with the same id): which summariser
+    wrote it. The events it covers are in ``compaction_events``. No content (I7)."""
+
+    __tablename__ = "compactions"
+    __table_args__ = (Index(None, "tenant_id", "scope_type", "scope_ref"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("memory_pointers.id", ondelete="CASCADE"), primary_key=True)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    scope_type: Mapped[str] = mapped_column(String(16))
+    scope_ref: Mapped[str] = mapped_column(String(256))
+    provider: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str] = mapped_column(String(128))
+    prompt_version: Mapped[str] = mapped_column(String(32))
+    event_count: Mapped[int] = mapped_column(Integer)
+    job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class CompactionEvent(Base):
+    """One event a compactor entry covers, with the SHA-256 its body had when summarised."""
+
+    __tablename__ = "compaction_events"
+    __table_args__ = (Index(None, "event_id"),)
+
+    compaction_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("compactions.id", ondelete="CASCADE"), primary_key=True)
+    event_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    event_sha256: Mapped[str] = mapped_column(String(64))
