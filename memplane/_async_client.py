@@ -13,6 +13,7 @@ from . import _base, _compliance
 from ._base import Call, ClientConfig
 from ._compliance import AsyncExportsAPI, AsyncJobsAPI, AsyncReceiptsAPI, Job
 from ._exceptions import TransportError
+from ._layer_async import AsyncCompactorAPI, AsyncEntriesAPI, AsyncEventsAPI, AsyncSummarizerAPI
 from ._models import (
     AuditEntry,
     AuditVerification,
@@ -69,6 +70,10 @@ class AsyncClient:
         self.exports = AsyncExportsAPI(self)
         self.receipts = AsyncReceiptsAPI(self)
         self.storage = AsyncStorageAPI(self)
+        self.events = AsyncEventsAPI(self)
+        self.entries = AsyncEntriesAPI(self)
+        self.compactor = AsyncCompactorAPI(self)
+        self.summarizer = AsyncSummarizerAPI(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._config.base_url!r})"

@@ -13,6 +13,7 @@ from . import _base, _compliance
 from ._base import Call, ClientConfig
 from ._compliance import ExportsAPI, Job, JobsAPI, ReceiptsAPI
 from ._exceptions import TransportError
+from ._layer_sync import CompactorAPI, EntriesAPI, EventsAPI, SummarizerAPI
 from ._models import (
     AuditEntry,
     AuditVerification,
@@ -62,6 +63,10 @@ class Client:
         self.exports = ExportsAPI(self)
         self.receipts = ReceiptsAPI(self)
         self.storage = StorageAPI(self)
+        self.events = EventsAPI(self)
+        self.entries = EntriesAPI(self)
+        self.compactor = CompactorAPI(self)
+        self.summarizer = SummarizerAPI(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._config.base_url!r})"

@@ -16,11 +16,15 @@ __all__ = [
     "AuditVerification",
     "CreatedKey",
     "CreatedTenant",
+    "Entry",
+    "Event",
+    "EventWithBody",
     "Memory",
     "Page",
     "Pointer",
     "StorageConfig",
     "StorageHealth",
+    "SummarizerConfig",
     "Tenant",
 ]
 
@@ -169,3 +173,46 @@ class StorageHealth(_Model):
     retention_days: float | None = None
     notes: list[str] = Field(default_factory=list)
     checked_at: datetime
+
+
+class Event(_Model):
+    """One raw event of the append-only log (metadata; the body lives in the tenant's
+    bucket). ``compressed_at`` is set once the compactor has summarised it into an entry."""
+
+    id: str
+    scope: str
+    scope_ref: str
+    kind: str
+    source: str | None = None
+    source_ref: str | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    occurred_at: datetime
+    compressed_at: datetime | None = None
+    content_sha256: str | None = None
+    content_size: int | None = None
+    sync_status: str | None = None
+    created_at: datetime | None = None
+
+
+class EventWithBody(Event):
+    """An event read by id: its metadata and its Markdown body (hash-verified)."""
+
+    body: str
+
+
+class Entry(Pointer):
+    """A curated entry: a pointer without a key, and its Markdown ``summary`` read from the
+    bucket (None where a listing leaves it out)."""
+
+    summary: str | None = None
+
+
+class SummarizerConfig(_Model):
+    """The tenant's summariser: an OpenAI-compatible chat endpoint, or the built-in offline
+    extractive one. The API key is never returned: ``secrets_set`` names what is stored."""
+
+    provider: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+    secrets_set: list[str] = Field(default_factory=list)

@@ -1,0 +1,168 @@
+"""The memory layer's namespaces for ``AsyncClient``: ``client.events``, ``client.entries``,
+``client.compactor`` and ``client.summarizer``.
+
+This file is the one written by hand; ``_layer_sync.py`` is generated from it by
+``scripts/unasync.py`` (a test fails when the two drift apart), so each method exists once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from . import _layer_calls as calls
+from ._compliance import Job
+from ._models import Entry, Event, EventWithBody, Page, SummarizerConfig
+
+if TYPE_CHECKING:
+    from ._async_client import AsyncClient
+
+__all__ = ["AsyncCompactorAPI", "AsyncEntriesAPI", "AsyncEventsAPI", "AsyncSummarizerAPI"]
+
+
+class AsyncEventsAPI:
+    """The append-only log of raw events; reached as ``client.events``.
+
+    ``scope`` is institutional, entity, project or team (any memory scope is accepted);
+    events are never updated or deleted through the API, only by erasure and retention.
+    """
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def append(self, scope: str, scope_ref: str, kind: str, body: str, *,
+                     source: str | None = None, source_ref: str | None = None,
+                     occurred_at: datetime | None = None, user_id: str | None = None,
+                     agent_id: str | None = None,
+                     idempotency_key: str | None = None) -> Event:
+        """Append one event: ``kind`` such as ``call_summary`` or ``decision``, ``body`` in
+        Markdown (stored encrypted in the tenant's bucket). ``user_id`` names the data subject
+        when there is one, so export and erasure find the event. ``occurred_at`` defaults to
+        now on the server. A retry with the same ``idempotency_key`` returns the first answer.
+        """
+        return await self._client._send(calls.event_append(
+            scope=scope, scope_ref=scope_ref, kind=kind, body=body, source=source,
+            source_ref=source_ref, occurred_at=occurred_at, user_id=user_id, agent_id=agent_id,
+            idempotency_key=idempotency_key))
+
+    async def get(self, event_id: str) -> EventWithBody:
+        """The event and its body, verified against its SHA-256; ``NotFound`` if absent."""
+        return await self._client._send(calls.event_get(event_id))
+
+    async def list(self, *, scope: str | None = None, scope_ref: str | None = None,
+                   kind: str | None = None, since: datetime | None = None,
+                   until: datetime | None = None, include_compressed: bool | None = None,
+                   limit: int | None = None, cursor: str | None = None) -> Page[Event]:
+        """One page of events (metadata, oldest first), filtered by scope, kind and
+        ``occurred_at`` range. Events the compactor has summarised are left out unless
+        ``include_compressed``. Pass the page's ``next_cursor`` back for the next one."""
+        return await self._client._send(calls.event_list(
+            scope=scope, scope_ref=scope_ref, kind=kind, since=since, until=until,
+            include_compressed=include_compressed, limit=limit, cursor=cursor))
+
+    def iter(self, *, scope: str | None = None, scope_ref: str | None = None,
+             kind: str | None = None, since: datetime | None = None,
+             until: datetime | None = None, include_compressed: bool | None = None,
+             limit: int | None = None) -> AsyncIterator[Event]:
+        """Every matching event, fetching pages of ``limit`` lazily as iteration goes."""
+        return self._client._iterate(lambda cursor: calls.event_list(
+            scope=scope, scope_ref=scope_ref, kind=kind, since=since, until=until,
+            include_compressed=include_compressed, limit=limit, cursor=cursor))
+
+
+class AsyncEntriesAPI:
+    """Curated entries addressed by id; reached as ``client.entries``."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def create(self, scope: str, scope_ref: str, title: str, summary: str, *,
+                     tags: Sequence[str] | None = None, importance: int | None = None,
+                     source: str | None = None, user_id: str | None = None,
+                     agent_id: str | None = None,
+                     idempotency_key: str | None = None) -> Entry:
+        """Create an entry: ``summary`` in Markdown goes (encrypted) to the tenant's bucket;
+        title, tags, importance (1 to 5) and source (chat, call, email, manual, api) to the
+        control plane. ``source='compactor'`` is the compactor's alone and is refused."""
+        return await self._client._send(calls.entry_create(
+            scope=scope, scope_ref=scope_ref, title=title, summary=summary, tags=tags,
+            importance=importance, source=source, user_id=user_id, agent_id=agent_id,
+            idempotency_key=idempotency_key))
+
+    async def get(self, entry_id: str) -> Entry:
+        """The entry with its summary, verified against its SHA-256; ``NotFound`` if absent."""
+        return await self._client._send(calls.entry_get(entry_id))
+
+    async def update(self, entry_id: str, *, title: str | None = None,
+                     summary: str | None = None, tags: Sequence[str] | None = None,
+                     importance: int | None = None, source: str | None = None,
+                     idempotency_key: str | None = None) -> Entry:
+        """Change the fields given (None leaves a field as it is) and return the entry."""
+        return await self._client._send(calls.entry_update(
+            entry_id, title=title, summary=summary, tags=tags, importance=importance,
+            source=source, idempotency_key=idempotency_key))
+
+    async def delete(self, entry_id: str) -> None:
+        """Delete the entry and its object; ``NotFound`` if absent."""
+        await self._client._send(calls.entry_delete(entry_id))
+
+    async def list(self, *, scope: str | None = None, scope_ref: str | None = None,
+                   tag: str | None = None, search: str | None = None,
+                   min_importance: int | None = None, limit: int | None = None,
+                   cursor: str | None = None) -> Page[Entry]:
+        """One page of entries filtered by scope, tag, minimum importance and ``search``
+        (words the title or summary contains). Pass ``next_cursor`` back for the next page."""
+        return await self._client._send(calls.entry_list(
+            scope=scope, scope_ref=scope_ref, tag=tag, search=search,
+            min_importance=min_importance, limit=limit, cursor=cursor))
+
+    def iter(self, *, scope: str | None = None, scope_ref: str | None = None,
+             tag: str | None = None, search: str | None = None,
+             min_importance: int | None = None,
+             limit: int | None = None) -> AsyncIterator[Entry]:
+        """Every matching entry, fetching pages of ``limit`` lazily as iteration goes."""
+        return self._client._iterate(lambda cursor: calls.entry_list(
+            scope=scope, scope_ref=scope_ref, tag=tag, search=search,
+            min_importance=min_importance, limit=limit, cursor=cursor))
+
+
+class AsyncCompactorAPI:
+    """The daily compactor (admin role); reached as ``client.compactor``."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def run(self, *, dry_run: bool = False) -> Job:
+        """Start a compaction of the caller's tenant now and return the queued job; wait
+        with ``client.jobs.wait(job.id)``; its ``result`` holds the counts. ``dry_run`` only
+        counts the buckets and events it would summarise."""
+        return await self._client._send(calls.compactor_run(dry_run=dry_run))
+
+
+class AsyncSummarizerAPI:
+    """The tenant's summariser for the compactor (admin role); reached as
+    ``client.summarizer``."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def get_config(self) -> SummarizerConfig:
+        """The configured summariser, without its API key (the offline one if none)."""
+        return await self._client._send(calls.summarizer_get_config())
+
+    async def set_config(self, *, base_url: str, model: str, api_key: str | None = None,
+                         idempotency_key: str | None = None,
+                         **settings: Any) -> SummarizerConfig:
+        """Route the tenant's summaries to an OpenAI-compatible chat endpoint. The server
+        probes it first (same network rules as storage endpoints) and raises ``BadRequest``
+        naming what failed, saving nothing; the API key is stored sealed and never returned.
+        Further ``settings`` (timeout, retries, the token budget per run) are sent as given.
+        """
+        body = {"base_url": base_url, "model": model, "api_key": api_key, **settings}
+        return await self._client._send(
+            calls.summarizer_set_config(body, idempotency_key=idempotency_key))
+
+    async def delete_config(self) -> None:
+        """Go back to the built-in offline extractive summariser."""
+        await self._client._send(calls.summarizer_delete_config())

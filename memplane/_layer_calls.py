@@ -1,0 +1,119 @@
+"""Request builders for the memory layer: raw events, curated entries, the compactor and
+the tenant's summariser.
+
+Like those in ``_base.py`` they only describe an exchange (a ``Call``); the sync and async
+clients send them, so every URL, body and parser is written once, here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from ._base import (
+    Call,
+    _idempotency,
+    _query,
+    _without_none,
+    parse_model,
+    parse_nothing,
+    path_segment,
+)
+from ._compliance import Job
+from ._models import Entry, Event, EventWithBody, Page, SummarizerConfig
+
+
+def _id(value: str, name: str) -> str:
+    return path_segment(str(value), name=name)
+
+
+def _instant(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+# -- events -----------------------------------------------------------------------------------
+
+
+def event_append(*, scope: str, scope_ref: str, kind: str, body: str, source: str | None,
+                 source_ref: str | None, occurred_at: datetime | None, user_id: str | None,
+                 agent_id: str | None, idempotency_key: str | None) -> Call[Event]:
+    fields = {"scope": scope, "scope_ref": scope_ref, "kind": kind, "body": body,
+              "source": source, "source_ref": source_ref,
+              "occurred_at": _instant(occurred_at), "user_id": user_id, "agent_id": agent_id}
+    return Call("POST", "/v1/events", parse_model(Event), json=_without_none(fields),
+                headers=_idempotency(idempotency_key))
+
+
+def event_get(event_id: str) -> Call[EventWithBody]:
+    return Call("GET", f"/v1/events/{_id(event_id, 'event_id')}", parse_model(EventWithBody))
+
+
+def event_list(*, scope: str | None, scope_ref: str | None, kind: str | None,
+               since: datetime | None, until: datetime | None,
+               include_compressed: bool | None, limit: int | None,
+               cursor: str | None) -> Call[Page[Event]]:
+    params = _query(scope=scope, scope_ref=scope_ref, kind=kind, since=since, until=until,
+                    include_compressed=include_compressed, limit=limit, cursor=cursor)
+    return Call("GET", "/v1/events", parse_model(Page[Event]), params=params)
+
+
+# -- entries ----------------------------------------------------------------------------------
+
+
+def entry_create(*, scope: str, scope_ref: str, title: str, summary: str,
+                 tags: Sequence[str] | None, importance: int | None, source: str | None,
+                 user_id: str | None, agent_id: str | None,
+                 idempotency_key: str | None) -> Call[Entry]:
+    fields = {"scope": scope, "scope_ref": scope_ref, "title": title, "summary": summary,
+              "tags": None if tags is None else list(tags), "importance": importance,
+              "source": source, "user_id": user_id, "agent_id": agent_id}
+    return Call("POST", "/v1/entries", parse_model(Entry), json=_without_none(fields),
+                headers=_idempotency(idempotency_key))
+
+
+def entry_get(entry_id: str) -> Call[Entry]:
+    return Call("GET", f"/v1/entries/{_id(entry_id, 'entry_id')}", parse_model(Entry))
+
+
+def entry_update(entry_id: str, *, title: str | None, summary: str | None,
+                 tags: Sequence[str] | None, importance: int | None, source: str | None,
+                 idempotency_key: str | None) -> Call[Entry]:
+    fields = {"title": title, "summary": summary,
+              "tags": None if tags is None else list(tags), "importance": importance,
+              "source": source}
+    return Call("PUT", f"/v1/entries/{_id(entry_id, 'entry_id')}", parse_model(Entry),
+                json=_without_none(fields), headers=_idempotency(idempotency_key))
+
+
+def entry_delete(entry_id: str) -> Call[None]:
+    return Call("DELETE", f"/v1/entries/{_id(entry_id, 'entry_id')}", parse_nothing)
+
+
+def entry_list(*, scope: str | None, scope_ref: str | None, tag: str | None,
+               search: str | None, min_importance: int | None, limit: int | None,
+               cursor: str | None) -> Call[Page[Entry]]:
+    params = _query(scope=scope, scope_ref=scope_ref, tag=tag, search=search,
+                    min_importance=min_importance, limit=limit, cursor=cursor)
+    return Call("GET", "/v1/entries", parse_model(Page[Entry]), params=params)
+
+
+# -- compactor and summariser -----------------------------------------------------------------
+
+
+def compactor_run(*, dry_run: bool) -> Call[Job]:
+    return Call("POST", "/v1/compactor/run", parse_model(Job), json={"dry_run": dry_run})
+
+
+def summarizer_get_config() -> Call[SummarizerConfig]:
+    return Call("GET", "/v1/summarizer/config", parse_model(SummarizerConfig))
+
+
+def summarizer_set_config(settings: Mapping[str, Any], *,
+                          idempotency_key: str | None) -> Call[SummarizerConfig]:
+    return Call("PUT", "/v1/summarizer/config", parse_model(SummarizerConfig),
+                json=_without_none(settings), headers=_idempotency(idempotency_key))
+
+
+def summarizer_delete_config() -> Call[None]:
+    return Call("DELETE", "/v1/summarizer/config", parse_nothing)
