@@ -94,11 +94,12 @@ class AsyncEntriesAPI:
         """The entry with its summary, verified against its SHA-256; ``NotFound`` if absent."""
         return await self._client._send(calls.entry_get(entry_id))
 
-    async def update(self, entry_id: str, *, title: str | None = None,
-                     summary: str | None = None, tags: Sequence[str] | None = None,
-                     importance: int | None = None, source: str | None = None,
+    async def update(self, entry_id: str, *, title: str, summary: str,
+                     tags: Sequence[str] | None = None, importance: int | None = None,
+                     source: str | None = None,
                      idempotency_key: str | None = None) -> Entry:
-        """Change the fields given (None leaves a field as it is) and return the entry."""
+        """Replace the entry's title, summary, tags, importance and source (a PUT: a field
+        left as None takes its default — no tags, importance 3, source api) and return it."""
         return await self._client._send(calls.entry_update(
             entry_id, title=title, summary=summary, tags=tags, importance=importance,
             source=source, idempotency_key=idempotency_key))
@@ -109,22 +110,26 @@ class AsyncEntriesAPI:
 
     async def list(self, *, scope: str | None = None, scope_ref: str | None = None,
                    tag: str | None = None, search: str | None = None,
-                   min_importance: int | None = None, limit: int | None = None,
-                   cursor: str | None = None) -> Page[Entry]:
+                   min_importance: int | None = None, include_summary: bool | None = None,
+                   limit: int | None = None, cursor: str | None = None) -> Page[Entry]:
         """One page of entries filtered by scope, tag, minimum importance and ``search``
-        (words the title or summary contains). Pass ``next_cursor`` back for the next page."""
+        (entries whose title or summary hold every word). Summaries are read when
+        ``include_summary`` (by default only with ``search``); otherwise ``summary`` is None.
+        Pass the page's ``next_cursor`` back for the next page."""
         return await self._client._send(calls.entry_list(
             scope=scope, scope_ref=scope_ref, tag=tag, search=search,
-            min_importance=min_importance, limit=limit, cursor=cursor))
+            min_importance=min_importance, include_summary=include_summary, limit=limit,
+            cursor=cursor))
 
     def iter(self, *, scope: str | None = None, scope_ref: str | None = None,
              tag: str | None = None, search: str | None = None,
-             min_importance: int | None = None,
+             min_importance: int | None = None, include_summary: bool | None = None,
              limit: int | None = None) -> AsyncIterator[Entry]:
         """Every matching entry, fetching pages of ``limit`` lazily as iteration goes."""
         return self._client._iterate(lambda cursor: calls.entry_list(
             scope=scope, scope_ref=scope_ref, tag=tag, search=search,
-            min_importance=min_importance, limit=limit, cursor=cursor))
+            min_importance=min_importance, include_summary=include_summary, limit=limit,
+            cursor=cursor))
 
 
 class AsyncCompactorAPI:

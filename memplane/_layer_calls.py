@@ -76,7 +76,7 @@ def entry_get(entry_id: str) -> Call[Entry]:
     return Call("GET", f"/v1/entries/{_id(entry_id, 'entry_id')}", parse_model(Entry))
 
 
-def entry_update(entry_id: str, *, title: str | None, summary: str | None,
+def entry_update(entry_id: str, *, title: str, summary: str,
                  tags: Sequence[str] | None, importance: int | None, source: str | None,
                  idempotency_key: str | None) -> Call[Entry]:
     fields = {"title": title, "summary": summary,
@@ -91,10 +91,12 @@ def entry_delete(entry_id: str) -> Call[None]:
 
 
 def entry_list(*, scope: str | None, scope_ref: str | None, tag: str | None,
-               search: str | None, min_importance: int | None, limit: int | None,
+               search: str | None, min_importance: int | None,
+               include_summary: bool | None, limit: int | None,
                cursor: str | None) -> Call[Page[Entry]]:
     params = _query(scope=scope, scope_ref=scope_ref, tag=tag, search=search,
-                    min_importance=min_importance, limit=limit, cursor=cursor)
+                    min_importance=min_importance, include_summary=include_summary,
+                    limit=limit, cursor=cursor)
     return Call("GET", "/v1/entries", parse_model(Page[Entry]), params=params)
 
 

@@ -121,7 +121,8 @@ def test_entry_create_get_update_delete_list() -> None:
                                         "Keep ROAS above 3.", tags=("decision",), importance=4,
                                         source="manual")
         read = client.entries.get(POINTER_ID)
-        updated = client.entries.update(POINTER_ID, importance=5)
+        updated = client.entries.update(POINTER_ID, title="ROAS target",
+                                        summary="Keep ROAS above 3.", importance=5)
         client.entries.delete(POINTER_ID)
         page = client.entries.list(scope="entity", scope_ref="ent_acme", tag="decision",
                                    search="ROAS", min_importance=3)
@@ -142,7 +143,8 @@ def test_entry_create_get_update_delete_list() -> None:
         "scope": "entity", "scope_ref": "ent_acme", "title": "ROAS target",
         "summary": "Keep ROAS above 3.", "tags": ["decision"], "importance": 4,
         "source": "manual"}
-    assert body_of(recorder.requests[2]) == {"importance": 5}
+    assert body_of(recorder.requests[2]) == {"title": "ROAS target",
+                                             "summary": "Keep ROAS above 3.", "importance": 5}
 
 
 def test_an_id_is_one_path_segment() -> None:
@@ -209,13 +211,13 @@ async def test_the_async_client_sends_the_same_requests(anyio_backend: str) -> N
     with _sync(sync_recorder) as client:
         client.events.append("entity", "ent_acme", "decision", "b", idempotency_key="i")
         sync_ids = [e.id for e in client.events.iter(kind="decision")]
-        client.entries.update(POINTER_ID, tags=["a"])
+        client.entries.update(POINTER_ID, title="t", summary="s", tags=["a"])
         client.entries.delete(POINTER_ID)
         client.compactor.run()
     async with _async(async_recorder) as aclient:
         await aclient.events.append("entity", "ent_acme", "decision", "b", idempotency_key="i")
         async_ids = [e.id async for e in aclient.events.iter(kind="decision")]
-        await aclient.entries.update(POINTER_ID, tags=["a"])
+        await aclient.entries.update(POINTER_ID, title="t", summary="s", tags=["a"])
         await aclient.entries.delete(POINTER_ID)
         await aclient.compactor.run()
 
