@@ -25,6 +25,7 @@ from .keys.router import router as keys_router
 from .memories.router import router as memories_router
 from .observability import Metrics, RequestContext
 from .runtime import Runtime
+from .seed.router import router as seed_router
 from .settings import Settings
 from .storage_config.router import router as storage_config_router
 from .tenants.router import router as tenants_router
@@ -79,6 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router)
     app.include_router(keys_router)
     app.include_router(integrity_router)
+    app.include_router(seed_router)
     _install_error_handlers(app)
     return app
 

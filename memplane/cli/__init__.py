@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from .._version import __version__
-from . import compliance, crypto, local, memory
+from . import compliance, crypto, entries, events, local, memory
 
 app = typer.Typer(help="memplane: memory for AI agents, content in your own bucket.",
                   no_args_is_help=True, add_completion=False)
@@ -78,6 +78,22 @@ memory_app.command("get")(memory.memory_get)
 memory_app.command("list")(memory.memory_list)
 memory_app.command("delete")(memory.memory_delete)
 app.add_typer(memory_app, name="memory")
+
+events_app = typer.Typer(help="The raw event log of a tenant, on the database directly "
+                         "(operators).", no_args_is_help=True)
+events_app.command("append")(events.events_append)
+events_app.command("get")(events.events_get)
+events_app.command("list")(events.events_list)
+app.add_typer(events_app, name="events")
+
+entries_app = typer.Typer(help="Curated entries of a tenant, on the database directly "
+                          "(operators).", no_args_is_help=True)
+entries_app.command("create")(entries.entries_create)
+entries_app.command("get")(entries.entries_get)
+entries_app.command("update")(entries.entries_update)
+entries_app.command("delete")(entries.entries_delete)
+entries_app.command("list")(entries.entries_list)
+app.add_typer(entries_app, name="entries")
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.table import Table
@@ -18,8 +18,12 @@ from rich.table import Table
 from .local import _runtime, _uuid, out
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from control_plane.audit.service import Actor
     from control_plane.memories.addresses import MemoryAddress
+
+M = TypeVar("M", bound="BaseModel")
 
 ScopeArg = Annotated[str, typer.Argument(
     help="tenant, app, team, agent, user, conversation or entity.")]
@@ -30,9 +34,10 @@ TenantOpt = Annotated[str | None, typer.Option(
 
 
 @contextmanager
-def _session(tenant: str | None, command: str) -> Iterator[tuple[Any, Any, Actor]]:
-    """Session, data plane and the operator's actor for the tenant; domain errors become a
-    sentence and exit 1."""
+def _session(tenant: str | None, command: str,
+             group: str = "memory") -> Iterator[tuple[Any, Any, Actor]]:
+    """Session, data plane and the operator's actor (``cli:<group>-<command>``) for the
+    tenant; domain errors become a sentence and exit 1."""
     from sqlalchemy import select
 
     from control_plane.audit.service import Actor
@@ -51,10 +56,23 @@ def _session(tenant: str | None, command: str) -> Iterator[tuple[Any, Any, Actor
                        "once to create the default one", err=True)
             raise typer.Exit(1)
         try:
-            yield session, runtime.plane, Actor(tenant_id, "system", f"cli:memory-{command}")
+            yield session, runtime.plane, Actor(tenant_id, "system", f"cli:{group}-{command}")
         except DomainError as exc:
             typer.echo(f"memplane: {exc.detail}", err=True)
             raise typer.Exit(1) from None
+
+
+def validated(model: type[M], **fields: Any) -> M:
+    """``model`` built from the options given (None left out, so the model's defaults apply);
+    a refused value becomes a usage error naming the field, like a bad option."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate({k: v for k, v in fields.items() if v is not None})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                             for e in exc.errors())
+        raise typer.BadParameter(problems) from None
 
 
 def _address(scope: str, ref: str, key: str | None) -> MemoryAddress:
