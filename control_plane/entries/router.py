@@ -3,7 +3,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Header, Path, Query, Response
 from fastapi.responses import JSONResponse
 
 from ..db.models import MemoryPointer
@@ -17,7 +17,20 @@ from .schemas import EntryIn, EntryOut, EntryPage, EntryUpdate
 router = APIRouter(tags=["entries"])
 
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key")]
-FilterText = Annotated[str | None, Query(max_length=256, pattern=PLAIN_TEXT)]
+EntryId = Annotated[uuid.UUID, Path(description="The entry's id, as returned when it was "
+                                               "created.")]
+Tag = Annotated[str | None, Query(max_length=256, pattern=PLAIN_TEXT,
+                                  description="Only entries carrying this tag.")]
+Search = Annotated[str | None, Query(
+    max_length=512, pattern=PLAIN_TEXT,
+    description="Only entries whose title or summary hold every one of these words (case "
+                "ignored, no stemming); answers include the summaries unless "
+                "include_summary=false.")]
+MinImportance = Annotated[int | None, Query(ge=1, le=5, description="Only entries of at "
+                                            "least this importance (1 to 5).")]
+IncludeSummary = Annotated[bool | None, Query(description="Read each listed entry's summary "
+                                              "from the bucket; default: only with search.")]
+ScopeRef = Annotated[str | None, Query(max_length=256, pattern=PLAIN_TEXT)]
 
 
 def _answer(result: MemoryPointer | Replay, summary: str,
@@ -45,11 +58,10 @@ def create_entry(body: EntryIn, caller: WriterCaller, session: SessionDep, plane
 
 @router.get("/v1/entries", response_model=EntryPage)
 def list_entries(caller: ReaderCaller, session: SessionDep, plane: PlaneDep,
-                 scope: Scope | None = None, scope_ref: FilterText = None,
-                 tag: FilterText = None,
-                 search: Annotated[str | None, Query(max_length=512, pattern=PLAIN_TEXT)] = None,
-                 min_importance: Annotated[int | None, Query(ge=1, le=5)] = None,
-                 include_summary: bool | None = None,
+                 scope: Scope | None = None, scope_ref: ScopeRef = None,
+                 tag: Tag = None, search: Search = None,
+                 min_importance: MinImportance = None,
+                 include_summary: IncludeSummary = None,
                  limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
                  cursor: str | None = None) -> EntryPage:
     """List entries, filtered by scope, scope ref, tag, minimum importance and `search` (the
@@ -65,7 +77,7 @@ def list_entries(caller: ReaderCaller, session: SessionDep, plane: PlaneDep,
 
 
 @router.get("/v1/entries/{entry_id}", response_model=EntryOut)
-def get_entry(entry_id: uuid.UUID, caller: ReaderCaller, session: SessionDep,
+def get_entry(entry_id: EntryId, caller: ReaderCaller, session: SessionDep,
               plane: PlaneDep) -> EntryOut:
     """Read an entry with its summary, verified against the pointer's SHA-256."""
     found = entries.get_entry(session, plane, caller.actor, entry_id, access=caller.access)
@@ -73,7 +85,7 @@ def get_entry(entry_id: uuid.UUID, caller: ReaderCaller, session: SessionDep,
 
 
 @router.put("/v1/entries/{entry_id}", response_model=EntryOut)
-def update_entry(entry_id: uuid.UUID, body: EntryUpdate, caller: WriterCaller,
+def update_entry(entry_id: EntryId, body: EntryUpdate, caller: WriterCaller,
                  session: SessionDep, plane: PlaneDep,
                  idempotency_key: IdempotencyKey = None) -> EntryOut | JSONResponse:
     """Replace an entry's title, summary, tags, importance and source (fields left out take
@@ -85,7 +97,7 @@ def update_entry(entry_id: uuid.UUID, body: EntryUpdate, caller: WriterCaller,
 
 
 @router.delete("/v1/entries/{entry_id}", status_code=204)
-def delete_entry(entry_id: uuid.UUID, caller: WriterCaller, session: SessionDep,
+def delete_entry(entry_id: EntryId, caller: WriterCaller, session: SessionDep,
                  plane: PlaneDep) -> Response:
     """Delete an entry: its object, its pointer and its search words; 204."""
     entries.delete_entry(session, plane, caller.actor, entry_id, access=caller.access)

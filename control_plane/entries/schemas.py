@@ -51,6 +51,10 @@ class EntryIn(EntryFields):
 class EntryUpdate(EntryFields):
     """PUT: the title, summary, tags, importance and source replace the entry's."""
 
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"title": "Acme: ROAS target", "summary": "ROAS target raised to **5** for Q4.",
+         "tags": ["decision"], "importance": 4, "source": "email"}]})
+
 
 class EntryOut(PointerOut):
     summary: str | None = Field(description="The Markdown summary, read from the bucket and "

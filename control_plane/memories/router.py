@@ -105,7 +105,10 @@ def clear_scope(scope: Scope, scope_ref: str, caller: WriterCaller, session: Ses
 def list_pointers(caller: ReaderCaller, session: SessionDep,
                   scope: Scope | None = None, scope_ref: FilterText = None,
                   user_id: FilterText = None, memory_type: FilterText = None,
-                  sync_status: SyncStatus | None = None, tag: FilterText = None,
+                  sync_status: SyncStatus | None = None,
+                  tag: Annotated[str | None, Query(max_length=256, pattern=PLAIN_TEXT,
+                                                   description="Only pointers carrying this "
+                                                               "tag.")] = None,
                   limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
                   cursor: str | None = None) -> PointerPage:
     """List pointers (metadata, no values) of the caller's tenant, filtered by scope, scope ref,

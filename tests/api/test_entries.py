@@ -341,3 +341,18 @@ def test_writes_for_a_subject_being_erased_answer_409(tenant: Tenant) -> None:
     assert read.status_code == 200
     assert len(tenant.objects()) == 1
     assert _pointer(tenant, created["id"]).version == 1
+
+
+def test_erasure_deletes_the_subjects_entries_and_their_terms(tenant: Tenant) -> None:
+    with tenant.stack.http(tenant.admin_key) as http:
+        mine = [_post(http, user_id="u-erase"), _post(http, scope="user", scope_ref="u-erase")]
+        theirs = _post(http, user_id="u-keep")
+    with tenant.client() as officer:
+        done = officer.jobs.wait(officer.memory.erase_user("u-erase").id)
+    assert done.state == "completed"
+    with tenant.stack.http(tenant.admin_key) as http:
+        assert _ids(http.get("/v1/entries", params={"search": "roas"})) == [theirs["id"]]
+        assert [http.get(f"/v1/entries/{e['id']}").status_code for e in mine] == [404, 404]
+    assert [_terms(tenant, e["id"]) for e in mine] == [[], []]
+    assert len(_terms(tenant, theirs["id"])) == 10
+    assert [p.as_posix().endswith(theirs["storage_path"]) for p in tenant.objects()] == [True]
