@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from . import openapi_docs
 from .audit.router import router as audit_router
 from .compliance.router import router as compliance_router
+from .entries.router import router as entries_router
 from .errors import DomainError
 from .events.router import router as events_router
 from .health import router as health_router
@@ -81,6 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(keys_router)
     app.include_router(integrity_router)
     app.include_router(events_router)
+    app.include_router(entries_router)
     _install_error_handlers(app)
     return app
 
