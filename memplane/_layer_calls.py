@@ -21,7 +21,15 @@ from ._base import (
     path_segment,
 )
 from ._compliance import Job
-from ._models import Entry, Event, EventWithBody, Page, SummarizerConfig
+from ._models import (
+    CompactorConfig,
+    Entry,
+    Event,
+    EventWithBody,
+    Page,
+    Provenance,
+    SummarizerConfig,
+)
 
 
 def _id(value: str, name: str) -> str:
@@ -103,19 +111,34 @@ def entry_list(*, scope: str | None, scope_ref: str | None, tag: str | None,
 # -- compactor and summariser -----------------------------------------------------------------
 
 
-def compactor_run(*, dry_run: bool) -> Call[Job]:
-    return Call("POST", "/v1/compactor/run", parse_model(Job), json={"dry_run": dry_run})
+def compactor_run(*, dry_run: bool, scope: str | None,
+                  scope_ref: str | None) -> Call[Job]:
+    return Call("POST", "/v1/compactor/run", parse_model(Job),
+                json=_without_none({"dry_run": dry_run, "scope": scope, "scope_ref": scope_ref}))
+
+
+def compactor_get_config() -> Call[CompactorConfig]:
+    return Call("GET", "/v1/compactor/config", parse_model(CompactorConfig))
+
+
+def compactor_set_config(settings: Mapping[str, Any]) -> Call[CompactorConfig]:
+    return Call("PUT", "/v1/compactor/config", parse_model(CompactorConfig),
+                json=_without_none(settings))
+
+
+def compactor_provenance(entry_id: str) -> Call[Provenance]:
+    return Call("GET", f"/v1/compactor/provenance/{_id(entry_id, 'entry_id')}",
+                parse_model(Provenance))
 
 
 def summarizer_get_config() -> Call[SummarizerConfig]:
     return Call("GET", "/v1/summarizer/config", parse_model(SummarizerConfig))
 
 
-def summarizer_set_config(settings: Mapping[str, Any], *,
-                          idempotency_key: str | None) -> Call[SummarizerConfig]:
+def summarizer_set_config(settings: Mapping[str, Any]) -> Call[SummarizerConfig]:
     return Call("PUT", "/v1/summarizer/config", parse_model(SummarizerConfig),
-                json=_without_none(settings), headers=_idempotency(idempotency_key))
+                json=_without_none(settings))
 
 
-def summarizer_delete_config() -> Call[None]:
-    return Call("DELETE", "/v1/summarizer/config", parse_nothing)
+def summarizer_delete_config() -> Call[SummarizerConfig]:
+    return Call("DELETE", "/v1/summarizer/config", parse_model(SummarizerConfig))

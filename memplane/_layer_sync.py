@@ -7,11 +7,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import _layer_calls as calls
 from ._compliance import Job
-from ._models import Entry, Event, EventWithBody, Page, SummarizerConfig
+from ._models import (
+    CompactorConfig,
+    Entry,
+    Event,
+    EventWithBody,
+    Page,
+    Provenance,
+    SummarizerConfig,
+)
 
 if TYPE_CHECKING:
     from ._client import Client
@@ -136,11 +144,32 @@ class CompactorAPI:
     def __init__(self, client: Client) -> None:
         self._client = client
 
-    def run(self, *, dry_run: bool = False) -> Job:
-        """Start a compaction of the caller's tenant now and return the queued job; wait
-        with ``client.jobs.wait(job.id)``; its ``result`` holds the counts. ``dry_run`` only
-        counts the buckets and events it would summarise."""
-        return self._client._send(calls.compactor_run(dry_run=dry_run))
+    def run(self, *, dry_run: bool = False, scope: str | None = None,
+                  scope_ref: str | None = None) -> Job:
+        """Compact the caller's tenant now (or one scope, or one scope ref) and return the
+        queued job; wait with ``client.jobs.wait(job.id)``: its ``result`` counts the buckets,
+        events compressed and entries written. ``dry_run`` only counts. Safe beside the
+        daily run: no event is ever summarised twice."""
+        return self._client._send(
+            calls.compactor_run(dry_run=dry_run, scope=scope, scope_ref=scope_ref))
+
+    def get_config(self) -> CompactorConfig:
+        """The tenant's thresholds (defaults: 3 events, older than 90 days) and the
+        server's schedule."""
+        return self._client._send(calls.compactor_get_config())
+
+    def set_config(self, *, min_events: int | None = None,
+                         older_than_days: int | None = None,
+                         enabled: bool | None = None) -> CompactorConfig:
+        """Set the tenant's thresholds (a PUT: a setting left as None takes its default)."""
+        return self._client._send(calls.compactor_set_config({
+            "min_events": min_events, "older_than_days": older_than_days,
+            "enabled": enabled}))
+
+    def provenance(self, entry_id: str) -> Provenance:
+        """The summariser (provider, model, prompt version) and the id and SHA-256 of every
+        event a compactor entry summarises."""
+        return self._client._send(calls.compactor_provenance(entry_id))
 
 
 class SummarizerAPI:
@@ -155,17 +184,20 @@ class SummarizerAPI:
         return self._client._send(calls.summarizer_get_config())
 
     def set_config(self, *, base_url: str, model: str, api_key: str | None = None,
-                         idempotency_key: str | None = None,
-                         **settings: Any) -> SummarizerConfig:
-        """Route the tenant's summaries to an OpenAI-compatible chat endpoint. The server
-        probes it first (same network rules as storage endpoints) and raises ``BadRequest``
-        naming what failed, saving nothing; the API key is stored sealed and never returned.
-        Further ``settings`` (timeout, retries, the token budget per run) are sent as given.
-        """
-        body = {"base_url": base_url, "model": model, "api_key": api_key, **settings}
-        return self._client._send(
-            calls.summarizer_set_config(body, idempotency_key=idempotency_key))
+                         timeout_seconds: float | None = None, max_retries: int | None = None,
+                         token_budget_per_run: int | None = None) -> SummarizerConfig:
+        """Route the tenant's summaries to an OpenAI-compatible chat endpoint (``base_url``
+        like ``https://api.openai.com/v1``). The server probes it first, under the same
+        network rules as storage endpoints, and raises ``BadRequest`` naming what failed,
+        saving nothing; the API key is stored sealed and never returned. Settings left as
+        None take the server's defaults (timeout 30 s per attempt, 2 retries, the server's
+        token budget per run)."""
+        return self._client._send(calls.summarizer_set_config({
+            "base_url": base_url, "model": model, "api_key": api_key,
+            "timeout_seconds": timeout_seconds, "max_retries": max_retries,
+            "token_budget_per_run": token_budget_per_run}))
 
-    def delete_config(self) -> None:
-        """Go back to the built-in offline extractive summariser."""
-        self._client._send(calls.summarizer_delete_config())
+    def delete_config(self) -> SummarizerConfig:
+        """Go back to the built-in offline extractive summariser (the stored key is
+        deleted); returns that configuration."""
+        return self._client._send(calls.summarizer_delete_config())

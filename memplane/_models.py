@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "AuditEntry",
     "AuditVerification",
+    "CompactorConfig",
     "CreatedKey",
     "CreatedTenant",
     "Entry",
@@ -22,6 +23,8 @@ __all__ = [
     "Memory",
     "Page",
     "Pointer",
+    "Provenance",
+    "ProvenanceEvent",
     "StorageConfig",
     "StorageHealth",
     "SummarizerConfig",
@@ -210,9 +213,48 @@ class Entry(Pointer):
 
 class SummarizerConfig(_Model):
     """The tenant's summariser: an OpenAI-compatible chat endpoint, or the built-in offline
-    extractive one. The API key is never returned: ``secrets_set`` names what is stored."""
+    extractive one (``provider='extractive'``). The API key is never returned:
+    ``has_api_key`` says whether one is stored."""
 
-    provider: str | None = None
+    provider: str
     base_url: str | None = None
-    model: str | None = None
-    secrets_set: list[str] = Field(default_factory=list)
+    model: str
+    has_api_key: bool = False
+    timeout_seconds: float | None = None
+    max_retries: int | None = None
+    token_budget_per_run: int | None = None
+    prompt_version: str | None = None
+    configured_at: datetime | None = None
+
+
+class CompactorConfig(_Model):
+    """The tenant's compactor thresholds and the server's schedule (cron, UTC)."""
+
+    min_events: int
+    older_than_days: int
+    enabled: bool
+    schedule: str
+    next_run_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class ProvenanceEvent(_Model):
+    """One event a compactor entry summarises, with its body's SHA-256 at the time."""
+
+    event_id: str
+    event_sha256: str
+
+
+class Provenance(_Model):
+    """Where a compactor entry comes from: the summariser and every event it read."""
+
+    entry_id: str
+    scope: str
+    scope_ref: str
+    provider: str
+    model: str
+    prompt_version: str
+    event_count: int
+    job_id: str | None = None
+    created_at: datetime
+    events: list[ProvenanceEvent] = Field(default_factory=list)

@@ -154,32 +154,75 @@ def test_an_id_is_one_path_segment() -> None:
     assert recorder.only.url.raw_path == b"/v1/entries/..%2Fv1%2Fapi-keys"
 
 
+def summarizer_json(**fields: Any) -> dict[str, Any]:
+    return {"provider": "openai_compatible", "base_url": "https://llm.example/v1",
+            "model": "m", "has_api_key": True, "timeout_seconds": 20.0, "max_retries": 2,
+            "token_budget_per_run": 5000, "prompt_version": "compress-v1",
+            "configured_at": "2026-01-02T03:04:05Z", **fields}
+
+
+OFFLINE = summarizer_json(provider="extractive", base_url=None, model="extractive-v1",
+                          has_api_key=False, timeout_seconds=None, max_retries=None,
+                          token_budget_per_run=None, configured_at=None)
+
+
 def test_compactor_and_summarizer_config() -> None:
     recorder = Recorder(
         httpx.Response(202, json=job_json()),
-        httpx.Response(200, json={"provider": "openai_compatible", "model": "m",
-                                  "base_url": "https://llm.example/v1",
-                                  "secrets_set": ["api_key"]}),
-        httpx.Response(200, json={"provider": "extractive", "model": "extractive-v1"}),
-        httpx.Response(204),
+        httpx.Response(200, json=summarizer_json()),
+        httpx.Response(200, json=OFFLINE),
+        httpx.Response(200, json=OFFLINE),
     )
     with _sync(recorder) as client:
         job = client.compactor.run(dry_run=True)
         saved = client.summarizer.set_config(base_url="https://llm.example/v1", model="m",
-                                             api_key="sk-1", timeout_seconds=20)
+                                             api_key="sk-1", timeout_seconds=20,
+                                             token_budget_per_run=5000)
         current = client.summarizer.get_config()
-        client.summarizer.delete_config()
+        deleted = client.summarizer.delete_config()
 
     assert (job.kind, job.state, job.finished) == ("compact", "queued", False)
-    assert (saved.secrets_set, current.provider) == (["api_key"], "extractive")
+    assert (saved.has_api_key, saved.token_budget_per_run) == (True, 5000)
+    assert current == deleted
+    assert (current.provider, current.base_url, current.has_api_key) \
+        == ("extractive", None, False)
     assert [(r.method, r.url.path) for r in recorder.requests] == [
         ("POST", "/v1/compactor/run"), ("PUT", "/v1/summarizer/config"),
         ("GET", "/v1/summarizer/config"), ("DELETE", "/v1/summarizer/config")]
     assert body_of(recorder.requests[0]) == {"dry_run": True}
     assert body_of(recorder.requests[1]) == {"base_url": "https://llm.example/v1",
                                              "model": "m", "api_key": "sk-1",
-                                             "timeout_seconds": 20}
-    assert "sk-1" not in repr(saved)
+                                             "timeout_seconds": 20,
+                                             "token_budget_per_run": 5000}
+
+
+def test_compactor_scope_thresholds_and_provenance() -> None:
+    config = {"min_events": 5, "older_than_days": 30, "enabled": True,
+              "schedule": "17 6 * * *", "next_run_at": "2026-01-03T06:17:00Z",
+              "updated_at": "2026-01-02T03:04:05Z"}
+    provenance = {"entry_id": POINTER_ID, "scope": "entity", "scope_ref": "ent_acme",
+                  "provider": "extractive", "model": "extractive-v1",
+                  "prompt_version": "extractive-v1", "event_count": 1, "job_id": None,
+                  "created_at": "2026-01-02T03:04:05Z",
+                  "events": [{"event_id": EVENT_ID, "event_sha256": "cd" * 32}]}
+    recorder = Recorder(httpx.Response(202, json=job_json()),
+                        httpx.Response(200, json=config), httpx.Response(200, json=config),
+                        httpx.Response(200, json=provenance))
+    with _sync(recorder) as client:
+        client.compactor.run(scope="entity", scope_ref="ent_acme")
+        saved = client.compactor.set_config(min_events=5, older_than_days=30)
+        read = client.compactor.get_config()
+        traced = client.compactor.provenance(POINTER_ID)
+
+    assert saved == read
+    assert (read.min_events, read.schedule) == (5, "17 6 * * *")
+    assert [(e.event_id, e.event_sha256) for e in traced.events] == [(EVENT_ID, "cd" * 32)]
+    assert [(r.method, r.url.path) for r in recorder.requests] == [
+        ("POST", "/v1/compactor/run"), ("PUT", "/v1/compactor/config"),
+        ("GET", "/v1/compactor/config"), ("GET", f"/v1/compactor/provenance/{POINTER_ID}")]
+    assert body_of(recorder.requests[0]) == {"dry_run": False, "scope": "entity",
+                                             "scope_ref": "ent_acme"}
+    assert body_of(recorder.requests[1]) == {"min_events": 5, "older_than_days": 30}
 
 
 def test_errors_map_like_the_rest_of_the_sdk() -> None:
