@@ -192,6 +192,7 @@ class Event(_Model):
     agent_id: str | None = None
     occurred_at: datetime
     compressed_at: datetime | None = None
+    storage_path: str | None = None
     content_sha256: str | None = None
     content_size: int | None = None
     sync_status: str | None = None

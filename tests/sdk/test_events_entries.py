@@ -7,6 +7,7 @@ transport shows the exact URL, query and body of each call.
 
 from __future__ import annotations
 
+import importlib
 import runpy
 import sys
 from datetime import UTC, datetime
@@ -15,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import BaseModel
 
 import memplane
 
@@ -61,6 +63,17 @@ def test_the_sync_namespaces_are_generated_from_the_async_ones() -> None:
     finally:
         sys.argv = argv
     assert exited.value.code == 0, "memplane/_layer_sync.py is stale: run scripts/unasync.py"
+
+
+@pytest.mark.parametrize(("model", "schema"), [
+    (memplane.Event, "control_plane.events.schemas:EventOut"),
+    (memplane.EventWithBody, "control_plane.events.schemas:EventWithBodyOut"),
+    (memplane.Entry, "control_plane.entries.schemas:EntryOut"),
+], ids=["Event", "EventWithBody", "Entry"])
+def test_the_models_have_the_server_answers_fields(model: type[BaseModel], schema: str) -> None:
+    module, name = schema.split(":")
+    server = getattr(importlib.import_module(module), name)
+    assert set(model.model_fields) == set(server.model_fields)
 
 
 def test_event_append_sends_the_columns_and_the_idempotency_key() -> None:
