@@ -3,7 +3,9 @@ embedded default's database and bucket, through the same services as the API."""
 
 from __future__ import annotations
 
+import base64
 import json
+import secrets
 from pathlib import Path
 
 import pytest
@@ -26,10 +28,18 @@ def wide_tables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(local.out, "_width", 200)
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
+@pytest.fixture(params=["sqlite", "postgres"])
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """The embedded default's data dir, or a fresh PostgreSQL database with a local bucket;
+    migrated, with its default tenant."""
     env = {"MEMPLANE_DATA_DIR": str(tmp_path / "data"), "MEMPLANE_ADMIN_KEY": ADMIN}
-    runtime = Runtime(Settings(data_dir=tmp_path / "data", admin_key=ADMIN))
+    if request.param == "postgres":
+        env.update(MEMPLANE_DATABASE_URL=request.getfixturevalue("postgres").create_database(),
+                   MEMPLANE_SERVER_KEY=secrets.token_hex(24),
+                   MEMPLANE_DEFAULT_BUCKET_URL=f"file://{tmp_path / 'bucket'}",
+                   MEMPLANE_RECEIPT_SIGNING_KEY=base64.b64encode(
+                       secrets.token_bytes(32)).decode())
+    runtime = Runtime(_settings(env))
     try:
         runtime.migrate()
         with runtime.sessions() as session:
@@ -39,12 +49,20 @@ def env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+def _settings(env: dict[str, str]) -> Settings:
+    names = {"MEMPLANE_DATA_DIR": "data_dir", "MEMPLANE_ADMIN_KEY": "admin_key",
+             "MEMPLANE_DATABASE_URL": "database_url", "MEMPLANE_SERVER_KEY": "server_key",
+             "MEMPLANE_DEFAULT_BUCKET_URL": "default_bucket_url",
+             "MEMPLANE_RECEIPT_SIGNING_KEY": "receipt_signing_key"}
+    return Settings(**{names[k]: v for k, v in env.items()})
+
+
 def _run(env: dict[str, str], *args: str, stdin: str | None = None) -> Result:
     return CliRunner().invoke(app, list(args), env=env, input=stdin)
 
 
 def _rows(env: dict[str, str], model: type, *where: object) -> list[object]:
-    runtime = Runtime(Settings(data_dir=Path(env["MEMPLANE_DATA_DIR"]), admin_key=ADMIN))
+    runtime = Runtime(_settings(env))
     try:
         with runtime.sessions() as session:
             return list(session.scalars(select(model).where(*where)))
