@@ -180,6 +180,8 @@ class OpenAICompatibleSummarizer:
             if refusal_in(exc) is not None:
                 self._fail("endpoint_not_allowed")
             raise _Retry("unreachable") from None
+        except (httpx.InvalidURL, ValueError):
+            self._fail("endpoint_refused")  # a URL saved before a rule was tightened
 
     def _read(self, response: httpx.Response) -> bytes:
         chunks: list[bytes] = []
