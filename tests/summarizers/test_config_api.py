@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
+from control_plane.db.engine import begin_write
 from control_plane.db.models import SummarizerConfig
 from control_plane.summarizers import SummarizerFailed, TokenBudget, summarizer_for
 from control_plane.summarizers.extractive import ExtractiveSummarizer
@@ -134,6 +135,7 @@ def test_a_key_moved_to_another_row_does_not_open(tenant: Tenant, stack: Any,
     with runtime.sessions() as session:
         blob = session.scalar(select(SummarizerConfig.api_key_encrypted)
                               .where(SummarizerConfig.tenant_id == tenant.id))
+        begin_write(session)  # SQLite: take the write lock before writing
         session.execute(update(SummarizerConfig).where(SummarizerConfig.tenant_id == other.id)
                         .values(api_key_encrypted=blob))
         session.commit()
