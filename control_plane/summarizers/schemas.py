@@ -25,7 +25,8 @@ class SummarizerConfigIn(BaseModel):
         "api_key": "sk-...", "timeout_seconds": 30, "max_retries": 2,
         "token_budget_per_run": 200000}]})
 
-    base_url: BaseUrl = Field(description="The API root; '/chat/completions' is appended.")
+    base_url: BaseUrl = Field(description="The API root; '/chat/completions' is appended.",
+                              json_schema_extra={"pattern": r"^https?://[^/?#@\s]+[^?#\s]*$"})
     model: ModelName = Field(description="The model name the endpoint expects.")
     api_key: SecretStr | None = Field(
         None, description="Sent as 'Authorization: Bearer <key>'; stored sealed, never shown.")
