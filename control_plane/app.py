@@ -30,6 +30,7 @@ from .runtime import Runtime
 from .seed.router import router as seed_router
 from .settings import Settings
 from .storage_config.router import router as storage_config_router
+from .summarizers.router import router as summarizer_router
 from .tenants.router import router as tenants_router
 from .tenants.service import ensure_bootstrap
 
@@ -85,6 +86,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(events_router)
     app.include_router(entries_router)
     app.include_router(seed_router)
+    app.include_router(summarizer_router)
     _install_error_handlers(app)
     return app
 
