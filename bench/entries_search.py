@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import secrets
 import statistics
 import tempfile
 import time
@@ -44,14 +45,16 @@ def _summary(rng: random.Random, words: int = 80) -> str:
 def _runtime(database: str) -> Iterator[Runtime]:
     pg = None
     with tempfile.TemporaryDirectory() as tmp:
-        url = None
+        values: dict[str, Any] = {"data_dir": Path(tmp), "sqlite_synchronous": "NORMAL",
+                                  "run_background": False}
         if database == "postgres":
             from tests.support.postgres import PostgresCluster
 
             pg = PostgresCluster(durable=True).start()
-            url = pg.create_database()
-        settings = Settings(data_dir=Path(tmp), database_url=url, sqlite_synchronous="NORMAL",
-                            run_background=False)
+            values |= {"database_url": pg.create_database(),
+                       "server_key": secrets.token_hex(24), "allow_local_storage": True,
+                       "default_bucket_url": f"file://{Path(tmp) / 'bucket'}"}
+        settings = Settings(**values)
         runtime = Runtime(settings)
         runtime.migrate()
         try:
