@@ -376,3 +376,19 @@ def test_export_of_the_subject_includes_its_entries_verified(tenant: Tenant,
     assert (item["pointer_id"], item["key"], item["memory_type"]) == (mine["id"], None, "entry")
     assert item["hash_verified"] is True
     assert json.loads(data) == "Ana prefers **email**."
+
+
+def test_a_tampered_summary_is_never_served(tenant: Tenant) -> None:
+    with tenant.stack.http(tenant.admin_key) as http:
+        created = _post(http)
+        (stored,) = tenant.objects()
+        stored.write_bytes(stored.read_bytes()[:-1] + b"\x00")
+        read = http.get(f"/v1/entries/{created['id']}")
+        listed = http.get("/v1/entries", params={"search": "roas"}).json()["items"]
+
+    assert read.status_code == 409
+    assert (read.json()["error"], read.json()["pointer_id"]) == ("hash_mismatch",
+                                                                 created["id"])
+    assert [(i["id"], i["summary"], i["sync_status"]) for i in listed] == [
+        (created["id"], None, "corrupt")]
+    assert _pointer(tenant, created["id"]).sync_status == "corrupt"
