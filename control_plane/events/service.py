@@ -246,7 +246,7 @@ def get_event(session: Session, plane: DataPlane, actor: Actor, event_id: uuid.U
     missing = f"no event {event_id}"
     with audited(session, actor, "read", detail="event"):
         event = repo.get(session, actor.tenant_id, event_id)
-        if event is None:
+        if event is None or event.sync_status == "pending_delete":  # an erasure deletes it
             raise NotFound(missing)
         access_check(session, actor, access, event.scope_type, event.scope_ref,
                      operation="read", what=f"{event.scope_type} event", missing=missing)
@@ -392,9 +392,11 @@ def _live_key(session: Session, tenant_id: uuid.UUID, blob: bytes,
 def _report_corrupt(session: Session, actor: Actor, event: MemoryEvent, actual: str | None,
                     problem: str | None) -> NoReturn:
     if problem is not None:
-        what = f"could not be decrypted ({problem})"
+        what, reason = f"could not be decrypted ({problem})", "undecryptable"
+    elif actual is None:
+        what, reason = "is missing from the bucket", "missing"
     else:
-        what = "is missing from the bucket" if actual is None else "does not match its hash"
+        what, reason = "does not match its hash", "mismatch"
     session.rollback()
     begin_write(session)
     repo.mark_corrupt(session, event.id, event.storage_path)
@@ -404,7 +406,8 @@ def _report_corrupt(session: Session, actor: Actor, event: MemoryEvent, actual: 
     session.commit()
     error = HashMismatch(
         f"the stored event body {what}; it was not served and the event is marked corrupt",
-        event_id=str(event.id), expected_sha256=event.content_sha256, actual_sha256=actual)
+        event_id=str(event.id), expected_sha256=event.content_sha256, actual_sha256=actual,
+        reason=reason)
     error.audited = True
     raise error
 

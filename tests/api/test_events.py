@@ -300,8 +300,10 @@ def test_a_tampered_body_is_never_served(tenant: Tenant) -> None:
     assert (problem["event_id"], problem["expected_sha256"], problem["actual_sha256"]) == (
         event["id"], event["content_sha256"], None)
     assert "could not be decrypted" in problem["detail"]
+    assert problem["reason"] == "undecryptable"
     assert gone.status_code == 409
     assert "missing from the bucket" in gone.json()["detail"]
+    assert gone.json()["reason"] == "missing"
     assert [r.sync_status for r in _rows(tenant)] == ["corrupt"]
     with Session(tenant.stack.engine) as session:
         failed = session.scalar(select(func.count()).select_from(AccessLog).where(
