@@ -278,7 +278,10 @@ def list_events(session: Session, actor: Actor, *, scope: Scope | str | None,
     """One page of event metadata in (occurred_at, id) order; compressed events only when
     asked; a scoped key's page is filtered in SQL."""
     size = page_limit(limit)
-    canonical = Scope(scope).canonical if scope is not None else None
+    try:
+        canonical = Scope(scope).canonical if scope is not None else None
+    except ValueError:
+        raise InvalidInput(f"scope must be one of {', '.join(s.value for s in Scope)}") from None
     if scope_ref is not None:
         if canonical is None:
             raise InvalidInput("scope_ref needs scope: pass both, e.g. "

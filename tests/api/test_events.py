@@ -16,6 +16,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from control_plane.db.models import AccessLog, Job, MemoryEvent, SubjectErasure
+from tests.api.test_no_content_in_control_plane import _database_text
 from tests.support.crypto import open_stored
 from tests.support.service import Tenant
 
@@ -327,3 +328,15 @@ def test_appends_for_a_subject_under_erasure_are_409(tenant: Tenant) -> None:
         assert answer.json()["job_id"] == str(job_id)
     assert _rows(tenant) == [] and tenant.objects() == []
     assert _post(tenant, _event(user_id="u-10")).status_code == 201
+
+
+def test_an_event_body_is_only_in_the_bucket_and_encrypted_there(tenant: Tenant) -> None:
+    marker = f"MARKER-{uuid.uuid4().hex}"
+    event = _post(tenant, _event(body=f"# {marker}\nbody", user_id="u-1"),
+                  headers={"Idempotency-Key": "marker"}).json()
+    with tenant.stack.http(tenant.admin_key) as http:
+        assert marker in http.get(f"/v1/events/{event['id']}").json()["body"]
+        assert http.get("/v1/events").status_code == 200
+    assert marker not in _database_text(tenant)
+    files = [p for p in tenant.stack.settings.data_dir.rglob("*") if p.is_file()]
+    assert [p for p in files if marker.encode() in p.read_bytes()] == []
