@@ -122,6 +122,16 @@ def _payload(plane: DataPlane, body: str) -> bytes:
     return payload
 
 
+def _in_utc(occurred_at: datetime | None) -> datetime:
+    if occurred_at is None:
+        return utcnow()
+    try:
+        return occurred_at.astimezone(UTC)
+    except OverflowError:
+        raise InvalidInput("occurred_at is out of range once converted to UTC; send a date "
+                           "between years 1 and 9999") from None
+
+
 def append_event(session: Session, plane: DataPlane, actor: Actor, spec: EventIn, *,
                  access: Access = EVERYTHING,
                  idem: Idempotency | None = None) -> MemoryEvent | Replay:
@@ -138,7 +148,7 @@ def append_event(session: Session, plane: DataPlane, actor: Actor, spec: EventIn
         if replay is not None:
             return replay
         payload = _payload(plane, spec.body)
-        occurred = (spec.occurred_at or utcnow()).astimezone(UTC)
+        occurred = _in_utc(spec.occurred_at)
         ensure_writable(session, actor.tenant_id, subject)
         for _ in range(_PUT_ATTEMPTS):
             event_id = new_id()
@@ -316,7 +326,7 @@ def _decode(cursor: str | None) -> tuple[datetime, uuid.UUID] | None:
         parsed = datetime.fromisoformat(at)
         if parsed.tzinfo is None:
             raise ValueError
-        return parsed, uuid.UUID(last)
+        return parsed, uuid.UUID(str(last))
     except (TypeError, ValueError):
         raise InvalidInput(
             "cursor is not valid; pass the next_cursor value of the previous page unchanged"

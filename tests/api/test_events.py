@@ -124,6 +124,8 @@ BAD = [
     ("naive occurred_at", _event(occurred_at="2026-03-02T14:05:00"), 422, "body.occurred_at"),
     ("tenant ref", _event(scope="institutional", scope_ref="acme"), 422, "scope_ref '-'"),
     ("unknown scope", _event(scope="galaxy"), 422, "body.scope"),
+    ("occurred_at past year 9999 in UTC", _event(occurred_at="9999-12-31T23:00:00-05:00"),
+     422, "out of range once converted to UTC"),
     ("traversal ref", _event(scope_ref=".."), 422, "'..' path segments"),
     ("NUL in source", _event(source="a\u0000b"), 422, "body.source"),
 ]
@@ -209,6 +211,7 @@ def test_compressed_events_are_listed_only_when_asked(tenant: Tenant) -> None:
     ({"kind": "Bad Kind"}, "query.kind"),
     ({"cursor": "%%%"}, "cursor is not valid"),
     ({"cursor": "WzFd"}, "cursor is not valid"),
+    ({"cursor": "WyIyMDI2LTAxLTAxVDAwOjAwOjAwKzAwOjAwIiw1XQ"}, "cursor is not valid"),
     ({"limit": 5000}, "query.limit"),
 ])
 def test_bad_list_queries_are_422(tenant: Tenant, params: dict[str, Any], phrase: str) -> None:
