@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import NoReturn
+from typing import Any, NoReturn
 from urllib.parse import quote
 
 from sqlalchemy import exc as sa_exc
-from sqlalchemy import select
+from sqlalchemy import exists, null, select
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
@@ -38,10 +38,10 @@ from storage_adapters.envelope import DecryptionError
 from .. import idempotency
 from ..audit import service as audit
 from ..audit.service import Actor, audited
-from ..compliance.guard import ensure_writable
+from ..compliance.guard import erasure_in_progress
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
-from ..db.models import MemoryEvent, SubjectKey
+from ..db.models import GcCandidate, MemoryEvent, SubjectErasure, SubjectKey
 from ..errors import (
     Conflict,
     Forbidden,
@@ -53,7 +53,6 @@ from ..errors import (
 from ..idempotency import Idempotency, Replay
 from ..keys import service as keys
 from ..kit import decode_cursor, encode_cursor, page_limit, sha256_hex
-from ..memories import repository as memories_repo
 from ..memories.addresses import MemoryAddress, Scope, nfc
 from ..memories.shared import delete_quietly, given, keyring_of, sealed_address
 from ..memories.write import serialise
@@ -149,7 +148,6 @@ def append_event(session: Session, plane: DataPlane, actor: Actor, spec: EventIn
             return replay
         payload = _payload(plane, spec.body)
         occurred = _in_utc(spec.occurred_at)
-        ensure_writable(session, actor.tenant_id, subject)
         for _ in range(_PUT_ATTEMPTS):
             event_id = new_id()
             target = plane.active(session, actor.tenant_id)
@@ -202,15 +200,28 @@ def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
     """Step 3; None when the object must not be adopted and is put again: its subject key was
     destroyed meanwhile (an erasure completed), or GC marked it while it was in flight."""
     begin_write(session)
-    if key is not None and session.execute(
-            select(SubjectKey.destroyed_at).where(SubjectKey.id == key.id)
-            .with_for_update(read=True)).scalar() is not None:
+    # One statement for the three checks (the memory write's hot path folds them alike): the
+    # subject key still live, under a share lock so that its destruction by an erasure waits
+    # for this commit; the object not an orphan-GC candidate; no erasure of the subject
+    # running (``compliance.guard.ensure_writable``'s query).
+    marked = exists().where(GcCandidate.storage_config_id == target.config_id,
+                            GcCandidate.path == path)
+    blocked: Any = null()
+    if subject is not None:
+        blocked = (select(SubjectErasure.job_id)
+                   .where(SubjectErasure.tenant_id == actor.tenant_id,
+                          SubjectErasure.user_id == subject).limit(1).scalar_subquery())
+    if key is not None:
+        checks = session.execute(select(SubjectKey.destroyed_at, marked, blocked)
+                                 .where(SubjectKey.id == key.id)
+                                 .with_for_update(read=True, of=SubjectKey)).first()
+    else:
+        checks = session.execute(select(null(), marked, blocked)).first()
+    if checks is None or checks[0] is not None or checks[1]:
         session.rollback()
         return None
-    if memories_repo.gc_marked(session, target.config_id, [path]):
-        session.rollback()
-        return None
-    ensure_writable(session, actor.tenant_id, subject)
+    if checks[2] is not None:
+        raise erasure_in_progress(checks[2])
     now = utcnow()
     event = MemoryEvent(
         id=event_id, tenant_id=actor.tenant_id, scope_type=address.scope,
@@ -221,7 +232,6 @@ def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
         sync_status="synced", created_at=now,
     )
     session.add(event)
-    session.flush()
     audit.record(session, actor, "write", event_id=event.id,
                  detail=f"event {address.scope} {spec.kind} {len(payload)} bytes"
                         f"{sealed_address(actor, address, key)}")
