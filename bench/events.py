@@ -1,7 +1,8 @@
 """The event-ingest case of ``python -m bench``: raw events appended per second against
 memory writes per second on the same stack (SQLite + local bucket, PostgreSQL + local
-bucket), in-process, at 1 and 16 threads. Both write a ~1 KiB body, sealed, object first,
-then the row and its audit row; the ratio is events/s over memory writes/s."""
+bucket), in-process, at 1 and 16 threads, best of three alternating rounds. Both write a
+~1 KiB body, sealed, object first, then the row and its audit row; the ratio is events/s
+over memory writes/s."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ VALUE = {"text": BODY}
 STACKS = [("sqlite", "local"), ("postgres", "local")]
 # Events spread over this many entities, as a tenant's automations would write them.
 ENTITIES = 50
+ROUNDS = 3
 
 
 def _append(stack: MemplaneStack, i: int) -> None:
@@ -49,9 +51,17 @@ def run(*, quick: bool) -> dict[str, dict[str, Any]]:
                 stack.set("warm", VALUE)
                 for concurrency in (1, 16):
                     n = (150 if quick else 1000) * (2 if concurrency > 1 else 1)
-                    writes = measure(lambda i, c=concurrency, s=stack: s.set(f"m{c}-{i}", VALUE),
-                                     n, concurrency)
-                    appended = measure(lambda i, s=stack: _append(s, i), n, concurrency)
+                    # The two alternate, each keeping its best round: the machine is shared.
+                    writes = appended = None
+                    for r in range(ROUNDS):
+                        w = measure(lambda i, c=concurrency, s=stack, r=r:
+                                    s.set(f"m{c}-{r}-{i}", VALUE), n, concurrency)
+                        a = measure(lambda i, s=stack: _append(s, i), n, concurrency)
+                        writes = w if writes is None or w.per_second > writes.per_second \
+                            else writes
+                        appended = a if appended is None or a.per_second > appended.per_second \
+                            else appended
+                    assert writes is not None and appended is not None
                     name = f"event-ingest/{database}+{bucket}/c{concurrency}"
                     results[name] = {"memplane": round(appended.per_second, 1),
                                      "floor": round(writes.per_second, 1), "peer": None,
