@@ -9,6 +9,7 @@ import logging
 import sys
 from pathlib import Path
 
+from . import events
 from .cases import run_all
 
 
@@ -18,7 +19,10 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated case name prefixes")
     args = parser.parse_args()
     logging.disable(logging.WARNING)
-    results = run_all(quick=args.quick, only=[p for p in args.only.split(",") if p])
+    only = [p for p in args.only.split(",") if p]
+    results = run_all(quick=args.quick, only=only)
+    if not only or any("event-ingest".startswith(p) for p in only):
+        results |= events.run(quick=args.quick)
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
     (out / "latest.json").write_text(json.dumps(results, indent=2))
