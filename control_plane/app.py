@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import openapi_docs
 from .audit.router import router as audit_router
+from .compactor.router import router as compactor_router
 from .compliance.router import router as compliance_router
 from .errors import DomainError
 from .health import router as health_router
@@ -79,6 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router)
     app.include_router(keys_router)
     app.include_router(integrity_router)
+    app.include_router(compactor_router)
     _install_error_handlers(app)
     return app
 

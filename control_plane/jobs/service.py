@@ -32,7 +32,7 @@ from ..settings import Settings
 from ..storage_config.plane import DataPlane
 from . import repository as repo
 
-KINDS = ("export", "erase")
+KINDS = ("export", "erase", "compact")
 
 
 class LeaseLost(Exception):
@@ -49,6 +49,18 @@ def enqueue(session: Session, tenant_id: uuid.UUID, kind: str, *, subject: str |
     session.add(job)
     session.flush()
     return job
+
+
+def enqueue_once(session: Session, tenant_id: uuid.UUID, kind: str, dedupe_key: str, *,
+                 params: dict[str, Any]) -> uuid.UUID | None:
+    """Queue a job under a key unique per tenant (``jobs.dedupe_key``) in the session's open
+    write transaction; None when a job with that key exists already — also when another
+    worker inserts it at the same moment: the unique index decides, never a read first."""
+    now = utcnow()
+    return repo.insert_unique(session, dict(
+        id=new_id(), tenant_id=tenant_id, kind=kind, subject=None, params=params,
+        state="queued", progress={}, result=None, attempts=0, created_at=now, updated_at=now,
+        dedupe_key=dedupe_key))
 
 
 def get_job(session: Session, actor: Actor, job_id: uuid.UUID) -> Job:
