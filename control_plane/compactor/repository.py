@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import Select, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from ..db.models import (
@@ -33,7 +33,15 @@ def due_buckets(session: Session, tenant_id: uuid.UUID, *, cutoff: datetime, min
     events that occurred before ``cutoff`` — one grouped query over the partial index
     ``ix_memory_events_uncompressed`` (tenant, scope, scope ref, occurred_at WHERE
     compressed_at IS NULL): only uncompressed rows are in it, and it holds every column the
-    query reads."""
+    query reads, so PostgreSQL answers it with an index-only scan."""
+    query = due_buckets_query(tenant_id, cutoff=cutoff, min_events=min_events, scope=scope,
+                              scope_ref=scope_ref)
+    return [Bucket(s, r, int(n)) for s, r, n in session.execute(query)]
+
+
+def due_buckets_query(tenant_id: uuid.UUID, *, cutoff: datetime, min_events: int,
+                      scope: str | None = None,
+                      scope_ref: str | None = None) -> Select[str, str, int]:
     query = (
         select(MemoryEvent.scope_type, MemoryEvent.scope_ref, func.count())
         .where(MemoryEvent.tenant_id == tenant_id, MemoryEvent.compressed_at.is_(None),
@@ -46,7 +54,7 @@ def due_buckets(session: Session, tenant_id: uuid.UUID, *, cutoff: datetime, min
         query = query.where(MemoryEvent.scope_type == scope)
     if scope_ref is not None:
         query = query.where(MemoryEvent.scope_ref == scope_ref)
-    return [Bucket(s, r, int(n)) for s, r, n in session.execute(query)]
+    return query
 
 
 def bucket_events(session: Session, tenant_id: uuid.UUID, bucket: Bucket, *,

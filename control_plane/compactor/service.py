@@ -44,7 +44,6 @@ from ..db.engine import begin_write
 from ..db.models import Compaction, CompactorSettings, Job, MemoryEvent, MemoryPointer, Tenant
 from ..errors import Conflict, HashMismatch, NotFound, SubjectErasureInProgress
 from ..jobs.service import JobContext, enqueue, enqueue_once
-from ..kit import sha256_hex
 from ..settings import Settings
 from ..storage_config.plane import DataPlane
 from ..tenants.access import EVERYTHING, Access, ensure_visible
@@ -73,6 +72,10 @@ TAGS = ["compacted"]
 
 class AlreadyCompacted(Conflict):
     """Some of the events were compacted by another run between the read and the commit."""
+
+
+class _EmptySummary(Exception):
+    """The summariser answered nothing to keep: an entry needs a summary."""
 
 
 @dataclass(frozen=True)
@@ -220,13 +223,14 @@ def run_job(ctx: JobContext) -> dict[str, Any]:
 def compact_tenant(session: Session, plane: DataPlane, settings: Settings,
                    tenant_id: uuid.UUID, *, actor: Actor, dry_run: bool = False,
                    scope: str | None = None, scope_ref: str | None = None,
-                   job: JobContext | None = None,
+                   job: JobContext | None = None, summarizer: Summarizer | None = None,
                    now: Callable[[], datetime] = utcnow) -> Counts:
     """Compact every due bucket of the tenant (or of one scope); see the module docstring.
     With ``job``, counts are saved in its progress with each bucket's commit, and a job
-    taken over resumes with them (and with the first attempt's cutoff)."""
+    taken over resumes with them (and with the first attempt's cutoff). ``summarizer``:
+    default, the tenant's (``summarizers.summarizer_for``)."""
     return _Run(session, plane, settings, tenant_id, actor, dry_run=dry_run, job=job,
-                now=now).run(scope, scope_ref)
+                now=now).run(scope, scope_ref, summarizer)
 
 
 class _Run:
@@ -242,7 +246,8 @@ class _Run:
         self.cutoff_text: str | None = progress.get("cutoff")
         self.limits = Thresholds()
 
-    def run(self, scope: str | None, scope_ref: str | None) -> Counts:
+    def run(self, scope: str | None, scope_ref: str | None,
+            summarizer: Summarizer | None = None) -> Counts:
         session = self.session
         self.limits = thresholds(session, self.tenant_id)
         if self.cutoff_text is None:
@@ -267,9 +272,7 @@ class _Run:
                 self.counts.events_compressed += bucket.events
                 self.counts.entries_written += len(self._chunk_sizes(bucket.events))
             return self.counts
-        summarizer = self._summarizer()
-        if summarizer is None:
-            return self.counts
+        summarizer = summarizer or self._summarizer()
         from ..summarizers import BudgetSpent
 
         for bucket in buckets:
@@ -282,7 +285,7 @@ class _Run:
                 break
         return self.counts
 
-    def _summarizer(self) -> Summarizer | None:
+    def _summarizer(self) -> Summarizer:
         from ..summarizers import TokenBudget, summarizer_for
 
         found = summarizer_for(self.session, self.settings, self.tenant_id, TokenBudget())
@@ -305,39 +308,46 @@ class _Run:
         if len(events) < self.limits.min_events:
             self._skipped()
             return
-        start, written = 0, 0
+        start = written = 0
         for size in self._chunk_sizes(len(events)):
             chunk = events[start:start + size]
             start += size
             try:
-                if self._chunk(bucket, chunk, summarizer, first=not written):
-                    written += 1
+                self._chunk(bucket, chunk, summarizer, first=not written)
+                written += 1
             except SummarizerFailed as exc:
                 self._failed(getattr(exc, "code", "summarizer_failed"))
                 return
             except (HashMismatch, SubjectErasureInProgress) as exc:
                 self._failed(exc.code)
                 return
+            except _EmptySummary:
+                self._failed("empty_summary")
+                return
             except AlreadyCompacted:
                 self._skipped()
                 return
-        if not written:
-            self._skipped()
 
     def _chunk(self, bucket: Bucket, events: Sequence[MemoryEvent], summarizer: Summarizer,
-               *, first: bool) -> bool:
+               *, first: bool) -> None:
         from ..entries import service as entries
         from ..entries.schemas import EntryIn
         from ..events import service as events_service
         from ..summarizers import EventText
 
-        bodies = events_service.read_bodies(self.session, self.plane, self.tenant_id, events)
+        bodies = events_service.read_bodies(self.session, self.plane, self.tenant_id, events,
+                                            actor=self.actor)
         if self.session.in_transaction():
-            self.session.commit()  # read_bodies' own audit rows, if any
+            self.session.commit()
         texts = [EventText(e.id, e.kind, e.occurred_at, bodies[e.id]) for e in events]
+        del bodies
         summary = summarizer.summarize(bucket.scope, bucket.scope_ref, texts)
-        hashes = [(e.id, sha256_hex(bodies[e.id].encode())) for e in events]
-        del bodies, texts
+        del texts
+        if not summary.text.strip():
+            raise _EmptySummary()
+        # read_bodies served each body only if its stored bytes hash to the event's
+        # content_sha256: that is the hash of the body exactly as summarised.
+        hashes = [(e.id, e.content_sha256) for e in events]
         self.plane.checkpoint("compact:summarised")
         subjects = {e.subject_user_id for e in events}
         subject = next(iter(subjects)) if len(subjects) == 1 else None
@@ -360,7 +370,6 @@ class _Run:
                              source_override="compactor", pointer_id=new_id(), extra=mark)
         self.counts = after
         self.plane.checkpoint("compact:committed")
-        return True
 
     def _mark(self, session: Session, pointer: MemoryPointer, bucket: Bucket,
               events: Sequence[MemoryEvent], hashes: list[tuple[uuid.UUID, str]],
