@@ -19,7 +19,9 @@ from . import openapi_docs
 from .audit.router import router as audit_router
 from .compactor.router import router as compactor_router
 from .compliance.router import router as compliance_router
+from .entries.router import router as entries_router
 from .errors import DomainError
+from .events.router import router as events_router
 from .health import router as health_router
 from .integrity.router import router as integrity_router
 from .keys.router import router as keys_router
@@ -80,6 +82,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router)
     app.include_router(keys_router)
     app.include_router(integrity_router)
+    app.include_router(events_router)
+    app.include_router(entries_router)
     app.include_router(compactor_router)
     _install_error_handlers(app)
     return app

@@ -367,6 +367,20 @@ class CompactionEvent(Base):
     event_sha256: Mapped[str] = mapped_column(String(64))
 
 
+class EntryTerm(Base):
+    """One word of an entry's title or summary as a keyed blind index (``entries/terms.py``):
+    a truncated HMAC under a per-tenant key the database does not hold, never the word (I7).
+    Deleted with its entry (the foreign key cascades; SQLite enforces it too)."""
+
+    __tablename__ = "entry_terms"
+    __table_args__ = (Index(None, "tenant_id", "term"),)
+
+    pointer_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("memory_pointers.id", ondelete="CASCADE"), primary_key=True)
+    term: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+
+
 class CompactorSettings(Base):
     """A tenant's compactor thresholds; a tenant without a row uses the defaults."""
 

@@ -190,6 +190,7 @@ class WriteRequest:
     accessor_agent_id: str | None = None  # the audit row's agent id (agent keys)
     audit_address: str = ""  # " sealed:…": the address sealed under the subject's key
     key_id: uuid.UUID | None = None  # the subject key the object is sealed under
+    source: str | None = None  # None: keep the row's (a new row: api)
 
     def params(self) -> dict[str, Any]:
         return _params(self.tenant_id, self.address) | {
@@ -204,7 +205,7 @@ class WriteRequest:
             "v_request_id": self.request_id, "v_accessor_agent": self.accessor_agent_id,
             "v_detail_head": f"{self.address.scope} v",
             "v_detail_tail": f" {self.size} bytes{self.audit_address}",
-            "v_key_id": self.key_id,
+            "v_key_id": self.key_id, "v_source": self.source,
         }
 
 
@@ -225,7 +226,7 @@ _TYPES: dict[str, Any] = {
     "importance": P.c.importance.type, "title": String, "agent_id": String,
     "expires_at": P.c.expires_at.type, "accessor_type": String, "accessor_id": String,
     "operation": String, "request_id": String, "accessor_agent": String, "detail_head": String,
-    "detail_tail": String, "key_id": Uuid}
+    "detail_tail": String, "key_id": Uuid, "source": String}
 _b: dict[str, Any] = {name: bindparam(f"v_{name}", type_=t) for name, t in _TYPES.items()}
 
 _GUARD = (select(E.c.job_id)
@@ -253,6 +254,7 @@ def _update_values() -> dict[str, Any]:
         "title": func.coalesce(b["title"], P.c.title),
         "subject_user_id": func.coalesce(_meta_user, P.c.subject_user_id),
         "agent_id": func.coalesce(b["agent_id"], P.c.agent_id),
+        "source": func.coalesce(b["source"], P.c.source),
         # A memory whose ttl ran out is gone: a new value does not inherit its expiry.
         "expires_at": case((P.c.expires_at <= b["now"], b["expires_at"]),
                            else_=func.coalesce(b["expires_at"], P.c.expires_at)),
@@ -268,7 +270,7 @@ def _insert_values() -> dict[str, Any]:
         "memory_type": func.coalesce(b["memory_type"], b["default_type"]),
         "tags": func.coalesce(b["tags"], literal([], JSON)),
         "importance": func.coalesce(b["importance"], literal(3)),
-        "source": literal("api"), "has_embeddings": false(),
+        "source": func.coalesce(b["source"], literal("api")), "has_embeddings": false(),
         "subject_user_id": func.coalesce(_meta_user, _user_ref),
         "agent_id": b["agent_id"], "title": b["title"], "expires_at": b["expires_at"],
         "storage_config_id": b["config"], "storage_path": b["path"],
@@ -310,7 +312,7 @@ WITH cur AS (
   importance = COALESCE(CAST(:v_importance AS int), p.importance),
   title = COALESCE(:v_title, p.title),
   subject_user_id = COALESCE(:v_meta_user, p.subject_user_id),
-  agent_id = COALESCE(:v_agent_id, p.agent_id),
+  agent_id = COALESCE(:v_agent_id, p.agent_id), source = COALESCE(:v_source, p.source),
   expires_at = CASE WHEN p.expires_at <= CAST(:v_now AS timestamptz)
    THEN CAST(:v_expires_at AS timestamptz)
    ELSE COALESCE(CAST(:v_expires_at AS timestamptz), p.expires_at) END
@@ -330,8 +332,8 @@ WITH cur AS (
  SELECT :v_pointer_id, :v_tenant, :v_scope, :v_scope_ref, :v_key,
   COALESCE(:v_memory_type, :v_default_type), COALESCE(:v_meta_user, :v_user_ref),
   :v_agent_id, :v_title, COALESCE(CAST(:v_tags AS json), CAST('[]' AS json)),
-  COALESCE(CAST(:v_importance AS int), 3), 'api', :v_config, :v_path, :v_sha, :v_size,
-  'synced', 1, false, CAST(:v_expires_at AS timestamptz), :v_now, :v_now
+  COALESCE(CAST(:v_importance AS int), 3), COALESCE(:v_source, 'api'), :v_config,
+  :v_path, :v_sha, :v_size, 'synced', 1, false, CAST(:v_expires_at AS timestamptz), :v_now, :v_now
  WHERE NOT EXISTS (SELECT 1 FROM cur) AND NOT EXISTS (SELECT 1 FROM guard)
   AND NOT EXISTS (SELECT 1 FROM sk WHERE destroyed_at IS NOT NULL)
   AND NOT EXISTS (SELECT 1 FROM gc)

@@ -74,7 +74,10 @@ def get_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryA
         return result
 
 
-def _live_pointer(session: Session, actor: Actor, address: MemoryAddress) -> MemoryPointer:
+def _live_pointer(session: Session, actor: Actor, address: MemoryAddress,
+                  pointer_id: uuid.UUID) -> MemoryPointer:
+    if address.key is None:  # a keyless pointer (an entry) is found by its id alone
+        return _check_live(repo.get_by_id(session, actor.tenant_id, pointer_id), address)
     return _check_live(repo.get(session, actor.tenant_id, address), address)
 
 
@@ -106,7 +109,7 @@ def _read_verified(session: Session, plane: DataPlane, actor: Actor, address: Me
         # look again before calling anything corrupt. (The lookup refreshes the very same
         # object in the session, so remember what was read first.)
         seen = (pointer.version, pointer.storage_path)
-        fresh = _live_pointer(session, actor, address)
+        fresh = _live_pointer(session, actor, address, pointer.id)
         if (fresh.version, fresh.storage_path) != seen:
             pointer = fresh
             continue
@@ -180,8 +183,8 @@ def _report_corrupt(session: Session, actor: Actor, pointer: MemoryPointer,
 
 def list_pointers(session: Session, actor: Actor, *, scope: str | None, scope_ref: str | None,
                   user_id: str | None, memory_type: str | None, sync_status: str | None,
-                  cursor: str | None, limit: int | None,
-                  access: Access = EVERYTHING) -> tuple[list[MemoryPointer], str | None]:
+                  cursor: str | None, limit: int | None, access: Access = EVERYTHING,
+                  tag: str | None = None) -> tuple[list[MemoryPointer], str | None]:
     """One page of the pointers the key may see (a scoped key's list is filtered in SQL);
     an expired memory (``ttl_days`` ran out) is not listed, as it is not read."""
     size = page_limit(limit)
@@ -190,13 +193,14 @@ def list_pointers(session: Session, actor: Actor, *, scope: str | None, scope_re
     rows = list(repo.list_page(session, actor.tenant_id, scope=scope, scope_ref=scope_ref,
                                user_id=user_id, memory_type=memory_type,
                                sync_status=sync_status, after=after, limit=size + 1,
-                               access=access, now=utcnow()))
+                               access=access, now=utcnow(), tag=tag))
     next_cursor = encode_cursor(str(rows[size - 1].id)) if len(rows) > size else None
     session.commit()
     begin_write(session)
     # Filters by scope ref or user are personal: the row says only whether one was given.
     audit.record(session, actor, "list", detail=f"pointers scope={scope} ref={given(scope_ref)} "
-                                                f"user={given(user_id)} -> {min(len(rows), size)}")
+                                                f"user={given(user_id)} tag={given(tag)} "
+                                                f"-> {min(len(rows), size)}")
     session.commit()
     return rows[:size], next_cursor
 

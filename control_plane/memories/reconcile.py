@@ -21,6 +21,12 @@ GC marked its new object while it was in flight (put before GC listed the prefix
 after), it puts a fresh one. So the sweep cannot delete an object a synced pointer names
 (I1), whatever the grace period (``tests/faults/test_races_erasure_gc_export.py``).
 
+Event bodies (``events/``, the raw log) are collected the same way: both phases list
+``events/`` as well as ``memories/``, and an object is named if a pointer *or* an event row
+names it (``_named``), so the body of every event survives and only a body whose append
+crashed before its commit is removed. An append never adopts a candidate either
+(``events.service``).
+
 ``collect_orphans`` runs mark then sweep, which is what ``memplane reconcile`` does; with a
 grace period of zero both phases act in one run (tests, and an operator who knows the bucket
 is quiet).
@@ -42,6 +48,7 @@ from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import GcCandidate, MemoryPointer, StorageConfig, Tenant
 from ..errors import DomainError
+from ..events import repository as events_repo
 from ..keys import service as keys
 from ..kit import sha256_hex
 from ..storage_config.plane import DataPlane
@@ -52,6 +59,8 @@ _GC_BATCH = 1000
 # How long a swept candidate stays as a tombstone: longer than any write can stay between its
 # put and its commit (requests, statements and leases time out far sooner).
 TOMBSTONE_SECONDS = 7 * 24 * 3600
+# The content prefixes orphan GC lists: memory values, and event bodies.
+_CONTENT_PREFIXES = ("memories", "events")
 
 
 def _system(tenant_id: uuid.UUID, job: str) -> audit.Actor:
@@ -191,7 +200,8 @@ def _configs(session: Session, tenant_id: uuid.UUID | None) -> list[StorageConfi
 
 def collect_orphans(session: Session, plane: DataPlane, *, grace_seconds: float,
                     tenant_id: uuid.UUID | None = None) -> GCReport:
-    """Both phases, mark then sweep, over each tenant's ``memories/`` prefix."""
+    """Both phases, mark then sweep, over each tenant's ``memories/`` and ``events/``
+    prefixes."""
     report = mark_orphans(session, plane, grace_seconds=grace_seconds, tenant_id=tenant_id)
     return sweep_orphans(session, plane, grace_seconds=grace_seconds, tenant_id=tenant_id,
                          report=report)
@@ -210,23 +220,30 @@ def mark_orphans(session: Session, plane: DataPlane, *, grace_seconds: float,
         sweep = getattr(target.adapter, "remove_stale_temporaries", None)
         if sweep is not None:
             report.temporaries_removed += sweep(cutoff.timestamp())
-        batch: list[str] = []
-        for info in target.adapter.list(target.path("memories") + "/"):
-            report.scanned += 1
-            if info.last_modified is not None and info.last_modified > cutoff:
-                report.young_kept += 1
-                continue
-            batch.append(info.path)
-            if len(batch) >= _GC_BATCH:
+        for prefix in _CONTENT_PREFIXES:
+            batch: list[str] = []
+            for info in target.adapter.list(target.path(prefix) + "/"):
+                report.scanned += 1
+                if info.last_modified is not None and info.last_modified > cutoff:
+                    report.young_kept += 1
+                    continue
+                batch.append(info.path)
+                if len(batch) >= _GC_BATCH:
+                    report.marked += _mark(session, plane, config, batch)
+                    batch = []
+            if batch:
                 report.marked += _mark(session, plane, config, batch)
-                batch = []
-        if batch:
-            report.marked += _mark(session, plane, config, batch)
     return report
 
 
+def _named(session: Session, config_id: uuid.UUID, paths: list[str]) -> set[str]:
+    """The paths a memory pointer or an event row names."""
+    return (repo.named_paths(session, config_id, paths)
+            | events_repo.named_paths(session, config_id, paths))
+
+
 def _mark(session: Session, plane: DataPlane, config: StorageConfig, paths: list[str]) -> int:
-    named = repo.named_paths(session, config.id, paths)
+    named = _named(session, config.id, paths)
     known = repo.gc_marked(session, config.id, paths)
     fresh = [p for p in paths if p not in named and p not in known]
     session.commit()
@@ -276,7 +293,7 @@ def sweep_orphans(session: Session, plane: DataPlane, *, grace_seconds: float,
 def _sweep(session: Session, plane: DataPlane, config: StorageConfig,
            paths: list[str]) -> tuple[int, int]:
     begin_write(session)
-    named = repo.named_paths(session, config.id, paths)
+    named = _named(session, config.id, paths)
     orphans = [p for p in paths if p not in named]
     # The candidates become tombstones before their objects go: a write still in flight that
     # put one of them sees the row at its commit and puts a fresh object instead of adopting

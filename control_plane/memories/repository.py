@@ -4,7 +4,18 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    cast,
+    delete,
+    exists,
+    func,
+    literal_column,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
 from ..db.models import GcCandidate, MemoryPointer
@@ -29,6 +40,23 @@ def get(session: Session, tenant_id: uuid.UUID, address: MemoryAddress) -> Memor
 
 def lock(session: Session, tenant_id: uuid.UUID, address: MemoryAddress) -> MemoryPointer | None:
     return session.scalar(_by_address(tenant_id, address).with_for_update())
+
+
+def get_by_id(session: Session, tenant_id: uuid.UUID, pointer_id: uuid.UUID, *,
+              for_update: bool = False) -> MemoryPointer | None:
+    """A pointer by id within the tenant (keyless pointers such as entries have no address)."""
+    query = select(MemoryPointer).execution_options(populate_existing=True).where(
+        MemoryPointer.tenant_id == tenant_id, MemoryPointer.id == pointer_id)
+    return session.scalar(query.with_for_update() if for_update else query)
+
+
+def has_tag(session: Session, tag: str) -> ColumnElement[bool]:
+    """SQL: the pointer's JSON ``tags`` hold ``tag`` (PostgreSQL: JSONB containment; SQLite:
+    its ``json_each``). Tags are metadata, so this filters in the database."""
+    if session.get_bind().dialect.name == "postgresql":
+        return cast(MemoryPointer.tags, JSONB).contains([tag])
+    each = func.json_each(MemoryPointer.tags).table_valued("value")
+    return exists(select(literal_column("1")).select_from(each).where(each.c.value == tag))
 
 
 def mark_corrupt(session: Session, pointer_id: uuid.UUID, storage_path: str,
@@ -58,7 +86,7 @@ def lock_scope(session: Session, tenant_id: uuid.UUID, scope: str, scope_ref: st
     return session.scalars(
         select(MemoryPointer)
         .where(MemoryPointer.tenant_id == tenant_id, MemoryPointer.scope_type == scope,
-               MemoryPointer.scope_ref == scope_ref,
+               MemoryPointer.scope_ref == scope_ref, MemoryPointer.key.is_not(None),
                MemoryPointer.sync_status != "pending_delete")
         .order_by(MemoryPointer.id).limit(limit).with_for_update()
     ).all()
@@ -69,7 +97,7 @@ def pending_delete_in_scope(session: Session, tenant_id: uuid.UUID, scope: str,
     return session.scalars(
         select(MemoryPointer)
         .where(MemoryPointer.tenant_id == tenant_id, MemoryPointer.scope_type == scope,
-               MemoryPointer.scope_ref == scope_ref,
+               MemoryPointer.scope_ref == scope_ref, MemoryPointer.key.is_not(None),
                MemoryPointer.sync_status == "pending_delete")
         .order_by(MemoryPointer.id).limit(limit)
     ).all()
@@ -88,7 +116,7 @@ def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
               scope_ref: str | None, user_id: str | None, memory_type: str | None,
               sync_status: str | None, after: uuid.UUID | None,
               limit: int, access: Access = EVERYTHING,
-              now: datetime | None = None) -> Sequence[MemoryPointer]:
+              now: datetime | None = None, tag: str | None = None) -> Sequence[MemoryPointer]:
     """Keyset paging on the pointer's id, which a row keeps for life: a row that exists
     throughout a walk is on exactly one page whatever is inserted or deleted meanwhile.
     With ``now``, memories whose ``ttl_days`` ran out by then are left out, as reads refuse
@@ -110,6 +138,8 @@ def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
         query = query.where(MemoryPointer.memory_type == memory_type)
     if sync_status is not None:
         query = query.where(MemoryPointer.sync_status == sync_status)
+    if tag is not None:
+        query = query.where(has_tag(session, tag))
     if after is not None:
         query = query.where(MemoryPointer.id > after)
     return session.scalars(query.order_by(MemoryPointer.id).limit(limit)).all()

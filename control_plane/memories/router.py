@@ -106,13 +106,16 @@ def list_pointers(caller: ReaderCaller, session: SessionDep,
                   scope: Scope | None = None, scope_ref: FilterText = None,
                   user_id: FilterText = None, memory_type: FilterText = None,
                   sync_status: SyncStatus | None = None,
+                  tag: Annotated[str | None, Query(max_length=256, pattern=PLAIN_TEXT,
+                                                   description="Only pointers carrying this "
+                                                               "tag.")] = None,
                   limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
                   cursor: str | None = None) -> PointerPage:
     """List pointers (metadata, no values) of the caller's tenant, filtered by scope, scope ref,
-    user, memory type or sync status; paginated with `cursor`."""
+    user, memory type, sync status or tag; paginated with `cursor`."""
     rows, next_cursor = memories.list_pointers(
         session, caller.actor, scope=scope.canonical if scope else None, scope_ref=scope_ref,
         user_id=user_id, memory_type=memory_type, sync_status=sync_status, cursor=cursor,
-        limit=limit, access=caller.access,
+        limit=limit, access=caller.access, tag=tag,
     )
     return PointerPage(items=[PointerOut.of(p) for p in rows], next_cursor=next_cursor)

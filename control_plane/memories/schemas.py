@@ -2,9 +2,16 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+)
 
 from ..kit import PLAIN_TEXT
 from .addresses import nfc
@@ -14,6 +21,19 @@ MemoryType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")
 Ref = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=PLAIN_TEXT),
               AfterValidator(nfc)]
 Title = Annotated[str, StringConstraints(max_length=500, pattern=PLAIN_TEXT)]
+
+
+def _not_compactor(value: Any) -> Any:
+    if value == "compactor":
+        raise ValueError("source 'compactor' is reserved for the compactor's own entries; "
+                         "send chat, call, email, manual or api")
+    return value
+
+
+Source = Annotated[Literal["chat", "call", "email", "manual", "api"],
+                   BeforeValidator(_not_compactor)]
+SOURCE_DESCRIPTION = ("Where it came from: chat, call, email, manual or api (default api); "
+                      "'compactor' marks the compactor's entries and cannot be sent.")
 
 
 class MemoryMeta(BaseModel):
@@ -35,6 +55,7 @@ class MemoryMeta(BaseModel):
                                  examples=["support-bot"])
     ttl_days: int | None = Field(None, ge=1, le=36500, description="Delete the memory this "
                                  "many days after the write; default: keep.", examples=[30])
+    source: Source | None = Field(None, description=SOURCE_DESCRIPTION, examples=["chat"])
 
 
 class MemoryIn(MemoryMeta):
@@ -65,7 +86,8 @@ class PointerOut(BaseModel):
     title: str | None = Field(description="The title given at write time.")
     tags: list[str] = Field(description="The tags given at write time.")
     importance: int = Field(description="1 to 5.")
-    source: str = Field(description="How it was written: api, sdk, cli, import.")
+    source: str = Field(description="Where it came from: chat, call, email, manual, api, or "
+                        "compactor (the compactor's entries).")
     user_id: str | None = Field(description="The data subject it is about, if any.")
     agent_id: str | None = Field(description="The agent that wrote it, if any.")
     storage_path: str = Field(description="Where the (encrypted) value lives in the "

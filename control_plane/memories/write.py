@@ -305,7 +305,7 @@ def _write_fast(session: Session, plane: DataPlane, actor: Actor, address: Memor
         accessor_type=actor.accessor_type, accessor_id=actor.accessor_id, operation="write",
         request_id=request_id_var.get(), accessor_agent_id=actor.agent_id,
         audit_address=sealed_address(actor, address, handle),
-        key_id=handle.id if handle is not None else None,
+        key_id=handle.id if handle is not None else None, source=meta.source,
     )
     plane.checkpoint("write:after_put")
     try:
@@ -471,6 +471,8 @@ def _apply_meta(pointer: MemoryPointer, meta: MemoryMeta, now: Any) -> None:
         pointer.subject_user_id = meta.user_id
     if meta.agent_id is not None:
         pointer.agent_id = meta.agent_id
+    if meta.source is not None:
+        pointer.source = meta.source
     if meta.ttl_days is not None:
         pointer.expires_at = now + timedelta(days=meta.ttl_days)
 

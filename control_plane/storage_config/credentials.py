@@ -9,6 +9,8 @@ row does not decrypt. On the embedded default with no key set, one is generated 
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import secrets
@@ -67,6 +69,13 @@ class CredentialBox:
         key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
                    info=b"memplane storage credentials v1").derive(server_key.encode())
         self._aead = AESGCM(key)
+        self._derivation = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
+                                info=b"memplane derived keys v1").derive(server_key.encode())
+
+    def derive_key(self, purpose: bytes) -> bytes:
+        """A 32-byte key for ``purpose`` (e.g. a tenant's search index), derived from the
+        server key: the database alone cannot recompute it."""
+        return hmac.new(self._derivation, purpose, hashlib.sha256).digest()
 
     def seal(self, values: dict[str, str], *, aad: bytes) -> bytes:
         nonce = os.urandom(_NONCE)
