@@ -18,7 +18,12 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated case name prefixes")
     args = parser.parse_args()
     logging.disable(logging.WARNING)
-    results = run_all(quick=args.quick, only=[p for p in args.only.split(",") if p])
+    only = [p for p in args.only.split(",") if p]
+    results = run_all(quick=args.quick, only=only)
+    if not only or "compactor" in only:
+        from .compactor import run as compactor_case
+
+        results |= compactor_case(quick=args.quick)
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
     (out / "latest.json").write_text(json.dumps(results, indent=2))
