@@ -26,9 +26,12 @@ progress hold counts only (I7).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import queue
+import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -42,7 +45,7 @@ from ..compliance.guard import ensure_writable
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import Compaction, CompactorSettings, Job, MemoryEvent, MemoryPointer, Tenant
-from ..errors import Conflict, HashMismatch, NotFound, SubjectErasureInProgress
+from ..errors import Conflict, DomainError, HashMismatch, NotFound, SubjectErasureInProgress
 from ..jobs.service import JobContext, enqueue, enqueue_once
 from ..settings import Settings
 from ..storage_config.plane import DataPlane
@@ -245,6 +248,8 @@ class _Run:
         self.counts.dry_run = dry_run
         self.cutoff_text: str | None = progress.get("cutoff")
         self.limits = Thresholds()
+        # Buckets failed or skipped midway: their remaining chunks are passed over.
+        self.done: set[tuple[str, str]] = set()
 
     def run(self, scope: str | None, scope_ref: str | None,
             summarizer: Summarizer | None = None) -> Counts:
@@ -270,19 +275,52 @@ class _Run:
             for bucket in buckets:
                 self.counts.compacted_buckets += 1
                 self.counts.events_compressed += bucket.events
-                self.counts.entries_written += len(self._chunk_sizes(bucket.events))
+                self.counts.entries_written += len(self.chunk_sizes(bucket.events))
             return self.counts
         summarizer = summarizer or self._summarizer()
-        from ..summarizers import BudgetSpent
+        from ..summarizers import BudgetSpent, SummarizerFailed
 
-        for bucket in buckets:
-            if self.job is not None:
-                self.job.check()
-            try:
-                self._bucket(bucket, cutoff, summarizer)
-            except BudgetSpent:
-                self.counts.budget_spent = True
-                break
+        # Three stages overlap: a reader thread reads the next chunk's bodies, this thread
+        # summarises, a writer thread puts and commits the previous chunk's entry. Each
+        # entry still commits on its own with its events' marks.
+        reader = _Reader(self, buckets, cutoff)
+        writer = _Writer(self)
+        try:
+            for item in reader:
+                key = (item.bucket.scope, item.bucket.scope_ref)
+                if key in self.done:
+                    continue
+                if item.first and self.job is not None:
+                    self.job.check()
+                if item.error is not None:
+                    self.done.add(key)
+                    writer.submit(_Outcome(key, failed=item.error.code))
+                    continue
+                if item.events is None:
+                    writer.submit(_Outcome(key, skipped=True))
+                    continue
+                assert item.bodies is not None
+                try:
+                    summary = self._summarise(item, summarizer)
+                except BudgetSpent:
+                    writer.submit(_Outcome(key, budget_spent=True))
+                    break
+                except SummarizerFailed as exc:
+                    self.done.add(key)
+                    writer.submit(_Outcome(key, failed=exc.code))
+                    continue
+                except _EmptySummary:
+                    self.done.add(key)
+                    writer.submit(_Outcome(key, failed="empty_summary"))
+                    continue
+                self.plane.checkpoint("compact:summarised")
+                writer.submit(_Write(item.bucket, item.events, summary, item.first))
+            writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
+        finally:
+            reader.close()
         return self.counts
 
     def _summarizer(self) -> Summarizer:
@@ -292,63 +330,36 @@ class _Run:
         self.session.rollback()
         return found
 
-    def _chunk_sizes(self, total: int) -> list[int]:
+    def chunk_sizes(self, total: int) -> list[int]:
         """Split ``total`` events into as few entries as the per-entry cap allows, of about
         equal size (each at least half the cap, so never under ``min_events``)."""
         cap = self.settings.compactor_max_events_per_entry
         parts = max(1, -(-total // cap))
         return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
-    def _bucket(self, bucket: Bucket, cutoff: datetime, summarizer: Summarizer) -> None:
-        from ..summarizers import SummarizerFailed
-
-        events = repo.bucket_events(self.session, self.tenant_id, bucket, cutoff=cutoff,
-                                    limit=bucket.events)
-        self.session.rollback()
-        if len(events) < self.limits.min_events:
-            self._skipped()
-            return
-        start = written = 0
-        for size in self._chunk_sizes(len(events)):
-            chunk = events[start:start + size]
-            start += size
-            try:
-                self._chunk(bucket, chunk, summarizer, first=not written)
-                written += 1
-            except SummarizerFailed as exc:
-                self._failed(getattr(exc, "code", "summarizer_failed"))
-                return
-            except (HashMismatch, SubjectErasureInProgress) as exc:
-                self._failed(exc.code)
-                return
-            except _EmptySummary:
-                self._failed("empty_summary")
-                return
-            except AlreadyCompacted:
-                self._skipped()
-                return
-
-    def _chunk(self, bucket: Bucket, events: Sequence[MemoryEvent], summarizer: Summarizer,
-               *, first: bool) -> None:
-        from ..entries import service as entries
-        from ..entries.schemas import EntryIn
-        from ..events import service as events_service
+    def _summarise(self, item: _Item, summarizer: Summarizer) -> Summary:
         from ..summarizers import EventText
 
-        bodies = events_service.read_bodies(self.session, self.plane, self.tenant_id, events,
-                                            actor=self.actor)
-        if self.session.in_transaction():
-            self.session.commit()
-        texts = [EventText(e.id, e.kind, e.occurred_at, bodies[e.id]) for e in events]
-        del bodies
-        summary = summarizer.summarize(bucket.scope, bucket.scope_ref, texts)
-        del texts
+        assert item.events is not None and item.bodies is not None
+        texts = [EventText(e.id, e.kind, e.occurred_at, item.bodies[e.id]) for e in item.events]
+        item.bodies = None  # the bodies leave memory as soon as they are summarised
+        summary = summarizer.summarize(item.bucket.scope, item.bucket.scope_ref, texts)
         if not summary.text.strip():
             raise _EmptySummary()
+        return summary
+
+    def write(self, session: Session, task: _Write) -> None:
+        """The writer thread: one entry, its events' marks and provenance, one commit."""
+        from ..entries import service as entries
+        from ..entries.schemas import EntryIn
+
+        bucket, events, summary = task.bucket, task.events, task.summary
+        key = (bucket.scope, bucket.scope_ref)
+        if key in self.done:
+            return
         # read_bodies served each body only if its stored bytes hash to the event's
         # content_sha256: that is the hash of the body exactly as summarised.
         hashes = [(e.id, e.content_sha256) for e in events]
-        self.plane.checkpoint("compact:summarised")
         subjects = {e.subject_user_id for e in events}
         subject = next(iter(subjects)) if len(subjects) == 1 else None
         since, until = events[0].occurred_at, events[-1].occurred_at
@@ -360,16 +371,46 @@ class _Run:
         after = Counts.of(self.counts.as_dict())
         after.events_compressed += len(events)
         after.entries_written += 1
-        if first:  # a bucket counts once, with its first entry
+        if task.first:  # a bucket counts once, with its first entry
             after.compacted_buckets += 1
 
         def mark(session: Session, pointer: MemoryPointer) -> None:
             self._mark(session, pointer, bucket, events, hashes, summary, subjects, after)
 
-        entries.create_entry(self.session, self.plane, self.actor, spec, access=EVERYTHING,
-                             source_override="compactor", pointer_id=new_id(), extra=mark)
+        try:
+            entries.create_entry(session, self.plane, self.actor, spec, access=EVERYTHING,
+                                 source_override="compactor", pointer_id=new_id(),
+                                 extra=mark)
+        except AlreadyCompacted:
+            self.done.add(key)
+            self.record(session, _Outcome(key, skipped=True))
+            return
+        except SubjectErasureInProgress as exc:
+            self.done.add(key)
+            self.record(session, _Outcome(key, failed=exc.code))
+            return
         self.counts = after
         self.plane.checkpoint("compact:committed")
+
+    def record(self, session: Session, outcome: _Outcome) -> None:
+        """The writer thread: count a bucket skipped or failed (or the budget spent) and
+        save the counts in the job's progress."""
+        if outcome.skipped:
+            self.counts.skipped_buckets += 1
+        if outcome.failed is not None:
+            self.counts.failed_buckets += 1
+            self.counts.failures[outcome.failed] = self.counts.failures.get(outcome.failed,
+                                                                            0) + 1
+            log.warning("compaction of a bucket of tenant %s failed (%s); retried next run",
+                        self.tenant_id, outcome.failed)
+        if outcome.budget_spent:
+            self.counts.budget_spent = True
+        if self.job is not None:
+            if session.in_transaction():
+                session.rollback()
+            begin_write(session)
+            self.job.save_in(session, counts=self.counts.as_dict())
+            session.commit()
 
     def _mark(self, session: Session, pointer: MemoryPointer, bucket: Bucket,
               events: Sequence[MemoryEvent], hashes: list[tuple[uuid.UUID, str]],
@@ -393,24 +434,184 @@ class _Run:
                      detail=f"{len(ids)} events summarised by {summary.provider} "
                             f"{summary.model} prompt {summary.prompt_version}")
         if self.job is not None:
-            self.job.save(counts=after.as_dict())
+            self.job.save_in(session, counts=after.as_dict())
 
-    def _skipped(self) -> None:
-        self.counts.skipped_buckets += 1
-        self._save()
 
-    def _failed(self, code: str) -> None:
-        self.counts.failed_buckets += 1
-        self.counts.failures[code] = self.counts.failures.get(code, 0) + 1
-        log.warning("compaction of a bucket of tenant %s failed (%s); retried next run",
-                    self.tenant_id, code)
-        self._save()
+@dataclass(frozen=True)
+class _Write:
+    bucket: Bucket
+    events: list[MemoryEvent]
+    summary: Summary
+    first: bool
 
-    def _save(self) -> None:
-        if self.session.in_transaction():
-            self.session.rollback()
-        if self.job is not None:
-            self.job.commit_progress(counts=self.counts.as_dict())
+
+@dataclass(frozen=True)
+class _Outcome:
+    key: tuple[str, str]
+    skipped: bool = False
+    failed: str | None = None
+    budget_spent: bool = False
+
+
+class _Writer:
+    """Writes the entries (and counts the outcomes) on a thread and session of its own, in
+    the order they are submitted; the queue holds one, so summarising never runs more than
+    one chunk ahead of the writes. An error there (storage down, a crash test's stop, a lost
+    lease) is raised in the run at its next ``submit`` or at ``finish``."""
+
+    def __init__(self, run: _Run) -> None:
+        self.run = run
+        self.queue: queue.Queue[object] = queue.Queue(maxsize=1)
+        self.error: BaseException | None = None
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True,
+                                       name=f"{threading.current_thread().name}:compact-writer")
+        self.thread.start()
+
+    def submit(self, task: _Write | _Outcome | object) -> None:
+        while True:
+            if self.error is not None:
+                raise self.error
+            if not self.thread.is_alive():
+                raise RuntimeError("the compactor's writer stopped")
+            try:
+                self.queue.put(task, timeout=0.05)
+                return
+            except queue.Full:
+                continue
+
+    def finish(self) -> None:
+        self.submit(_DONE)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def abort(self) -> None:
+        self.stop.set()
+        while self.thread.is_alive():
+            with contextlib.suppress(queue.Empty):
+                self.queue.get(timeout=0.05)
+        self.thread.join()
+
+    def _loop(self) -> None:
+        run = self.run
+        session = Session(run.session.get_bind(), expire_on_commit=False, autoflush=False)
+        try:
+            while not self.stop.is_set():
+                try:
+                    task = self.queue.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                if task is _DONE:
+                    return
+                if isinstance(task, _Write):
+                    run.write(session, task)
+                elif isinstance(task, _Outcome):
+                    run.record(session, task)
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            session.close()
+
+
+@dataclass
+class _Item:
+    """One chunk of a bucket, read: its events and their verified bodies; ``events`` None
+    when too few events were left; ``error`` when a body failed verification."""
+
+    bucket: Bucket
+    first: bool
+    events: list[MemoryEvent] | None = None
+    bodies: dict[uuid.UUID, str] | None = None
+    error: DomainError | None = None
+
+
+_DONE = object()
+
+
+class _Reader:
+    """Reads the next chunk (its events, then its bodies through ``events.read_bodies``) on a
+    thread and session of its own while the run summarises and writes the current one, so
+    the bucket's I/O overlaps the summariser's work. The queue holds one chunk: at most three
+    chunks' bodies are in memory at once, whatever the number of buckets.
+
+    The rows it hands over are detached from its session, so the run reads their loaded
+    attributes without touching that session from another thread."""
+
+    def __init__(self, run: _Run, buckets: Sequence[Bucket], cutoff: datetime) -> None:
+        self.run, self.buckets, self.cutoff = run, buckets, cutoff
+        self.queue: queue.Queue[object] = queue.Queue(maxsize=1)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._produce, daemon=True,
+                                       name=f"{threading.current_thread().name}:compact-reader")
+        self.thread.start()
+
+    def __iter__(self) -> Iterator[_Item]:
+        while True:
+            item = self.queue.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            assert isinstance(item, _Item)
+            yield item
+
+    def close(self) -> None:
+        self.stop.set()
+        while self.thread.is_alive():
+            with contextlib.suppress(queue.Empty):
+                self.queue.get(timeout=0.05)
+        self.thread.join()
+
+    def _put(self, item: object) -> bool:
+        while not self.stop.is_set():
+            try:
+                self.queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _produce(self) -> None:
+        from ..events import service as events_service
+
+        run = self.run
+        session = Session(run.session.get_bind(), expire_on_commit=False, autoflush=False)
+        try:
+            for bucket in self.buckets:
+                if self.stop.is_set():
+                    return
+                events = repo.bucket_events(session, run.tenant_id, bucket,
+                                            cutoff=self.cutoff, limit=bucket.events)
+                session.commit()
+                for event in events:
+                    session.expunge(event)
+                if len(events) < run.limits.min_events:
+                    if not self._put(_Item(bucket, True)):
+                        return
+                    continue
+                start = 0
+                for n, size in enumerate(run.chunk_sizes(len(events))):
+                    chunk = events[start:start + size]
+                    start += size
+                    item = _Item(bucket, n == 0, chunk)
+                    try:
+                        item.bodies = events_service.read_bodies(
+                            session, run.plane, run.tenant_id, chunk, actor=run.actor)
+                    except HashMismatch as exc:
+                        item.error = exc
+                    if session.in_transaction():
+                        session.commit()
+                    if not self._put(item):
+                        return
+                    if item.error is not None:
+                        break
+            self._put(_DONE)
+        except BaseException as exc:  # the run raises it (storage down, database gone …)
+            session.rollback()
+            self._put(exc)
+        finally:
+            session.close()
 
 
 # --- provenance ----------------------------------------------------------------------------

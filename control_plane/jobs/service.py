@@ -103,10 +103,13 @@ class JobContext:
         """Record finished work in ``progress`` inside the session's open write transaction
         (commit it with the step's own change). Raises LeaseLost if the job was taken over.
         """
+        self.save_in(self.session, **updates)
+
+    def save_in(self, session: Session, **updates: Any) -> None:
+        """``save`` in another session's open write transaction (a handler's own thread)."""
         self.check()
         self.progress = {**self.progress, **updates}
-        job = self.session.get(Job, self.job_id, populate_existing=True,
-                               with_for_update=True)
+        job = session.get(Job, self.job_id, populate_existing=True, with_for_update=True)
         if job is None or job.lease_owner != self.owner or job.state != "running":
             raise LeaseLost(str(self.job_id))
         now = utcnow()

@@ -87,11 +87,11 @@ def test_chunks_split_large_buckets_evenly(runtime: Runtime) -> None:
     run = compactor._Run(None, runtime.plane, runtime.settings, None, None,  # type: ignore[arg-type]
                          dry_run=True, job=None, now=utcnow)
     cap = runtime.settings.compactor_max_events_per_entry
-    assert run._chunk_sizes(3) == [3]
-    assert run._chunk_sizes(cap) == [cap]
-    assert run._chunk_sizes(cap + 1) == [cap // 2 + 1, cap // 2]
-    assert sum(run._chunk_sizes(5 * cap + 7)) == 5 * cap + 7
-    assert min(run._chunk_sizes(5 * cap + 7)) >= cap // 2
+    assert run.chunk_sizes(3) == [3]
+    assert run.chunk_sizes(cap) == [cap]
+    assert run.chunk_sizes(cap + 1) == [cap // 2 + 1, cap // 2]
+    assert sum(run.chunk_sizes(5 * cap + 7)) == 5 * cap + 7
+    assert min(run.chunk_sizes(5 * cap + 7)) >= cap // 2
 
 
 @pytest.mark.databases("postgres")
