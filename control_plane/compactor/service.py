@@ -32,7 +32,7 @@ import queue
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +69,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 KIND = "compact"
+WRITERS = 3
 IMPORTANCE = 4
 TAGS = ["compacted"]
 
@@ -109,6 +110,19 @@ class Counts:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def plus(self, delta: Counts) -> Counts:
+        """These counts with ``delta``'s added (``buckets`` and ``dry_run`` kept)."""
+        failures = dict(self.failures)
+        for code, n in delta.failures.items():
+            failures[code] = failures.get(code, 0) + n
+        return replace(
+            self, compacted_buckets=self.compacted_buckets + delta.compacted_buckets,
+            events_compressed=self.events_compressed + delta.events_compressed,
+            entries_written=self.entries_written + delta.entries_written,
+            failed_buckets=self.failed_buckets + delta.failed_buckets,
+            skipped_buckets=self.skipped_buckets + delta.skipped_buckets,
+            budget_spent=self.budget_spent or delta.budget_spent, failures=failures)
 
 
 # --- configuration -------------------------------------------------------------------------
@@ -227,20 +241,24 @@ def compact_tenant(session: Session, plane: DataPlane, settings: Settings,
                    tenant_id: uuid.UUID, *, actor: Actor, dry_run: bool = False,
                    scope: str | None = None, scope_ref: str | None = None,
                    job: JobContext | None = None, summarizer: Summarizer | None = None,
-                   now: Callable[[], datetime] = utcnow) -> Counts:
+                   writers: int = WRITERS, now: Callable[[], datetime] = utcnow) -> Counts:
     """Compact every due bucket of the tenant (or of one scope); see the module docstring.
     With ``job``, counts are saved in its progress with each bucket's commit, and a job
     taken over resumes with them (and with the first attempt's cutoff). ``summarizer``:
-    default, the tenant's (``summarizers.summarizer_for``)."""
+    default, the tenant's (``summarizers.summarizer_for``). ``writers``: threads writing
+    entries side by side (each entry is still one transaction of its own)."""
     return _Run(session, plane, settings, tenant_id, actor, dry_run=dry_run, job=job,
-                now=now).run(scope, scope_ref, summarizer)
+                now=now, writers=writers).run(scope, scope_ref, summarizer)
 
 
 class _Run:
     def __init__(self, session: Session, plane: DataPlane, settings: Settings,
                  tenant_id: uuid.UUID, actor: Actor, *, dry_run: bool,
-                 job: JobContext | None, now: Callable[[], datetime]) -> None:
+                 job: JobContext | None, now: Callable[[], datetime],
+                 writers: int = 1) -> None:
         self.session, self.plane, self.settings = session, plane, settings
+        self.writers = max(1, writers)
+        self._counts_lock = threading.Lock()
         self.tenant_id, self.actor, self.job = tenant_id, actor, job
         self.now = now
         progress = dict(job.progress) if job is not None else {}
@@ -281,10 +299,10 @@ class _Run:
         from ..summarizers import BudgetSpent, SummarizerFailed
 
         # Three stages overlap: a reader thread reads the next chunk's bodies, this thread
-        # summarises, a writer thread puts and commits the previous chunk's entry. Each
+        # summarises, writer threads put and commit the entries of the chunks before. Each
         # entry still commits on its own with its events' marks.
         reader = _Reader(self, buckets, cutoff)
-        writer = _Writer(self)
+        writer = _Writer(self, self.writers)
         try:
             for item in reader:
                 key = (item.bucket.scope, item.bucket.scope_ref)
@@ -368,14 +386,11 @@ class _Run:
                              f"{until:%Y-%m-%d}",
                        summary=summary.text, tags=list(TAGS), importance=IMPORTANCE,
                        user_id=subject)
-        after = Counts.of(self.counts.as_dict())
-        after.events_compressed += len(events)
-        after.entries_written += 1
-        if task.first:  # a bucket counts once, with its first entry
-            after.compacted_buckets += 1
+        delta = Counts(events_compressed=len(events), entries_written=1,
+                       compacted_buckets=1 if task.first else 0)  # a bucket counts once
 
         def mark(session: Session, pointer: MemoryPointer) -> None:
-            self._mark(session, pointer, bucket, events, hashes, summary, subjects, after)
+            self._mark(session, pointer, bucket, events, hashes, summary, subjects, delta)
 
         try:
             entries.create_entry(session, self.plane, self.actor, spec, access=EVERYTHING,
@@ -389,32 +404,46 @@ class _Run:
             self.done.add(key)
             self.record(session, _Outcome(key, failed=exc.code))
             return
-        self.counts = after
+        self._add(delta)
         self.plane.checkpoint("compact:committed")
 
+    def _add(self, delta: Counts) -> None:
+        with self._counts_lock:
+            self.counts = self.counts.plus(delta)
+
+    def _save(self, session: Session, delta: Counts) -> None:
+        """Add ``delta`` to the counts in the job's progress (the row locked), in the
+        session's open write transaction."""
+        if self.job is None:
+            return
+
+        def change(progress: dict[str, Any]) -> dict[str, Any]:
+            stored = Counts.of(progress.get("counts", {}))
+            return {**progress, "counts": stored.plus(delta).as_dict()}
+
+        self.job.update_in(session, change)
+
     def record(self, session: Session, outcome: _Outcome) -> None:
-        """The writer thread: count a bucket skipped or failed (or the budget spent) and
-        save the counts in the job's progress."""
-        if outcome.skipped:
-            self.counts.skipped_buckets += 1
+        """A writer thread: count a bucket skipped or failed (or the budget spent), in the
+        job's progress too."""
+        delta = Counts(skipped_buckets=1 if outcome.skipped else 0,
+                       failed_buckets=1 if outcome.failed is not None else 0,
+                       budget_spent=outcome.budget_spent,
+                       failures={outcome.failed: 1} if outcome.failed is not None else {})
         if outcome.failed is not None:
-            self.counts.failed_buckets += 1
-            self.counts.failures[outcome.failed] = self.counts.failures.get(outcome.failed,
-                                                                            0) + 1
             log.warning("compaction of a bucket of tenant %s failed (%s); retried next run",
                         self.tenant_id, outcome.failed)
-        if outcome.budget_spent:
-            self.counts.budget_spent = True
         if self.job is not None:
             if session.in_transaction():
                 session.rollback()
             begin_write(session)
-            self.job.save_in(session, counts=self.counts.as_dict())
+            self._save(session, delta)
             session.commit()
+        self._add(delta)
 
     def _mark(self, session: Session, pointer: MemoryPointer, bucket: Bucket,
               events: Sequence[MemoryEvent], hashes: list[tuple[uuid.UUID, str]],
-              summary: Summary, subjects: set[str | None], after: Counts) -> None:
+              summary: Summary, subjects: set[str | None], delta: Counts) -> None:
         """Inside the entry's commit transaction: mark, record provenance, save progress."""
         self.plane.checkpoint("compact:marking")
         ensure_writable(session, self.tenant_id, *subjects)
@@ -433,8 +462,7 @@ class _Run:
         audit.record(session, self.actor, "compact", pointer_id=pointer.id,
                      detail=f"{len(ids)} events summarised by {summary.provider} "
                             f"{summary.model} prompt {summary.prompt_version}")
-        if self.job is not None:
-            self.job.save_in(session, counts=after.as_dict())
+        self._save(session, delta)
 
 
 @dataclass(frozen=True)
@@ -454,26 +482,30 @@ class _Outcome:
 
 
 class _Writer:
-    """Writes the entries (and counts the outcomes) on a thread and session of its own, in
-    the order they are submitted; the queue holds one, so summarising never runs more than
-    one chunk ahead of the writes. An error there (storage down, a crash test's stop, a lost
-    lease) is raised in the run at its next ``submit`` or at ``finish``."""
+    """Writes the entries (and counts the outcomes) on ``threads`` threads, each with a
+    session of its own; the queue holds as many tasks as there are threads, so summarising
+    never runs far ahead of the writes. An error there (storage down, a crash test's stop, a
+    lost lease) stops the writers and is raised in the run at its next ``submit`` or at
+    ``finish``."""
 
-    def __init__(self, run: _Run) -> None:
+    def __init__(self, run: _Run, threads: int) -> None:
         self.run = run
-        self.queue: queue.Queue[object] = queue.Queue(maxsize=1)
+        self.queue: queue.Queue[object] = queue.Queue(maxsize=threads)
         self.error: BaseException | None = None
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, daemon=True,
-                                       name=f"{threading.current_thread().name}:compact-writer")
-        self.thread.start()
+        name = threading.current_thread().name
+        self.threads = [threading.Thread(target=self._loop, daemon=True,
+                                         name=f"{name}:compact-writer-{n}")
+                        for n in range(threads)]
+        for thread in self.threads:
+            thread.start()
 
-    def submit(self, task: _Write | _Outcome | object) -> None:
+    def submit(self, task: object) -> None:
         while True:
             if self.error is not None:
                 raise self.error
-            if not self.thread.is_alive():
-                raise RuntimeError("the compactor's writer stopped")
+            if not any(thread.is_alive() for thread in self.threads):
+                raise RuntimeError("the compactor's writers stopped")
             try:
                 self.queue.put(task, timeout=0.05)
                 return
@@ -481,23 +513,26 @@ class _Writer:
                 continue
 
     def finish(self) -> None:
-        self.submit(_DONE)
-        self.thread.join()
+        for _ in self.threads:
+            self.submit(_DONE)
+        for thread in self.threads:
+            thread.join()
         if self.error is not None:
             raise self.error
 
     def abort(self) -> None:
         self.stop.set()
-        while self.thread.is_alive():
+        while any(thread.is_alive() for thread in self.threads):
             with contextlib.suppress(queue.Empty):
                 self.queue.get(timeout=0.05)
-        self.thread.join()
+        for thread in self.threads:
+            thread.join()
 
     def _loop(self) -> None:
         run = self.run
         session = Session(run.session.get_bind(), expire_on_commit=False, autoflush=False)
         try:
-            while not self.stop.is_set():
+            while not self.stop.is_set() and self.error is None:
                 try:
                     task = self.queue.get(timeout=0.05)
                 except queue.Empty:
@@ -510,6 +545,7 @@ class _Writer:
                     run.record(session, task)
         except BaseException as exc:
             self.error = exc
+            self.stop.set()
         finally:
             session.close()
 

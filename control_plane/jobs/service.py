@@ -107,11 +107,18 @@ class JobContext:
 
     def save_in(self, session: Session, **updates: Any) -> None:
         """``save`` in another session's open write transaction (a handler's own thread)."""
+        self.update_in(session, lambda progress: {**progress, **updates})
+
+    def update_in(self, session: Session,
+                  change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+        """Replace ``progress`` with ``change(progress as stored)`` in the session's open write
+        transaction, the job's row locked: threads of one handler that each add to a count
+        never overwrite each other's. Raises LeaseLost if the job was taken over."""
         self.check()
-        self.progress = {**self.progress, **updates}
         job = session.get(Job, self.job_id, populate_existing=True, with_for_update=True)
         if job is None or job.lease_owner != self.owner or job.state != "running":
             raise LeaseLost(str(self.job_id))
+        self.progress = change(dict(job.progress or {}))
         now = utcnow()
         job.progress = self.progress
         job.updated_at = now

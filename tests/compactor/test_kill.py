@@ -89,14 +89,18 @@ def test_the_scheduled_run_killed_mid_bucket_finishes_after_restart(
         wait_for_pause(pause, worker.process)
         worker.kill()
         with runtime.sessions() as session:
-            entries = session.scalar(select(MemoryPointer.id).where(
-                MemoryPointer.source == "compactor").limit(2))
+            written = set(session.scalars(select(MemoryPointer.scope_ref).where(
+                MemoryPointer.source == "compactor")))
             marked = set(session.scalars(select(MemoryEvent.id).where(
                 MemoryEvent.compressed_at.is_not(None))))
+        # Entries are written by several threads: at the kill, each bucket either has its
+        # entry and all its events marked, or neither.
+        by_bucket = {"ent_acme": set(ids[:4]), "p1": set(ids[4:])}
+        assert marked == set().union(*(by_bucket[ref] for ref in written))
         if step == "compact:marking":
-            assert entries is None and marked == set()
+            assert written == set()
         else:
-            assert entries is not None and marked == set(ids[:4])  # the first bucket
+            assert written != set()
         assert _job(runtime).state == "running"
 
         worker = WorkerProcess(env).start()
@@ -124,5 +128,8 @@ def test_the_scheduled_run_killed_mid_bucket_finishes_after_restart(
     assert entries_by_scope == {("entity", "ent_acme"): 1, ("project", "p1"): 1}
     assert covered == Counter(ids)
     assert unmarked is None
-    # The killed put between the summary's put and its commit: one object nobody names.
-    assert orphans.orphans_deleted == (1 if step == "compact:marking" else 0)
+    # Each put killed between the summary's put and its commit: an object nobody names.
+    if step == "compact:marking":
+        assert orphans.orphans_deleted in (1, 2)
+    else:
+        assert orphans.orphans_deleted == 0
