@@ -128,8 +128,7 @@ def test_the_scheduled_run_killed_mid_bucket_finishes_after_restart(
     assert entries_by_scope == {("entity", "ent_acme"): 1, ("project", "p1"): 1}
     assert covered == Counter(ids)
     assert unmarked is None
-    # Each put killed between the summary's put and its commit: an object nobody names.
-    if step == "compact:marking":
-        assert orphans.orphans_deleted in (1, 2)
-    else:
-        assert orphans.orphans_deleted == 0
+    # Each put killed between the summary's put and its commit left an object nobody names:
+    # at least the paused writer's at "marking"; at most one per bucket not committed then.
+    least = 1 if step == "compact:marking" else 0
+    assert least <= orphans.orphans_deleted <= len(by_bucket) - len(written)

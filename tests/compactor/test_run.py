@@ -285,7 +285,7 @@ def test_a_spent_budget_stops_the_run_cleanly(world: ServiceWorld) -> None:
     assert compressed(world) == set(acme)
 
 
-def test_the_offline_summariser_is_the_default_and_honours_a_budget(
+def test_the_offline_summariser_is_the_tenants_default(
         world: ServiceWorld) -> None:
     with world.runtime.sessions() as session:
         summarizer = summarizer_for(session, world.runtime.settings, world.tenant_id,
