@@ -9,6 +9,7 @@ import logging
 import sys
 from pathlib import Path
 
+from . import events
 from .cases import run_all
 
 
@@ -20,6 +21,8 @@ def main() -> int:
     logging.disable(logging.WARNING)
     only = [p for p in args.only.split(",") if p]
     results = run_all(quick=args.quick, only=only)
+    if not only or any("event-ingest".startswith(p) for p in only):
+        results |= events.run(quick=args.quick)
     if not only or "compactor" in only:
         from .compactor import run as compactor_case
 

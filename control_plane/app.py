@@ -30,6 +30,7 @@ from .observability import Metrics, RequestContext
 from .runtime import Runtime
 from .settings import Settings
 from .storage_config.router import router as storage_config_router
+from .summarizers.router import router as summarizer_router
 from .tenants.router import router as tenants_router
 from .tenants.service import ensure_bootstrap
 
@@ -84,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(integrity_router)
     app.include_router(events_router)
     app.include_router(entries_router)
+    app.include_router(summarizer_router)
     app.include_router(compactor_router)
     _install_error_handlers(app)
     return app

@@ -9,6 +9,11 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+# Hosted OpenAI-compatible APIs a tenant's summariser may use by default.
+DEFAULT_SUMMARIZER_HOSTS = ("api.openai.com", "*.openai.azure.com", "api.mistral.ai",
+                            "api.groq.com", "api.together.xyz", "openrouter.ai",
+                            "api.deepseek.com", "api.fireworks.ai",
+                            "generativelanguage.googleapis.com")
 _PLACEHOLDERS = {"", "changeme", "change-me", "secret", "memplane", "development"}
 
 
@@ -110,6 +115,24 @@ class Settings(BaseSettings):
         parse_schedule(value)  # a bad expression is refused at start, naming it
         return value.strip()
 
+    # Summarisers (control_plane/summarizers): the compactor's OpenAI-compatible endpoints.
+    summarizer_public_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(DEFAULT_SUMMARIZER_HOSTS), description="Hosted LLM "
+        "APIs tenants may point their summariser at without the operator listing them "
+        "(host patterns, comma separated or a JSON list); MEMPLANE_ALLOWED_ENDPOINTS adds to "
+        "them. Their addresses must still be public.")
+    summarizer_token_budget_per_run: int | None = Field(
+        200_000, ge=1, description="Tokens one compactor run may spend on a tenant's "
+        "summariser calls unless the tenant sets a smaller token_budget_per_run; when spent, "
+        "the run stops cleanly and the remaining buckets wait for the next run.")
+    summarizer_max_retry_wait_seconds: float = Field(
+        30.0, ge=0, description="Longest wait before retrying a summariser call, whatever "
+        "its Retry-After says.")
+    summarizer_max_input_chars: int = Field(
+        48_000, ge=1000, description="Longest event text sent in one summariser call; longer "
+        "buckets are reduced to their essential sentences first.")
+    summarizer_max_output_tokens: int = Field(1024, ge=16, le=32_768)
+
     @field_validator("allowed_endpoints", "kek_aws_allowed_key_refs", mode="before")
     @classmethod
     def _list_from_text(cls, value: Any) -> Any:
@@ -127,6 +150,22 @@ class Settings(BaseSettings):
         from storage_adapters.netguard import parse_entries
 
         parse_entries(value)  # a bad entry is refused at start, naming it
+        return value
+
+    @field_validator("summarizer_public_hosts", mode="before")
+    @classmethod
+    def _summarizer_hosts_from_text(cls, value: Any) -> Any:
+        return cls._list_from_text(value)
+
+    @field_validator("summarizer_public_hosts")
+    @classmethod
+    def _summarizer_host_entries(cls, value: list[str]) -> list[str]:
+        from storage_adapters.netguard import parse_entries
+
+        _, networks = parse_entries(value)
+        if networks:
+            raise ValueError("MEMPLANE_SUMMARIZER_PUBLIC_HOSTS takes host patterns only; put "
+                             "networks in MEMPLANE_ALLOWED_ENDPOINTS")
         return value
 
     @property

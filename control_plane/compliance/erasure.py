@@ -6,6 +6,10 @@ after a crash continues with the next one:
 1. **start** — a per-receipt salt, the start time and the first audit row of the erasure;
 2. **block** — a ``subject_erasures`` row: memory writes, appends and deletes of the subject
    answer 409 ``subject_erasure_in_progress`` until the receipt is written;
+3a. **compactor entries** built from the subject's events (the ``compactions`` and
+   ``compaction_events`` provenance names them), and any built from events that no longer
+   exist: mark their pointers ``pending_delete``, delete their objects (all versions) and
+   check by listing that they are gone, then delete the pointers and their provenance rows;
 3. **delete**, in batches of the subject's pointers (``user_id`` = subject, or scope ``user``
    with ``scope_ref`` = subject): mark them ``pending_delete`` (reads stop), delete their
    objects (``delete_many``; on a versioned bucket every version and delete marker of each
@@ -13,15 +17,21 @@ after a crash continues with the next one:
    Objects outside the subject's prefix (conversation, agent … scopes) are verified right
    away by listing their scope directories; superseded copies of those keys that no pointer
    names and that predate the erasure are removed too. A batch's counts are saved in the
-   transaction that deletes its rows, so a crash never counts anything twice;
+   transaction that deletes its rows, so a crash never counts anything twice. Memories by
+   key and curated entries (key null, memory type ``entry``) are counted apart;
+3b. **events**, in batches of the subject's raw events (``user_id`` = subject, or scope
+   ``user``/subject): mark them ``pending_delete`` (reads stop), delete their bodies (all
+   versions), list each month directory that held one to check they are gone, then delete
+   the rows with one audit row each;
 4. **sweep** — every object (and, on a versioned bucket, every version and marker) left under
-   ``memories/user/<subject>/`` in each of the tenant's bucket locations, plus the archives of
+   ``memories/user/<subject>/`` and ``events/user/<subject>/`` in each of the tenant's bucket
+   locations, plus the archives of
    the subject's earlier exports;
 5. **keys** — the subject's encryption key is destroyed through
    ``control_plane.keys.service.shred_subject`` when that module is installed;
-6. **verify** — a count query on the pointers and a listing of every version under the
-   subject's prefixes must both come back empty (if a write slipped in, the job goes back
-   to step 3);
+6. **verify** — count queries on the pointers, the events and the compactor entries built
+   from them, and a listing of every version under the subject's prefixes must all come back
+   empty (if a write slipped in, the job goes back to step 3a);
 7. **receipt** — the last audit row, the audit chain sealed, an Ed25519-signed receipt stored
    (see ``receipts.py``), the write block lifted, and nothing personal of the subject left in
    the control plane: this job and the subject's earlier exports keep only the receipt's
@@ -54,8 +64,9 @@ import uuid
 from collections import defaultdict
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
@@ -64,7 +75,17 @@ from .. import idempotency
 from ..audit import service as audit
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write, scrub_freed
-from ..db.models import AccessLog, Job, MemoryPointer, SubjectErasure, SubjectKey
+from ..db.models import (
+    AccessLog,
+    Compaction,
+    CompactionEvent,
+    Job,
+    MemoryEvent,
+    MemoryPointer,
+    SubjectErasure,
+    SubjectKey,
+)
+from ..events import repository as events_repo
 from ..jobs.service import JobContext
 from ..kit import request_id_var
 from ..memories import repository as memories_repo
@@ -91,12 +112,15 @@ def run(ctx: JobContext) -> dict[str, Any]:
     run.start()
     run.block()
     for _ in range(MAX_ROUNDS):
+        run.delete_compactor_entries()
         run.delete_pointers()
+        run.delete_events()
         run.sweep()
         run.destroy_keys()
         if run.verify():
             break
-        ctx.commit_progress(pointers_done=False, swept=False)
+        ctx.commit_progress(compactions_done=False, pointers_done=False, events_done=False,
+                            swept=False)
     else:
         raise ErasureIncomplete("writes kept reappearing for the subject; rerun the erasure")
     return run.finish()
@@ -140,7 +164,8 @@ class _Erasure:
             self.session, self.ctx, detail=f"job {self.ctx.job_id}: erasure started for subject "
                    f"sha256:{subjects.subject_hash(salt, self.user_id)} (salt {salt})")
         self.ctx.save(salt=salt, started_at=utcnow().isoformat(), start_audit_id=row.id,
-                      pointers=0, objects=0, versions=0, orphans=0, exports=0)
+                      pointers=0, objects=0, versions=0, orphans=0, exports=0, entries=0,
+                      compactor_entries=0, events=0)
         self.session.commit()
 
     # 2
@@ -163,8 +188,12 @@ class _Erasure:
         started = datetime.fromisoformat(self.p["started_at"])
         while True:
             self.ctx.check()
-            batch = list(subjects.object_page(self.session, self.ctx.tenant_id, self.user_id,
-                                              BATCH))
+            batch = list(self.session.execute(
+                select(MemoryPointer.id, MemoryPointer.storage_config_id,
+                       MemoryPointer.storage_path, MemoryPointer.embedding_storage_path,
+                       MemoryPointer.key, MemoryPointer.memory_type)
+                .where(subjects.owned_by(self.ctx.tenant_id, self.user_id))
+                .order_by(MemoryPointer.id).limit(BATCH)).all())
             self.session.commit()
             if not batch:
                 break
@@ -201,6 +230,8 @@ class _Erasure:
             idempotency.forget_subject(self.session, self.ctx.tenant_id, self.user_id, ids)
             self.ctx.save(
                 pointers=self._count("pointers") + int(removed.rowcount),  # type: ignore[attr-defined]
+                entries=self._count("entries") + sum(
+                    1 for p in batch if p.key is None and p.memory_type == "entry"),
                 objects=self._count("objects") + objects,
                 versions=self._count("versions") + versions,
                 orphans=self._count("orphans") + orphans,
@@ -211,6 +242,113 @@ class _Erasure:
         begin_write(self.session)
         self.ctx.save(pointers_done=True)
         self.session.commit()
+
+    # 3a
+    def delete_compactor_entries(self) -> None:
+        if self.p.get("compactions_done"):
+            return
+        while True:
+            self.ctx.check()
+            ids = list(self.session.scalars(
+                _compactions_of(self.ctx.tenant_id, self.user_id).limit(BATCH)))
+            entries = self.session.execute(
+                select(MemoryPointer.id, MemoryPointer.storage_config_id,
+                       MemoryPointer.storage_path, MemoryPointer.embedding_storage_path)
+                .where(MemoryPointer.tenant_id == self.ctx.tenant_id,
+                       MemoryPointer.id.in_(ids))).all() if ids else []
+            self.session.commit()
+            if not ids:
+                break
+            begin_write(self.session)
+            self.session.execute(update(MemoryPointer)
+                                 .where(MemoryPointer.id.in_([e.id for e in entries]))
+                                 .values(sync_status="pending_delete", updated_at=utcnow())
+                                 .execution_options(synchronize_session=False))
+            self.session.commit()
+            objects = 0
+            for config_id, paths in _paths_by_config(
+                    (e.storage_config_id, path) for e in entries
+                    for path in (e.storage_path, e.embedding_storage_path) if path).items():
+                target = self.ctx.plane.by_id(self.session, config_id)
+                self.session.commit()
+                with storage_errors():
+                    target.delete(paths)
+                self._check_gone(target, paths)
+                objects += len(paths)
+            self.ctx.checkpoint("after_compactor_objects")
+            begin_write(self.session)
+            self.session.execute(delete(CompactionEvent)
+                                 .where(CompactionEvent.compaction_id.in_(ids))
+                                 .execution_options(synchronize_session=False))
+            self.session.execute(delete(Compaction).where(Compaction.id.in_(ids))
+                                 .execution_options(synchronize_session=False))
+            removed = self.session.execute(delete(MemoryPointer)
+                                           .where(MemoryPointer.id.in_([e.id for e in entries]))
+                                           .execution_options(synchronize_session=False))
+            audit.record_many(self.session, self.ctx.actor, "erase", [
+                (entry.id, f"job {self.ctx.job_id}: compactor entry built from the subject's "
+                           "events deleted") for entry in entries])
+            self.ctx.save(
+                compactor_entries=self._count("compactor_entries")
+                + int(removed.rowcount),  # type: ignore[attr-defined]
+                objects=self._count("objects") + objects)
+            self.session.commit()
+        begin_write(self.session)
+        self.ctx.save(compactions_done=True)
+        self.session.commit()
+
+    # 3b
+    def delete_events(self) -> None:
+        if self.p.get("events_done"):
+            return
+        while True:
+            self.ctx.check()
+            batch = list(events_repo.subject_objects(self.session, self.ctx.tenant_id,
+                                                     self.user_id, BATCH))
+            self.session.commit()
+            if not batch:
+                break
+            ids = [e.id for e in batch]
+            begin_write(self.session)
+            self.session.execute(update(MemoryEvent).where(MemoryEvent.id.in_(ids))
+                                 .values(sync_status="pending_delete")
+                                 .execution_options(synchronize_session=False))
+            self.session.commit()
+            for config_id, paths in _paths_by_config(
+                    (e.storage_config_id, e.storage_path) for e in batch).items():
+                target = self.ctx.plane.by_id(self.session, config_id)
+                self.session.commit()
+                with storage_errors():
+                    target.delete(paths)
+                self._check_gone(target, paths)
+            self.ctx.checkpoint("after_event_objects")
+            begin_write(self.session)
+            removed = self.session.execute(delete(MemoryEvent).where(MemoryEvent.id.in_(ids))
+                                           .execution_options(synchronize_session=False))
+            for event in batch:
+                audit.record(self.session, self.ctx.actor, "erase", event_id=event.id,
+                             detail=f"job {self.ctx.job_id}: event and its body deleted")
+            self.ctx.save(events=self._count("events") + int(removed.rowcount),  # type: ignore[attr-defined]
+                          objects=self._count("objects") + len(batch),
+                          events_checked=self._count("events_checked") + len(batch))
+            self.session.commit()
+            self.ctx.checkpoint("after_event_batch")
+        begin_write(self.session)
+        self.ctx.save(events_done=True)
+        self.session.commit()
+
+    def _check_gone(self, target: Target, deleted: list[str]) -> None:
+        """List each directory that held a deleted object: none may still be there (on a
+        versioned bucket, no version or marker of it either)."""
+        gone = set(deleted)
+        versioned = self._versioned(target)
+        with storage_errors():
+            for directory in sorted({path.rsplit("/", 1)[0] + "/" for path in deleted}):
+                listing = (target.adapter.list_versions(directory) if versioned
+                           else target.adapter.list(directory))
+                if any(entry.path in gone for entry in listing):
+                    raise ErasureIncomplete("an object of the subject is still listed after "
+                                            "its deletion")
 
     def _delete_objects(self, target: Target, pointers: list[Any],
                         started: datetime) -> tuple[int, int, int, int]:
@@ -282,12 +420,12 @@ class _Erasure:
             select(Job).where(Job.tenant_id == self.ctx.tenant_id, Job.kind == "export",
                               Job.subject == self.user_id))]
         for target in self._targets():
-            full = target.path(prefix)
             with storage_errors():
-                listed = [info.path for info in target.adapter.list(full)]
-                orphans += target.adapter.delete_many(listed) if listed else 0
-                if self._versioned(target):
-                    versions += target.adapter.purge_versions(full)
+                for full in (target.path(prefix), target.path(_events_prefix(self.user_id))):
+                    listed = [info.path for info in target.adapter.list(full)]
+                    orphans += target.adapter.delete_many(listed) if listed else 0
+                    if self._versioned(target):
+                        versions += target.adapter.purge_versions(full)
                 for job_id in export_jobs:
                     export_prefix = target.path("exports", str(job_id)) + "/"
                     found = [info.path for info in target.adapter.list(export_prefix)]
@@ -326,24 +464,32 @@ class _Erasure:
     def verify(self) -> bool:
         remaining_pointers = subjects.count_pointers(self.session, self.ctx.tenant_id,
                                                      self.user_id)
+        remaining_events = events_repo.count_subject(self.session, self.ctx.tenant_id,
+                                                     self.user_id)
+        remaining_compactions = int(self.session.scalar(select(func.count()).select_from(
+            _compactions_of(self.ctx.tenant_id, self.user_id).subquery())) or 0)
         self.session.commit()
-        if remaining_pointers:
-            log.warning("erasure %s: %d pointers reappeared; another round", self.ctx.job_id,
-                        remaining_pointers)
+        if remaining_pointers or remaining_events or remaining_compactions:
+            log.warning("erasure %s: %d pointers, %d events, %d compactor entries reappeared; "
+                        "another round", self.ctx.job_id, remaining_pointers,
+                        remaining_events, remaining_compactions)
             return False
         remaining_objects = 0
         locations = 0
         for target in self._targets():
             locations += 1
             with storage_errors():
-                remaining_objects += sum(1 for _ in target.adapter.list_versions(
-                    target.path(subjects.user_prefix(self.user_id))))
+                for prefix in (subjects.user_prefix(self.user_id),
+                               _events_prefix(self.user_id)):
+                    remaining_objects += sum(1 for _ in target.adapter.list_versions(
+                        target.path(prefix)))
         if remaining_objects:
             log.warning("erasure %s: %d objects reappeared; another round", self.ctx.job_id,
                         remaining_objects)
             return False
         begin_write(self.session)
         self.ctx.save(verification={"pointers_remaining": 0, "objects_remaining": 0,
+                                    "events_remaining": 0, "compactor_entries_remaining": 0,
                                     "locations_listed": locations})
         self.session.commit()
         return True
@@ -363,7 +509,8 @@ class _Erasure:
         receipt_id = uuid.UUID(self.p["receipt_id"])
         audit.seal(self.session, self.ctx.tenant_id)
         counts = {name: self._count(name)
-                  for name in ("pointers", "objects", "versions", "orphans", "exports")}
+                  for name in ("pointers", "objects", "versions", "orphans", "exports",
+                               "events", "entries", "compactor_entries")}
         work_done = any(counts.values()) or bool(self.p["keys"]["destroyed"])
         descriptions = [(t.config_id, self._describe(t)) for t in self._targets()]
         begin_write(self.session)
@@ -400,6 +547,29 @@ class _Erasure:
         self.session.commit()
         scrub_freed(self.session)
         return result
+
+
+def _events_prefix(user_id: str) -> str:
+    """The subject's own event directory (events in scope ``user``) under a target."""
+    return f"events/user/{quote(user_id, safe='')}/"
+
+
+def _compactions_of(tenant_id: uuid.UUID, user_id: str) -> Any:
+    """Compactor entries (``compactions`` ids) built from an event of the subject, or from an
+    event that no longer exists (erased while the compactor was summarising it)."""
+    subject_events = select(MemoryEvent.id).where(events_repo.owned_by(tenant_id, user_id))
+    return (select(Compaction.id).distinct()
+            .join(CompactionEvent, CompactionEvent.compaction_id == Compaction.id)
+            .where(Compaction.tenant_id == tenant_id,
+                   or_(CompactionEvent.event_id.in_(subject_events),
+                       ~exists().where(MemoryEvent.id == CompactionEvent.event_id))))
+
+
+def _paths_by_config(pairs: Any) -> dict[uuid.UUID, list[str]]:
+    found: dict[uuid.UUID, list[str]] = defaultdict(list)
+    for config_id, path in pairs:
+        found[config_id].append(path)
+    return found
 
 
 def _audit_row(session: Session, ctx: JobContext, *, detail: str) -> AccessLog:
@@ -449,7 +619,12 @@ def _plan(ctx: JobContext) -> dict[str, Any]:
                 versions += 0 if entry.is_latest and not entry.is_delete_marker else 1
     keys = ("the subject key would be destroyed if one exists" if _shredder() is not None
             else "no per-subject keys in this deployment")
+    events = events_repo.count_subject(session, ctx.tenant_id, user_id)
+    compactor_entries = int(session.scalar(select(func.count()).select_from(
+        _compactions_of(ctx.tenant_id, user_id).subquery())) or 0)
+    session.commit()
     plan = {"dry_run": True, "pointers": pointers, "pointers_by_scope": dict(by_scope),
+            "events": events, "compactor_entries": compactor_entries,
             "objects": objects, "objects_under_subject_prefix": under_prefix,
             "noncurrent_versions_under_subject_prefix": versions, "keys": keys,
             "note": "dry run: nothing was deleted and writes were not blocked"}

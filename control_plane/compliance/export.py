@@ -1,8 +1,10 @@
 """Export of a data subject (GDPR Art. 15 access, Art. 20 portability).
 
 The job walks every pointer of the subject — those whose ``subject_user_id`` is the user and
-every pointer in the ``user`` scope with that ``scope_ref`` — reads each value through the
-memory service's verified read (hash-checked, decrypted where encryption is on), and streams
+every pointer in the ``user`` scope with that ``scope_ref``; memories by key and curated
+entries alike — reads each value through the memory service's verified read (hash-checked,
+decrypted where encryption is on), then every raw event of the subject (same selection on
+``memory_events``) through ``events.service.read_bodies`` (hash-checked too), and streams
 them into a ZIP that goes to the tenant's own bucket at ``<prefix>/exports/<job id>/export.zip``.
 The archive is built in a spooled temporary file (memory-bounded: small archives stay in
 memory, large ones spill to disk), sealed under the data subject's key like every object
@@ -21,6 +23,7 @@ Archive layout::
 
     manifest.json
     items/<pointer id>.json      each value exactly as stored (UTF-8 JSON)
+    events/<event id>.json       each event body exactly as stored (a JSON string: Markdown)
 
 ``manifest.json`` (``"format": "memplane-export/1"``)::
 
@@ -30,8 +33,13 @@ Archive layout::
       "created_at": "<ISO-8601 UTC>",
       "selection": "<which pointers belong to the subject>",
       "counts": {"pointers": int, "exported": int, "missing": int, "corrupt": int,
-                 "deleted_during_export": int, "bytes": int},
+                 "deleted_during_export": int, "bytes": int,
+                 "entries": int,          # of the pointers, how many are curated entries
+                 "events": int, "events_exported": int, "events_missing": int,
+                 "events_corrupt": int},
       "items": [{
+        "item_type",             # "entry" (a curated entry: key null, memory_type entry)
+                                 # or "memory" (a memory by key)
         "pointer_id", "scope", "scope_ref", "key", "memory_type", "title", "tags",
         "importance", "source", "user_id", "agent_id", "version", "created_at",
         "updated_at", "expires_at", "content_size",
@@ -41,14 +49,20 @@ Archive layout::
         "file_sha256",           # SHA-256 of the file in the archive, or null
         "hash_verified"          # file_sha256 == content_sha256
       }],
+      "events": [{
+        "event_id", "scope", "scope_ref", "kind", "source", "source_ref", "user_id",
+        "agent_id", "occurred_at", "compressed_at", "created_at", "content_size",
+        "content_sha256", "status",   # exported | missing | corrupt
+        "file", "file_sha256", "hash_verified"
+      }],
       "not_exported": [{"what": str, "why": str, "pointer_id"?: str}]
     }
 
-Every pointer appears in ``items``; one whose object is missing or fails its hash is listed
-with that status (and again in ``not_exported``), never silently dropped. A memory
-overwritten while the export runs is archived in the version the verified read found, and
-its item describes that version (version, hash, size, dates); one deleted before it is read
-is listed ``deleted_during_export``.
+Every pointer appears in ``items`` and every event in ``events``; one whose object is
+missing or fails its hash is listed with that status (and again in ``not_exported``),
+never silently dropped. A memory overwritten while the export runs is archived in the
+version the verified read found, and its item describes that version (version, hash, size,
+dates); one deleted before it is read is listed ``deleted_during_export``.
 
 Resuming: the archive is rebuilt from the start if a worker dies while building it (the
 temporary file dies with the worker); once uploaded, ``progress`` records it and a rerun only
@@ -77,8 +91,10 @@ from ..audit import service as audit
 from ..audit.service import Actor
 from ..db.base import utcnow
 from ..db.engine import begin_write
-from ..db.models import Job, MemoryPointer
+from ..db.models import Job, MemoryEvent, MemoryPointer
 from ..errors import Conflict, DomainError, HashMismatch, NotFound
+from ..events import repository as events_repo
+from ..events import service as events
 from ..jobs import repository as jobs_repo
 from ..jobs.service import JobContext
 from ..keys import service as keys
@@ -90,8 +106,8 @@ FORMAT = "memplane-export/1"
 ARCHIVE = "export.zip"
 SPOOL_BYTES = 8 << 20
 PAGE = 200
-SELECTION = ("pointers whose user_id is the subject, and every pointer in scope 'user' "
-             "whose scope_ref is the subject")
+SELECTION = ("pointers (memories and entries) and raw events whose user_id is the subject, "
+             "and every pointer and event in scope 'user' whose scope_ref is the subject")
 _CHUNK = 1 << 20
 
 
@@ -112,8 +128,8 @@ def run(ctx: JobContext) -> dict[str, Any]:
         target.adapter.delete_many([path])
     started = utcnow()
     with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as spool, \
-            tempfile.TemporaryFile() as items_file:
-        counts = _build(ctx, spool, items_file, started.isoformat())
+            tempfile.TemporaryFile() as items_file, tempfile.TemporaryFile() as events_file:
+        counts = _build(ctx, spool, items_file, events_file, started.isoformat())
         ctx.checkpoint("before_upload")
         size, digest = _measure(spool)
         handle = _archive_key(ctx)
@@ -136,7 +152,8 @@ def run(ctx: JobContext) -> dict[str, Any]:
     begin_write(session)
     audit.record(session, ctx.actor, "export",
                  detail=f"job {ctx.job_id}: archive of {counts['pointers']} pointers, "
-                        f"{counts['exported']} exported, {size} bytes, sha256 {digest}, "
+                        f"{counts['exported']} exported, {counts['events']} events, "
+                        f"{counts['events_exported']} exported, {size} bytes, sha256 {digest}, "
                         f"{'sealed' if handle is not None else 'not encrypted'}, "
                         f"expires {expires_at.isoformat()}")
     ctx.save(archive=result)
@@ -160,12 +177,13 @@ def _context(tenant_id: uuid.UUID, path: str, job_id: uuid.UUID) -> bytes:
     return envelope.associated_data(tenant_id, path, str(job_id), None)
 
 
-def _build(ctx: JobContext, spool: IO[bytes], items_file: IO[bytes],
+def _build(ctx: JobContext, spool: IO[bytes], items_file: IO[bytes], events_file: IO[bytes],
            created_at: str) -> dict[str, int]:
     session = ctx.session
     assert ctx.subject is not None
     counts = {"pointers": 0, "exported": 0, "missing": 0, "corrupt": 0,
-              "deleted_during_export": 0, "bytes": 0}
+              "deleted_during_export": 0, "bytes": 0, "entries": 0, "events": 0,
+              "events_exported": 0, "events_missing": 0, "events_corrupt": 0}
     not_exported: list[dict[str, str]] = []
     # Level 1: most of deflate's size saving on JSON text at several times level 6's speed.
     with zipfile.ZipFile(spool, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1,
@@ -181,6 +199,7 @@ def _build(ctx: JobContext, spool: IO[bytes], items_file: IO[bytes],
                 ctx.checkpoint("before_item")  # race tests: the page is read, the item not
                 item = _export_one(session, ctx.plane, ctx.actor, archive, pointer)
                 counts["pointers"] += 1
+                counts["entries"] += item["item_type"] == "entry"
                 counts[item["status"]] += 1
                 if item["status"] == "exported":
                     counts["bytes"] += item["content_size"]
@@ -196,8 +215,7 @@ def _build(ctx: JobContext, spool: IO[bytes], items_file: IO[bytes],
             ctx.save(exported_pointers=counts["pointers"])
             session.commit()
             after = page[-1].id
-        not_exported.append({"what": "raw events and curated entries",
-                             "why": "this deployment has no event log; nothing to export"})
+        _export_events(ctx, archive, events_file, counts, not_exported)
         not_exported.append({"what": "embeddings",
                              "why": "derived vectors, recomputable from the exported values"})
         not_exported.append({"what": "access audit rows",
@@ -212,6 +230,10 @@ def _build(ctx: JobContext, spool: IO[bytes], items_file: IO[bytes],
             items_file.seek(0)
             while chunk := items_file.read(_CHUNK):
                 manifest.write(chunk)
+            manifest.write(b'],"events":[')
+            events_file.seek(0)
+            while chunk := events_file.read(_CHUNK):
+                manifest.write(chunk)
             manifest.write(b"]}")
     return counts
 
@@ -221,6 +243,86 @@ _WHY = {
     "corrupt": "the object does not match its recorded SHA-256; the pointer is marked corrupt",
     "deleted_during_export": "the memory was deleted while the export ran",
 }
+
+
+_EVENT_WHY = {
+    "missing": "the event's body is missing from the bucket; the event is marked corrupt",
+    "corrupt": "the event's body does not match its recorded SHA-256 (or does not decrypt); "
+               "the event is marked corrupt",
+}
+
+
+def _export_events(ctx: JobContext, archive: zipfile.ZipFile, events_file: IO[bytes],
+                   counts: dict[str, int], not_exported: list[dict[str, str]]) -> None:
+    """Every raw event of the subject, a page at a time: metadata in the manifest, the
+    hash-verified body in ``events/<id>.json``."""
+    session = ctx.session
+    assert ctx.subject is not None
+    after: uuid.UUID | None = None
+    first = True
+    while True:
+        page = list(events_repo.subject_page(session, ctx.tenant_id, ctx.subject, after, PAGE))
+        session.commit()
+        if not page:
+            return
+        ctx.checkpoint("before_events")
+        bodies, failed = _event_bodies(ctx, page)
+        for event in page:
+            item: dict[str, Any] = {**_describe_event(event), "status": "exported",
+                                    "file": None, "file_sha256": None, "hash_verified": False}
+            counts["events"] += 1
+            if event.id in failed:
+                item["status"] = failed[event.id]
+                counts[f"events_{failed[event.id]}"] += 1
+                not_exported.append({"what": "raw event body", "event_id": str(event.id),
+                                     "why": _EVENT_WHY[failed[event.id]]})
+            else:
+                data = memories.serialise(bodies[event.id])
+                name = f"events/{event.id}.json"
+                archive.writestr(name, data)
+                digest = hashlib.sha256(data).hexdigest()
+                item.update(file=name, file_sha256=digest,
+                            hash_verified=digest == event.content_sha256)
+                counts["events_exported"] += 1
+            events_file.write((b"" if first else b",") + _dumps(item))
+            first = False
+        begin_write(session)
+        for event in page:
+            audit.record(session, ctx.actor, "export", event_id=event.id,
+                         detail=f"job {ctx.job_id}")
+        ctx.save(exported_events=counts["events"])
+        session.commit()
+        after = page[-1].id
+
+
+def _event_bodies(ctx: JobContext, page: list[MemoryEvent]
+                  ) -> tuple[dict[uuid.UUID, str], dict[uuid.UUID, str]]:
+    """The page's verified bodies, and the status of each event whose body failed."""
+    try:
+        return events.read_bodies(ctx.session, ctx.plane, ctx.tenant_id, page,
+                                  actor=ctx.actor), {}
+    except HashMismatch:
+        pass  # one at a time, to tell which failed
+    bodies: dict[uuid.UUID, str] = {}
+    failed: dict[uuid.UUID, str] = {}
+    for event in page:
+        try:
+            bodies.update(events.read_bodies(ctx.session, ctx.plane, ctx.tenant_id, [event],
+                                             actor=ctx.actor))
+        except HashMismatch as exc:
+            failed[event.id] = "missing" if exc.extra.get("reason") == "missing" else "corrupt"
+    return bodies, failed
+
+
+def _describe_event(event: MemoryEvent) -> dict[str, Any]:
+    return {
+        "event_id": str(event.id), "scope": event.scope_type, "scope_ref": event.scope_ref,
+        "kind": event.kind, "source": event.source, "source_ref": event.source_ref,
+        "user_id": event.subject_user_id, "agent_id": event.agent_id,
+        "occurred_at": _iso(event.occurred_at), "compressed_at": _iso(event.compressed_at),
+        "created_at": _iso(event.created_at), "content_size": event.content_size,
+        "content_sha256": event.content_sha256,
+    }
 
 
 def _export_one(session: Session, plane: DataPlane, actor: Actor, archive: zipfile.ZipFile,
@@ -256,6 +358,8 @@ def _export_one(session: Session, plane: DataPlane, actor: Actor, archive: zipfi
 def _describe(pointer: MemoryPointer) -> dict[str, Any]:
     """The manifest's description of one version of a memory."""
     return {
+        "item_type": "entry" if pointer.key is None and pointer.memory_type == "entry"
+        else "memory",
         "pointer_id": str(pointer.id), "scope": pointer.scope_type,
         "scope_ref": pointer.scope_ref, "key": pointer.key,
         "memory_type": pointer.memory_type, "title": pointer.title, "tags": pointer.tags,

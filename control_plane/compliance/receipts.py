@@ -8,8 +8,10 @@ A receipt is a JSON object (schema ``memplane-erasure-receipt/1``)::
       "subject": {"hash": hex, "salt": hex, "algorithm": "sha256(salt || utf8(user_id))"},
       "started_at", "finished_at",                      # ISO-8601 UTC
       "work_done": bool,                                # false: nothing of the subject was found
-      "counts": {"pointers", "events", "objects", "object_versions", "orphans_swept",
-                 "exports", "keys"},                     # integers
+      "counts": {"pointers", "memories", "entries", "compactor_entries", "events",
+                 "objects", "object_versions", "orphans_swept", "exports", "keys"},
+                                                        # integers; pointers = memories +
+                                                        # entries (the subject's own)
       "layers": {<layer>: {"deleted"/"destroyed": int, "verified_by": str, ...}},
       "retention": [{"location", "backend", "bucket", "versioning", "soft_delete_days",
                      "object_lock", "retention_days", "retained_until", "statement"}],
@@ -75,6 +77,9 @@ def build(session: Session, *, receipt_id: uuid.UUID, job_id: uuid.UUID,
         .where(AuditHead.tenant_id == tenant_id)).one()
     keys = dict(progress["keys"])
     verification = progress.get("verification", {})
+    entries = int(counts.get("entries", 0))
+    compactor_entries = int(counts.get("compactor_entries", 0))
+    events = int(counts.get("events", 0))
     return {
         "format": FORMAT,
         "id": str(receipt_id),
@@ -86,7 +91,9 @@ def build(session: Session, *, receipt_id: uuid.UUID, job_id: uuid.UUID,
         "finished_at": progress["finished_at"],
         "work_done": work_done,
         "counts": {
-            "pointers": counts["pointers"], "events": 0, "objects": counts["objects"],
+            "pointers": counts["pointers"], "memories": counts["pointers"] - entries,
+            "entries": entries, "compactor_entries": compactor_entries, "events": events,
+            "objects": counts["objects"],
             "object_versions": counts["versions"], "orphans_swept": counts["orphans"],
             "exports": counts["exports"], "keys": int(keys.get("destroyed", 0)),
         },
@@ -97,11 +104,33 @@ def build(session: Session, *, receipt_id: uuid.UUID, job_id: uuid.UUID,
                                "subject or whose scope is user/<subject>: "
                                f"{verification.get('pointers_remaining', 0)} remaining",
             },
-            "events": {"deleted": 0, "note": "no event log in this deployment"},
+            "memories": {"deleted": counts["pointers"] - entries,
+                         "verified_by": "the pointer count query above"},
+            "entries": {"deleted": entries, "verified_by": "the pointer count query above "
+                        "(entries are pointers without a key, memory type entry)"},
+            "compactor_entries": {
+                "deleted": compactor_entries,
+                "verified_by": "count query over the tenant's compactor entries whose "
+                               "provenance (compaction_events) names an event of the subject "
+                               "or an event that no longer exists: "
+                               f"{verification.get('compactor_entries_remaining', 0)} "
+                               "remaining; their objects checked gone by listing their "
+                               "directories",
+            },
+            "events": {
+                "deleted": events,
+                "verified_by": "count query over the tenant's events whose user_id is the "
+                               "subject or whose scope is user/<subject>: "
+                               f"{verification.get('events_remaining', 0)} remaining; their "
+                               "bodies checked gone by listing each month directory that held "
+                               f"one ({progress.get('events_checked', 0)} bodies) and every "
+                               "version under events/user/<subject>/",
+            },
             "objects": {
                 "deleted": counts["objects"], "orphans_swept": counts["orphans"],
                 "exports_deleted": counts["exports"],
-                "verified_by": "listing every version under memories/user/<subject>/ in each "
+                "verified_by": "listing every version under memories/user/<subject>/ and "
+                               "events/user/<subject>/ in each "
                                f"of {verification.get('locations_listed', 0)} bucket "
                                "location(s): "
                                f"{verification.get('objects_remaining', 0)} remaining; objects "

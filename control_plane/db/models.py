@@ -381,6 +381,26 @@ class EntryTerm(Base):
     tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
 
 
+class SummarizerConfig(Base):
+    """A tenant's summariser: an OpenAI-compatible chat endpoint. One row per
+    tenant; no row means the built-in offline summariser. The API key is sealed with the
+    server key like bucket credentials (storage_config/credentials.py), bound to this row."""
+
+    __tablename__ = "summarizer_configs"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), unique=True)
+    provider: Mapped[str] = mapped_column(String(32))
+    base_url: Mapped[str] = mapped_column(String(1024))
+    model: Mapped[str] = mapped_column(String(128))
+    api_key_encrypted: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    timeout_ms: Mapped[int] = mapped_column(Integer)
+    max_retries: Mapped[int] = mapped_column(Integer)
+    token_budget_per_run: Mapped[int | None] = mapped_column(BigId, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 class CompactorSettings(Base):
     """A tenant's compactor thresholds; a tenant without a row uses the defaults."""
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from ..db.models import MemoryEvent
 from ..tenants.access import EVERYTHING, Access
@@ -24,7 +26,8 @@ def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
               until: datetime | None, include_compressed: bool,
               after: tuple[datetime, uuid.UUID] | None, limit: int,
               access: Access = EVERYTHING) -> Sequence[MemoryEvent]:
-    query = select(MemoryEvent).where(MemoryEvent.tenant_id == tenant_id)
+    query = select(MemoryEvent).where(MemoryEvent.tenant_id == tenant_id,
+                                      MemoryEvent.sync_status != "pending_delete")
     if scope is not None:
         query = query.where(MemoryEvent.scope_type == scope)
     if scope_ref is not None:
@@ -50,7 +53,8 @@ def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
 
 def mark_corrupt(session: Session, event_id: uuid.UUID, storage_path: str) -> None:
     session.execute(update(MemoryEvent)
-                    .where(MemoryEvent.id == event_id, MemoryEvent.storage_path == storage_path)
+                    .where(MemoryEvent.id == event_id, MemoryEvent.storage_path == storage_path,
+                           MemoryEvent.sync_status.in_(("synced", "corrupt")))
                     .values(sync_status="corrupt")
                     .execution_options(synchronize_session=False))
 
@@ -83,3 +87,33 @@ def event_id_of(path: str) -> uuid.UUID | None:
         return uuid.UUID(name[:-5])
     except ValueError:
         return None
+
+
+def owned_by(tenant_id: uuid.UUID, user_id: str) -> ColumnElement[bool]:
+    """An event is the subject's if it names them, or lives in their ``user`` scope (as
+    ``compliance.subjects.owned_by`` says of pointers)."""
+    return and_(MemoryEvent.tenant_id == tenant_id,
+                or_(MemoryEvent.subject_user_id == user_id,
+                    and_(MemoryEvent.scope_type == "user", MemoryEvent.scope_ref == user_id)))
+
+
+def subject_page(session: Session, tenant_id: uuid.UUID, user_id: str,
+                 after: uuid.UUID | None, limit: int) -> Sequence[MemoryEvent]:
+    query = select(MemoryEvent).execution_options(populate_existing=True).where(
+        owned_by(tenant_id, user_id))
+    if after is not None:
+        query = query.where(MemoryEvent.id > after)
+    return session.scalars(query.order_by(MemoryEvent.id).limit(limit)).all()
+
+
+def subject_objects(session: Session, tenant_id: uuid.UUID, user_id: str,
+                    limit: int) -> Sequence[Any]:
+    """The first ``limit`` of the subject's events: id, storage_config_id, storage_path."""
+    return session.execute(
+        select(MemoryEvent.id, MemoryEvent.storage_config_id, MemoryEvent.storage_path)
+        .where(owned_by(tenant_id, user_id)).order_by(MemoryEvent.id).limit(limit)).all()
+
+
+def count_subject(session: Session, tenant_id: uuid.UUID, user_id: str) -> int:
+    return int(session.scalar(select(func.count()).select_from(MemoryEvent)
+                              .where(owned_by(tenant_id, user_id))) or 0)

@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import NoReturn
+from typing import Any, NoReturn
 from urllib.parse import quote
 
 from sqlalchemy import exc as sa_exc
-from sqlalchemy import select
+from sqlalchemy import exists, null, select
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
@@ -38,10 +38,10 @@ from storage_adapters.envelope import DecryptionError
 from .. import idempotency
 from ..audit import service as audit
 from ..audit.service import Actor, audited
-from ..compliance.guard import ensure_writable
+from ..compliance.guard import erasure_in_progress
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
-from ..db.models import MemoryEvent, SubjectKey
+from ..db.models import GcCandidate, MemoryEvent, SubjectErasure, SubjectKey
 from ..errors import (
     Conflict,
     Forbidden,
@@ -53,7 +53,6 @@ from ..errors import (
 from ..idempotency import Idempotency, Replay
 from ..keys import service as keys
 from ..kit import decode_cursor, encode_cursor, page_limit, sha256_hex
-from ..memories import repository as memories_repo
 from ..memories.addresses import MemoryAddress, Scope, nfc
 from ..memories.shared import delete_quietly, given, keyring_of, sealed_address
 from ..memories.write import serialise
@@ -122,6 +121,16 @@ def _payload(plane: DataPlane, body: str) -> bytes:
     return payload
 
 
+def _in_utc(occurred_at: datetime | None) -> datetime:
+    if occurred_at is None:
+        return utcnow()
+    try:
+        return occurred_at.astimezone(UTC)
+    except OverflowError:
+        raise InvalidInput("occurred_at is out of range once converted to UTC; send a date "
+                           "between years 1 and 9999") from None
+
+
 def append_event(session: Session, plane: DataPlane, actor: Actor, spec: EventIn, *,
                  access: Access = EVERYTHING,
                  idem: Idempotency | None = None) -> MemoryEvent | Replay:
@@ -138,8 +147,7 @@ def append_event(session: Session, plane: DataPlane, actor: Actor, spec: EventIn
         if replay is not None:
             return replay
         payload = _payload(plane, spec.body)
-        occurred = (spec.occurred_at or utcnow()).astimezone(UTC)
-        ensure_writable(session, actor.tenant_id, subject)
+        occurred = _in_utc(spec.occurred_at)
         for _ in range(_PUT_ATTEMPTS):
             event_id = new_id()
             target = plane.active(session, actor.tenant_id)
@@ -192,15 +200,28 @@ def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
     """Step 3; None when the object must not be adopted and is put again: its subject key was
     destroyed meanwhile (an erasure completed), or GC marked it while it was in flight."""
     begin_write(session)
-    if key is not None and session.execute(
-            select(SubjectKey.destroyed_at).where(SubjectKey.id == key.id)
-            .with_for_update(read=True)).scalar() is not None:
+    # One statement for the three checks (the memory write's hot path folds them alike): the
+    # subject key still live, under a share lock so that its destruction by an erasure waits
+    # for this commit; the object not an orphan-GC candidate; no erasure of the subject
+    # running (``compliance.guard.ensure_writable``'s query).
+    marked = exists().where(GcCandidate.storage_config_id == target.config_id,
+                            GcCandidate.path == path)
+    blocked: Any = null()
+    if subject is not None:
+        blocked = (select(SubjectErasure.job_id)
+                   .where(SubjectErasure.tenant_id == actor.tenant_id,
+                          SubjectErasure.user_id == subject).limit(1).scalar_subquery())
+    if key is not None:
+        checks = session.execute(select(SubjectKey.destroyed_at, marked, blocked)
+                                 .where(SubjectKey.id == key.id)
+                                 .with_for_update(read=True, of=SubjectKey)).first()
+    else:
+        checks = session.execute(select(null(), marked, blocked)).first()
+    if checks is None or checks[0] is not None or checks[1]:
         session.rollback()
         return None
-    if memories_repo.gc_marked(session, target.config_id, [path]):
-        session.rollback()
-        return None
-    ensure_writable(session, actor.tenant_id, subject)
+    if checks[2] is not None:
+        raise erasure_in_progress(checks[2])
     now = utcnow()
     event = MemoryEvent(
         id=event_id, tenant_id=actor.tenant_id, scope_type=address.scope,
@@ -211,7 +232,6 @@ def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
         sync_status="synced", created_at=now,
     )
     session.add(event)
-    session.flush()
     audit.record(session, actor, "write", event_id=event.id,
                  detail=f"event {address.scope} {spec.kind} {len(payload)} bytes"
                         f"{sealed_address(actor, address, key)}")
@@ -246,7 +266,7 @@ def get_event(session: Session, plane: DataPlane, actor: Actor, event_id: uuid.U
     missing = f"no event {event_id}"
     with audited(session, actor, "read", detail="event"):
         event = repo.get(session, actor.tenant_id, event_id)
-        if event is None:
+        if event is None or event.sync_status == "pending_delete":  # an erasure deletes it
             raise NotFound(missing)
         access_check(session, actor, access, event.scope_type, event.scope_ref,
                      operation="read", what=f"{event.scope_type} event", missing=missing)
@@ -278,7 +298,10 @@ def list_events(session: Session, actor: Actor, *, scope: Scope | str | None,
     """One page of event metadata in (occurred_at, id) order; compressed events only when
     asked; a scoped key's page is filtered in SQL."""
     size = page_limit(limit)
-    canonical = Scope(scope).canonical if scope is not None else None
+    try:
+        canonical = Scope(scope).canonical if scope is not None else None
+    except ValueError:
+        raise InvalidInput(f"scope must be one of {', '.join(s.value for s in Scope)}") from None
     if scope_ref is not None:
         if canonical is None:
             raise InvalidInput("scope_ref needs scope: pass both, e.g. "
@@ -313,7 +336,7 @@ def _decode(cursor: str | None) -> tuple[datetime, uuid.UUID] | None:
         parsed = datetime.fromisoformat(at)
         if parsed.tzinfo is None:
             raise ValueError
-        return parsed, uuid.UUID(last)
+        return parsed, uuid.UUID(str(last))
     except (TypeError, ValueError):
         raise InvalidInput(
             "cursor is not valid; pass the next_cursor value of the previous page unchanged"
@@ -392,9 +415,11 @@ def _live_key(session: Session, tenant_id: uuid.UUID, blob: bytes,
 def _report_corrupt(session: Session, actor: Actor, event: MemoryEvent, actual: str | None,
                     problem: str | None) -> NoReturn:
     if problem is not None:
-        what = f"could not be decrypted ({problem})"
+        what, reason = f"could not be decrypted ({problem})", "undecryptable"
+    elif actual is None:
+        what, reason = "is missing from the bucket", "missing"
     else:
-        what = "is missing from the bucket" if actual is None else "does not match its hash"
+        what, reason = "does not match its hash", "mismatch"
     session.rollback()
     begin_write(session)
     repo.mark_corrupt(session, event.id, event.storage_path)
@@ -404,7 +429,8 @@ def _report_corrupt(session: Session, actor: Actor, event: MemoryEvent, actual: 
     session.commit()
     error = HashMismatch(
         f"the stored event body {what}; it was not served and the event is marked corrupt",
-        event_id=str(event.id), expected_sha256=event.content_sha256, actual_sha256=actual)
+        event_id=str(event.id), expected_sha256=event.content_sha256, actual_sha256=actual,
+        reason=reason)
     error.audited = True
     raise error
 

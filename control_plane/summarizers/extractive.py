@@ -55,7 +55,8 @@ _DATE = re.compile(
     r"\b\d{4}-\d{2}-\d{2}\b|\bq[1-4]\b|"
     r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{1,2}\b|"
     r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b")
-_NAME = re.compile(r"\b(?:[A-Z][a-z]+(?:[A-Z][a-z]+)*|[A-Z]{2,}[a-z]?)\b")
+_WEEKDAY = re.compile(r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b")
+_NAME = re.compile(r"\b[A-Z][A-Za-z]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 
 _FENCE = re.compile(r"^\s*(?:```|~~~)")
@@ -63,6 +64,8 @@ _RULE = re.compile(r"^\s*(?:[-*_]\s*){3,}$|^\s*\|?\s*:?-{3,}")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+")
 _BULLET = re.compile(r"^\s*(?:>\s*)*(?:[-*+]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?")
 _QUOTE = re.compile(r"^\s*(?:>\s?)+")
+_RULE_STARTS = frozenset("-*_|:")
+_BULLET_STARTS = frozenset("-*+>")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _MARKS = re.compile(r"\*\*|__|~~|`|(?<!\w)\*|\*(?!\w)|#+\s*$")
 
@@ -75,30 +78,33 @@ def units(body: str) -> Iterator[str]:
     paragraph: list[str] = []
     in_code = False
     for raw in body.splitlines():
-        if _FENCE.match(raw):
+        stripped = raw.lstrip()
+        first = stripped[:1]
+        # Each pattern runs only on lines whose first character could start it.
+        if first in ("`", "~") and _FENCE.match(raw):
             in_code = not in_code
             continue
         if in_code:
             continue
-        if not raw.strip() or _RULE.match(raw):
+        if not first or (first in _RULE_STARTS and _RULE.match(raw)):
             if paragraph:
                 yield _clean(" ".join(paragraph))
                 paragraph = []
             continue
-        if _HEADING.match(raw):
+        if first == "#" and _HEADING.match(raw):
             if paragraph:
                 yield _clean(" ".join(paragraph))
                 paragraph = []
             yield _clean(_HEADING.sub("", raw, count=1))
             continue
-        bullet = _BULLET.match(raw)
+        bullet = _BULLET.match(raw) if first in _BULLET_STARTS or first.isdigit() else None
         if bullet:
             if paragraph:
                 yield _clean(" ".join(paragraph))
             paragraph = [raw[bullet.end():]]
             continue
-        line = _QUOTE.sub("", raw, count=1)
-        paragraph.append(line.replace("|", " "))
+        line = _QUOTE.sub("", raw, count=1) if first == ">" else raw
+        paragraph.append(line.replace("|", " ") if "|" in line else line)
     if paragraph:
         yield _clean(" ".join(paragraph))
 
@@ -118,9 +124,12 @@ def _clean(text: str) -> str:
 
 def sentences(body: str) -> Iterator[str]:
     for unit in units(body):
-        for sentence in _SENTENCE_END.split(unit):
-            if sentence:
-                yield sentence
+        if ". " in unit or "! " in unit or "? " in unit:
+            for sentence in _SENTENCE_END.split(unit):
+                if sentence:
+                    yield sentence
+        elif unit:
+            yield unit
 
 
 def score(sentence: str) -> int:
@@ -130,15 +139,12 @@ def score(sentence: str) -> int:
         points += 2
         if _MONEY.search(lower):
             points += 1
-    if _DATE.search(lower):
+        if _DATE.search(lower):
+            points += 1
+    elif "day" in lower and _WEEKDAY.search(lower):  # the only dates without a digit
         points += 1
-    names = 0
-    for match in _NAME.finditer(sentence):
-        if match.start() > 0 and match.group() != "I":
-            names += 1
-            if names == 2:
-                break
-    return points + names
+    # Names: capitalised words after the first one ("I" never matches: one letter).
+    return points + min(2, len(_NAME.findall(sentence, 1)))
 
 
 def _key(sentence: str) -> str:

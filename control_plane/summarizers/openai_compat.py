@@ -7,6 +7,9 @@ tenant's model, ``temperature`` 0 and ``max_tokens``; the API key as a Bearer to
   netguard.py) with the operator's allow-list: no loopback, private, link-local or metadata
   address after DNS resolution, no proxy, no redirect followed. A refusal is
   ``endpoint_not_allowed``.
+- **Timeouts.** ``timeout_seconds`` bounds each phase of an attempt (connect, send, every
+  read); the whole attempt is cut off at twice that, so a trickling answer cannot hold a
+  worker.
 - **Retries.** Timeouts, connection failures and 5xx answers are retried with exponential
   backoff (0.5 s, 1 s, 2 s... capped); a 429 waits what ``Retry-After`` says (seconds or an
   HTTP date), capped at ``max_retry_wait``. The sleep function is injected, so tests wait
@@ -155,6 +158,9 @@ class OpenAICompatibleSummarizer:
             return self._parse(raw, estimate, need_text=need_text)
 
     def _post(self, url: str, payload: dict[str, Any], headers: dict[str, str]) -> bytes:
+        # httpx's timeout bounds each phase (connect, send, every read); an endpoint that
+        # trickles its answer a byte at a time is cut off at twice the timeout in all.
+        deadline = time.monotonic() + 2 * self.timeout_seconds
         try:
             with httpx.Client(transport=self.policy.httpx_transport(),
                               timeout=httpx.Timeout(self.timeout_seconds),
@@ -162,7 +168,7 @@ class OpenAICompatibleSummarizer:
                     client.stream("POST", url, json=payload, headers=headers) as response:
                 status = response.status_code
                 if status == 200:
-                    return self._read(response)
+                    return self._read(response, deadline)
                 if status == 429:
                     raise _Retry("rate_limited", retry_after_seconds(
                         response.headers.get("retry-after"), self.now))
@@ -180,11 +186,15 @@ class OpenAICompatibleSummarizer:
             if refusal_in(exc) is not None:
                 self._fail("endpoint_not_allowed")
             raise _Retry("unreachable") from None
+        except (httpx.InvalidURL, ValueError):
+            self._fail("endpoint_refused")  # a URL saved before a rule was tightened
 
-    def _read(self, response: httpx.Response) -> bytes:
+    def _read(self, response: httpx.Response, deadline: float) -> bytes:
         chunks: list[bytes] = []
         size = 0
         for chunk in response.iter_bytes():
+            if time.monotonic() > deadline:
+                raise _Retry("timeout")
             size += len(chunk)
             if size > MAX_ANSWER_BYTES:
                 self._fail("malformed_answer")

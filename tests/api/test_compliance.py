@@ -74,7 +74,9 @@ def test_export_then_erase_a_subject_leaves_the_bystander_untouched(
             assert manifest["job_id"] == job.id and manifest["user_id"] == SUBJECT
             assert manifest["counts"] == {
                 "pointers": N_SUBJECT, "exported": N_SUBJECT, "missing": 0, "corrupt": 0,
-                "deleted_during_export": 0, "bytes": manifest["counts"]["bytes"]}
+                "deleted_during_export": 0, "bytes": manifest["counts"]["bytes"],
+                "entries": 0, "events": 0, "events_exported": 0, "events_missing": 0,
+                "events_corrupt": 0}
             items = {item["pointer_id"]: item for item in manifest["items"]}
             assert set(items) == set(subject)
             for pointer_id, value in subject.items():
@@ -133,7 +135,8 @@ def test_export_then_erase_a_subject_leaves_the_bystander_untouched(
         assert again.state == "completed"
         assert again.result["work_done"] is False
         assert again.result["counts"] == {"pointers": 0, "objects": 0, "versions": 0,
-                                          "orphans": 0, "exports": 0, "keys": 0}
+                                          "orphans": 0, "exports": 0, "events": 0,
+                                          "entries": 0, "compactor_entries": 0, "keys": 0}
         assert "nothing was deleted" in again.result["note"]
 
     # the bystander reads back intact

@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+import zipfile
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -356,3 +358,37 @@ def test_erasure_deletes_the_subjects_entries_and_their_terms(tenant: Tenant) ->
     assert [_terms(tenant, e["id"]) for e in mine] == [[], []]
     assert len(_terms(tenant, theirs["id"])) == 10
     assert [p.as_posix().endswith(theirs["storage_path"]) for p in tenant.objects()] == [True]
+
+
+def test_export_of_the_subject_includes_its_entries_verified(tenant: Tenant,
+                                                              tmp_path: Path) -> None:
+    with tenant.stack.http(tenant.admin_key) as http:
+        mine = _post(http, user_id="u-export", summary="Ana prefers **email**.")
+        _post(http, user_id="u-other")
+    with tenant.client() as officer:
+        job = officer.memory.export(user_id="u-export")
+        assert officer.jobs.wait(job.id).state == "completed"
+        officer.exports.download(job.id, tmp_path / "export.zip")
+    with zipfile.ZipFile(tmp_path / "export.zip") as archive:
+        manifest = json.loads(archive.read("manifest.json"))
+        (item,) = manifest["items"]
+        data = archive.read(item["file"])
+    assert (item["pointer_id"], item["key"], item["memory_type"]) == (mine["id"], None, "entry")
+    assert item["hash_verified"] is True
+    assert json.loads(data) == "Ana prefers **email**."
+
+
+def test_a_tampered_summary_is_never_served(tenant: Tenant) -> None:
+    with tenant.stack.http(tenant.admin_key) as http:
+        created = _post(http)
+        (stored,) = tenant.objects()
+        stored.write_bytes(stored.read_bytes()[:-1] + b"\x00")
+        read = http.get(f"/v1/entries/{created['id']}")
+        listed = http.get("/v1/entries", params={"search": "roas"}).json()["items"]
+
+    assert read.status_code == 409
+    assert (read.json()["error"], read.json()["pointer_id"]) == ("hash_mismatch",
+                                                                 created["id"])
+    assert [(i["id"], i["summary"], i["sync_status"]) for i in listed] == [
+        (created["id"], None, "corrupt")]
+    assert _pointer(tenant, created["id"]).sync_status == "corrupt"

@@ -9,6 +9,7 @@ import hashlib
 import json
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from control_plane.db.models import AccessLog, Job, MemoryEvent, SubjectErasure
+from tests.api.test_no_content_in_control_plane import _database_text
 from tests.support.crypto import open_stored
 from tests.support.service import Tenant
 
@@ -122,6 +124,8 @@ BAD = [
     ("naive occurred_at", _event(occurred_at="2026-03-02T14:05:00"), 422, "body.occurred_at"),
     ("tenant ref", _event(scope="institutional", scope_ref="acme"), 422, "scope_ref '-'"),
     ("unknown scope", _event(scope="galaxy"), 422, "body.scope"),
+    ("occurred_at past year 9999 in UTC", _event(occurred_at="9999-12-31T23:00:00-05:00"),
+     422, "out of range once converted to UTC"),
     ("traversal ref", _event(scope_ref=".."), 422, "'..' path segments"),
     ("NUL in source", _event(source="a\u0000b"), 422, "body.source"),
 ]
@@ -207,6 +211,7 @@ def test_compressed_events_are_listed_only_when_asked(tenant: Tenant) -> None:
     ({"kind": "Bad Kind"}, "query.kind"),
     ({"cursor": "%%%"}, "cursor is not valid"),
     ({"cursor": "WzFd"}, "cursor is not valid"),
+    ({"cursor": "WyIyMDI2LTAxLTAxVDAwOjAwOjAwKzAwOjAwIiw1XQ"}, "cursor is not valid"),
     ({"limit": 5000}, "query.limit"),
 ])
 def test_bad_list_queries_are_422(tenant: Tenant, params: dict[str, Any], phrase: str) -> None:
@@ -300,8 +305,10 @@ def test_a_tampered_body_is_never_served(tenant: Tenant) -> None:
     assert (problem["event_id"], problem["expected_sha256"], problem["actual_sha256"]) == (
         event["id"], event["content_sha256"], None)
     assert "could not be decrypted" in problem["detail"]
+    assert problem["reason"] == "undecryptable"
     assert gone.status_code == 409
     assert "missing from the bucket" in gone.json()["detail"]
+    assert gone.json()["reason"] == "missing"
     assert [r.sync_status for r in _rows(tenant)] == ["corrupt"]
     with Session(tenant.stack.engine) as session:
         failed = session.scalar(select(func.count()).select_from(AccessLog).where(
@@ -325,3 +332,28 @@ def test_appends_for_a_subject_under_erasure_are_409(tenant: Tenant) -> None:
         assert answer.json()["job_id"] == str(job_id)
     assert _rows(tenant) == [] and tenant.objects() == []
     assert _post(tenant, _event(user_id="u-10")).status_code == 201
+
+
+def test_an_event_body_is_only_in_the_bucket_and_encrypted_there(tenant: Tenant) -> None:
+    marker = f"MARKER-{uuid.uuid4().hex}"
+    event = _post(tenant, _event(body=f"# {marker}\nbody", user_id="u-1"),
+                  headers={"Idempotency-Key": "marker"}).json()
+    with tenant.stack.http(tenant.admin_key) as http:
+        assert marker in http.get(f"/v1/events/{event['id']}").json()["body"]
+        assert http.get("/v1/events").status_code == 200
+    assert marker not in _database_text(tenant)
+    assert _files_holding(tenant.stack.settings.data_dir, marker.encode()) == []
+
+
+def _files_holding(root: Path, needle: bytes) -> list[Path]:
+    """Files under ``root`` containing ``needle``. The server keeps working meanwhile (audit
+    checkpoints, SQLite journals): a file that vanishes between listing and reading held
+    nothing that stayed."""
+    found = []
+    for path in root.rglob("*"):
+        try:
+            if path.is_file() and needle in path.read_bytes():
+                found.append(path)
+        except FileNotFoundError:
+            continue
+    return found

@@ -31,6 +31,8 @@ ID_ROUTES = {
     ("DELETE", "/v1/memories/{scope}/{scope_ref}/{key}"),
     ("DELETE", "/v1/api-keys/{key_id}"), ("GET", "/v1/jobs/{job_id}"),
     ("GET", "/v1/exports/{job_id}/download"), ("GET", "/v1/receipts/{receipt_id}"),
+    ("GET", "/v1/events/{event_id}"), ("GET", "/v1/entries/{entry_id}"),
+    ("DELETE", "/v1/entries/{entry_id}"),
 }
 
 
@@ -78,14 +80,19 @@ def _tenant_one(deployment: Deployment) -> tuple[dict[str, list[str]], dict[str,
         key = http.post("/v1/api-keys", json={"role": "agent", "name": "fuzz target"})
         export = http.post(f"/v1/subjects/{user}/export", json={"format": "json"})
         erase = http.post(f"/v1/subjects/{erased}/erase", json={})
-        for response in (set_, appended, key, export, erase):
+        event = http.post("/v1/events", json={"scope": "user", "scope_ref": user,
+                                              "kind": "call_summary", "body": "Ada called."})
+        entry = http.post("/v1/entries", json={"scope": "user", "scope_ref": user,
+                                               "title": "Ada", "summary": "Prefers email."})
+        for response in (set_, appended, key, export, erase, event, entry):
             response.raise_for_status()
         _wait(http, export.json()["id"])
         receipt = _wait(http, erase.json()["id"])["result"]["receipt_id"]
     ids = {"scopes": ["user"], "scope_refs": [user, erased], "keys": ["profile", "notes"],
            "user_ids": [user, erased], "pointer_ids": [set_.json()["id"], appended.json()["id"]],
            "job_ids": [export.json()["id"], erase.json()["id"]], "receipt_ids": [receipt],
-           "api_key_ids": [key.json()["id"]]}
+           "api_key_ids": [key.json()["id"]], "event_ids": [event.json()["id"]],
+           "entry_ids": [entry.json()["id"]]}
     return ids, {"user": user, "agent_key": key.json()["api_key"]}
 
 
@@ -126,6 +133,9 @@ def test_a_second_tenant_never_gets_a_2xx_on_the_first_tenants_ids(
             "completed", "completed"]
         assert http.get(f"/v1/receipts/{ids['receipt_ids'][0]}").status_code == 200
         assert http.get(f"/v1/exports/{ids['job_ids'][0]}/download").status_code == 200
+        assert http.get(f"/v1/events/{ids['event_ids'][0]}").json()["body"] == "Ada called."
+        assert http.get(f"/v1/entries/{ids['entry_ids'][0]}").json()["summary"] == (
+            "Prefers email.")
     with httpx.Client(base_url=deployment.server.base_url,
                       headers={"Authorization": f"Bearer {seen['agent_key']}"}) as agent:
         assert agent.get(f"/v1/memories/user/{user}/profile").status_code == 200

@@ -128,29 +128,33 @@ def test_two_sealers_and_writers_meanwhile_leave_no_gap_and_no_row_sealed_twice(
     a = threading.Thread(target=sealer, args=(f"sealer-a-{uuid.uuid4().hex[:6]}",),
                          name="race-sealer-a")
     a.start()
-    assert a_holds_head.wait(WAIT)
-    # An id minted now, committed only after A has sealed newer rows.
     late = world.runtime.sessions()
-    audit.record(late, world.actor, "race-probe", detail="late")
-    late.flush()
-    _write_rows(world, 3)  # committed while A holds the head
-    b_name = f"sealer-b-{uuid.uuid4().hex[:6]}"
-    b = threading.Thread(target=sealer, args=(b_name,), name="race-sealer-b")
-    b.start()
-    tick = threading.Event()  # never set: wait() paces the polling loop below
-    for _ in range(6000):  # until B is queued on the head's lock, held by A
-        if _waiting_on_a_lock(world, b_name):
-            break
-        assert errors == []
-        assert b.is_alive(), "the second sealer finished while the first held the head"
-        tick.wait(0.01)
-    else:
-        pytest.fail("the second sealer never queued on the head's lock")
-    release_a.set()
-    a.join(WAIT)
-    b.join(WAIT)
-    late.commit()
-    late.close()
+    try:
+        assert a_holds_head.wait(WAIT)
+        # An id minted now, committed only after A has sealed newer rows.
+        audit.record(late, world.actor, "race-probe", detail="late")
+        late.flush()
+        _write_rows(world, 3)  # committed while A holds the head
+        b_name = f"sealer-b-{uuid.uuid4().hex[:6]}"
+        b = threading.Thread(target=sealer, args=(b_name,), name="race-sealer-b")
+        b.start()
+        tick = threading.Event()  # never set: wait() paces the polling loop below
+        for _ in range(6000):  # until B is queued on the head's lock, held by A
+            if _waiting_on_a_lock(world, b_name):
+                break
+            assert errors == []
+            assert b.is_alive(), "the second sealer finished while the first held the head"
+            tick.wait(0.01)
+        else:
+            pytest.fail("the second sealer never queued on the head's lock")
+        release_a.set()
+        a.join(WAIT)
+        b.join(WAIT)
+        late.commit()
+    finally:  # a failed assertion must not leave A parked or the late session open
+        release_a.set()
+        a.join(WAIT)
+        late.close()
     assert errors == []
     # B sealed the 3 written after A read its rows, nothing A had sealed.
     a_count, b_count = (counts[k] for k in sorted(counts))

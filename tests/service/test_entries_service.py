@@ -5,7 +5,9 @@ each step of the write, replace and delete protocols."""
 from __future__ import annotations
 
 import hashlib
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -178,3 +180,34 @@ def test_crash_during_delete_is_finished_by_the_reconciler(world: ServiceWorld,
     _settle(world)
     assert _pointers(world) == []
     assert _terms(world) == 0  # the row's terms went with it (the foreign key cascades)
+
+
+def test_concurrent_replaces_leave_one_object_and_the_last_writers_terms(
+        world: ServiceWorld) -> None:
+    first = _create(world)
+    writers = 6
+    barrier = threading.Barrier(writers)
+
+    def replace(n: int) -> None:
+        update = EntryUpdate(title=f"title{n}", summary=f"summary{n} shared")
+        with world.runtime.sessions() as session:
+            barrier.wait()
+            entries.update_entry(session, world.runtime.plane, world.actor, first.id, update)
+
+    with ThreadPoolExecutor(writers) as pool:
+        list(pool.map(replace, range(writers)))
+
+    (pointer,) = _pointers(world)
+    assert pointer.version == writers + 1
+    assert _objects(world) == {pointer.storage_path}  # every superseded object deleted
+    winner = pointer.title
+    assert winner is not None
+    n = winner.removeprefix("title")
+    with world.runtime.sessions() as session:
+        read = entries.get_entry(session, world.runtime.plane, world.actor, first.id)
+        hits = [[i.pointer.id for i in entries.list_entries(
+            session, world.runtime.plane, world.actor, search=query)[0]]
+            for query in (f"title{n} summary{n}", "shared", "roas")]
+    assert read.summary == f"summary{n} shared"
+    assert hits == [[first.id], [first.id], []]
+    assert _terms(world) == 3  # title<n>, summary<n>, shared: the last writer's words only

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
 from sqlalchemy import select
 
 from control_plane.db.base import new_id
 from control_plane.db.models import MemoryEvent
+from control_plane.errors import InvalidInput
 from control_plane.events import service as events
 from control_plane.events.schemas import EventIn
 from control_plane.memories import service as memories
@@ -104,3 +106,9 @@ def test_an_append_never_adopts_a_body_gc_marked_in_flight(world: ServiceWorld) 
     assert objects(world, "events") == {event.storage_path}
     assert read(world, event) == "kept"
     assert [r.id for r in rows(world)] == [event.id]
+
+
+def test_list_refuses_an_unknown_scope_with_a_sentence(world: ServiceWorld) -> None:
+    with world.runtime.sessions() as session, pytest.raises(InvalidInput) as caught:
+        events.list_events(session, world.actor, scope="galaxy", scope_ref=None)
+    assert caught.value.detail.startswith("scope must be one of tenant, institutional,")

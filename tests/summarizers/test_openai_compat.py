@@ -152,6 +152,16 @@ def test_timeout_then_answer(fake_llm: FakeLLM) -> None:
         "entity", "e", EVENTS).text == "- second try"
 
 
+def test_a_trickling_answer_is_cut_off(fake_llm: FakeLLM) -> None:
+    """Each read arrives within the 0.2 s timeout, but the whole answer would take seconds:
+    the attempt is cut off at twice the timeout."""
+    fake_llm.answer(llm.trickle())
+    with pytest.raises(SummarizerFailed) as failed:
+        summarizer(fake_llm, timeout_seconds=0.2, max_retries=0).summarize(
+            "entity", "e", EVENTS)
+    assert failed.value.code == "timeout"
+
+
 @pytest.mark.parametrize(("status", "code"), [(401, "auth_failed"), (403, "auth_failed"),
                                               (404, "endpoint_refused"),
                                               (400, "endpoint_refused"),

@@ -5,6 +5,7 @@ script: each request takes the next scripted :class:`Answer` (then ``default``),
 recorded (path, headers, JSON body) for the test to check. Answers for the failure cases:
 :func:`ok`, :func:`rate_limited` (429 + Retry-After), :func:`server_error` (500),
 :func:`stall` (holds the answer until the server stops: longer than any short client timeout),
+:func:`trickle` (the answer one byte at a time),
 :func:`not_json`, :func:`no_choices`, :func:`empty_content`, and any status.
 Remote error bodies carry :data:`REMOTE_SECRET` so tests can prove it is never repeated.
 """
@@ -27,6 +28,7 @@ class Answer:
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
     stall: bool = False
+    trickle: bool = False  # send the body one byte every 50 ms
 
 
 @dataclass
@@ -68,6 +70,10 @@ def server_error() -> Answer:
 
 def stall() -> Answer:
     return Answer(stall=True)
+
+
+def trickle(text: str = "- slow") -> Answer:
+    return Answer(200, completion(text), {"Content-Type": "application/json"}, trickle=True)
 
 
 def not_json() -> Answer:
@@ -122,7 +128,16 @@ class FakeLLM:
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(answer.body)))
                 self.end_headers()
-                self.wfile.write(answer.body)
+                if not answer.trickle:
+                    self.wfile.write(answer.body)
+                    return
+                try:
+                    for i in range(len(answer.body)):
+                        self.wfile.write(answer.body[i:i + 1])
+                        self.wfile.flush()
+                        fake._release.wait(timeout=0.05)  # the pace of a hostile endpoint
+                except OSError:
+                    self.close_connection = True  # the client hung up
 
             do_GET = do_PUT = do_POST
 
