@@ -192,7 +192,10 @@ def start_run(session: Session, actor: Actor, body: CompactRunIn, *,
                            missing="no events in that scope")
         session.rollback()
         begin_write(session)
-        job = enqueue(session, actor.tenant_id, KIND, subject=None,
+        # A user scope's ref is a data subject: the job names it as its subject, so the
+        # subject's erasure finds this row and replaces the id with its salted hash.
+        job = enqueue(session, actor.tenant_id, KIND,
+                      subject=body.scope_ref if scope == "user" else None,
                       params={"dry_run": body.dry_run, "scope": scope,
                               "scope_ref": body.scope_ref})
         audit.record(session, actor, "compact_run",

@@ -127,3 +127,25 @@ def test_another_tenants_compaction_job_and_provenance_are_not_found(tenant: Ten
         assert missing.status_code == 404
         assert missing.json()["error"] == "not_found"
         assert missing.json()["detail"].startswith("no compactor entry ")
+
+
+def test_a_run_over_a_users_scope_keeps_no_user_id_after_that_users_erasure(
+        tenant: Tenant) -> None:
+    """A run by hand over ``user/<id>`` names the data subject; once the subject is erased,
+    the job row holds only the erasure's salted hash of the id."""
+    user = f"u-{uuid.uuid4().hex[:8]}"
+    with tenant.stack.http(tenant.admin_key) as http:
+        run = http.post("/v1/compactor/run", json={"scope": "user", "scope_ref": user})
+        assert run.status_code == 202, run.text
+        assert _wait(http, run.json()["id"])["state"] == "completed"
+        erase = http.post(f"/v1/subjects/{user}/erase", json={})
+        assert erase.status_code == 202, erase.text
+        assert _wait(http, erase.json()["id"])["state"] == "completed"
+    with tenant.stack.runtime.sessions() as session:
+        from control_plane.db.models import Job
+
+        job = session.get(Job, uuid.UUID(run.json()["id"]))
+        assert job is not None
+        assert job.subject is not None and job.subject.startswith("sha256:")
+        assert job.params["scope_ref"] == job.subject
+        assert user not in repr((job.subject, job.params, job.result, job.progress))
