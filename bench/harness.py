@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,10 @@ def measure(op: Callable[[int], object], ops: int, concurrency: int,
                        p99 * 1000)
 
 
-def rotated(names: Sequence[str], round_no: int) -> list[str]:
+T = TypeVar("T")
+
+
+def rotated(names: Sequence[T], round_no: int) -> list[T]:
     """The order of round ``round_no``: each system goes first in turn."""
     k = round_no % len(names) if names else 0
     return list(names[k:]) + list(names[:k])
@@ -123,3 +126,9 @@ def ratio_of_rounds(numerator: Sequence[Measurement],
     share its noise), summarized over the rounds."""
     return summarize([n.per_second / d.per_second
                       for n, d in zip(numerator, denominator, strict=True) if d.per_second])
+
+
+def ratio_of_rounds_values(numerator: Sequence[float],
+                           denominator: Sequence[float]) -> Summary:
+    """The same for plain per-round figures (latencies)."""
+    return summarize([n / d for n, d in zip(numerator, denominator, strict=True) if d])
