@@ -79,7 +79,8 @@ class MemplaneStack:
                     "MEMPLANE_DEFAULT_BUCKET_URL": backends.bucket_url(bucket, name)}
         if url:
             self.env |= {"MEMPLANE_DATABASE_URL": url, "MEMPLANE_SERVER_KEY": secrets.token_hex(24)}
-        settings = Settings(**{k[len("MEMPLANE_"):].lower(): v for k, v in self.env.items()})
+        values: dict[str, Any] = {k[len("MEMPLANE_"):].lower(): v for k, v in self.env.items()}
+        settings = Settings(**values)
         self.runtime = Runtime(settings)
         self.runtime.migrate()
         with self.runtime.sessions() as session:
@@ -228,8 +229,8 @@ _FLOOR_UPSERT = text("INSERT INTO bench_floor (key, path, sha, size) VALUES (:k,
                      "size = excluded.size")
 _FLOOR_LOOKUP = text("SELECT path, sha FROM bench_floor WHERE key = :k")
 _AUDIT_TYPES = (bindparam("t", type_=Uuid), bindparam("at", type_=UTCDateTime()))
-_FLOOR_AUDIT = text(_AUDIT_COLUMNS + "VALUES (:t, 'key', 'floor', 'read', true, :d, :at)"
-                    ).bindparams(*_AUDIT_TYPES)
+_FLOOR_AUDIT = text(_AUDIT_COLUMNS + "VALUES (:t, 'key', 'floor', 'write', true, :d, :at)"
+                    ).bindparams(*_AUDIT_TYPES)  # SQLite's writes (reads go through the batcher)
 _FLOOR_UPSERT_AUDITED = text(
     "WITH up AS (INSERT INTO bench_floor (key, path, sha, size) VALUES (:k, :p, :s, :n) "
     "ON CONFLICT (key) DO UPDATE SET path = excluded.path, sha = excluded.sha, "
