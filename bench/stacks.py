@@ -164,8 +164,14 @@ class Floor:
     for reference.
     """
 
-    def __init__(self, engine: Engine, bucket_url: str, tenant_id: uuid.UUID, *,
-                 audit: bool = True) -> None:
+    def __init__(self, engine: Engine | MemplaneStack, bucket_url: str = "",
+                 tenant_id: uuid.UUID | None = None, *, audit: bool = True) -> None:
+        if isinstance(engine, MemplaneStack):  # Floor(stack), as the bench called it before
+            stack = engine
+            engine, bucket_url = stack.runtime.engine, stack.env["MEMPLANE_DEFAULT_BUCKET_URL"]
+            tenant_id = stack.actor.tenant_id
+        if tenant_id is None or not bucket_url:
+            raise ValueError("a floor needs a bucket URL and the tenant its audit rows name")
         self.engine = engine
         self.postgres = engine.dialect.name == "postgresql"
         self.audit = audit
@@ -182,8 +188,7 @@ class Floor:
 
     @classmethod
     def of(cls, stack: MemplaneStack, *, audit: bool = True) -> Floor:
-        return cls(stack.runtime.engine, stack.env["MEMPLANE_DEFAULT_BUCKET_URL"],
-                   stack.actor.tenant_id, audit=audit)
+        return cls(stack, audit=audit)
 
     def _audit(self, key: str) -> dict[str, Any]:
         return {"t": self.tenant, "d": key, "at": datetime.now(UTC)}
