@@ -23,6 +23,10 @@ def main() -> int:
     results = run_all(quick=args.quick, only=only)
     if not only or any("event-ingest".startswith(p) for p in only):
         results |= events.run(quick=args.quick)
+    if not only or "compactor" in only:
+        from .compactor import run as compactor_case
+
+        results |= compactor_case(quick=args.quick)
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
     (out / "latest.json").write_text(json.dumps(results, indent=2))

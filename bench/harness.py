@@ -1,13 +1,14 @@
-"""Timing: run an operation N times across K threads and report throughput and latency."""
+"""Timing: run an operation N times across K threads and report throughput and latency; and
+alternate several systems over rounds, so the machine's noise falls on all of them alike."""
 
 from __future__ import annotations
 
 import statistics
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 
 @dataclass(frozen=True)
@@ -23,40 +24,111 @@ class Measurement:
 
 
 def measure(op: Callable[[int], object], ops: int, concurrency: int,
-            setup: Callable[[], Callable[[int], object]] | None = None) -> Measurement:
+            setup: Callable[[], Callable[[int], object]] | None = None, *,
+            per_thread: Sequence[Callable[[int], object]] | None = None) -> Measurement:
     """Call ``op(i)`` for i in range(ops) from ``concurrency`` threads.
 
-    ``setup``, if given, builds a per-thread operation (own HTTP client, own session…).
+    ``per_thread`` gives each thread its own operation (own HTTP client, own store…), and
+    ``setup``, if given, builds one per thread; either way they are built, and the threads
+    started, before the clock starts: the timed window holds the operations only.
     """
+    if per_thread is None:
+        per_thread = [setup() for _ in range(concurrency)] if setup is not None \
+            else [op] * concurrency
+    if len(per_thread) < concurrency:
+        raise ValueError(f"{concurrency} threads need {concurrency} operations, "
+                         f"{len(per_thread)} given")
     latencies: list[float] = []
     lock = threading.Lock()
-    local = threading.local()
     counter = iter(range(ops))
+    ready = threading.Barrier(concurrency + 1)
+    errors: list[BaseException] = []
 
-    def worker() -> None:
-        fn = op
-        if setup is not None:
-            if not hasattr(local, "fn"):
-                local.fn = setup()
-            fn = local.fn
+    def worker(fn: Callable[[int], object]) -> None:
         mine = []
-        while True:
-            with lock:
-                i = next(counter, None)
-            if i is None:
-                break
-            started = time.perf_counter()
-            fn(i)
-            mine.append(time.perf_counter() - started)
+        ready.wait()
+        try:
+            while True:
+                with lock:
+                    i = next(counter, None)
+                if i is None:
+                    break
+                started = time.perf_counter()
+                fn(i)
+                mine.append(time.perf_counter() - started)
+        except BaseException as exc:  # reported by the caller's thread
+            errors.append(exc)
         with lock:
             latencies.extend(mine)
 
+    threads = [threading.Thread(target=worker, args=(per_thread[t],), daemon=True)
+               for t in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    ready.wait()
     started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        for future in [pool.submit(worker) for _ in range(concurrency)]:
-            future.result()
+    for thread in threads:
+        thread.join()
     elapsed = time.perf_counter() - started
+    if errors:
+        raise errors[0]
     latencies.sort()
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else 0.0
     return Measurement(ops, elapsed, statistics.median(latencies) * 1000 if latencies else 0.0,
                        p99 * 1000)
+
+
+T = TypeVar("T")
+
+
+def rotated(names: Sequence[T], round_no: int) -> list[T]:
+    """The order of round ``round_no``: each system goes first in turn."""
+    k = round_no % len(names) if names else 0
+    return list(names[k:]) + list(names[:k])
+
+
+def alternate(runs: dict[str, Callable[[int], Measurement]],
+              rounds: int) -> dict[str, list[Measurement]]:
+    """Run each system once per round, in a rotated order; every round's measurements."""
+    out: dict[str, list[Measurement]] = {name: [] for name in runs}
+    for r in range(rounds):
+        for name in rotated(list(runs), r):
+            out[name].append(runs[name](r))
+    return out
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The median of rounds, and their spread (min, max, (max - min) / median)."""
+
+    median: float
+    low: float
+    high: float
+
+    @property
+    def spread(self) -> float:
+        return (self.high - self.low) / self.median if self.median else 0.0
+
+    def json(self) -> dict[str, Any]:
+        return {"median": round(self.median, 3), "min": round(self.low, 3),
+                "max": round(self.high, 3), "spread": round(self.spread, 3)}
+
+
+def summarize(values: Sequence[float]) -> Summary:
+    if not values:
+        raise ValueError("no rounds to summarize")
+    return Summary(statistics.median(values), min(values), max(values))
+
+
+def ratio_of_rounds(numerator: Sequence[Measurement],
+                    denominator: Sequence[Measurement]) -> Summary:
+    """numerator/denominator throughput round by round (both ran in the same round, so they
+    share its noise), summarized over the rounds."""
+    return summarize([n.per_second / d.per_second
+                      for n, d in zip(numerator, denominator, strict=True) if d.per_second])
+
+
+def ratio_of_rounds_values(numerator: Sequence[float],
+                           denominator: Sequence[float]) -> Summary:
+    """The same for plain per-round figures (latencies)."""
+    return summarize([n / d for n, d in zip(numerator, denominator, strict=True) if d])

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import Uuid, bindparam, text
+from sqlalchemy import Engine, Uuid, bindparam, text
 
+from control_plane.audit.batcher import AuditBatcher
+from control_plane.db import direct
 from control_plane.db.base import UTCDateTime
 from control_plane.memories import service as memories
 from control_plane.memories.addresses import MemoryAddress, Scope
@@ -77,14 +79,16 @@ class MemplaneStack:
                     "MEMPLANE_DEFAULT_BUCKET_URL": backends.bucket_url(bucket, name)}
         if url:
             self.env |= {"MEMPLANE_DATABASE_URL": url, "MEMPLANE_SERVER_KEY": secrets.token_hex(24)}
-        settings = Settings(**{k[len("MEMPLANE_"):].lower(): v for k, v in self.env.items()})
+        values: dict[str, Any] = {k[len("MEMPLANE_"):].lower(): v for k, v in self.env.items()}
+        settings = Settings(**values)
         self.runtime = Runtime(settings)
         self.runtime.migrate()
         with self.runtime.sessions() as session:
             ensure_bootstrap(session, ADMIN_KEY)
             self.actor = authenticate(session, f"Bearer {ADMIN_KEY}").actor
         self.server: subprocess.Popen[bytes] | None = None
-        self.base_url = ""
+        self.floor_server: subprocess.Popen[bytes] | None = None
+        self.base_url = self.floor_url = ""
 
     def set(self, key: str, value: Any) -> None:
         with self.runtime.sessions() as session:
@@ -97,56 +101,94 @@ class MemplaneStack:
                                       MemoryAddress.parse(Scope.user, "bench", key)).value
 
     def serve(self) -> str:
-        port = free_port()
+        """``memplane serve`` in its own process (uvicorn, one worker)."""
         exe = Path(sys.executable).with_name("memplane")
-        env = {**os.environ, **self.env, "MEMPLANE_LOG_LEVEL": "WARNING"}
-        self.server = subprocess.Popen([str(exe), "serve", "--port", str(port)], env=env,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.base_url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.base_url}/readyz").status_code == 200:
-                    return self.base_url
-            except httpx.TransportError:
-                time.sleep(0.1)
-        raise RuntimeError("memplane serve did not start")
+        self.server, self.base_url = _start([str(exe), "serve"], self.env)
+        return self.base_url
+
+    def serve_floor(self) -> str:
+        """The HTTP floor (bench/http_floor.py) in its own process, on the same uvicorn
+        settings, database and bucket as ``serve``."""
+        env = self.env | {"BENCH_FLOOR_TENANT": str(self.actor.tenant_id)}
+        self.floor_server, self.floor_url = _start(
+            [sys.executable, "-m", "bench.http_floor"], env)
+        return self.floor_url
 
     def http_client(self) -> httpx.Client:
         return httpx.Client(base_url=self.base_url, timeout=60,
                             headers={"Authorization": f"Bearer {ADMIN_KEY}"})
 
+    def floor_client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.floor_url, timeout=60)
+
     def close(self) -> None:
-        if self.server is not None:
-            self.server.terminate()
-            self.server.wait(timeout=15)
+        for server in (self.server, self.floor_server):
+            if server is not None:
+                server.terminate()
+                server.wait(timeout=15)
         self.runtime.close()
 
 
+def _start(command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [*command, "--port", str(port)], env={**os.environ, **env, "MEMPLANE_LOG_LEVEL": "WARNING"},
+        cwd=Path(__file__).resolve().parent.parent,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base_url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{command[-1]} exited with {process.returncode} on start")
+        try:
+            if httpx.get(f"{base_url}/readyz").status_code == 200:
+                return process, base_url
+        except httpx.TransportError:
+            time.sleep(0.1)  # polling a starting server, not synchronising threads
+    process.terminate()
+    raise RuntimeError(f"{command[-1]} did not start")
+
+
 class Floor:
-    """The same work done directly: the adapter call plus the one SQL statement it needs.
+    """The same work done the best direct way: the adapter call plus the one SQL statement
+    it needs, on the same driver path and with the same audit group commit as memplane.
 
     For memplane a write or a read is not done until its audit row is durable (I6), so the
-    statement the floor needs records the access too: on PostgreSQL one statement that
-    upserts (or looks up) the pointer and appends the audit row, committed on its own; on
-    SQLite, which has no data-modifying WITH, the same two statements in one transaction.
-    ``audit=False`` gives the bare floor (pointer statement only) for reference.
+    floor records each access too. A write: on PostgreSQL one statement that upserts the
+    pointer and appends its audit row, run straight on the psycopg connection in autocommit
+    (``db.direct``, memplane's hot path), committed on its own; on SQLite, which has no
+    data-modifying WITH, the same two statements in one write transaction. A read: the
+    lookup (on PostgreSQL through ``db.direct``), the object fetched and its SHA-256
+    compared, then its audit row through an ``AuditBatcher`` (concurrent reads share one
+    commit, as memplane's do). ``audit=False`` gives the bare floor (no audit row at all)
+    for reference.
     """
 
-    def __init__(self, stack: MemplaneStack, *, audit: bool = True) -> None:
-        self.engine = stack.runtime.engine
-        self.postgres = self.engine.dialect.name == "postgresql"
+    def __init__(self, engine: Engine | MemplaneStack, bucket_url: str = "",
+                 tenant_id: uuid.UUID | None = None, *, audit: bool = True) -> None:
+        if isinstance(engine, MemplaneStack):  # Floor(stack), as the bench called it before
+            stack = engine
+            engine, bucket_url = stack.runtime.engine, stack.env["MEMPLANE_DEFAULT_BUCKET_URL"]
+            tenant_id = stack.actor.tenant_id
+        if tenant_id is None or not bucket_url:
+            raise ValueError("a floor needs a bucket URL and the tenant its audit rows name")
+        self.engine = engine
+        self.postgres = engine.dialect.name == "postgresql"
         self.audit = audit
-        self.tenant = stack.actor.tenant_id
-        self.adapter = from_url(stack.env["MEMPLANE_DEFAULT_BUCKET_URL"])
-        with self.engine.begin() as conn:
+        self.tenant = tenant_id
+        self.adapter = from_url(bucket_url)
+        with engine.begin() as conn:
             conn.execute(text("CREATE TABLE IF NOT EXISTS bench_floor (key VARCHAR(200) PRIMARY "
                               "KEY, path VARCHAR(300), sha CHAR(64), size INTEGER)"))
-        if self.postgres:
-            self.engine = self.engine.execution_options(isolation_level="AUTOCOMMIT")
-        elif audit:  # reads write too: take the write lock up front, as memplane does
-            self.engine = self.engine.execution_options(sqlite_begin="IMMEDIATE")
+        # SQLite writes take the write lock up front, as memplane's do
+        self.writer = engine if self.postgres else engine.execution_options(
+            sqlite_begin="IMMEDIATE")
+        self.batcher = AuditBatcher(engine) if audit else None
         self.prefix = f"floor/{uuid.uuid4().hex}"
+
+    @classmethod
+    def of(cls, stack: MemplaneStack, *, audit: bool = True) -> Floor:
+        return cls(stack, audit=audit)
 
     def _audit(self, key: str) -> dict[str, Any]:
         return {"t": self.tenant, "d": key, "at": datetime.now(UTC)}
@@ -156,29 +198,33 @@ class Floor:
         self.adapter.put(path, payload)
         row = {"k": f"{self.prefix}/{key}", "p": path,
                "s": hashlib.sha256(payload).hexdigest(), "n": len(payload)}
-        with self.engine.begin() as conn:
-            if not self.audit:
-                conn.execute(_FLOOR_UPSERT, row)
-            elif self.postgres:
-                conn.execute(_FLOOR_UPSERT_AUDITED, row | self._audit(key))
-            else:
-                conn.execute(_FLOOR_UPSERT, row)
+        if self.postgres:
+            direct.run(self.engine, _FLOOR_UPSERT_AUDITED if self.audit else _FLOOR_UPSERT,
+                       row | self._audit(key))
+            return
+        with self.writer.begin() as conn:
+            conn.execute(_FLOOR_UPSERT, row)
+            if self.audit:
                 conn.execute(_FLOOR_AUDIT, self._audit(key))
 
     def get(self, key: str) -> bytes:
         params = {"k": f"{self.prefix}/{key}"}
-        with self.engine.begin() as conn:
-            if not self.audit:
+        if self.postgres:
+            ((path, sha),) = direct.run(self.engine, _FLOOR_LOOKUP, params)
+        else:
+            with self.engine.connect() as conn:
                 path, sha = conn.execute(_FLOOR_LOOKUP, params).one()
-            elif self.postgres:
-                path, sha = conn.execute(_FLOOR_LOOKUP_AUDITED, params | self._audit(key)).one()
-            else:
-                path, sha = conn.execute(_FLOOR_LOOKUP, params).one()
-                conn.execute(_FLOOR_AUDIT, self._audit(key))
         data = self.adapter.get(path)
         if hashlib.sha256(data).hexdigest() != sha:
             raise AssertionError("floor read a different object")
+        if self.batcher is not None:
+            self.batcher.record(self.tenant, "key", "floor", "read", detail=key)
         return data
+
+    def close(self) -> None:
+        if self.batcher is not None:
+            self.batcher.close()
+        self.adapter.close()
 
 
 _AUDIT_COLUMNS = ("INSERT INTO access_logs (tenant_id, accessor_type, accessor_id, operation, "
@@ -188,18 +234,13 @@ _FLOOR_UPSERT = text("INSERT INTO bench_floor (key, path, sha, size) VALUES (:k,
                      "size = excluded.size")
 _FLOOR_LOOKUP = text("SELECT path, sha FROM bench_floor WHERE key = :k")
 _AUDIT_TYPES = (bindparam("t", type_=Uuid), bindparam("at", type_=UTCDateTime()))
-_FLOOR_AUDIT = text(_AUDIT_COLUMNS + "VALUES (:t, 'key', 'floor', 'read', true, :d, :at)"
-                    ).bindparams(*_AUDIT_TYPES)
+_FLOOR_AUDIT = text(_AUDIT_COLUMNS + "VALUES (:t, 'key', 'floor', 'write', true, :d, :at)"
+                    ).bindparams(*_AUDIT_TYPES)  # SQLite's writes (reads go through the batcher)
 _FLOOR_UPSERT_AUDITED = text(
     "WITH up AS (INSERT INTO bench_floor (key, path, sha, size) VALUES (:k, :p, :s, :n) "
     "ON CONFLICT (key) DO UPDATE SET path = excluded.path, sha = excluded.sha, "
     "size = excluded.size RETURNING key) "
     + _AUDIT_COLUMNS + "SELECT CAST(:t AS uuid), 'key', 'floor', 'write', true, :d, :at FROM up")
-_FLOOR_LOOKUP_AUDITED = text(
-    "WITH p AS (SELECT path, sha FROM bench_floor WHERE key = :k), a AS ("
-    + _AUDIT_COLUMNS + "SELECT CAST(:t AS uuid), 'key', 'floor', 'read', true, :d, :at FROM p) "
-    "SELECT path, sha FROM p")
-
 
 def op_factory(fn: Callable[[str], Any], prefix: str) -> Callable[[int], Any]:
     return lambda i: fn(f"{prefix}{i}")
@@ -207,26 +248,30 @@ def op_factory(fn: Callable[[str], Any], prefix: str) -> Callable[[int], Any]:
 
 class Peer:
     """LangGraph's PostgresStore: content in PostgreSQL itself, the closest open peer for a
-    memory store's put/get, on the same PostgreSQL server in the same run."""
+    memory store's put/get, on the same PostgreSQL server in the same run.
 
-    def __init__(self, backends: Backends, concurrency: int) -> None:
+    Each thread gets its own store (its own connection): one store takes a store-wide lock
+    per ``batch()``, so a shared one would run one thread at a time.
+    """
+
+    def __init__(self, backends: Backends, stores: int) -> None:
         from langgraph.store.postgres import PostgresStore
         from sqlalchemy.engine import make_url
 
         url = make_url(backends.database("postgres") or "")
         dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
-        self._cm = PostgresStore.from_conn_string(
-            dsn, pool_config={"min_size": 1, "max_size": max(2, concurrency)})
-        self.store = self._cm.__enter__()
-        self.store.setup()
+        self._cms = [PostgresStore.from_conn_string(dsn) for _ in range(stores)]
+        self.stores = [cm.__enter__() for cm in self._cms]
+        self.stores[0].setup()
 
-    def set(self, key: str, value: dict[str, Any]) -> None:
-        self.store.put(("bench", "user"), key, value)
+    def set(self, key: str, value: dict[str, Any], thread: int = 0) -> None:
+        self.stores[thread].put(("bench", "user"), key, value)
 
-    def get(self, key: str) -> Any:
-        item = self.store.get(("bench", "user"), key)
+    def get(self, key: str, thread: int = 0) -> Any:
+        item = self.stores[thread].get(("bench", "user"), key)
         assert item is not None
         return item.value
 
     def close(self) -> None:
-        self._cm.__exit__(None, None, None)
+        for cm in self._cms:
+            cm.__exit__(None, None, None)

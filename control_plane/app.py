@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import openapi_docs
 from .audit.router import router as audit_router
+from .compactor.router import router as compactor_router
 from .compliance.router import router as compliance_router
 from .entries.router import router as entries_router
 from .errors import DomainError
@@ -87,6 +88,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(entries_router)
     app.include_router(seed_router)
     app.include_router(summarizer_router)
+    app.include_router(compactor_router)
     _install_error_handlers(app)
     return app
 

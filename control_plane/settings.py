@@ -96,6 +96,24 @@ class Settings(BaseSettings):
     auth_cache_seconds: float = Field(
         5.0, ge=0, description="How long a valid API key is trusted without looking it up "
                                "again; a key revoked on another replica works until then.")
+    # The compactor (control_plane/compactor): when the worker queues the daily run.
+    compactor_schedule: str = Field(
+        "17 6 * * *", description="When job workers queue each active tenant's daily "
+        "compaction: a cron expression in UTC (five fields), or 'off'. At most one run per "
+        "tenant and UTC day however many workers tick; a worker down at that time catches up "
+        "later the same day.")
+    compactor_max_events_per_entry: int = Field(
+        1000, ge=200, le=100_000, description="A bucket with more uncompressed events than "
+        "this is summarised into several entries of about equal size, so one summary never "
+        "reads an unbounded number of events.")
+
+    @field_validator("compactor_schedule")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        from .compactor.schedule import parse_schedule
+
+        parse_schedule(value)  # a bad expression is refused at start, naming it
+        return value.strip()
 
     # Summarisers (control_plane/summarizers): the compactor's OpenAI-compatible endpoints.
     summarizer_public_hosts: Annotated[list[str], NoDecode] = Field(

@@ -532,6 +532,11 @@ class _Erasure:
             .values(subject=hashed, error=func.replace(Job.error, self.user_id, "…")))
         self.session.execute(update(Job).where(Job.id == self.ctx.job_id)
                              .values(subject=hashed))
+        for job in self.session.scalars(select(Job).where(  # compactor runs of the user scope
+                Job.tenant_id == self.ctx.tenant_id, Job.subject == self.user_id,
+                Job.kind == "compact", Job.state.in_(("queued", "completed", "failed")))):
+            job.subject = hashed
+            job.params = {**job.params, "scope_ref": hashed}
         self.session.execute(update(SubjectKey).where(
             SubjectKey.tenant_id == self.ctx.tenant_id, SubjectKey.scope_type == "user",
             SubjectKey.scope_ref == self.user_id, SubjectKey.destroyed_at.is_not(None))

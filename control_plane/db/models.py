@@ -188,6 +188,9 @@ class Job(Base):
         Index(None, "tenant_id", "kind", "subject"),
         Index(None, "tenant_id", "claimed_at"),
         Index(None, "expires_at"),
+        # One job per key and tenant (the compactor's daily run: "compact:<UTC date>"), so
+        # schedulers racing on several workers enqueue it once; NULL for other jobs.
+        Index("ux_jobs_tenant_id_dedupe_key", "tenant_id", "dedupe_key", unique=True),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
@@ -209,6 +212,7 @@ class Job(Base):
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    dedupe_key: Mapped[str | None] = mapped_column(String(128), nullable=True)
 
 
 class SubjectErasure(Base):
@@ -395,3 +399,16 @@ class SummarizerConfig(Base):
     max_retries: Mapped[int] = mapped_column(Integer)
     token_budget_per_run: Mapped[int | None] = mapped_column(BigId, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class CompactorSettings(Base):
+    """A tenant's compactor thresholds; a tenant without a row uses the defaults."""
+
+    __tablename__ = "compactor_settings"
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True)
+    min_events: Mapped[int] = mapped_column(Integer)
+    older_than_days: Mapped[int] = mapped_column(Integer)
+    enabled: Mapped[bool] = mapped_column(Boolean)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, aliased
 
 from ..db.models import Job
@@ -77,3 +79,14 @@ def renew(session: Session, job_id: uuid.UUID, owner: str, expires: datetime,
         .values(lease_expires_at=expires, updated_at=now)
     )
     return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def insert_unique(session: Session, values: dict[str, Any]) -> uuid.UUID | None:
+    """INSERT … ON CONFLICT (tenant_id, dedupe_key) DO NOTHING; the new id, or None when a
+    job with that key is there already (committed or being inserted concurrently)."""
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    statement = (dialect.insert(Job).values(**values)
+                 .on_conflict_do_nothing(index_elements=["tenant_id", "dedupe_key"])
+                 .returning(Job.id))
+    inserted: uuid.UUID | None = session.scalar(statement)
+    return inserted

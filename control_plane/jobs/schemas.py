@@ -11,7 +11,7 @@ class JobOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     id: uuid.UUID = Field(description="The job's id; poll GET /v1/jobs/{id}.")
-    kind: str = Field(description="export or erase.", examples=["erase"])
+    kind: str = Field(description="export, erase or compact.", examples=["erase"])
     state: str = Field(description="queued, running, completed or failed.",
                        examples=["completed"])
     progress: dict[str, Any] = Field(description="Steps finished so far; a worker that takes "

@@ -32,7 +32,7 @@ from ..settings import Settings
 from ..storage_config.plane import DataPlane
 from . import repository as repo
 
-KINDS = ("export", "erase")
+KINDS = ("export", "erase", "compact")
 
 
 class LeaseLost(Exception):
@@ -49,6 +49,18 @@ def enqueue(session: Session, tenant_id: uuid.UUID, kind: str, *, subject: str |
     session.add(job)
     session.flush()
     return job
+
+
+def enqueue_once(session: Session, tenant_id: uuid.UUID, kind: str, dedupe_key: str, *,
+                 params: dict[str, Any]) -> uuid.UUID | None:
+    """Queue a job under a key unique per tenant (``jobs.dedupe_key``) in the session's open
+    write transaction; None when a job with that key exists already — also when another
+    worker inserts it at the same moment: the unique index decides, never a read first."""
+    now = utcnow()
+    return repo.insert_unique(session, dict(
+        id=new_id(), tenant_id=tenant_id, kind=kind, subject=None, params=params,
+        state="queued", progress={}, result=None, attempts=0, created_at=now, updated_at=now,
+        dedupe_key=dedupe_key))
 
 
 def get_job(session: Session, actor: Actor, job_id: uuid.UUID) -> Job:
@@ -91,12 +103,22 @@ class JobContext:
         """Record finished work in ``progress`` inside the session's open write transaction
         (commit it with the step's own change). Raises LeaseLost if the job was taken over.
         """
+        self.save_in(self.session, **updates)
+
+    def save_in(self, session: Session, **updates: Any) -> None:
+        """``save`` in another session's open write transaction (a handler's own thread)."""
+        self.update_in(session, lambda progress: {**progress, **updates})
+
+    def update_in(self, session: Session,
+                  change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+        """Replace ``progress`` with ``change(progress as stored)`` in the session's open write
+        transaction, the job's row locked: threads of one handler that each add to a count
+        never overwrite each other's. Raises LeaseLost if the job was taken over."""
         self.check()
-        self.progress = {**self.progress, **updates}
-        job = self.session.get(Job, self.job_id, populate_existing=True,
-                               with_for_update=True)
+        job = session.get(Job, self.job_id, populate_existing=True, with_for_update=True)
         if job is None or job.lease_owner != self.owner or job.state != "running":
             raise LeaseLost(str(self.job_id))
+        self.progress = change(dict(job.progress or {}))
         now = utcnow()
         job.progress = self.progress
         job.updated_at = now

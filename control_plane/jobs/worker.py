@@ -5,8 +5,9 @@ default) or as its own process with ``memplane worker`` (production: turn ``run_
 on the API replicas and run as many workers as wanted; PostgreSQL's ``FOR UPDATE SKIP
 LOCKED`` keeps them from claiming the same job). Tenants take turns (``repository.next_claimable``).
 
-Between jobs the worker also deletes export archives past their expiry
-(``MEMPLANE_EXPORT_TTL_HOURS``), at most every ``EXPIRY_SWEEP_SECONDS``. Time comes from an
+Between jobs the worker also queues the daily compaction runs when they are due
+(``MEMPLANE_COMPACTOR_SCHEDULE``, ``tick_schedule``) and deletes export archives past their
+expiry (``MEMPLANE_EXPORT_TTL_HOURS``), at most every ``EXPIRY_SWEEP_SECONDS``. Time comes from an
 injectable ``clock`` and the heartbeat waits through an injectable ``pause``, so tests move
 time and release each lease renewal themselves instead of sleeping.
 """
@@ -20,7 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import update
@@ -28,6 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ..audit import service as audit
 from ..audit.service import Actor
+from ..compactor.schedule import parse_schedule
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import Job
@@ -52,10 +54,11 @@ def wait_on_event(stop: threading.Event, seconds: float) -> bool:
 
 
 def default_handlers() -> dict[str, Handler]:
+    from ..compactor.service import run_job as compact
     from ..compliance.erasure import run as erase
     from ..compliance.export import run as export
 
-    return {"export": export, "erase": erase}
+    return {"export": export, "erase": erase, "compact": compact}
 
 
 class Worker:
@@ -71,6 +74,23 @@ class Worker:
         self.lease_seconds = lease_seconds or settings.job_lease_seconds
         self.clock = clock
         self.pause = pause
+        self.schedule = parse_schedule(settings.compactor_schedule)
+        self._scheduled_day: date | None = None
+
+    def tick_schedule(self) -> int:
+        """Queue today's compaction runs once the schedule's fire time has passed (at most
+        one attempt per worker and day; the unique job key makes it one run per tenant and
+        day across workers); how many this worker queued."""
+        from ..compactor.service import queue_daily_runs
+
+        due = self.schedule.due_today(self.clock())
+        if due is None or self._scheduled_day == due.date():
+            return 0
+        queued = queue_daily_runs(self.sessions, due.date(), self.owner)
+        self._scheduled_day = due.date()
+        if queued:
+            log.info("queued %d scheduled compaction run(s) for %s", queued, due.date())
+        return queued
 
     def run_forever(self, stop: threading.Event) -> None:
         """Claim and run jobs until ``stop`` is set; sleep between polls when idle."""
@@ -82,6 +102,10 @@ class Worker:
                     self.expire_exports()
                 except Exception:
                     log.warning("could not delete expired export archives; retrying later")
+            try:
+                self.tick_schedule()
+            except Exception:
+                log.warning("could not queue the scheduled compaction runs; retrying")
             try:
                 ran = self.run_once()
             except Exception:

@@ -251,7 +251,8 @@ def worker(
     metrics_host: Annotated[str, typer.Option(
         help="Interface for --metrics-port.")] = "0.0.0.0",
 ) -> None:
-    """Run export and erasure jobs from the configured database until interrupted."""
+    """Run export, erasure and compaction jobs (and the daily compaction schedule) from the
+    configured database until interrupted."""
     from control_plane.jobs.worker import Worker
     from control_plane.observability import configure_logging
 

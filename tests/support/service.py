@@ -58,6 +58,10 @@ def make_settings(database: str, data_dir: Path, **overrides: Any) -> Settings:
         # The emulators listen on 127.0.0.1, which the endpoint guard refuses unless the
         # operator's allow-list covers it.
         allowed_endpoints=["127.0.0.1/32"],
+        # No scheduled compaction on the shared test databases: it would compact other
+        # tests' old events behind their backs (tests/compactor runs it on databases of
+        # its own).
+        compactor_schedule="off",
     )
     if database != "sqlite":
         values.update(database_url=database, server_key=secrets.token_hex(24),

@@ -1,0 +1,118 @@
+"""The compactor's SQL: which buckets are due, their events, marking them, provenance."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Select, func, insert, select, update
+from sqlalchemy.orm import Session
+
+from ..db.models import (
+    Compaction,
+    CompactionEvent,
+    CompactorSettings,
+    MemoryEvent,
+)
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One (scope, scope ref) with ``events`` uncompressed events due for compaction."""
+
+    scope: str
+    scope_ref: str
+    events: int
+
+
+def due_buckets(session: Session, tenant_id: uuid.UUID, *, cutoff: datetime, min_events: int,
+                scope: str | None = None, scope_ref: str | None = None) -> list[Bucket]:
+    """Every (scope, scope ref) of the tenant holding at least ``min_events`` uncompressed
+    events that occurred before ``cutoff`` — one grouped query over the partial index
+    ``ix_memory_events_uncompressed`` (tenant, scope, scope ref, occurred_at WHERE
+    compressed_at IS NULL): only uncompressed rows are in it, and it holds every column the
+    query reads, so PostgreSQL answers it with an index-only scan."""
+    query = due_buckets_query(tenant_id, cutoff=cutoff, min_events=min_events, scope=scope,
+                              scope_ref=scope_ref)
+    return [Bucket(s, r, int(n)) for s, r, n in session.execute(query)]
+
+
+def due_buckets_query(tenant_id: uuid.UUID, *, cutoff: datetime, min_events: int,
+                      scope: str | None = None,
+                      scope_ref: str | None = None) -> Select[str, str, int]:
+    query = (
+        select(MemoryEvent.scope_type, MemoryEvent.scope_ref, func.count())
+        .where(MemoryEvent.tenant_id == tenant_id, MemoryEvent.compressed_at.is_(None),
+               MemoryEvent.occurred_at < cutoff)
+        .group_by(MemoryEvent.scope_type, MemoryEvent.scope_ref)
+        .having(func.count() >= min_events)
+        .order_by(MemoryEvent.scope_type, MemoryEvent.scope_ref)
+    )
+    if scope is not None:
+        query = query.where(MemoryEvent.scope_type == scope)
+    if scope_ref is not None:
+        query = query.where(MemoryEvent.scope_ref == scope_ref)
+    return query
+
+
+def bucket_events(session: Session, tenant_id: uuid.UUID, bucket: Bucket, *,
+                  cutoff: datetime, limit: int) -> list[MemoryEvent]:
+    """The bucket's oldest uncompressed, settled events before ``cutoff``, in the order they
+    are summarised: (occurred_at, id)."""
+    return list(session.scalars(
+        select(MemoryEvent)
+        .where(MemoryEvent.tenant_id == tenant_id, MemoryEvent.scope_type == bucket.scope,
+               MemoryEvent.scope_ref == bucket.scope_ref, MemoryEvent.compressed_at.is_(None),
+               MemoryEvent.occurred_at < cutoff, MemoryEvent.sync_status == "synced")
+        .order_by(MemoryEvent.occurred_at, MemoryEvent.id).limit(limit)
+    ))
+
+
+def mark_compressed(session: Session, tenant_id: uuid.UUID, event_ids: Sequence[uuid.UUID],
+                    now: datetime) -> int:
+    """Set ``compressed_at`` on those of the events that have none yet; how many did."""
+    result = session.execute(
+        update(MemoryEvent)
+        .where(MemoryEvent.tenant_id == tenant_id, MemoryEvent.id.in_(event_ids),
+               MemoryEvent.compressed_at.is_(None))
+        .values(compressed_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def add_provenance(session: Session, compaction: Compaction,
+                   hashes: Sequence[tuple[uuid.UUID, str]]) -> None:
+    session.add(compaction)
+    session.flush()
+    session.execute(insert(CompactionEvent), [
+        {"compaction_id": compaction.id, "event_id": event_id, "event_sha256": digest}
+        for event_id, digest in hashes])
+
+
+def active_tenants(session: Session) -> list[uuid.UUID]:
+    """Tenants with uncompressed events (read from the partial index), less those that
+    turned their compactor off."""
+    disabled = select(CompactorSettings.tenant_id).where(CompactorSettings.enabled.is_(False))
+    return list(session.scalars(
+        select(MemoryEvent.tenant_id).distinct()
+        .where(MemoryEvent.compressed_at.is_(None), MemoryEvent.tenant_id.not_in(disabled))
+        .order_by(MemoryEvent.tenant_id)
+    ))
+
+
+def get_settings(session: Session, tenant_id: uuid.UUID) -> CompactorSettings | None:
+    return session.get(CompactorSettings, tenant_id, populate_existing=True)
+
+
+def compaction_of(session: Session, tenant_id: uuid.UUID,
+                  entry_id: uuid.UUID) -> tuple[Compaction, list[CompactionEvent]] | None:
+    compaction = session.scalar(select(Compaction).where(
+        Compaction.id == entry_id, Compaction.tenant_id == tenant_id))
+    if compaction is None:
+        return None
+    events = list(session.scalars(select(CompactionEvent).where(
+        CompactionEvent.compaction_id == entry_id)))
+    return compaction, events

@@ -1,0 +1,84 @@
+"""The bench's timing helpers: each thread runs its own operation, built before the clock
+starts; rounds rotate so each system goes first in turn; ratios pair systems round by round."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from bench.harness import (
+    Measurement,
+    alternate,
+    measure,
+    ratio_of_rounds,
+    rotated,
+    summarize,
+)
+
+
+def test_each_thread_runs_its_own_operation_and_every_index_runs_once() -> None:
+    calls: dict[int, list[int]] = {0: [], 1: [], 2: []}
+    lock = threading.Lock()
+
+    def op_of(t: int) -> Callable[[int], None]:
+        def op(i: int) -> None:
+            with lock:
+                calls[t].append(i)
+        return op
+
+    result = measure(lambda i: None, 30, 3, per_thread=[op_of(t) for t in range(3)])
+    assert result.ops == 30
+    assert sorted(i for done in calls.values() for i in done) == list(range(30))
+
+
+def test_setup_builds_one_operation_per_thread_before_any_runs() -> None:
+    built: list[int] = []
+    ran_after: list[int] = []
+
+    def setup() -> Callable[[int], object]:
+        built.append(1)
+        return lambda i: ran_after.append(len(built))
+
+    measure(lambda i: None, 8, 4, setup=setup)
+    assert len(built) == 4
+    assert ran_after == [4] * 8  # every operation ran once all four were built
+
+
+def test_an_operation_that_fails_fails_the_measurement() -> None:
+    def boom(i: int) -> None:
+        raise ValueError(f"op {i} failed")
+
+    with pytest.raises(ValueError, match="failed"):
+        measure(boom, 5, 2)
+
+
+def test_too_few_operations_for_the_threads_is_refused() -> None:
+    with pytest.raises(ValueError, match="2 threads need 2 operations, 1 given"):
+        measure(lambda i: None, 4, 2, per_thread=[lambda i: None])
+
+
+def test_each_system_goes_first_in_turn() -> None:
+    assert [rotated(["a", "b", "c"], r) for r in range(4)] == [
+        ["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
+    order: list[str] = []
+
+    def run(name: str) -> Callable[[int], Measurement]:
+        def one(r: int) -> Measurement:
+            order.append(f"{name}{r}")
+            return Measurement(1, 1.0, 0.0, 0.0)
+        return one
+
+    got = alternate({"x": run("x"), "y": run("y")}, 3)
+    assert order == ["x0", "y0", "y1", "x1", "x2", "y2"]
+    assert [len(v) for v in got.values()] == [3, 3]
+
+
+def test_ratios_pair_rounds_and_summaries_give_median_and_spread() -> None:
+    mine = [Measurement(100, s, 0, 0) for s in (1.0, 2.0, 4.0)]  # 100, 50, 25 ops/s
+    floor = [Measurement(200, s, 0, 0) for s in (1.0, 2.0, 4.0)]  # 200, 100, 50 ops/s
+    assert ratio_of_rounds(mine, floor).json() == {"median": 0.5, "min": 0.5, "max": 0.5,
+                                                   "spread": 0.0}
+    summary = summarize([3.0, 1.0, 2.0])
+    assert (summary.median, summary.low, summary.high, summary.spread) == (2.0, 1.0, 3.0, 1.0)
