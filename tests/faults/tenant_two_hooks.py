@@ -21,14 +21,15 @@ NAMES: set[str] = {str(v) for values in ONE.values() for v in values}
 # Lists answer 2xx with the caller's own items (none here); they must not show the first
 # tenant's rows, and clearing a scope must clear nothing of it.
 LISTS = {("GET", "/v1/pointers"), ("GET", "/v1/audit"), ("GET", "/v1/events"),
-         ("GET", "/v1/entries"),
+         ("GET", "/v1/entries"), ("GET", "/memory"), ("GET", "/memory/events"),
          ("DELETE", "/v1/memories/{scope}/{scope_ref}")}
 # Which ids each path parameter takes; a parameter not named here (a later route's id) takes
 # the first tenant's pointer ids.
 PARAMETERS = {"scope": "scopes", "scope_ref": "scope_refs", "key": "keys",
               "key_id": "api_key_ids", "job_id": "job_ids", "receipt_id": "receipt_ids",
               "user_id": "user_ids", "event_id": "event_ids", "entry_id": "entry_ids"}
-QUERIES = {"pointer_id": "pointer_ids", "scope_ref": "scope_refs", "user_id": "user_ids"}
+QUERIES = {"pointer_id": "pointer_ids", "scope_ref": "scope_refs", "user_id": "user_ids",
+           "scopeRef": "scope_refs"}
 
 
 @schemathesis.hook

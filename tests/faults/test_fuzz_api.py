@@ -32,7 +32,8 @@ ID_ROUTES = {
     ("DELETE", "/v1/api-keys/{key_id}"), ("GET", "/v1/jobs/{job_id}"),
     ("GET", "/v1/exports/{job_id}/download"), ("GET", "/v1/receipts/{receipt_id}"),
     ("GET", "/v1/events/{event_id}"), ("GET", "/v1/entries/{entry_id}"),
-    ("DELETE", "/v1/entries/{entry_id}"),
+    ("DELETE", "/v1/entries/{entry_id}"), ("GET", "/memory/{entry_id}"),
+    ("DELETE", "/memory/{entry_id}"),
 }
 
 
