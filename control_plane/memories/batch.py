@@ -1,0 +1,249 @@
+"""Memories by key, many at once: ``POST /v1/memories:batch``.
+
+Each operation is answered on its own, exactly as the single request would answer it: the
+same validation sentence, the same role and scoped-key checks (an out-of-scope address is a
+404 like a missing one), the same 409 while the subject's erasure runs, the same audit rows.
+Every operation runs through the single-request protocol (``write``/``read``/``delete``), so
+every invariant of those paths holds per item; a failed item does not fail the others.
+
+Order: operations on one address (scope, scope ref, key) run one after another in request
+order, in one worker; different addresses run concurrently on a bounded pool of workers,
+each with its own session. So ``set k=1, get k, delete k`` in one batch reads 1, then
+deletes; two operations on different addresses have no order between them.
+
+Idempotency-Key covers the whole batch: each successful set or delete records its own
+answer (under a key derived from the batch's key and the operation's index, fingerprinted
+with the operation), in the write's own transaction for sets, so a retry answers those from
+the first run and runs only what did not succeed. Gets are never recorded (no content is
+ever kept in the control plane): a replay reads them again. Each recorded answer is a
+pointer like a single write's, so an erasure forgets it as it forgets single writes.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import Session
+
+from .. import idempotency
+from ..audit.service import Actor
+from ..db.engine import begin_write
+from ..errors import DomainError, InvalidInput
+from ..idempotency import Idempotency, Replay
+from ..kit import sha256_hex
+from ..storage_config.plane import DataPlane
+from ..tenants.service import Caller, require_role
+from .addresses import MemoryAddress, Scope
+from .delete import delete_value
+from .read import get_value
+from .schemas import MemoryMeta, PointerOut
+from .write import set_value
+
+log = logging.getLogger(__name__)
+
+MAX_OPERATIONS = 1000
+WORKERS = 16
+WRITER_ROLES = ("admin", "agent")
+_META_FIELDS = frozenset(MemoryMeta.model_fields)
+
+
+class BatchOperation(MemoryMeta):
+    """One operation of a batch: ``set`` (with ``value`` and the metadata of a single
+    write), ``get`` or ``delete`` (address only)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    op: Literal["set", "get", "delete"] = Field(description="set, get or delete.")
+    scope: Scope = Field(description="tenant, app, team, agent, user, conversation, entity, "
+                         "project (institutional = tenant).")
+    scope_ref: str = Field(description="Which user, conversation, agent …; '-' for tenant.")
+    key: str = Field(description="The memory's key within the scope.")
+    value: Any = Field(None, description="set only: any JSON value.")
+
+
+class BatchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "operations": [
+            {"op": "set", "scope": "user", "scope_ref": "u-42", "key": "lang",
+             "value": "fr", "memory_type": "preference"},
+            {"op": "get", "scope": "user", "scope_ref": "u-42", "key": "lang"},
+            {"op": "delete", "scope": "conversation", "scope_ref": "c-7", "key": "draft"}]}]})
+
+    operations: list[dict[str, Any]] = Field(
+        ..., min_length=1, max_length=MAX_OPERATIONS,
+        description=f"1 to {MAX_OPERATIONS} operations, each answered on its own.")
+
+
+class BatchResult(BaseModel):
+    index: int = Field(description="The operation's position in the request (from 0).")
+    op: str = Field(description="set, get or delete (as sent; '' if it was not readable).")
+    status: int = Field(description="The HTTP status the single request would have "
+                        "answered: 200 (set, get), 204 (delete), 4xx/5xx on failure.")
+    pointer: PointerOut | None = Field(None, description="set and get: the pointer.")
+    value: Any = Field(None, description="get: the value, verified against its SHA-256 "
+                       "(present, possibly null, only on a successful get).")
+    error: str | None = Field(None, description="On failure: the error code.")
+    detail: str | None = Field(None, description="On failure: what to fix.")
+
+
+class BatchOut(BaseModel):
+    results: list[BatchResult] = Field(description="One result per operation, in request "
+                                       "order.")
+
+
+@dataclass(frozen=True)
+class _Op:
+    index: int
+    op: BatchOperation
+    address: MemoryAddress
+    fingerprint: str  # the operation as sent, for its idempotency record
+
+
+@dataclass(frozen=True)
+class BatchAnswer:
+    results: list[dict[str, Any]]
+    replayed: bool
+
+
+def _describe(error: ValidationError) -> str:
+    sentences = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item.get("loc", ()))
+        if item.get("type") == "missing":
+            sentences.append(f"{where}: this field is required")
+        else:
+            sentences.append(f"{where}: {item.get('msg')}" if where else str(item.get("msg")))
+    return "; ".join(sentences)
+
+
+def _failure(index: int, op: str, exc: DomainError) -> dict[str, Any]:
+    return {"index": index, "op": op, "status": exc.status_code, **exc.body()}
+
+
+def _parse(index: int, raw: dict[str, Any]) -> _Op | dict[str, Any]:
+    sent = raw.get("op")
+    op_name = sent if isinstance(sent, str) else ""
+    try:
+        op = BatchOperation.model_validate(raw)
+        if op.op == "set" and "value" not in op.model_fields_set:
+            raise InvalidInput("value: this field is required for set")
+        if op.op != "set":
+            extra = sorted((op.model_fields_set & _META_FIELDS) | ({"value"} & op.model_fields_set))
+            if extra:
+                raise InvalidInput(f"{op.op} takes only op, scope, scope_ref and key; "
+                                   f"leave out {', '.join(extra)}")
+        address = MemoryAddress.parse(op.scope, op.scope_ref, op.key)
+    except ValidationError as exc:
+        return _failure(index, op_name, InvalidInput(_describe(exc)))
+    except DomainError as exc:
+        return _failure(index, op_name, exc)
+    fingerprint = sha256_hex(op.model_dump_json(exclude_unset=True).encode())
+    return _Op(index, op, address, fingerprint)
+
+
+def _item_key(batch: Idempotency, index: int) -> Idempotency:
+    return Idempotency(f"batch:{sha256_hex(batch.key.encode())}:{index}", "")
+
+
+def _run_one(session: Session, plane: DataPlane, caller: Caller, item: _Op,
+             batch_idem: Idempotency | None) -> dict[str, Any]:
+    actor: Actor = caller.actor
+    op = item.op
+    head = {"index": item.index, "op": op.op}
+    item_idem = None
+    if batch_idem is not None:
+        item_idem = Idempotency(_item_key(batch_idem, item.index).key, item.fingerprint)
+    try:
+        if op.op == "get":
+            found = get_value(session, plane, actor, item.address, access=caller.access)
+            return head | {"status": 200, "value": found.value,
+                           "pointer": PointerOut.of(found.pointer).model_dump(mode="json")}
+        require_role(session, caller, WRITER_ROLES, "write memories")
+        if op.op == "set":
+            meta = MemoryMeta.model_validate(op.model_dump(include=set(_META_FIELDS)))
+            written = set_value(session, plane, actor, item.address, op.value, meta, item_idem,
+                                access=caller.access)
+            if isinstance(written, Replay):
+                return head | {"status": written.status_code, "pointer": written.response}
+            return head | {"status": 200,
+                           "pointer": PointerOut.of(written).model_dump(mode="json")}
+        if item_idem is not None:
+            replay = idempotency.find(session, actor.tenant_id, item_idem)
+            session.commit()
+            if replay is not None:
+                return head | {"status": replay.status_code}
+        delete_value(session, plane, actor, item.address, access=caller.access)
+        if item_idem is not None:
+            _remember(session, actor, item_idem, 204, {})
+        return head | {"status": 204}
+    except DomainError as exc:
+        session.rollback()
+        return _failure(item.index, op.op, exc)
+    except Exception:
+        session.rollback()
+        log.exception("batch operation %d (%s) failed unexpectedly", item.index, op.op)
+        return head | {"status": 500, "error": "internal_error",
+                       "detail": "this operation failed on the server; retry it, and report "
+                                 "it if it keeps failing"}
+
+
+def _remember(session: Session, actor: Actor, idem: Idempotency, status: int,
+              response: dict[str, Any]) -> None:
+    try:
+        begin_write(session)
+        idempotency.remember(session, actor.tenant_id, idem, status, response)
+        session.commit()
+    except sa_exc.IntegrityError:  # a twin batch recorded it first: same answer
+        session.rollback()
+
+
+def _groups(ops: Sequence[_Op]) -> list[list[_Op]]:
+    """Operations on one address, in request order; the groups in order of first use."""
+    by_address: dict[tuple[str, str, str | None], list[_Op]] = {}
+    for item in ops:
+        address = item.address
+        by_address.setdefault((address.scope, address.scope_ref, address.key), []).append(item)
+    return list(by_address.values())
+
+
+def run_batch(sessions: Callable[[], Session], session: Session, plane: DataPlane,
+              caller: Caller, operations: list[dict[str, Any]],
+              idem: Idempotency | None) -> BatchAnswer:
+    """Answer every operation (see the module docstring); ``session`` is the request's own,
+    used for the batch's idempotency record; each worker opens its own from ``sessions``."""
+    replayed = False
+    if idem is not None:
+        replayed = idempotency.find(session, caller.tenant_id, idem) is not None
+        session.commit()
+    results: list[dict[str, Any] | None] = [None] * len(operations)
+    valid: list[_Op] = []
+    for index, raw in enumerate(operations):
+        parsed = _parse(index, raw)
+        if isinstance(parsed, _Op):
+            valid.append(parsed)
+        else:
+            results[index] = parsed
+
+    def work(group: list[_Op]) -> list[dict[str, Any]]:
+        with sessions() as own:
+            return [_run_one(own, plane, caller, item, idem) for item in group]
+
+    groups = _groups(valid)
+    if groups:
+        # Worker threads do not inherit context variables (the request id audit rows carry).
+        context = contextvars.copy_context()
+        with ThreadPoolExecutor(max_workers=min(WORKERS, len(groups)),
+                                thread_name_prefix="memplane-batch") as pool:
+            for answers in pool.map(lambda g: context.copy().run(work, g), groups):
+                for answer in answers:
+                    results[answer["index"]] = answer
+    if idem is not None and not replayed:
+        _remember(session, caller.actor, idem, 200, {"batch": len(operations)})
+    return BatchAnswer([r for r in results if r is not None], replayed)
