@@ -9,7 +9,7 @@ import logging
 import sys
 from pathlib import Path
 
-from . import events
+from . import batch, events
 from .cases import run_all
 
 
@@ -23,6 +23,8 @@ def main() -> int:
     results = run_all(quick=args.quick, only=only)
     if not only or any("event-ingest".startswith(p) for p in only):
         results |= events.run(quick=args.quick)
+    if not only or any("batch".startswith(p) for p in only):
+        results |= batch.run(quick=args.quick)
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
     (out / "latest.json").write_text(json.dumps(results, indent=2))
