@@ -33,18 +33,21 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
 from .. import idempotency
-from ..audit.service import Actor
+from ..audit import service as audit
+from ..audit.service import Actor, audited
 from ..db.engine import begin_write
 from ..errors import DomainError, InvalidInput
 from ..idempotency import Idempotency, Replay
 from ..kit import sha256_hex
-from ..storage_config.plane import DataPlane
+from ..storage_config.plane import DataPlane, Target
 from ..tenants.service import Caller, require_role
+from . import hotpath
 from .addresses import MemoryAddress, Scope
 from .delete import delete_value
 from .read import get_value
 from .schemas import MemoryMeta, PointerOut
-from .write import set_value
+from .shared import delete_quietly, ensure_visible
+from .write import _as_agent, _check_size, prepare_fast, serialise, set_value, settle_fast
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +197,105 @@ def _run_one(session: Session, plane: DataPlane, caller: Caller, item: _Op,
                                  "it if it keeps failing"}
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    """A set whose object is stored and whose pointer row waits for the batch's commit."""
+
+    item: _Op
+    target: Target
+    request: hotpath.WriteRequest
+
+
+def _meta_of(op: BatchOperation) -> MemoryMeta:
+    return MemoryMeta.model_validate(op.model_dump(include=set(_META_FIELDS)))
+
+
+def _prepare_set(session: Session, plane: DataPlane, caller: Caller,
+                 item: _Op) -> _Prepared | dict[str, Any] | None:
+    """Steps 1–2 of a set (checks, lookup, put) as the single request runs them; the
+    prepared row, or the item's answer (a refusal), or None (the general path decides)."""
+    actor = caller.actor
+    address, meta = item.address, _meta_of(item.op)
+    try:
+        require_role(session, caller, WRITER_ROLES, "write memories")
+        with audited(session, actor, "write", detail=address.scope,
+                     private=(*address.personal, meta.user_id)):
+            ensure_visible(session, actor, caller.access, address, "write")
+            meta = _as_agent(caller.access, meta)
+            payload = serialise(item.op.value)
+            _check_size(plane, len(payload))
+            prepared = prepare_fast(session, plane, actor, address, payload, meta)
+    except DomainError as exc:
+        session.rollback()
+        return _failure(item.index, "set", exc)
+    if prepared is None:
+        return None
+    return _Prepared(item, *prepared)
+
+
+def _commit_sets(session: Session, plane: DataPlane, caller: Caller,
+                 prepared: list[_Prepared]) -> tuple[dict[int, dict[str, Any]], list[_Op]]:
+    """Step 3 for every prepared set in one transaction (``hotpath.commit_writes``); the
+    answers by index, and the items the general path must still run (their row changed)."""
+    answers: dict[int, dict[str, Any]] = {}
+    retry: list[_Op] = []
+    try:
+        plane.checkpoint("write:before_commit")
+        outcomes = hotpath.commit_writes(session, [p.request for p in prepared])
+    except sa_exc.OperationalError:
+        # The commit may have landed: the objects stay (a pointer may name them; GC
+        # removes them if not). Every item answers what the single request would.
+        session.rollback()
+        return {p.item.index: _failed_commit(session, caller, p, "database_unavailable",
+                                             "the control-plane database is unreachable; "
+                                             "retry later", 503) for p in prepared}, []
+    except Exception:
+        session.rollback()
+        log.exception("a batch's pointer transaction failed")
+        for p in prepared:
+            delete_quietly(p.target, [p.request.path])
+        return {p.item.index: _failed_commit(session, caller, p, "internal_error",
+                                             "the batch's pointer transaction failed; retry "
+                                             "this operation", 500) for p in prepared}, []
+    superseded: list[tuple[Any, str]] = []
+    for p, outcome in zip(prepared, outcomes, strict=True):
+        head = {"index": p.item.index, "op": "set"}
+        try:
+            saved = settle_fast(p.target, p.request, outcome)
+        except DomainError as exc:  # the erasure guard, checked again in the statement
+            audit.record_failure(session, caller.actor, "write",
+                                 detail=f"{p.item.address.scope} {exc.code}: {exc.detail}")
+            answers[p.item.index] = _failure(p.item.index, "set", exc)
+            continue
+        if saved is None:
+            retry.append(p.item)
+            continue
+        pointer, old = saved
+        if old is not None:
+            superseded.append(old)
+        answers[p.item.index] = head | {"status": 200,
+                                        "pointer": PointerOut.of(pointer).model_dump(mode="json")}
+    plane.checkpoint("write:after_commit")
+    by_config: dict[Any, list[str]] = {}
+    for config, path in superseded:
+        by_config.setdefault(config, []).append(path)
+    for config, paths in by_config.items():  # step 4: best effort; orphan GC finishes
+        delete_quietly(plane.by_id(session, config), paths)
+    session.rollback()
+    return answers, retry
+
+
+def _failed_commit(session: Session, caller: Caller, p: _Prepared, code: str, detail: str,
+                   status: int) -> dict[str, Any]:
+    try:
+        audit.record_failure(session, caller.actor, "write",
+                             detail=f"{p.item.address.scope} error: {code}")
+    except Exception:  # the database may be what failed; the answer matters more
+        log.warning("could not audit a failed batch write")
+    return {"index": p.item.index, "op": "set", "status": status, "error": code,
+            "detail": detail}
+
+
 def _remember(session: Session, actor: Actor, idem: Idempotency, status: int,
               response: dict[str, Any]) -> None:
     try:
@@ -231,19 +333,44 @@ def run_batch(sessions: Callable[[], Session], session: Session, plane: DataPlan
         else:
             results[index] = parsed
 
-    def work(group: list[_Op]) -> list[dict[str, Any]]:
+    # A set alone at its address (and no Idempotency-Key) takes the batched path: checks,
+    # lookup and put concurrently, then every such row in one transaction. Everything else
+    # runs the single-request protocol, one address per worker, in request order.
+    def work(group: list[_Op]) -> list[dict[str, Any] | _Prepared]:
+        with sessions() as own:
+            if idem is None and len(group) == 1 and group[0].op.op == "set":
+                prepared = _prepare_set(own, plane, caller, group[0])
+                if prepared is not None:
+                    return [prepared]
+            return [_run_one(own, plane, caller, item, idem) for item in group]
+
+    def general(group: list[_Op]) -> list[dict[str, Any] | _Prepared]:
         with sessions() as own:
             return [_run_one(own, plane, caller, item, idem) for item in group]
 
-    groups = _groups(valid)
-    if groups:
+    def run(task: Callable[[list[_Op]], list[dict[str, Any] | _Prepared]],
+            groups: list[list[_Op]]) -> list[_Prepared]:
+        ready: list[_Prepared] = []
+        if not groups:
+            return ready
         # Worker threads do not inherit context variables (the request id audit rows carry).
         context = contextvars.copy_context()
         with ThreadPoolExecutor(max_workers=min(WORKERS, len(groups)),
                                 thread_name_prefix="memplane-batch") as pool:
-            for answers in pool.map(lambda g: context.copy().run(work, g), groups):
+            for answers in pool.map(lambda g: context.copy().run(task, g), groups):
                 for answer in answers:
-                    results[answer["index"]] = answer
+                    if isinstance(answer, _Prepared):
+                        ready.append(answer)
+                    else:
+                        results[answer["index"]] = answer
+        return ready
+
+    prepared = run(work, _groups(valid))
+    if prepared:
+        answers, retry = _commit_sets(session, plane, caller, prepared)
+        for index, answer in answers.items():
+            results[index] = answer
+        run(general, [[item] for item in retry])
     if idem is not None and not replayed:
         _remember(session, caller.actor, idem, 200, {"batch": len(operations)})
     return BatchAnswer([r for r in results if r is not None], replayed)

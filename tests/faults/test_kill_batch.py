@@ -15,6 +15,7 @@ import hashlib
 import json
 import random
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,12 +24,18 @@ import pytest
 from sqlalchemy import select
 
 from control_plane.db.models import MemoryPointer
+from control_plane.memories import service as memories
+from control_plane.memories.addresses import MemoryAddress, Scope
+from control_plane.memories.batch import run_batch
 from control_plane.memories.reconcile import collect_orphans, reconcile
+from control_plane.memories.schemas import MemoryMeta
 from control_plane.memories.service import serialise
 from control_plane.runtime import Runtime
 from control_plane.settings import Settings
+from control_plane.tenants.service import Caller
 from tests.support.crypto import open_stored
 from tests.support.process import wait_for_pause
+from tests.support.service import ServiceWorld, SimulatedCrash
 
 from .conftest import Deployment
 
@@ -194,3 +201,50 @@ def test_sigkill_during_batches_loses_no_acknowledged_item(deployment: Deploymen
         (200, load.sent[k]) for k in sample]
     print(json.dumps({"kills": kills, "acknowledged": len(load.acked), "keys": len(pointers),
                       "orphans": len(orphans)}))
+
+
+def _objects(world: ServiceWorld) -> set[str]:
+    with world.runtime.sessions() as session:
+        target = world.runtime.plane.active(session, world.tenant_id)
+    return {info.path for info in target.adapter.list(target.path("memories") + "/")}
+
+
+def test_a_batch_killed_before_its_one_commit_leaves_only_orphans(world: ServiceWorld) -> None:
+    """The process dies after every object of the batch is stored and before the one
+    transaction of its pointer rows: no pointer names any of them (I1), GC removes them all,
+    and the batch sent again lands whole."""
+    runtime = world.runtime
+    caller = Caller(world.tenant_id, uuid.uuid4(), "admin", False)
+    with runtime.sessions() as session:  # the scope's subject key exists: the batched path
+        memories.set_value(session, runtime.plane, world.actor,
+                           MemoryAddress.parse(Scope.agent, "bot", "warm"), 0, MemoryMeta())
+    ops = [{"op": "set", "scope": "agent", "scope_ref": "bot", "key": f"k{i}", "value": i}
+           for i in range(20)]
+    world.crash_at = "write:before_commit"
+    with runtime.sessions() as session, pytest.raises(SimulatedCrash):
+        run_batch(runtime.sessions, session, runtime.plane, caller, ops, None)
+
+    with runtime.sessions() as session:
+        keys = session.scalars(select(MemoryPointer.key).where(
+            MemoryPointer.tenant_id == world.tenant_id)).all()
+        assert keys == ["warm"]
+        assert len(_objects(world)) == 21
+        collected = collect_orphans(session, runtime.plane, grace_seconds=0,
+                                    tenant_id=world.tenant_id)
+    assert collected.orphans_deleted == 20
+    assert len(_objects(world)) == 1
+
+    with runtime.sessions() as session:
+        answer = run_batch(runtime.sessions, session, runtime.plane, caller, ops, None)
+    assert [(r["index"], r["status"]) for r in answer.results] == [(i, 200) for i in range(20)]
+    with runtime.sessions() as session:
+        pointers = list(session.scalars(select(MemoryPointer).where(
+            MemoryPointer.tenant_id == world.tenant_id, MemoryPointer.key != "warm")))
+        target = runtime.plane.active(session, world.tenant_id)
+    assert len(pointers) == 20
+    assert len(_objects(world)) == 21
+    for pointer in pointers:
+        blob = target.adapter.get(pointer.storage_path)
+        plain = open_stored(runtime, world.tenant_id, pointer.storage_path, pointer.id, blob)
+        assert plain == serialise(int(str(pointer.key)[1:]))
+        assert pointer.content_sha256 == hashlib.sha256(plain).hexdigest()
