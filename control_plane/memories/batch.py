@@ -151,8 +151,9 @@ def _parse(index: int, raw: dict[str, Any]) -> _Op | dict[str, Any]:
     return _Op(index, op, address, fingerprint)
 
 
-def _item_key(batch: Idempotency, index: int) -> Idempotency:
-    return Idempotency(f"batch:{sha256_hex(batch.key.encode())}:{index}", "")
+def _item_key(batch: Idempotency, index: int) -> str:
+    """Where an operation's own answer is kept: derived from the batch's key (any length)."""
+    return f"batch:{sha256_hex(batch.key.encode())}:{index}"
 
 
 def _run_one(session: Session, plane: DataPlane, caller: Caller, item: _Op,
@@ -162,7 +163,7 @@ def _run_one(session: Session, plane: DataPlane, caller: Caller, item: _Op,
     head = {"index": item.index, "op": op.op}
     item_idem = None
     if batch_idem is not None:
-        item_idem = Idempotency(_item_key(batch_idem, item.index).key, item.fingerprint)
+        item_idem = Idempotency(_item_key(batch_idem, item.index), item.fingerprint)
     try:
         if op.op == "get":
             found = get_value(session, plane, actor, item.address, access=caller.access)
@@ -170,9 +171,8 @@ def _run_one(session: Session, plane: DataPlane, caller: Caller, item: _Op,
                            "pointer": PointerOut.of(found.pointer).model_dump(mode="json")}
         require_role(session, caller, WRITER_ROLES, "write memories")
         if op.op == "set":
-            meta = MemoryMeta.model_validate(op.model_dump(include=set(_META_FIELDS)))
-            written = set_value(session, plane, actor, item.address, op.value, meta, item_idem,
-                                access=caller.access)
+            written = set_value(session, plane, actor, item.address, op.value, _meta_of(op),
+                                item_idem, access=caller.access)
             if isinstance(written, Replay):
                 return head | {"status": written.status_code, "pointer": written.response}
             return head | {"status": 200,
