@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -44,7 +44,7 @@ from ..tenants.service import Caller, require_role
 from . import hotpath
 from .addresses import MemoryAddress, Scope
 from .delete import delete_value
-from .read import get_value
+from .read import get_value, read_found
 from .schemas import MemoryMeta, PointerOut
 from .shared import delete_quietly, ensure_visible
 from .write import _as_agent, _check_size, prepare_fast, serialise, set_value, settle_fast
@@ -160,8 +160,13 @@ def _item_key(batch: Idempotency, index: int) -> str:
     return f"batch:{sha256_hex(batch.key.encode())}:{index}"
 
 
+Looked = Mapping[MemoryAddress, tuple[Any, hotpath.KeyRow | None]]
+
+
 def _run_one(session: Session, plane: DataPlane, caller: Caller, item: _Op,
-             batch_idem: Idempotency | None) -> dict[str, Any]:
+             batch_idem: Idempotency | None, looked: Looked | None = None) -> dict[str, Any]:
+    """One operation as its single request runs it; a get whose pointer the batch's shared
+    lookup (``looked``) already read skips its own lookup."""
     actor: Actor = caller.actor
     op = item.op
     head = {"index": item.index, "op": op.op}
@@ -170,7 +175,14 @@ def _run_one(session: Session, plane: DataPlane, caller: Caller, item: _Op,
         item_idem = Idempotency(_item_key(batch_idem, item.index), item.fingerprint)
     try:
         if op.op == "get":
-            found = get_value(session, plane, actor, item.address, access=caller.access)
+            if looked is None:
+                found = get_value(session, plane, actor, item.address, access=caller.access)
+            else:
+                with audited(session, actor, "read", detail=item.address.scope,
+                             private=item.address.personal):
+                    ensure_visible(session, actor, caller.access, item.address, "read")
+                    found = read_found(session, plane, actor, item.address,
+                                       looked.get(item.address))
             return head | {"status": 200, "value": found.value,
                            "pointer": PointerOut.of(found.pointer).model_dump(mode="json")}
         require_role(session, caller, WRITER_ROLES, "write memories")
@@ -338,14 +350,26 @@ def run_batch(sessions: Callable[[], Session], session: Session, plane: DataPlan
             results[index] = parsed
 
     # A set alone at its address (and no Idempotency-Key) takes the batched path: checks,
-    # lookup and put concurrently, then every such row in one transaction. Everything else
-    # runs the single-request protocol, one address per worker, in request order.
+    # lookup and put concurrently, then every such row in one transaction. A get alone at its
+    # address has its pointer read by one statement for all of them, then is fetched and
+    # verified concurrently. Everything else runs the single-request protocol, one address
+    # per worker, in request order.
+    groups = _groups(valid)
+    gets = [g[0].address for g in groups if len(g) == 1 and g[0].op.op == "get"
+            and caller.access.allows(g[0].address.scope, g[0].address.scope_ref)]
+    looked = hotpath.lookup_many_for_read(session, caller.tenant_id, gets)
+    looked_up = set(gets)
+
     def work(group: list[_Op]) -> list[dict[str, Any] | _Prepared]:
         with sessions() as own:
-            if idem is None and len(group) == 1 and group[0].op.op == "set":
-                prepared = _prepare_set(own, plane, caller, group[0])
-                if prepared is not None:
-                    return [prepared]
+            if len(group) == 1:
+                (item,) = group
+                if idem is None and item.op.op == "set":
+                    prepared = _prepare_set(own, plane, caller, item)
+                    if prepared is not None:
+                        return [prepared]
+                if item.op.op == "get" and item.address in looked_up:
+                    return [_run_one(own, plane, caller, item, idem, looked)]
             return [_run_one(own, plane, caller, item, idem) for item in group]
 
     def general(group: list[_Op]) -> list[dict[str, Any] | _Prepared]:
@@ -369,7 +393,7 @@ def run_batch(sessions: Callable[[], Session], session: Session, plane: DataPlan
                         results[answer["index"]] = answer
         return ready
 
-    prepared = run(work, _groups(valid))
+    prepared = run(work, groups)
     if prepared:
         answers, retry = _commit_sets(session, plane, caller, prepared)
         for index, answer in answers.items():

@@ -38,6 +38,7 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    tuple_,
     update,
 )
 from sqlalchemy.orm import Session
@@ -157,6 +158,38 @@ def lookup_for_read(session: Session, tenant_id: uuid.UUID,
     key = None if row.key_id is None else KeyRow(row.key_id, "", "", bytes(row.wrapped_key),
                                                  row.kek_version_id)
     return _pointer(row), key
+
+
+_BATCH_KEY = and_(K.c.tenant_id == P.c.tenant_id, K.c.destroyed_at.is_(None),
+                  K.c.scope_type == case((P.c.subject_user_id.is_not(None), literal("user")),
+                                         else_=P.c.scope_type),
+                  K.c.scope_ref == func.coalesce(P.c.subject_user_id, P.c.scope_ref))
+
+
+def lookup_many_for_read(session: Session, tenant_id: uuid.UUID,
+                         addresses: list[MemoryAddress]
+                         ) -> dict[MemoryAddress, tuple[MemoryPointer, KeyRow | None]]:
+    """``lookup_for_read`` for many addresses (a batch's gets) in one statement; an address
+    without a pointer is absent from the answer."""
+    found: dict[MemoryAddress, tuple[MemoryPointer, KeyRow | None]] = {}
+    if not addresses:
+        return found
+    statement = (select(P, K.c.id.label("key_id"), K.c.wrapped_key, K.c.kek_version_id)
+                 .select_from(P.outerjoin(K, _BATCH_KEY))
+                 .where(P.c.tenant_id == tenant_id,
+                        tuple_(P.c.scope_type, P.c.scope_ref, P.c.key).in_(
+                            [(a.scope, a.scope_ref, a.key) for a in addresses])))
+    if session.in_transaction():
+        session.commit()
+    try:
+        rows = session.execute(statement).all()
+    finally:
+        session.commit()
+    for row in rows:
+        key = None if row.key_id is None else KeyRow(row.key_id, "", "", bytes(row.wrapped_key),
+                                                     row.kek_version_id)
+        found[MemoryAddress(row.scope_type, row.scope_ref, row.key)] = (_pointer(row), key)
+    return found
 
 
 # -- commit_write -------------------------------------------------------------------------

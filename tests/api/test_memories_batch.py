@@ -303,3 +303,23 @@ def test_after_a_batch_every_pointer_names_an_object_that_verifies(tenant: Tenan
         writes = session.scalar(select(func.count()).select_from(AccessLog).where(
             AccessLog.tenant_id == tenant.id, AccessLog.operation == "write"))
     assert writes == 150
+
+
+def test_a_get_whose_object_was_tampered_answers_hash_mismatch_alone(tenant: Tenant) -> None:
+    with tenant.stack.http(tenant.admin_key) as http:
+        _batch(http, _set("user", "u1", "a", 1), _set("user", "u1", "b", 2)).raise_for_status()
+        (bad,) = [p for p in _pointers(tenant) if p.key == "b"]
+        (tenant.stack.bucket_root / bad.storage_path).write_bytes(b"not what was stored")
+        answer = _batch(http, _get("user", "u1", "a"), _get("user", "u1", "b"))
+    results = answer.json()["results"]
+    assert results[0]["value"] == 1
+    assert {k: results[1][k] for k in ("index", "op", "status", "error", "pointer_id",
+                                       "expected_sha256", "actual_sha256")} == {
+        "index": 1, "op": "get", "status": 409, "error": "hash_mismatch",
+        "pointer_id": str(bad.id), "expected_sha256": bad.content_sha256,
+        "actual_sha256": None}
+    assert "value" not in results[1]
+    assert [(p.key, p.sync_status) for p in _pointers(tenant)] == [
+        ("a", "synced"), ("b", "corrupt")]
+    assert _audit(tenant) == sorted([("write", True), ("write", True), ("read", True),
+                                     ("read", False)])
