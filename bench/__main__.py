@@ -21,10 +21,10 @@ def main() -> int:
     logging.disable(logging.WARNING)
     only = [p for p in args.only.split(",") if p]
     results = run_all(quick=args.quick, only=only)
-    if not only or any("event-ingest".startswith(p) for p in only):
-        results |= events.run(quick=args.quick)
     if not only or any("batch".startswith(p) for p in only):
         results |= batch.run(quick=args.quick)
+    if not only or any("event-ingest".startswith(p) for p in only):
+        results |= events.run(quick=args.quick)
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
     (out / "latest.json").write_text(json.dumps(results, indent=2))
