@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 
 import pytest
 
 import memplane
+from control_plane.db.models import SubjectErasure
 from tests.support.service import Tenant
 
 
@@ -62,10 +64,6 @@ def test_more_than_1000_items_go_in_several_requests_in_order(tenant: Tenant) ->
 
 
 def test_erasure_409_is_the_single_requests_exception(tenant: Tenant) -> None:
-    import uuid
-
-    from control_plane.db.models import SubjectErasure
-
     with tenant.stack.runtime.sessions() as session:
         session.add(SubjectErasure(tenant_id=tenant.id, user_id="u9", job_id=uuid.uuid4()))
         session.commit()
