@@ -9,7 +9,7 @@ import logging
 import sys
 from pathlib import Path
 
-from . import events
+from . import batch, events
 from .cases import run_all
 
 
@@ -21,6 +21,8 @@ def main() -> int:
     logging.disable(logging.WARNING)
     only = [p for p in args.only.split(",") if p]
     results = run_all(quick=args.quick, only=only)
+    if not only or any("batch".startswith(p) for p in only):
+        results |= batch.run(quick=args.quick)
     if not only or any("event-ingest".startswith(p) for p in only):
         results |= events.run(quick=args.quick)
     if not only or "compactor" in only:

@@ -9,6 +9,7 @@ The exceptions are drawn as a tree in ``memplane._exceptions``.
 """
 
 from ._async_client import AsyncClient
+from ._batch import BatchResult
 from ._client import Client
 from ._compliance import Job, Receipt
 from ._exceptions import (
@@ -54,6 +55,7 @@ __all__ = [
     "AuditEntry",
     "AuditVerification",
     "BadRequest",
+    "BatchResult",
     "Client",
     "CompactorConfig",
     "Conflict",

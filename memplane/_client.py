@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
 
-from . import _base, _compliance
+from . import _base, _batch, _compliance
 from ._base import Call, ClientConfig
+from ._batch import BatchResult
 from ._compliance import ExportsAPI, Job, JobsAPI, ReceiptsAPI
 from ._exceptions import TransportError
 from ._layer_sync import CompactorAPI, EntriesAPI, EventsAPI, SummarizerAPI
@@ -215,6 +216,35 @@ class MemoryAPI(_Namespace):
     def delete(self, *, scope: str, key: str, scope_ref: str | None = None) -> None:
         """Delete the memory under the key; raises ``NotFound`` if absent."""
         self._client._send(_base.memory_delete(scope=scope, scope_ref=scope_ref, key=key))
+
+    def set_many(
+        self, items: Iterable[Mapping[str, Any]], *, idempotency_key: str | None = None
+    ) -> list[BatchResult]:
+        """Store many memories in few requests (``POST /v1/memories:batch``, 1,000 a request).
+
+        Each item is a mapping with ``scope``, ``scope_ref`` (optional for tenant scope),
+        ``key``, ``value`` and any metadata ``set`` takes. Returns one ``BatchResult`` per
+        item, in order; a failed item does not raise (see ``BatchResult.raise_for_error``).
+        Items on one key apply in the order given.
+        """
+        results: list[BatchResult] = []
+        for call in _batch.calls(_batch.operations("set", items), idempotency_key):
+            chunk: list[BatchResult] = self._client._send(call)
+            results.extend(chunk)
+        return results
+
+    def get_many(
+        self, items: Iterable[Mapping[str, Any] | Sequence[Any]]
+    ) -> list[BatchResult]:
+        """Read many memories in few requests; each item is a mapping with ``scope``,
+        ``scope_ref``, ``key`` or a ``(scope, scope_ref, key)`` tuple. Returns one
+        ``BatchResult`` per item, in order (``value`` and ``pointer`` when ``ok``; a missing
+        memory is a 404 result, not an exception)."""
+        results: list[BatchResult] = []
+        for call in _batch.calls(_batch.operations("get", items), None):
+            chunk: list[BatchResult] = self._client._send(call)
+            results.extend(chunk)
+        return results
 
     def clear(self, *, scope: str, scope_ref: str | None = None) -> int:
         """Delete every memory in the scope; returns how many were deleted."""

@@ -66,3 +66,45 @@ def run(engine: Engine, statement: ClauseElement, params: dict[str, Any]) -> lis
                                          dialect=engine.dialect) from exc
     finally:
         raw.close()
+
+
+def run_all(engine: Engine, statement: ClauseElement,
+            params: list[dict[str, Any]]) -> list[list[Any]]:
+    """Execute ``statement`` once per parameter set, all in ONE transaction, committed at the
+    end (a batch's pointer rows); the rows of each execution. Any failure rolls all back."""
+    compiled = _compile(engine, statement)
+    dbapi_error = engine.dialect.loaded_dbapi.Error
+    try:
+        raw = engine.raw_connection()
+    except dbapi_error as exc:
+        raise sa_exc.DBAPIError.instance(None, None, exc, dbapi_error,
+                                         dialect=engine.dialect) from exc
+    from psycopg.rows import namedtuple_row
+
+    driver = raw.driver_connection
+    assert driver is not None
+    values: Any = None
+    try:
+        driver.autocommit = False
+        results = []
+        try:
+            with driver.cursor(row_factory=namedtuple_row) as cursor:
+                for one in params:
+                    values = compiled.construct_params(one)
+                    cursor.execute(compiled.string, values)
+                    results.append(cursor.fetchall() if cursor.description is not None else [])
+            driver.commit()
+        except BaseException:
+            if not driver.closed:
+                driver.rollback()
+            raise
+        return results
+    except dbapi_error as exc:
+        lost = engine.dialect.is_disconnect(exc, driver, None)
+        if lost:
+            raw.invalidate()
+        raise sa_exc.DBAPIError.instance(compiled.string, values, exc, dbapi_error,
+                                         connection_invalidated=lost,
+                                         dialect=engine.dialect) from exc
+    finally:
+        raw.close()

@@ -38,6 +38,7 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    tuple_,
     update,
 )
 from sqlalchemy.orm import Session
@@ -157,6 +158,38 @@ def lookup_for_read(session: Session, tenant_id: uuid.UUID,
     key = None if row.key_id is None else KeyRow(row.key_id, "", "", bytes(row.wrapped_key),
                                                  row.kek_version_id)
     return _pointer(row), key
+
+
+_BATCH_KEY = and_(K.c.tenant_id == P.c.tenant_id, K.c.destroyed_at.is_(None),
+                  K.c.scope_type == case((P.c.subject_user_id.is_not(None), literal("user")),
+                                         else_=P.c.scope_type),
+                  K.c.scope_ref == func.coalesce(P.c.subject_user_id, P.c.scope_ref))
+
+
+def lookup_many_for_read(session: Session, tenant_id: uuid.UUID,
+                         addresses: list[MemoryAddress]
+                         ) -> dict[MemoryAddress, tuple[MemoryPointer, KeyRow | None]]:
+    """``lookup_for_read`` for many addresses (a batch's gets) in one statement; an address
+    without a pointer is absent from the answer."""
+    found: dict[MemoryAddress, tuple[MemoryPointer, KeyRow | None]] = {}
+    if not addresses:
+        return found
+    statement = (select(P, K.c.id.label("key_id"), K.c.wrapped_key, K.c.kek_version_id)
+                 .select_from(P.outerjoin(K, _BATCH_KEY))
+                 .where(P.c.tenant_id == tenant_id,
+                        tuple_(P.c.scope_type, P.c.scope_ref, P.c.key).in_(
+                            [(a.scope, a.scope_ref, a.key) for a in addresses])))
+    if session.in_transaction():
+        session.commit()
+    try:
+        rows = session.execute(statement).all()
+    finally:
+        session.commit()
+    for row in rows:
+        key = None if row.key_id is None else KeyRow(row.key_id, "", "", bytes(row.wrapped_key),
+                                                     row.kek_version_id)
+        found[MemoryAddress(row.scope_type, row.scope_ref, row.key)] = (_pointer(row), key)
+    return found
 
 
 # -- commit_write -------------------------------------------------------------------------
@@ -381,36 +414,82 @@ def _commit_write_sqlite(session: Session, params: dict[str, Any]) -> WriteOutco
     if session.in_transaction():
         session.commit()
     begin_write(session)
-    conn = session.connection()
     try:
-        blocked = conn.execute(_GUARD, params).scalar()
-        if blocked is not None:
-            return WriteOutcome(None, None, blocked)
-        if ((params["v_key_id"] is not None and conn.execute(_KEY_DESTROYED, params).first())
-                or conn.execute(_GC_MARKED, params).first()):
-            return WriteOutcome(None, None, None)
-        current = conn.execute(_SQLITE_CURRENT, params).first()
-        if current is None:
-            row = conn.execute(_SQLITE_INSERT, params).one()
-            superseded = None
-        else:
-            updated = conn.execute(_SQLITE_UPDATE, params).first()
-            if updated is None:
-                return WriteOutcome(None, None, None)
-            row = updated
-            superseded = (current.storage_config_id, current.storage_path)
-        conn.execute(insert(A), {
-            "tenant_id": params["v_tenant"], "pointer_id": row.id,
-            "accessor_type": params["v_accessor_type"], "accessor_id": params["v_accessor_id"],
-            "agent_id": params["v_accessor_agent"],
-            "operation": params["v_operation"], "success": True,
-            "detail": f"{params['v_detail_head']}{row.version}{params['v_detail_tail']}",
-            "request_id": params["v_request_id"], "accessed_at": params["v_now"]})
-        session.commit()
+        outcome = _write_sqlite(session, params)
+        if outcome.pointer is not None:
+            session.commit()
     finally:
         if session.in_transaction():
             session.rollback()
+    return outcome
+
+
+def _write_sqlite(session: Session, params: dict[str, Any]) -> WriteOutcome:
+    """One write's statements in the open write transaction (no commit)."""
+    conn = session.connection()
+    blocked = conn.execute(_GUARD, params).scalar()
+    if blocked is not None:
+        return WriteOutcome(None, None, blocked)
+    if ((params["v_key_id"] is not None and conn.execute(_KEY_DESTROYED, params).first())
+            or conn.execute(_GC_MARKED, params).first()):
+        return WriteOutcome(None, None, None)
+    current = conn.execute(_SQLITE_CURRENT, params).first()
+    if current is None:
+        row = conn.execute(_SQLITE_INSERT, params).one()
+        superseded = None
+    else:
+        updated = conn.execute(_SQLITE_UPDATE, params).first()
+        if updated is None:
+            return WriteOutcome(None, None, None)
+        row = updated
+        superseded = (current.storage_config_id, current.storage_path)
+    conn.execute(insert(A), {
+        "tenant_id": params["v_tenant"], "pointer_id": row.id,
+        "accessor_type": params["v_accessor_type"], "accessor_id": params["v_accessor_id"],
+        "agent_id": params["v_accessor_agent"],
+        "operation": params["v_operation"], "success": True,
+        "detail": f"{params['v_detail_head']}{row.version}{params['v_detail_tail']}",
+        "request_id": params["v_request_id"], "accessed_at": params["v_now"]})
     return WriteOutcome(_pointer(row), superseded, None)
+
+
+def commit_writes(session: Session, requests: list[WriteRequest]) -> list[WriteOutcome]:
+    """Step 3 of the write protocol for many writes (a batch) in ONE transaction: each
+    request's row moves exactly as ``commit_write`` moves it (same guards, same audit row),
+    and one commit saves them all; outcomes in the order of ``requests``. Rows are locked in
+    address order, so two batches never wait on each other in a cycle. Raises what the
+    database raised: then nothing was saved (or, on a lost connection, maybe all was)."""
+    order = sorted(range(len(requests)), key=lambda i: (
+        requests[i].address.scope, requests[i].address.scope_ref, requests[i].address.key or ""))
+    outcomes: list[WriteOutcome | None] = [None] * len(requests)
+    if session.in_transaction():
+        session.commit()
+    if session.get_bind().dialect.name == "postgresql":
+        params = []
+        for i in order:
+            one = requests[i].params()
+            if requests[i].tags is not None:
+                one["v_tags"] = json.dumps(requests[i].tags)
+            params.append(one)
+        engine = session.get_bind().engine
+        for i, rows in zip(order, direct.run_all(engine, WRITE_POSTGRES, params), strict=True):
+            (row,) = rows
+            if row.id is None:
+                outcomes[i] = WriteOutcome(None, None, row.blocked_by)
+            else:
+                outcomes[i] = WriteOutcome(
+                    _pointer(row),
+                    None if row.old_path is None else (row.old_config, row.old_path), None)
+    else:
+        begin_write(session)
+        try:
+            for i in order:
+                outcomes[i] = _write_sqlite(session, requests[i].params())
+            session.commit()
+        finally:
+            if session.in_transaction():
+                session.rollback()
+    return [o for o in outcomes if o is not None]
 
 
 def _pointer(row: Any) -> MemoryPointer:

@@ -55,23 +55,30 @@ def get_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryA
     with audited(session, actor, "read", detail=address.scope, private=address.personal):
         ensure_visible(session, actor, access, address, "read")
         found = hotpath.lookup_for_read(session, actor.tenant_id, address)
-        pointer = _check_live(found[0] if found else None, address)
-        live = found[1] if found else None
-        result = _read_verified(session, plane, actor, address, pointer,
-                                (live.id, live.wrapped_key, live.kek_version_id)
-                                if live is not None and live.wrapped_key is not None else None)
-        detail = address.scope + sealed_address(actor, address, read_key(
-            session, plane, actor, live))
-        session.commit()
-        if plane.audit_batcher is not None:
-            plane.audit_batcher.record(actor.tenant_id, actor.accessor_type, actor.accessor_id,
-                                       "read", pointer_id=result.pointer.id, detail=detail,
-                                       agent_id=actor.agent_id)
-            return result
-        begin_write(session)
-        audit.record(session, actor, "read", pointer_id=result.pointer.id, detail=detail)
-        session.commit()
+        return read_found(session, plane, actor, address, found)
+
+
+def read_found(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
+               found: tuple[MemoryPointer, hotpath.KeyRow | None] | None) -> MemoryValue:
+    """The read after its lookup (``get_value``, a batch's shared lookup): check the pointer
+    is live, fetch, verify (I3), audit. Run it inside the caller's ``audited``."""
+    pointer = _check_live(found[0] if found else None, address)
+    live = found[1] if found else None
+    result = _read_verified(session, plane, actor, address, pointer,
+                            (live.id, live.wrapped_key, live.kek_version_id)
+                            if live is not None and live.wrapped_key is not None else None)
+    detail = address.scope + sealed_address(actor, address, read_key(
+        session, plane, actor, live))
+    session.commit()
+    if plane.audit_batcher is not None:
+        plane.audit_batcher.record(actor.tenant_id, actor.accessor_type, actor.accessor_id,
+                                   "read", pointer_id=result.pointer.id, detail=detail,
+                                   agent_id=actor.agent_id)
         return result
+    begin_write(session)
+    audit.record(session, actor, "read", pointer_id=result.pointer.id, detail=detail)
+    session.commit()
+    return result
 
 
 def _live_pointer(session: Session, actor: Actor, address: MemoryAddress,

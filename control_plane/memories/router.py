@@ -4,13 +4,15 @@ from enum import StrEnum
 from typing import Annotated
 from urllib.parse import unquote
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import JSONResponse
 
 from ..db.models import MemoryPointer
-from ..deps import PlaneDep, ReaderCaller, SessionDep, WriterCaller
+from ..deps import PlaneDep, ReaderCaller, SessionDep, WriterCaller, get_runtime
 from ..idempotency import Idempotency, Replay
 from ..kit import PLAIN_TEXT
+from ..runtime import Runtime
+from . import batch as batches
 from . import service as memories
 from .addresses import MemoryAddress, Scope
 from .schemas import AppendIn, Cleared, MemoryIn, MemoryMeta, MemoryOut, PointerOut, PointerPage
@@ -119,3 +121,19 @@ def list_pointers(caller: ReaderCaller, session: SessionDep,
         limit=limit, access=caller.access, tag=tag,
     )
     return PointerPage(items=[PointerOut.of(p) for p in rows], next_cursor=next_cursor)
+
+
+@router.post("/v1/memories:batch", response_model=batches.BatchOut)
+def batch_memories(body: batches.BatchIn, caller: ReaderCaller, session: SessionDep,
+                   plane: PlaneDep, runtime: Annotated[Runtime, Depends(get_runtime)],
+                   idempotency_key: IdempotencyKey = None) -> JSONResponse:
+    """Run up to 1,000 set / get / delete operations (mixed scopes) in one request, each
+    answered on its own in request order (`results[i].status` is what the single request
+    would have answered). Operations on one address run in request order; others run
+    concurrently. get needs a reader role, set and delete a writer role; scoped keys, the
+    erasure guard and audit apply to every operation. Send an `Idempotency-Key` header to
+    make retries safe: a retry answers each set and delete that succeeded from the first run."""
+    idem = Idempotency.of(idempotency_key, "BATCH", body.model_dump_json())
+    answer = batches.run_batch(runtime.sessions, session, plane, caller, body.operations, idem)
+    headers = {"Idempotent-Replayed": "true"} if answer.replayed else None
+    return JSONResponse({"results": answer.results}, headers=headers)

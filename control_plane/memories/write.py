@@ -273,6 +273,27 @@ def _write_fast(session: Session, plane: DataPlane, actor: Actor, address: Memor
     """The write protocol in two statements (``hotpath``). None when the fast path cannot
     settle it — the subject has no key yet, or the row changed since the lookup — and the
     general protocol below must."""
+    prepared = prepare_fast(session, plane, actor, address, payload, meta)
+    if prepared is None:
+        return None
+    target, request = prepared
+    try:
+        plane.checkpoint("write:before_commit")
+        outcome = hotpath.commit_write(session, request)
+    except sa_exc.OperationalError:
+        session.rollback()
+        raise  # keep the object: the statement may have committed before the connection died
+    except Exception:
+        session.rollback()
+        delete_quietly(target, [request.path])
+        raise
+    return settle_fast(target, request, outcome)
+
+
+def prepare_fast(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
+                 payload: bytes, meta: MemoryMeta) -> tuple[Target, hotpath.WriteRequest] | None:
+    """Steps 1–2 of the fast path: the one-statement lookup, then the put; what step 3
+    (``hotpath.commit_write`` / ``commit_writes``) needs. None: take the general path."""
     target = plane.active(session, actor.tenant_id)
     found = hotpath.lookup_for_write(session, actor.tenant_id, address, meta.user_id)
     if found.blocked_by is not None:
@@ -308,30 +329,19 @@ def _write_fast(session: Session, plane: DataPlane, actor: Actor, address: Memor
         key_id=handle.id if handle is not None else None, source=meta.source,
     )
     plane.checkpoint("write:after_put")
-    try:
-        plane.checkpoint("write:before_commit")
-        outcome = hotpath.commit_write(session, request)
-    except sa_exc.OperationalError:
-        session.rollback()
-        raise  # keep the object: the statement may have committed before the connection died
-    except Exception:
-        session.rollback()
-        delete_quietly(target, [path])
-        raise
+    return target, request
+
+
+def settle_fast(target: Target, request: hotpath.WriteRequest, outcome: hotpath.WriteOutcome
+                ) -> tuple[MemoryPointer, tuple[uuid.UUID, str] | None] | None:
+    """After step 3: the saved pointer and what it superseded; else the unadopted object
+    goes, and an erasure's guard answers 409 (None: take the general path)."""
     if outcome.pointer is None:
-        delete_quietly(target, [path])
+        delete_quietly(target, [request.path])
         if outcome.blocked_by is not None:
             raise erasure_in_progress(outcome.blocked_by)
         return None
     return outcome.pointer, outcome.superseded
-
-
-
-
-
-
-
-
 
 
 def _subject_user(address: MemoryAddress, meta: MemoryMeta,

@@ -1,0 +1,404 @@
+"""Memories by key, many at once: ``POST /v1/memories:batch``.
+
+Each operation is answered on its own, exactly as the single request would answer it: the
+same validation sentence, the same role and scoped-key checks (an out-of-scope address is a
+404 like a missing one), the same 409 while the subject's erasure runs, the same audit rows.
+Every operation runs through the single-request protocol (``write``/``read``/``delete``), so
+every invariant of those paths holds per item; a failed item does not fail the others.
+
+Order: operations on one address (scope, scope ref, key) run one after another in request
+order, in one worker; different addresses run concurrently on a bounded pool of workers,
+each with its own session. So ``set k=1, get k, delete k`` in one batch reads 1, then
+deletes; two operations on different addresses have no order between them.
+
+Idempotency-Key covers the whole batch: each successful set or delete records its own
+answer (under a key derived from the batch's key and the operation's index, fingerprinted
+with the operation), in the write's own transaction for sets, so a retry answers those from
+the first run and runs only what did not succeed. Gets are never recorded (no content is
+ever kept in the control plane): a replay reads them again. Each recorded answer is a
+pointer like a single write's, so an erasure forgets it as it forgets single writes.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import Session
+
+from .. import idempotency
+from ..audit import service as audit
+from ..audit.service import Actor, audited
+from ..db.engine import begin_write
+from ..errors import DomainError, InvalidInput
+from ..idempotency import Idempotency, Replay
+from ..kit import sha256_hex
+from ..storage_config.plane import DataPlane, Target
+from ..tenants.service import Caller, require_role
+from . import hotpath
+from .addresses import MemoryAddress, Scope
+from .delete import delete_value
+from .read import get_value, read_found
+from .schemas import MemoryMeta, PointerOut
+from .shared import delete_quietly, ensure_visible
+from .write import _as_agent, _check_size, prepare_fast, serialise, set_value, settle_fast
+
+log = logging.getLogger(__name__)
+
+MAX_OPERATIONS = 1000
+WORKERS = 16
+WRITER_ROLES = ("admin", "agent")
+_META_FIELDS = frozenset(MemoryMeta.model_fields)
+
+
+class BatchOperation(MemoryMeta):
+    """One operation of a batch: ``set`` (with ``value`` and the metadata of a single
+    write), ``get`` or ``delete`` (address only)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    op: Literal["set", "get", "delete"] = Field(description="set, get or delete.")
+    scope: Scope = Field(description="tenant, app, team, agent, user, conversation, entity, "
+                         "project (institutional = tenant).")
+    scope_ref: str = Field(description="Which user, conversation, agent …; '-' for tenant.")
+    key: str = Field(description="The memory's key within the scope.")
+    value: Any = Field(None, description="set only: any JSON value.")
+
+
+class BatchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "operations": [
+            {"op": "set", "scope": "user", "scope_ref": "u-42", "key": "lang",
+             "value": "fr", "memory_type": "preference"},
+            {"op": "get", "scope": "user", "scope_ref": "u-42", "key": "lang"},
+            {"op": "delete", "scope": "conversation", "scope_ref": "c-7", "key": "draft"}]}]})
+
+    operations: list[dict[str, Any]] = Field(
+        ..., min_length=1, max_length=MAX_OPERATIONS,
+        description=f"1 to {MAX_OPERATIONS} operations, each answered on its own: "
+        "{op: set | get | delete, scope, scope_ref, key}; a set also takes value and the "
+        "metadata of PUT /v1/memories/{scope}/{scope_ref}/{key} (memory_type, tags, "
+        "importance, title, user_id, agent_id, ttl_days, source). An operation that does not "
+        "validate gets its own 422 result; the others still run.")
+
+
+class BatchResult(BaseModel):
+    index: int = Field(description="The operation's position in the request (from 0).")
+    op: str = Field(description="set, get or delete (as sent; '' if it was not readable).")
+    status: int = Field(description="The HTTP status the single request would have "
+                        "answered: 200 (set, get), 204 (delete), 4xx/5xx on failure.")
+    pointer: PointerOut | None = Field(None, description="set and get: the pointer.")
+    value: Any = Field(None, description="get: the value, verified against its SHA-256 "
+                       "(present, possibly null, only on a successful get).")
+    error: str | None = Field(None, description="On failure: the error code.")
+    detail: str | None = Field(None, description="On failure: what to fix.")
+
+
+class BatchOut(BaseModel):
+    results: list[BatchResult] = Field(description="One result per operation, in request "
+                                       "order.")
+
+
+@dataclass(frozen=True)
+class _Op:
+    index: int
+    op: BatchOperation
+    address: MemoryAddress
+    fingerprint: str  # the operation as sent, for its idempotency record
+
+
+@dataclass(frozen=True)
+class BatchAnswer:
+    results: list[dict[str, Any]]
+    replayed: bool
+
+
+def _describe(error: ValidationError) -> str:
+    sentences = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item.get("loc", ()))
+        if item.get("type") == "missing":
+            sentences.append(f"{where}: this field is required")
+        else:
+            sentences.append(f"{where}: {item.get('msg')}" if where else str(item.get("msg")))
+    return "; ".join(sentences)
+
+
+def _failure(index: int, op: str, exc: DomainError) -> dict[str, Any]:
+    return {"index": index, "op": op, "status": exc.status_code, **exc.body()}
+
+
+def _parse(index: int, raw: dict[str, Any]) -> _Op | dict[str, Any]:
+    sent = raw.get("op")
+    op_name = sent if isinstance(sent, str) else ""
+    try:
+        op = BatchOperation.model_validate(raw)
+        if op.op == "set" and "value" not in op.model_fields_set:
+            raise InvalidInput("value: this field is required for set")
+        if op.op != "set":
+            extra = sorted((op.model_fields_set & _META_FIELDS) | ({"value"} & op.model_fields_set))
+            if extra:
+                raise InvalidInput(f"{op.op} takes only op, scope, scope_ref and key; "
+                                   f"leave out {', '.join(extra)}")
+        address = MemoryAddress.parse(op.scope, op.scope_ref, op.key)
+    except ValidationError as exc:
+        return _failure(index, op_name, InvalidInput(_describe(exc)))
+    except DomainError as exc:
+        return _failure(index, op_name, exc)
+    fingerprint = sha256_hex(op.model_dump_json(exclude_unset=True).encode())
+    return _Op(index, op, address, fingerprint)
+
+
+def _item_key(batch: Idempotency, index: int) -> str:
+    """Where an operation's own answer is kept: derived from the batch's key (any length)."""
+    return f"batch:{sha256_hex(batch.key.encode())}:{index}"
+
+
+Looked = Mapping[MemoryAddress, tuple[Any, hotpath.KeyRow | None]]
+
+
+def _run_one(session: Session, plane: DataPlane, caller: Caller, item: _Op,
+             batch_idem: Idempotency | None, looked: Looked | None = None) -> dict[str, Any]:
+    """One operation as its single request runs it; a get whose pointer the batch's shared
+    lookup (``looked``) already read skips its own lookup."""
+    actor: Actor = caller.actor
+    op = item.op
+    head = {"index": item.index, "op": op.op}
+    item_idem = None
+    if batch_idem is not None:
+        item_idem = Idempotency(_item_key(batch_idem, item.index), item.fingerprint)
+    try:
+        if op.op == "get":
+            if looked is None:
+                found = get_value(session, plane, actor, item.address, access=caller.access)
+            else:
+                with audited(session, actor, "read", detail=item.address.scope,
+                             private=item.address.personal):
+                    ensure_visible(session, actor, caller.access, item.address, "read")
+                    found = read_found(session, plane, actor, item.address,
+                                       looked.get(item.address))
+            return head | {"status": 200, "value": found.value,
+                           "pointer": PointerOut.of(found.pointer).model_dump(mode="json")}
+        require_role(session, caller, WRITER_ROLES, "write memories")
+        if op.op == "set":
+            written = set_value(session, plane, actor, item.address, op.value, _meta_of(op),
+                                item_idem, access=caller.access)
+            if isinstance(written, Replay):
+                return head | {"status": written.status_code, "pointer": written.response}
+            return head | {"status": 200,
+                           "pointer": PointerOut.of(written).model_dump(mode="json")}
+        if item_idem is not None:
+            replay = idempotency.find(session, actor.tenant_id, item_idem)
+            session.commit()
+            if replay is not None:
+                return head | {"status": replay.status_code}
+        delete_value(session, plane, actor, item.address, access=caller.access)
+        if item_idem is not None:
+            _remember(session, actor, item_idem, 204, {})
+        return head | {"status": 204}
+    except DomainError as exc:
+        session.rollback()
+        return _failure(item.index, op.op, exc)
+    except Exception:
+        session.rollback()
+        log.exception("batch operation %d (%s) failed unexpectedly", item.index, op.op)
+        return head | {"status": 500, "error": "internal_error",
+                       "detail": "this operation failed on the server; retry it, and report "
+                                 "it if it keeps failing"}
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A set whose object is stored and whose pointer row waits for the batch's commit."""
+
+    item: _Op
+    target: Target
+    request: hotpath.WriteRequest
+
+
+def _meta_of(op: BatchOperation) -> MemoryMeta:
+    return MemoryMeta.model_validate(op.model_dump(include=set(_META_FIELDS)))
+
+
+def _prepare_set(session: Session, plane: DataPlane, caller: Caller,
+                 item: _Op) -> _Prepared | dict[str, Any] | None:
+    """Steps 1–2 of a set (checks, lookup, put) as the single request runs them; the
+    prepared row, or the item's answer (a refusal), or None (the general path decides)."""
+    actor = caller.actor
+    address, meta = item.address, _meta_of(item.op)
+    try:
+        require_role(session, caller, WRITER_ROLES, "write memories")
+        with audited(session, actor, "write", detail=address.scope,
+                     private=(*address.personal, meta.user_id)):
+            ensure_visible(session, actor, caller.access, address, "write")
+            meta = _as_agent(caller.access, meta)
+            payload = serialise(item.op.value)
+            _check_size(plane, len(payload))
+            prepared = prepare_fast(session, plane, actor, address, payload, meta)
+    except DomainError as exc:
+        session.rollback()
+        return _failure(item.index, "set", exc)
+    if prepared is None:
+        return None
+    return _Prepared(item, *prepared)
+
+
+def _commit_sets(session: Session, plane: DataPlane, caller: Caller,
+                 prepared: list[_Prepared]) -> tuple[dict[int, dict[str, Any]], list[_Op]]:
+    """Step 3 for every prepared set in one transaction (``hotpath.commit_writes``); the
+    answers by index, and the items the general path must still run (their row changed)."""
+    answers: dict[int, dict[str, Any]] = {}
+    retry: list[_Op] = []
+    try:
+        plane.checkpoint("write:before_commit")
+        outcomes = hotpath.commit_writes(session, [p.request for p in prepared])
+    except sa_exc.OperationalError:
+        # The commit may have landed: the objects stay (a pointer may name them; GC
+        # removes them if not). Every item answers what the single request would.
+        session.rollback()
+        return {p.item.index: _failed_commit(session, caller, p, "database_unavailable",
+                                             "the control-plane database is unreachable; "
+                                             "retry later", 503) for p in prepared}, []
+    except Exception:
+        session.rollback()
+        log.exception("a batch's pointer transaction failed")
+        for p in prepared:
+            delete_quietly(p.target, [p.request.path])
+        return {p.item.index: _failed_commit(session, caller, p, "internal_error",
+                                             "the batch's pointer transaction failed; retry "
+                                             "this operation", 500) for p in prepared}, []
+    superseded: list[tuple[Any, str]] = []
+    for p, outcome in zip(prepared, outcomes, strict=True):
+        head = {"index": p.item.index, "op": "set"}
+        try:
+            saved = settle_fast(p.target, p.request, outcome)
+        except DomainError as exc:  # the erasure guard, checked again in the statement
+            audit.record_failure(session, caller.actor, "write",
+                                 detail=f"{p.item.address.scope} {exc.code}: {exc.detail}")
+            answers[p.item.index] = _failure(p.item.index, "set", exc)
+            continue
+        if saved is None:
+            retry.append(p.item)
+            continue
+        pointer, old = saved
+        if old is not None:
+            superseded.append(old)
+        answers[p.item.index] = head | {"status": 200,
+                                        "pointer": PointerOut.of(pointer).model_dump(mode="json")}
+    plane.checkpoint("write:after_commit")
+    by_config: dict[Any, list[str]] = {}
+    for config, path in superseded:
+        by_config.setdefault(config, []).append(path)
+    for config, paths in by_config.items():  # step 4: best effort; orphan GC finishes
+        delete_quietly(plane.by_id(session, config), paths)
+    session.rollback()
+    return answers, retry
+
+
+def _failed_commit(session: Session, caller: Caller, p: _Prepared, code: str, detail: str,
+                   status: int) -> dict[str, Any]:
+    try:
+        audit.record_failure(session, caller.actor, "write",
+                             detail=f"{p.item.address.scope} error: {code}")
+    except Exception:  # the database may be what failed; the answer matters more
+        log.warning("could not audit a failed batch write")
+    return {"index": p.item.index, "op": "set", "status": status, "error": code,
+            "detail": detail}
+
+
+def _remember(session: Session, actor: Actor, idem: Idempotency, status: int,
+              response: dict[str, Any]) -> None:
+    try:
+        begin_write(session)
+        idempotency.remember(session, actor.tenant_id, idem, status, response)
+        session.commit()
+    except sa_exc.IntegrityError:  # a twin batch recorded it first: same answer
+        session.rollback()
+
+
+def _groups(ops: Sequence[_Op]) -> list[list[_Op]]:
+    """Operations on one address, in request order; the groups in order of first use."""
+    by_address: dict[tuple[str, str, str | None], list[_Op]] = {}
+    for item in ops:
+        address = item.address
+        by_address.setdefault((address.scope, address.scope_ref, address.key), []).append(item)
+    return list(by_address.values())
+
+
+def run_batch(sessions: Callable[[], Session], session: Session, plane: DataPlane,
+              caller: Caller, operations: list[dict[str, Any]],
+              idem: Idempotency | None) -> BatchAnswer:
+    """Answer every operation (see the module docstring); ``session`` is the request's own,
+    used for the batch's idempotency record; each worker opens its own from ``sessions``."""
+    replayed = False
+    if idem is not None:
+        replayed = idempotency.find(session, caller.tenant_id, idem) is not None
+        session.commit()
+    results: list[dict[str, Any] | None] = [None] * len(operations)
+    valid: list[_Op] = []
+    for index, raw in enumerate(operations):
+        parsed = _parse(index, raw)
+        if isinstance(parsed, _Op):
+            valid.append(parsed)
+        else:
+            results[index] = parsed
+
+    # A set alone at its address (and no Idempotency-Key) takes the batched path: checks,
+    # lookup and put concurrently, then every such row in one transaction. A get alone at its
+    # address has its pointer read by one statement for all of them, then is fetched and
+    # verified concurrently. Everything else runs the single-request protocol, one address
+    # per worker, in request order.
+    groups = _groups(valid)
+    gets = [g[0].address for g in groups if len(g) == 1 and g[0].op.op == "get"
+            and caller.access.allows(g[0].address.scope, g[0].address.scope_ref)]
+    looked = hotpath.lookup_many_for_read(session, caller.tenant_id, gets)
+    looked_up = set(gets)
+
+    def work(group: list[_Op]) -> list[dict[str, Any] | _Prepared]:
+        with sessions() as own:
+            if len(group) == 1:
+                (item,) = group
+                if idem is None and item.op.op == "set":
+                    prepared = _prepare_set(own, plane, caller, item)
+                    if prepared is not None:
+                        return [prepared]
+                if item.op.op == "get" and item.address in looked_up:
+                    return [_run_one(own, plane, caller, item, idem, looked)]
+            return [_run_one(own, plane, caller, item, idem) for item in group]
+
+    def general(group: list[_Op]) -> list[dict[str, Any] | _Prepared]:
+        with sessions() as own:
+            return [_run_one(own, plane, caller, item, idem) for item in group]
+
+    def run(task: Callable[[list[_Op]], list[dict[str, Any] | _Prepared]],
+            groups: list[list[_Op]]) -> list[_Prepared]:
+        ready: list[_Prepared] = []
+        if not groups:
+            return ready
+        # Worker threads do not inherit context variables (the request id audit rows carry).
+        context = contextvars.copy_context()
+        with ThreadPoolExecutor(max_workers=min(WORKERS, len(groups)),
+                                thread_name_prefix="memplane-batch") as pool:
+            for answers in pool.map(lambda g: context.copy().run(task, g), groups):
+                for answer in answers:
+                    if isinstance(answer, _Prepared):
+                        ready.append(answer)
+                    else:
+                        results[answer["index"]] = answer
+        return ready
+
+    prepared = run(work, groups)
+    if prepared:
+        answers, retry = _commit_sets(session, plane, caller, prepared)
+        for index, answer in answers.items():
+            results[index] = answer
+        run(general, [[item] for item in retry])
+    if idem is not None and not replayed:
+        _remember(session, caller.actor, idem, 200, {"batch": len(operations)})
+    return BatchAnswer([r for r in results if r is not None], replayed)
