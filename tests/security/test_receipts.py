@@ -109,7 +109,7 @@ def _shared(tmp_path: Path, server_key: str, receipt_key: str | None = None) -> 
     "ab" * 32,                                # 64 hex digits, but a pattern
     "0123456789abcdef" * 4,
     "correct horse battery staple, twice over!",  # a passphrase
-])
+], ids=["random-24-hex", "random-24-urlsafe", "pattern-hex", "pattern-hex-2", "passphrase"])
 def test_the_receipt_key_is_never_derived_from_a_short_server_key(tmp_path: Path,
                                                                   server_key: str) -> None:
     with pytest.raises(SigningKeyMissing) as refused:
@@ -125,7 +125,7 @@ def test_the_receipt_key_is_never_derived_from_a_short_server_key(tmp_path: Path
 @pytest.mark.parametrize("server_key", [
     secrets.token_hex(32), secrets.token_urlsafe(32),
     base64.b64encode(secrets.token_bytes(32)).decode(),
-])
+], ids=["hex", "urlsafe", "base64"])
 def test_a_server_key_with_32_random_bytes_still_derives_the_same_key(
         tmp_path: Path, server_key: str) -> None:
     first = signing_key(_shared(tmp_path / "a", server_key))

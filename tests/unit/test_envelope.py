@@ -113,7 +113,7 @@ def test_wrong_subject_key_fails_at_the_unwrap() -> None:
     envelope.associated_data(TENANT, PATH, "0002", POINTER),              # version
     envelope.associated_data(TENANT, PATH, "0001", uuid.uuid4()),         # pointer
     envelope.associated_data(TENANT, PATH, "0001", None),                 # no pointer
-])
+], ids=["tenant", "path", "version", "pointer", "no-pointer"])
 def test_every_bound_field_matters(context: bytes) -> None:
     with pytest.raises(DecryptionError, match="failed authentication"):
         _open(BLOB, context=context)
