@@ -70,6 +70,12 @@ def clear_scope(session: Session, plane: DataPlane, actor: Actor, address: Memor
                 if p not in batch]
             session.commit()
             if not batch:
+                # One row for the clear itself, also when the scope was empty (the rows of
+                # the memories it removed are the per-memory "delete" rows above).
+                begin_write(session)
+                audit.record(session, actor, "clear",
+                             detail=f"{address.scope}: {deleted} deleted")
+                session.commit()
                 return deleted
             plane.checkpoint("delete:after_mark")
             deleted += _finish_deletes(session, plane, actor, batch, "delete")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 from sqlalchemy import text
@@ -44,7 +45,7 @@ def test_every_operation_is_audited_with_outcome(tenant: Tenant) -> None:
         ("kek_create", "keys"), ("key_create", "keys")]
     assert [(e.operation, e.success) for e in entries] == [
         ("write", True), ("append", True), ("read", True), ("read", False), ("list", True),
-        ("delete", True), ("delete", True),
+        ("delete", True), ("delete", True), ("clear", True),
     ]
     assert entries[0].pointer_id == p.id and entries[2].pointer_id == p.id
     assert "not_found" in entries[3].detail
@@ -102,3 +103,21 @@ def test_verify_finds_tampering(tenant: Tenant, tamper: str) -> None:
         result = client.audit.verify()
     assert result.ok is False
     assert result.first_bad_seq == target
+
+
+def test_a_clear_is_audited_even_when_the_scope_is_empty(tenant: Tenant) -> None:
+    """I6: every operation leaves a row — a clear of an empty scope too; the scope ref (a
+    user id here) stays out of the detail."""
+    ref = f"u-{uuid.uuid4().hex[:8]}"
+    with tenant.stack.http(tenant.admin_key) as http:
+        assert http.put(f"/v1/memories/user/{ref}/k", json={"value": 1}).status_code == 200
+        assert http.delete(f"/v1/memories/user/{ref}").json() == {"deleted": 1}
+        assert http.delete(f"/v1/memories/user/{ref}").json() == {"deleted": 0}
+        deadline = time.monotonic() + 30
+        while True:
+            rows = http.get("/v1/audit", params={"operation": "clear"}).json()["items"]
+            if len(rows) >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+    assert [(r["success"], r["detail"]) for r in rows] == [
+        (True, "user: 1 deleted"), (True, "user: 0 deleted")]
