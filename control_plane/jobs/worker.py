@@ -102,6 +102,10 @@ class Worker:
                     self.expire_exports()
                 except Exception:
                     log.warning("could not delete expired export archives; retrying later")
+                try:
+                    self.purge_idempotency()
+                except Exception:
+                    log.warning("could not purge expired idempotency answers; retrying later")
             try:
                 self.tick_schedule()
             except Exception:
@@ -144,6 +148,18 @@ class Worker:
                                     job_id, type(exc).__name__)
                 if len(batch) < _EXPIRY_BATCH or failed:
                     return expired
+
+    def purge_idempotency(self) -> int:
+        """Delete the stored answers of idempotent writes past their retention (24 h), so a
+        key's answer — which may name a data subject — does not stay forever; how many."""
+        from .. import idempotency
+        from ..db.engine import begin_write
+
+        with self.sessions() as session:
+            begin_write(session)
+            purged = idempotency.purge_expired(session)
+            session.commit()
+        return purged
 
     def claim(self) -> Job | None:
         """Claim the next runnable job (tenants in turn) without running it; None if none."""

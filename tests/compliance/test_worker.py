@@ -193,3 +193,26 @@ def test_another_tenants_job_is_not_found(own_world: ServiceWorld) -> None:
         assert get_job(session, world.actor, queued.id).id == queued.id
         with pytest.raises(NotFound):
             get_job(session, Actor(other.id, "api", "x"), queued.id)
+
+
+def test_the_worker_purges_idempotency_answers_past_their_retention(
+        own_world: ServiceWorld) -> None:
+    """Stored answers of idempotent writes may name a data subject; the worker's sweep
+    deletes those older than 24 hours and keeps the fresh ones."""
+    from sqlalchemy import select
+
+    from control_plane.db.base import utcnow
+    from control_plane.db.models import IdempotentResponse
+
+    runtime = own_world.runtime
+    with runtime.sessions() as session:
+        begin_write(session)
+        for key, age in (("old", timedelta(hours=24, seconds=1)), ("fresh", timedelta(hours=23))):
+            session.add(IdempotentResponse(
+                tenant_id=own_world.tenant_id, key=key, fingerprint="0" * 64, status_code=200,
+                response={"user_id": "u-1"}, created_at=utcnow() - age))
+        session.commit()
+    worker = Worker(runtime.sessions, runtime.plane, runtime.settings, owner="purge-test")
+    assert worker.purge_idempotency() == 1
+    with runtime.sessions() as session:
+        assert list(session.scalars(select(IdempotentResponse.key))) == ["fresh"]
