@@ -262,6 +262,13 @@ class _Run:
         self.session, self.plane, self.settings = session, plane, settings
         self.writers = max(1, writers)
         self._counts_lock = threading.Lock()
+        # SQLite has one writer: the writer threads take turns on this lock for their write
+        # transactions (their puts still overlap) instead of on SQLite's busy timeout, whose
+        # waits sleep in steps of up to 100 ms and left the entries queueing.
+        self.write_lock: contextlib.AbstractContextManager[object] = (
+            threading.Lock()
+            if session is not None and session.get_bind().dialect.name == "sqlite"
+            else contextlib.nullcontext())
         self.tenant_id, self.actor, self.job = tenant_id, actor, job
         self.now = now
         progress = dict(job.progress) if job is not None else {}
@@ -398,7 +405,7 @@ class _Run:
         try:
             entries.create_entry(session, self.plane, self.actor, spec, access=EVERYTHING,
                                  source_override="compactor", pointer_id=new_id(),
-                                 extra=mark)
+                                 extra=mark, write_lock=self.write_lock)
         except AlreadyCompacted:
             self.done.add(key)
             self.record(session, _Outcome(key, skipped=True))
@@ -439,9 +446,14 @@ class _Run:
         if self.job is not None:
             if session.in_transaction():
                 session.rollback()
-            begin_write(session)
-            self._save(session, delta)
-            session.commit()
+            with self.write_lock:
+                try:
+                    begin_write(session)
+                    self._save(session, delta)
+                    session.commit()
+                except BaseException:
+                    session.rollback()
+                    raise
         self._add(delta)
 
     def _mark(self, session: Session, pointer: MemoryPointer, bucket: Bucket,

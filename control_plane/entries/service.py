@@ -19,6 +19,7 @@ These functions commit at the steps above, because the bucket is not in the tran
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -122,13 +123,18 @@ def _check_adoptable(session: Session, target: Target, path: str,
 def create_entry(session: Session, plane: DataPlane, actor: Actor, spec: EntryIn, *,
                  access: Access = EVERYTHING, idem: Idempotency | None = None,
                  source_override: str | None = None, pointer_id: uuid.UUID | None = None,
-                 extra: Extra | None = None) -> MemoryPointer | Replay:
+                 extra: Extra | None = None,
+                 write_lock: contextlib.AbstractContextManager[object] | None = None,
+                 ) -> MemoryPointer | Replay:
     """Create an entry; its summary goes (encrypted) to the tenant's bucket.
 
     ``source_override`` ("compactor") is how the compactor marks its entries; the API never
     passes it. ``pointer_id`` fixes the new entry's id. ``extra(session, pointer)`` runs in
     the very transaction that commits the pointer: if it raises, nothing is committed (the
     object just put is deleted, or left to orphan GC) and the error propagates.
+    ``write_lock`` is held from the write transaction's start to its end: threads of one
+    process writing side by side on SQLite take their turns on it rather than on SQLite's
+    busy timeout, whose waits sleep in steps of up to 100 ms.
     """
     address = MemoryAddress.parse(spec.scope, spec.scope_ref)
     user_id = nfc(spec.user_id) if spec.user_id is not None else None
@@ -153,48 +159,49 @@ def create_entry(session: Session, plane: DataPlane, actor: Actor, spec: EntryIn
         plane.checkpoint("entry:after_lookup")
         path = _put(plane, target, actor, address, new_pointer, key, payload)
         plane.checkpoint("entry:after_put")
-        try:
-            begin_write(session)
-            _check_adoptable(session, target, path, key)
-            ensure_writable(session, actor.tenant_id, subject_user, _user_ref(address))
-            now = utcnow()
-            pointer = MemoryPointer(
-                id=new_pointer, tenant_id=actor.tenant_id, scope_type=address.scope,
-                scope_ref=address.scope_ref, key=None, memory_type=ENTRY,
-                subject_user_id=subject_user, agent_id=agent_id, title=spec.title,
-                tags=list(dict.fromkeys(spec.tags)), importance=spec.importance,
-                source=source_override or spec.source, storage_config_id=target.config_id,
-                storage_path=path, content_sha256=sha256_hex(payload),
-                content_size=len(payload), sync_status="synced", version=1,
-                has_embeddings=False, created_at=now, updated_at=now,
-            )
-            session.add(pointer)
-            session.flush()
-            repo.add_terms(session, actor.tenant_id, pointer.id, found)
-            audit.record(session, actor, "write", pointer_id=pointer.id,
-                         detail=f"{address.scope} entry v1 {len(payload)} bytes"
-                                f"{sealed_address(actor, address, key)}")
-            if idem is not None:
-                idempotency.remember(session, actor.tenant_id, idem, 201,
-                                     stored_answer(pointer))
-            if extra is not None:
-                extra(session, pointer)
-            plane.checkpoint("entry:before_commit")
-            _commit(session)
-        except _CommitUncertain as exc:
-            session.rollback()
-            raise exc.original from None  # keep the object: the commit may have landed
-        except sa_exc.IntegrityError:
-            session.rollback()
-            delete_quietly(target, [path])
-            replay = replay_of(session, actor, idem)
-            if replay is not None:  # a twin request with the same key committed first
-                return replay
-            raise Conflict("an entry with this id already exists") from None
-        except Exception:
-            session.rollback()
-            delete_quietly(target, [path])
-            raise
+        with write_lock or contextlib.nullcontext():
+            try:
+                begin_write(session)
+                _check_adoptable(session, target, path, key)
+                ensure_writable(session, actor.tenant_id, subject_user, _user_ref(address))
+                now = utcnow()
+                pointer = MemoryPointer(
+                    id=new_pointer, tenant_id=actor.tenant_id, scope_type=address.scope,
+                    scope_ref=address.scope_ref, key=None, memory_type=ENTRY,
+                    subject_user_id=subject_user, agent_id=agent_id, title=spec.title,
+                    tags=list(dict.fromkeys(spec.tags)), importance=spec.importance,
+                    source=source_override or spec.source, storage_config_id=target.config_id,
+                    storage_path=path, content_sha256=sha256_hex(payload),
+                    content_size=len(payload), sync_status="synced", version=1,
+                    has_embeddings=False, created_at=now, updated_at=now,
+                )
+                session.add(pointer)
+                session.flush()
+                repo.add_terms(session, actor.tenant_id, pointer.id, found)
+                audit.record(session, actor, "write", pointer_id=pointer.id,
+                             detail=f"{address.scope} entry v1 {len(payload)} bytes"
+                                    f"{sealed_address(actor, address, key)}")
+                if idem is not None:
+                    idempotency.remember(session, actor.tenant_id, idem, 201,
+                                         stored_answer(pointer))
+                if extra is not None:
+                    extra(session, pointer)
+                plane.checkpoint("entry:before_commit")
+                _commit(session)
+            except _CommitUncertain as exc:
+                session.rollback()
+                raise exc.original from None  # keep the object: the commit may have landed
+            except sa_exc.IntegrityError:
+                session.rollback()
+                delete_quietly(target, [path])
+                replay = replay_of(session, actor, idem)
+                if replay is not None:  # a twin request with the same key committed first
+                    return replay
+                raise Conflict("an entry with this id already exists") from None
+            except Exception:
+                session.rollback()
+                delete_quietly(target, [path])
+                raise
         return pointer
 
 
