@@ -16,6 +16,11 @@ from ..db.models import (
     CompactorSettings,
     MemoryEvent,
 )
+from ..memories.hotpath import as_table
+
+EVENTS = as_table(MemoryEvent.__table__)
+COMPACTIONS = as_table(Compaction.__table__)
+COMPACTION_EVENTS = as_table(CompactionEvent.__table__)
 
 
 @dataclass(frozen=True)
@@ -73,21 +78,23 @@ def bucket_events(session: Session, tenant_id: uuid.UUID, bucket: Bucket, *,
 def mark_compressed(session: Session, tenant_id: uuid.UUID, event_ids: Sequence[uuid.UUID],
                     now: datetime) -> int:
     """Set ``compressed_at`` on those of the events that have none yet; how many did."""
+    # Core, not ORM: no session objects to synchronise, so no ORM bulk-update work.
+    events = EVENTS.c
     result = session.execute(
-        update(MemoryEvent)
-        .where(MemoryEvent.tenant_id == tenant_id, MemoryEvent.id.in_(event_ids),
-               MemoryEvent.compressed_at.is_(None))
+        update(EVENTS)
+        .where(events.tenant_id == tenant_id, events.id.in_(event_ids),
+               events.compressed_at.is_(None))
         .values(compressed_at=now)
-        .execution_options(synchronize_session=False)
     )
     return int(result.rowcount)  # type: ignore[attr-defined]
 
 
 def add_provenance(session: Session, compaction: Compaction,
                    hashes: Sequence[tuple[uuid.UUID, str]]) -> None:
-    session.add(compaction)
-    session.flush()
-    session.execute(insert(CompactionEvent), [
+    """Core inserts (the row, then its events in one executemany): nothing to flush."""
+    session.execute(insert(COMPACTIONS).values(
+        {column.key: getattr(compaction, column.key) for column in COMPACTIONS.columns}))
+    session.execute(insert(COMPACTION_EVENTS), [
         {"compaction_id": compaction.id, "event_id": event_id, "event_sha256": digest}
         for event_id, digest in hashes])
 
