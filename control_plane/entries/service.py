@@ -42,7 +42,13 @@ from ..memories import repository as memories_repo
 from ..memories.addresses import MemoryAddress, Scope, nfc
 from ..memories.delete import _finish_deletes as finish_deletes
 from ..memories.read import read_pointer
-from ..memories.shared import delete_quietly, given, keyring_of, sealed_address
+from ..memories.shared import (
+    CommitUncertain,
+    delete_quietly,
+    given,
+    keyring_of,
+    sealed_address,
+)
 from ..memories.write import _after_commit as after_commit
 from ..memories.write import _check_size as check_size
 from ..memories.write import _key_destroyed as key_destroyed
@@ -188,7 +194,7 @@ def create_entry(session: Session, plane: DataPlane, actor: Actor, spec: EntryIn
                     extra(session, pointer)
                 plane.checkpoint("entry:before_commit")
                 _commit(session)
-            except _CommitUncertain as exc:
+            except CommitUncertain as exc:
                 session.rollback()
                 raise exc.original from None  # keep the object: the commit may have landed
             except sa_exc.IntegrityError:
@@ -205,17 +211,12 @@ def create_entry(session: Session, plane: DataPlane, actor: Actor, spec: EntryIn
         return pointer
 
 
-class _CommitUncertain(Exception):
-    def __init__(self, original: Exception) -> None:
-        super().__init__(str(original))
-        self.original = original
-
 
 def _commit(session: Session) -> None:
     try:
         session.commit()
     except sa_exc.OperationalError as exc:  # the connection died: the outcome is unknown
-        raise _CommitUncertain(exc) from exc
+        raise CommitUncertain(exc) from exc
 
 
 def _is_entry(pointer: MemoryPointer | None) -> bool:
@@ -303,7 +304,7 @@ def update_entry(session: Session, plane: DataPlane, actor: Actor, entry_id: uui
                                      stored_answer(pointer))
             plane.checkpoint("entry:before_commit")
             _commit(session)
-        except _CommitUncertain as exc:
+        except CommitUncertain as exc:
             session.rollback()
             raise exc.original from None
         except sa_exc.IntegrityError:

@@ -54,7 +54,13 @@ from ..idempotency import Idempotency, Replay
 from ..keys import service as keys
 from ..kit import decode_cursor, encode_cursor, page_limit, sha256_hex
 from ..memories.addresses import MemoryAddress, Scope, nfc
-from ..memories.shared import delete_quietly, given, keyring_of, sealed_address
+from ..memories.shared import (
+    CommitUncertain,
+    delete_quietly,
+    given,
+    keyring_of,
+    sealed_address,
+)
 from ..memories.write import serialise
 from ..storage_config.plane import DataPlane, Target, storage_errors
 from ..tenants.access import EVERYTHING, Access
@@ -173,7 +179,7 @@ def append_event(session: Session, plane: DataPlane, actor: Actor, spec: EventIn
                 if replay is None:
                     raise
                 return replay
-            except _CommitUncertain as exc:
+            except CommitUncertain as exc:
                 session.rollback()
                 raise exc.original from None  # keep the object: the commit may have landed
             except Exception:  # the new object is an orphan now; remove it rather than wait
@@ -186,11 +192,6 @@ def append_event(session: Session, plane: DataPlane, actor: Actor, spec: EventIn
         raise Conflict("the event's subject key kept changing while it was being written; "
                        "retry")
 
-
-class _CommitUncertain(Exception):
-    def __init__(self, original: Exception) -> None:
-        super().__init__(str(original))
-        self.original = original
 
 
 def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
@@ -242,7 +243,7 @@ def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
     try:
         session.commit()
     except sa_exc.OperationalError as exc:
-        raise _CommitUncertain(exc) from exc
+        raise CommitUncertain(exc) from exc
     plane.checkpoint("event:after_commit")
     return event
 

@@ -70,3 +70,11 @@ def delete_quietly(target: Target, paths: list[str]) -> None:
     except storage.StorageError:
         log.warning("could not delete %d superseded object(s); orphan GC will", len(paths))
 
+
+class CommitUncertain(Exception):
+    """A commit failed in a way that leaves its outcome unknown (the connection dropped):
+    the row may name the new object, so the object must stay; GC removes it if not."""
+
+    def __init__(self, original: Exception) -> None:
+        super().__init__(str(original))
+        self.original = original

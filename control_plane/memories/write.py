@@ -43,6 +43,7 @@ from .addresses import DEFAULT_MEMORY_TYPES, MemoryAddress
 from .read import fetch_locked
 from .schemas import MemoryMeta, PointerOut
 from .shared import (
+    CommitUncertain,
     delete_quietly,
     ensure_visible,
     expired,
@@ -61,14 +62,6 @@ class _Binding:
     pointer_id: uuid.UUID
     key: keys.SubjectKeyHandle | None
 
-
-class _CommitUncertain(Exception):
-    """The commit failed in a way that leaves its outcome unknown (the connection dropped):
-    the pointer may name the new object, so the object must stay; GC removes it if not."""
-
-    def __init__(self, original: Exception) -> None:
-        super().__init__(str(original))
-        self.original = original
 
 
 class _Rebind(Exception):
@@ -187,7 +180,7 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
                 if replay is not None:
                     return replay
                 continue
-            except _CommitUncertain as exc:
+            except CommitUncertain as exc:
                 session.rollback()
                 raise exc.original from None  # keep the object: the commit may have landed
             except Exception:
@@ -257,7 +250,7 @@ def _write(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddr
                                 repo.get(session, actor.tenant_id, address))
                 session.commit()
                 path = _put(plane, target, actor, address, payload, binding)
-    except _CommitUncertain as exc:
+    except CommitUncertain as exc:
         session.rollback()
         raise exc.original from None  # keep the object: the commit may have landed
     except Exception:  # the new object is an orphan now; remove it rather than wait for GC
@@ -450,7 +443,7 @@ def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
     try:
         session.commit()
     except sa_exc.OperationalError as exc:
-        raise _CommitUncertain(exc) from exc
+        raise CommitUncertain(exc) from exc
     return pointer, superseded
 
 
