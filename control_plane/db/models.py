@@ -111,6 +111,9 @@ class MemoryPointer(Base):
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # The backend's name of the class the object was moved to (control_plane/archive); None:
+    # the bucket's default class. Last, as the column was added last (hot-path RETURNING *).
+    storage_class: Mapped[str | None] = mapped_column(String(32), nullable=True)
 
 
 class AccessLog(Base):
@@ -333,6 +336,8 @@ class MemoryEvent(Base):
     content_size: Mapped[int] = mapped_column(BigId)
     sync_status: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # The class its object was moved to (control_plane/archive); None: the default class.
+    storage_class: Mapped[str | None] = mapped_column(String(32), nullable=True)
 
 
 class Compaction(Base):
