@@ -68,18 +68,18 @@ class UserMemoryOut(BaseModel):
 
 
 class AgentMemoryOut(BaseModel):
-    user_memory: UserMemoryOut
+    user_memory: UserMemoryOut = Field(description="The agent's user-memory settings.")
 
 
 class AgentOut(BaseModel):
     agent_id: str = Field(description="The agent's id, as memories and keys name it.")
     name: str | None = Field(description="Its display name.")
-    memory: AgentMemoryOut
-    created_at: datetime
-    updated_at: datetime
+    memory: AgentMemoryOut = Field(description="The agent's memory settings.")
+    created_at: datetime = Field(description="When the agent was first set up (UTC).")
+    updated_at: datetime = Field(description="When its settings last changed (UTC).")
 
 
 class AgentPage(BaseModel):
-    items: list[AgentOut]
+    items: list[AgentOut] = Field(description="Agents ordered by agent id.")
     next_cursor: str | None = Field(description="Pass back as cursor for the next page; null "
                                     "at the end.")

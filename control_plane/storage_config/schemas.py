@@ -434,7 +434,8 @@ class StorageConfigRename(BaseModel):
     """What ``PUT /v1/storage/configs/{id}`` may change. The bucket, prefix and credentials of
     a configuration never change in place (pointers name it): create a new one instead."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"name": "eu-archive"}]})
     name: ConfigName = Field(description=_NAME)
 
 
