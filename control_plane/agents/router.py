@@ -30,13 +30,14 @@ def list_agents(caller: ReaderCaller, session: SessionDep,
                 limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
                 cursor: str | None = None) -> AgentPage:
     """The tenant's agents by id (an agent key with an agent id sees only its own)."""
-    return agents.list_agents(session, caller, limit=limit, cursor=cursor)
+    return agents.list_agents(session, caller.actor, limit=limit, cursor=cursor,
+                              only=agents.only_own(caller))
 
 
 @router.get("/v1/agents/{agent_id}", response_model=AgentOut)
 def get_agent(agent_id: AgentId, caller: ReaderCaller, session: SessionDep) -> AgentOut:
     """One agent's settings (an agent key with an agent id sees only its own)."""
-    return agents.get_agent(session, caller, agent_id)
+    return agents.get_agent(session, caller.actor, agent_id, only=agents.only_own(caller))
 
 
 @router.delete("/v1/agents/{agent_id}", status_code=204)

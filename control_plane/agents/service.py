@@ -70,11 +70,16 @@ def put_agent(session: Session, plane: DataPlane, actor: Actor, agent_id: str,
     return answer
 
 
-def get_agent(session: Session, caller: Caller, agent_id: str) -> AgentOut:
-    actor = caller.actor
+def only_own(caller: Caller) -> str | None:
+    """The one agent an agent key with an agent id may see (None: every agent)."""
+    return caller.access.agent_id if caller.role == "agent" else None
+
+
+def get_agent(session: Session, actor: Actor, agent_id: str, *,
+              only: str | None = None) -> AgentOut:
     with audited(session, actor, "agent_read", detail=f"agent {agent_id}"):
         agent = repo.get(session, actor.tenant_id, agent_id)
-        if agent is None or not _visible(caller, agent_id):
+        if agent is None or only not in (None, agent_id):
             raise NotFound(f"no agent {agent_id!r}; create it with PUT /v1/agents/{{agent_id}}")
         answer = _out(agent)
         session.commit()
@@ -84,9 +89,8 @@ def get_agent(session: Session, caller: Caller, agent_id: str) -> AgentOut:
         return answer
 
 
-def list_agents(session: Session, caller: Caller, *, limit: int | None,
-                cursor: str | None) -> AgentPage:
-    actor = caller.actor
+def list_agents(session: Session, actor: Actor, *, limit: int | None, cursor: str | None,
+                only: str | None = None) -> AgentPage:
     with audited(session, actor, "agent_read", detail="list"):
         size = page_limit(limit)
         after = None
@@ -95,7 +99,6 @@ def list_agents(session: Session, caller: Caller, *, limit: int | None,
             if not isinstance(after, str):
                 raise InvalidInput("cursor is not valid; pass the next_cursor value of the "
                                    "previous page unchanged")
-        only = caller.access.agent_id if caller.role == "agent" else None
         rows = list(repo.page(session, actor.tenant_id, after=after, limit=size + 1,
                               only=only))
         next_cursor = encode_cursor(rows[size - 1].agent_id) if len(rows) > size else None
@@ -119,10 +122,6 @@ def delete_agent(session: Session, plane: DataPlane, actor: Actor, agent_id: str
         audit.record(session, actor, "agent_delete", detail=f"agent {agent_id}")
         session.commit()
     plane.forget_agent(actor.tenant_id, agent_id)
-
-
-def _visible(caller: Caller, agent_id: str) -> bool:
-    return caller.role != "agent" or caller.access.agent_id in (None, agent_id)
 
 
 def _out(agent: AgentSettings) -> AgentOut:
