@@ -12,6 +12,7 @@ from ._async_client import AsyncClient
 from ._batch import BatchResult
 from ._client import Client
 from ._compliance import Job, Receipt
+from ._config_calls import Agent
 from ._exceptions import (
     APIError,
     BadRequest,
@@ -51,6 +52,7 @@ from ._version import __version__
 
 __all__ = [
     "APIError",
+    "Agent",
     "AsyncClient",
     "AuditEntry",
     "AuditVerification",

@@ -156,6 +156,12 @@ class StorageConfig(_Model):
     object_lock: bool | None = None
     is_active: bool = True
     created_at: datetime
+    # Several configurations per tenant: the public id agents name, and residency.
+    storage_config_id: str | None = None
+    name: str | None = None
+    is_default: bool = True
+    declared_region: str | None = None
+    region_verified: bool = False
 
 
 class StorageHealth(_Model):
@@ -178,6 +184,9 @@ class StorageHealth(_Model):
     retention_days: float | None = None
     notes: list[str] = Field(default_factory=list)
     checked_at: datetime
+    storage_config_id: str | None = None
+    declared_region: str | None = None
+    region_verified: bool = False
 
 
 class Event(_Model):
