@@ -365,3 +365,20 @@ class Indexer:
         with self.sessions() as session:
             report = index_round(session, self.plane, self.runtime, self.cache, since=since)
         return report.embedded + report.skipped + report.corrupt > 0
+
+
+def forget_pointers(session: Session, plane: DataPlane, runtime: Runtime | Settings,
+                    tenant_id: uuid.UUID, pointer_ids: Sequence[uuid.UUID]) -> int:
+    """Rebuild the snapshots of every scope holding these pointers, which are no longer
+    ``synced`` (an erasure marked them ``pending_delete``): no segment keeps their vectors or
+    texts afterwards. Idempotent: an erasure resumed after a crash calls it again."""
+    if not pointer_ids:
+        return 0
+    from sqlalchemy import select
+
+    scopes = {(r.scope_type, r.scope_ref) for r in session.execute(
+        select(MemoryPointer.scope_type, MemoryPointer.scope_ref)
+        .where(MemoryPointer.tenant_id == tenant_id, MemoryPointer.id.in_(pointer_ids))
+        .distinct())}
+    session.commit()
+    return rebuild_scopes(session, plane, runtime, tenant_id, scopes)
