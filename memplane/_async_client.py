@@ -14,7 +14,13 @@ from ._base import Call, ClientConfig
 from ._batch import BatchResult
 from ._compliance import AsyncExportsAPI, AsyncJobsAPI, AsyncReceiptsAPI, Job
 from ._exceptions import TransportError
-from ._layer_async import AsyncCompactorAPI, AsyncEntriesAPI, AsyncEventsAPI, AsyncSummarizerAPI
+from ._layer_async import (
+    AsyncCompactorAPI,
+    AsyncEntriesAPI,
+    AsyncEventsAPI,
+    AsyncMemorySearchAPI,
+    AsyncSummarizerAPI,
+)
 from ._models import (
     AuditEntry,
     AuditVerification,
@@ -133,7 +139,7 @@ class _Namespace:
         self._client = client
 
 
-class AsyncMemoryAPI(_Namespace):
+class AsyncMemoryAPI(AsyncMemorySearchAPI, _Namespace):
     """Memories addressed by ``(scope, scope_ref, key)``; reached as ``client.memory``.
 
     ``scope_ref`` may be omitted for the ``tenant`` and ``institutional`` scopes.

@@ -14,7 +14,13 @@ from ._base import Call, ClientConfig
 from ._batch import BatchResult
 from ._compliance import ExportsAPI, Job, JobsAPI, ReceiptsAPI
 from ._exceptions import TransportError
-from ._layer_sync import CompactorAPI, EntriesAPI, EventsAPI, SummarizerAPI
+from ._layer_sync import (
+    CompactorAPI,
+    EntriesAPI,
+    EventsAPI,
+    MemorySearchAPI,
+    SummarizerAPI,
+)
 from ._models import (
     AuditEntry,
     AuditVerification,
@@ -125,7 +131,7 @@ class _Namespace:
         self._client = client
 
 
-class MemoryAPI(_Namespace):
+class MemoryAPI(MemorySearchAPI, _Namespace):
     """Memories addressed by ``(scope, scope_ref, key)``; reached as ``client.memory``.
 
     ``scope_ref`` may be omitted for the ``tenant`` and ``institutional`` scopes.

@@ -18,13 +18,15 @@ from ._models import (
     EventWithBody,
     Page,
     Provenance,
+    SearchResults,
     SummarizerConfig,
 )
 
 if TYPE_CHECKING:
     from ._client import Client
 
-__all__ = ["CompactorAPI", "EntriesAPI", "EventsAPI", "SummarizerAPI"]
+__all__ = ["CompactorAPI", "EntriesAPI", "EventsAPI", "MemorySearchAPI",
+           "SummarizerAPI"]
 
 
 class EventsAPI:
@@ -201,3 +203,25 @@ class SummarizerAPI:
         """Go back to the built-in offline extractive summariser (the stored key is
         deleted); returns that configuration."""
         return self._client._send(calls.summarizer_delete_config())
+
+
+class MemorySearchAPI:
+    """``client.memory.search``: semantic + keyword search over memories, entries and
+    knowledge chunks (mixed into ``client.memory``)."""
+
+    _client: Client
+
+    def search(self, query: str, *, scope: str | None = None,
+                     scope_ref: str | None = None, user_id: str | None = None,
+                     memory_type: str | None = None, tags: Sequence[str] | None = None,
+                     limit: int | None = None,
+                     include_values: bool | None = None) -> SearchResults:
+        """The ``limit`` (default 10, at most 100) memories most relevant to ``query``, best
+        first: vector and keyword rankings fused, each value verified against its SHA-256.
+        Without ``scope`` every scope the key may see is searched (``scope_ref`` needs
+        ``scope``); ``user_id``, ``memory_type`` and ``tags`` (all of them) filter.
+        Memories written in the last moments may not be indexed yet; deleted, overwritten,
+        erased and expired ones never appear."""
+        return self._client._send(calls.memory_search(
+            query=query, scope=scope, scope_ref=scope_ref, user_id=user_id,
+            memory_type=memory_type, tags=tags, limit=limit, include_values=include_values))
