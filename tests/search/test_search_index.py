@@ -223,3 +223,16 @@ def test_vectors_of_another_embedder_are_never_compared(world: ServiceWorld,
 def test_unknown_pointer_ids_are_no_results(world: ServiceWorld) -> None:
     assert _search(world, "nothing here").hits == []
     assert uuid.UUID(int=0) not in {h.pointer_id for h in _search(world, "x").hits}
+
+
+def test_tiered_compaction_keeps_segments_bounded_and_rows_whole(world: ServiceWorld) -> None:
+    _write(world, 200, ref="tiers")
+    report = _drain(world, batch=10, compact_after=3)
+    segments = _segments(world)
+    found = _search(world, "item137", scope="agent", scope_ref="tiers", limit=1,
+                    include_values=False)
+    assert report.embedded == 200 and report.deltas == 20
+    assert len([s for s in segments if s[0] == "delta"]) < 3
+    assert len([s for s in segments if s[0] == "snapshot"]) == 1
+    assert sum(rows for _, rows in segments) == 200  # each live row once
+    assert found.hits[0].key == "k137"
