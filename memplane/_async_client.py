@@ -20,6 +20,7 @@ from ._layer_async import (
     AsyncCompactorAPI,
     AsyncEntriesAPI,
     AsyncEventsAPI,
+    AsyncMemorySearchAPI,
     AsyncStorageConfigsAPI,
     AsyncSummarizerAPI,
 )
@@ -142,7 +143,7 @@ class _Namespace:
         self._client = client
 
 
-class AsyncMemoryAPI(_Namespace):
+class AsyncMemoryAPI(AsyncMemorySearchAPI, _Namespace):
     """Memories addressed by ``(scope, scope_ref, key)``; reached as ``client.memory``.
 
     ``scope_ref`` may be omitted for the ``tenant`` and ``institutional`` scopes.

@@ -20,6 +20,7 @@ from ._layer_sync import (
     CompactorAPI,
     EntriesAPI,
     EventsAPI,
+    MemorySearchAPI,
     StorageConfigsAPI,
     SummarizerAPI,
 )
@@ -134,7 +135,7 @@ class _Namespace:
         self._client = client
 
 
-class MemoryAPI(_Namespace):
+class MemoryAPI(MemorySearchAPI, _Namespace):
     """Memories addressed by ``(scope, scope_ref, key)``; reached as ``client.memory``.
 
     ``scope_ref`` may be omitted for the ``tenant`` and ``institutional`` scopes.

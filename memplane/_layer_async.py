@@ -23,6 +23,7 @@ from ._models import (
     EventWithBody,
     Page,
     Provenance,
+    SearchResults,
     StorageConfig,
     SummarizerConfig,
 )
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from ._async_client import AsyncClient
 
 __all__ = ["AsyncAgentsAPI", "AsyncCompactorAPI", "AsyncEntriesAPI", "AsyncEventsAPI",
-           "AsyncStorageConfigsAPI", "AsyncSummarizerAPI"]
+           "AsyncMemorySearchAPI", "AsyncStorageConfigsAPI", "AsyncSummarizerAPI"]
 
 
 class AsyncEventsAPI:
@@ -293,3 +294,25 @@ class AsyncAgentsAPI:
     async def delete(self, agent_id: str) -> None:
         """Forget the agent's settings; its memories stay where they are."""
         await self._client._send(config_calls.agent_delete(agent_id))
+
+
+class AsyncMemorySearchAPI:
+    """``client.memory.search``: semantic + keyword search over memories, entries and
+    knowledge chunks (mixed into ``client.memory``)."""
+
+    _client: AsyncClient
+
+    async def search(self, query: str, *, scope: str | None = None,
+                     scope_ref: str | None = None, user_id: str | None = None,
+                     memory_type: str | None = None, tags: Sequence[str] | None = None,
+                     limit: int | None = None,
+                     include_values: bool | None = None) -> SearchResults:
+        """The ``limit`` (default 10, at most 100) memories most relevant to ``query``, best
+        first: vector and keyword rankings fused, each value verified against its SHA-256.
+        Without ``scope`` every scope the key may see is searched (``scope_ref`` needs
+        ``scope``); ``user_id``, ``memory_type`` and ``tags`` (all of them) filter.
+        Memories written in the last moments may not be indexed yet; deleted, overwritten,
+        erased and expired ones never appear."""
+        return await self._client._send(calls.memory_search(
+            query=query, scope=scope, scope_ref=scope_ref, user_id=user_id,
+            memory_type=memory_type, tags=tags, limit=limit, include_values=include_values))

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from .._version import __version__
-from . import compact, compliance, crypto, entries, events, local, memory, residency
+from . import compact, compliance, crypto, entries, events, local, memory, residency, search
 
 app = typer.Typer(help="memplane: memory for AI agents, content in your own bucket.",
                   no_args_is_help=True, add_completion=False)
@@ -52,6 +52,7 @@ app.command("worker")(compliance.worker)
 app.command("export")(compliance.export)
 app.command("erase")(compliance.erase)
 app.command("compact")(compact.compact)
+app.command("search")(search.search)
 
 receipt_app = typer.Typer(help="Signed erasure receipts.", no_args_is_help=True)
 receipt_app.command("verify")(compliance.receipt_verify)
