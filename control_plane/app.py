@@ -26,6 +26,7 @@ from .events.router import router as events_router
 from .health import router as health_router
 from .integrity.router import router as integrity_router
 from .keys.router import router as keys_router
+from .knowledge.router import router as knowledge_router
 from .memories.router import router as memories_router
 from .observability import Metrics, RequestContext
 from .runtime import Runtime
@@ -91,6 +92,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(summarizer_router)
     app.include_router(compactor_router)
     app.include_router(embedder_router)
+    app.include_router(knowledge_router)
     _install_error_handlers(app)
     return app
 
