@@ -286,3 +286,29 @@ def test_ids_are_unique_without_a_key(tenant: Tenant) -> None:
                for _ in range(3)]
     assert len(set(ids)) == 3
     assert all(uuid.UUID(int=int(i[4:], 16)) for i in ids)
+
+
+def test_documents_are_found_through_search_and_leave_with_their_delete(
+        tenant: Tenant) -> None:
+    from control_plane.search import indexer
+
+    runtime = tenant.stack.runtime
+    with tenant.stack.http(tenant.admin_key) as http:
+        [refunds, hours] = post(http, [doc(), doc("Hours", SHORT)]).json()["documents"]
+        with runtime.sessions() as session:
+            indexer.drain(session, runtime.plane, runtime, runtime.search_cache)
+        found = http.post("/v1/search", json={
+            "query": "what is the vault code?", "scope": "agent",
+            "scope_ref": "support-bot", "limit": 5}).json()
+        top = found["results"][0]
+        assert top["key"] == f"knowledge/{refunds['document_id']}/0002"
+        assert top["value"]["content"] == chunk(HANDBOOK)[2]
+        assert top["value"]["title"] == "Refund policy"
+        assert any(p.as_posix().endswith(".vec") for p in tenant.objects())
+
+        assert http.delete(f"/v1/knowledge/{refunds['document_id']}").status_code == 200
+        again = http.post("/v1/search", json={
+            "query": "what is the vault code?", "scope": "agent",
+            "scope_ref": "support-bot", "limit": 5}).json()
+    assert [r["key"] for r in again["results"]] == [f"knowledge/{hours['document_id']}/0000"]
+    assert not any(refunds["document_id"] in p.as_posix() for p in tenant.objects())
