@@ -14,7 +14,14 @@ from ._base import Call, ClientConfig
 from ._batch import BatchResult
 from ._compliance import AsyncExportsAPI, AsyncJobsAPI, AsyncReceiptsAPI, Job
 from ._exceptions import TransportError
-from ._layer_async import AsyncCompactorAPI, AsyncEntriesAPI, AsyncEventsAPI, AsyncSummarizerAPI
+from ._layer_async import (
+    AsyncCompactorAPI,
+    AsyncEmbedderAPI,
+    AsyncEntriesAPI,
+    AsyncEventsAPI,
+    AsyncKnowledgeAPI,
+    AsyncSummarizerAPI,
+)
 from ._models import (
     AuditEntry,
     AuditVerification,
@@ -75,6 +82,7 @@ class AsyncClient:
         self.entries = AsyncEntriesAPI(self)
         self.compactor = AsyncCompactorAPI(self)
         self.summarizer = AsyncSummarizerAPI(self)
+        self.embedder = AsyncEmbedderAPI(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._config.base_url!r})"
@@ -133,7 +141,7 @@ class _Namespace:
         self._client = client
 
 
-class AsyncMemoryAPI(_Namespace):
+class AsyncMemoryAPI(_Namespace, AsyncKnowledgeAPI):
     """Memories addressed by ``(scope, scope_ref, key)``; reached as ``client.memory``.
 
     ``scope_ref`` may be omitted for the ``tenant`` and ``institutional`` scopes.

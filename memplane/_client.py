@@ -14,7 +14,14 @@ from ._base import Call, ClientConfig
 from ._batch import BatchResult
 from ._compliance import ExportsAPI, Job, JobsAPI, ReceiptsAPI
 from ._exceptions import TransportError
-from ._layer_sync import CompactorAPI, EntriesAPI, EventsAPI, SummarizerAPI
+from ._layer_sync import (
+    CompactorAPI,
+    EmbedderAPI,
+    EntriesAPI,
+    EventsAPI,
+    KnowledgeAPI,
+    SummarizerAPI,
+)
 from ._models import (
     AuditEntry,
     AuditVerification,
@@ -68,6 +75,7 @@ class Client:
         self.entries = EntriesAPI(self)
         self.compactor = CompactorAPI(self)
         self.summarizer = SummarizerAPI(self)
+        self.embedder = EmbedderAPI(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._config.base_url!r})"
@@ -125,7 +133,7 @@ class _Namespace:
         self._client = client
 
 
-class MemoryAPI(_Namespace):
+class MemoryAPI(_Namespace, KnowledgeAPI):
     """Memories addressed by ``(scope, scope_ref, key)``; reached as ``client.memory``.
 
     ``scope_ref`` may be omitted for the ``tenant`` and ``institutional`` scopes.
