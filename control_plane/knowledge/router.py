@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Path, Query
 
 from ..deps import PlaneDep, ReaderCaller, SessionDep, WriterCaller
 from ..idempotency import Idempotency
@@ -30,9 +30,15 @@ def add_knowledge(body: KnowledgeIn, caller: WriterCaller, session: SessionDep,
 @router.get("/v1/knowledge", response_model=DocumentPage)
 def list_knowledge(caller: ReaderCaller, session: SessionDep,
                    agent_id: Annotated[str, Query(min_length=1, max_length=256,
-                                                  pattern=PLAIN_TEXT)],
-                   limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
-                   cursor: Annotated[str | None, Query(max_length=64)] = None
+                                                  pattern=PLAIN_TEXT,
+                                                  description="The agent whose documents "
+                                                              "to list.")],
+                   limit: Annotated[int | None, Query(ge=1, le=1000, description="Page "
+                                                      "size, 1 to 1000 (default 100).")]
+                   = None,
+                   cursor: Annotated[str | None, Query(max_length=64, description="The "
+                                                       "next_cursor of the previous page.")]
+                   = None
                    ) -> DocumentPage:
     """The agent's knowledge documents (id, title, chunk count, stored size, when added),
     in id order; paginated with `cursor`."""
@@ -40,8 +46,11 @@ def list_knowledge(caller: ReaderCaller, session: SessionDep,
                                     limit=limit, access=caller.access)
 
 
+DocumentId = Annotated[str, Path(description="The document's id (doc_…).")]
+
+
 @router.delete("/v1/knowledge/{document_id}", response_model=DocumentDeleted)
-def delete_knowledge(document_id: str, caller: WriterCaller, session: SessionDep,
+def delete_knowledge(document_id: DocumentId, caller: WriterCaller, session: SessionDep,
                      plane: PlaneDep) -> DocumentDeleted:
     """Delete a document: all its chunks (memories and their objects)."""
     return knowledge.delete_document(session, plane, caller.actor, document_id,
