@@ -33,7 +33,7 @@ __all__ = ["SENTENCES", "EmbedderFailed", "Embedder", "default_embedder", "embed
 class Embedder(Protocol):
     """Synchronous, thread-safe, called with batches of texts."""
 
-    #: Stable identifier stored with every vector, e.g. ``memplane-hash-v1``,
+    #: Stable identifier stored with every vector, e.g. ``memplane-hash-v2``,
     #: ``all-MiniLM-L6-v2``, ``openai:text-embedding-3-small``.
     name: str
     #: Vector length.
