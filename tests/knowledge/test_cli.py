@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from control_plane.db.models import AccessLog, MemoryPointer
 from tests.cli.test_events_entries import _rows, _run, env, wide_tables
@@ -31,7 +32,7 @@ def test_add_list_delete(env: dict[str, str], tmp_path: Path) -> None:
     documents: list[dict[str, str]] = answer["documents"]  # type: ignore[assignment]
     assert [(d["title"], d["chunk_count"]) for d in documents] == [
         ("refund-policy", 3), ("stdin", 1)]
-    pointers = _rows(env, MemoryPointer, MemoryPointer.memory_type == "knowledge")
+    pointers: list[Any] = _rows(env, MemoryPointer, MemoryPointer.memory_type == "knowledge")
     assert sorted(p.key for p in pointers) == sorted(
         [f"knowledge/{documents[0]['document_id']}/{i:04d}" for i in range(3)]
         + [f"knowledge/{documents[1]['document_id']}/0000"])
@@ -49,8 +50,8 @@ def test_add_list_delete(env: dict[str, str], tmp_path: Path) -> None:
     again = _run(env, "knowledge", "delete", documents[0]["document_id"])
     assert again.exit_code == 1
     assert f"no knowledge document {documents[0]['document_id']}" in again.output
-    operations = [r.operation for r in _rows(env, AccessLog,
-                                              AccessLog.operation.like("knowledge_%"))]
+    logged: list[Any] = _rows(env, AccessLog, AccessLog.operation.like("knowledge_%"))
+    operations = [r.operation for r in logged]
     assert sorted(operations) == ["knowledge_add", "knowledge_delete", "knowledge_delete",
                                   "knowledge_list", "knowledge_list"]
 

@@ -5,13 +5,14 @@ a live server on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
 import memplane
 from tests.support.service import Tenant
 
-DOCS = [{"title": "Refund policy", "content": "Refunds within 30 days. " * 60,
+DOCS: list[dict[str, Any]] = [{"title": "Refund policy", "content": "Refunds within 30 days. " * 60,
          "metadata": {"v": 1}},
         {"title": "Hours", "content": "Open 9 to 18, Monday to Friday."}]
 
