@@ -25,6 +25,8 @@ __all__ = [
     "Pointer",
     "Provenance",
     "ProvenanceEvent",
+    "SearchResult",
+    "SearchResults",
     "StorageConfig",
     "StorageHealth",
     "SummarizerConfig",
@@ -59,9 +61,12 @@ class Pointer(_Model):
     version: int
     has_embeddings: bool = False
     embedding_model: str | None = None
+    embedding_storage_path: str | None = None
     created_at: datetime
     updated_at: datetime
     expires_at: datetime | None = None
+    # The storage class the archive tier moved its object to (backend's name); None: default.
+    storage_class: str | None = None
 
 
 class Memory(_Model):
@@ -206,6 +211,8 @@ class Event(_Model):
     content_size: int | None = None
     sync_status: str | None = None
     created_at: datetime | None = None
+    # The storage class the archive tier moved its body to (backend's name); None: default.
+    storage_class: str | None = None
 
 
 class EventWithBody(Event):
@@ -268,3 +275,76 @@ class Provenance(_Model):
     job_id: str | None = None
     created_at: datetime
     events: list[ProvenanceEvent] = Field(default_factory=list)
+
+
+class SearchResult(_Model):
+    """One search hit: what it is (``memory`` by key, ``entry`` or ``knowledge`` chunk),
+    where it lives, its fused score and its value, verified against its SHA-256 (None when
+    the search asked for no values)."""
+
+    kind: str
+    pointer_id: str
+    scope: str
+    scope_ref: str
+    key: str | None = None
+    title: str | None = None
+    memory_type: str
+    tags: list[str] = Field(default_factory=list)
+    score: float
+    value: Any = None
+
+
+class SearchResults(_Model):
+    """The hits, best first, and the embedder that made the query's vector."""
+
+    results: list[SearchResult]
+    embedder: str
+    took_ms: float
+
+
+class KnowledgeDocumentAdded(_Model):
+    """A document ``add_knowledge`` stored: its id and how many chunks it was cut into."""
+
+    document_id: str
+    title: str
+    chunk_count: int
+    characters: int
+
+
+class KnowledgeAdded(_Model):
+    """What ``add_knowledge`` answers: the agent and its new documents, in request order."""
+
+    agent_id: str
+    documents: list[KnowledgeDocumentAdded]
+
+
+class KnowledgeDocument(_Model):
+    """One of an agent's knowledge documents, as listed (no content)."""
+
+    document_id: str
+    title: str | None = None
+    chunk_count: int
+    size: int
+    created_at: datetime
+
+
+class KnowledgeDeleted(_Model):
+    """What ``delete_knowledge`` answers: the document and how many chunks went with it."""
+
+    document_id: str
+    deleted_chunks: int
+
+
+class EmbedderConfig(_Model):
+    """The tenant's embedder: an OpenAI-compatible embeddings endpoint, or the server's
+    default (``provider`` 'hash' or 'semantic'). The API key is never returned:
+    ``has_api_key`` says whether one is stored."""
+
+    provider: str
+    base_url: str | None = None
+    model: str
+    dim: int
+    has_api_key: bool = False
+    timeout_seconds: float | None = None
+    max_retries: int | None = None
+    configured_at: datetime | None = None

@@ -115,6 +115,9 @@ class MemoryPointer(Base):
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # The backend's name of the class the object was moved to (control_plane/archive); None:
+    # the bucket's default class. Last, as the column was added last (hot-path RETURNING *).
+    storage_class: Mapped[str | None] = mapped_column(String(32), nullable=True)
 
 
 class AccessLog(Base):
@@ -337,6 +340,8 @@ class MemoryEvent(Base):
     content_size: Mapped[int] = mapped_column(BigId)
     sync_status: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # The class its object was moved to (control_plane/archive); None: the default class.
+    storage_class: Mapped[str | None] = mapped_column(String(32), nullable=True)
 
 
 class Compaction(Base):
@@ -418,6 +423,30 @@ class CompactorSettings(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class SearchSegment(Base):
+    """One vector segment of a scope's search index: a snapshot or a delta object in the
+    tenant's bucket (encrypted; vectors and the texts they were made from). The row holds
+    only where it lives and what it covers; search reads the live pointers to filter it."""
+
+    __tablename__ = "search_segments"
+    __table_args__ = (
+        Index(None, "tenant_id", "scope_type", "scope_ref"),
+        Index(None, "storage_config_id", "storage_path"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    scope_type: Mapped[str] = mapped_column(String(16))
+    scope_ref: Mapped[str] = mapped_column(String(256))
+    kind: Mapped[str] = mapped_column(String(16))
+    embedding_model: Mapped[str] = mapped_column(String(128))
+    storage_config_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("storage_configs.id", ondelete="CASCADE"))
+    storage_path: Mapped[str] = mapped_column(String(1024))
+    rows: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 class AgentSettings(Base):
     """An agent as a resource: its name and its user-memory settings (the seed's
     ``agents.update({memory: {userMemory: {...}}})``). No row: user memory enabled, the
@@ -436,3 +465,23 @@ class AgentSettings(Base):
         ForeignKey("storage_configs.id"), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class EmbedderConfig(Base):
+    """A tenant's embedder: an OpenAI-compatible embeddings endpoint. One row per tenant; no
+    row means the server's default embedder. The API key is sealed with the server key like
+    the summariser's, bound to this row. ``dim`` is what the probe answered."""
+
+    __tablename__ = "embedder_configs"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), unique=True)
+    provider: Mapped[str] = mapped_column(String(32))
+    base_url: Mapped[str] = mapped_column(String(1024))
+    model: Mapped[str] = mapped_column(String(128))
+    dim: Mapped[int] = mapped_column(Integer)
+    api_key_encrypted: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    timeout_ms: Mapped[int] = mapped_column(Integer)
+    max_retries: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
