@@ -1,0 +1,335 @@
+"""LangGraph's long-term memory (``BaseStore``) as memories in the tenant's bucket.
+
+Namespaces map to memplane addresses, reversibly:
+
+==========================================  ==========  ====================  ============
+LangGraph namespace, key                    scope       scope_ref             data subject
+==========================================  ==========  ====================  ============
+``("users", uid, *rest)``, ``k``            ``user``    ``uid``               ``uid``
+``(first, *rest)``, ``k`` (anything else)   ``app``     ``first`` (encoded)   none
+==========================================  ==========  ====================  ============
+
+and the memory's key is ``lg-store/<rest[0]>/…/<rest[-1]>/<k>``, every part encoded as in
+``_wire.encode`` (``%``, ``/``, ``#`` and control characters percent-encoded; a part longer
+than 64 bytes is replaced by ``#`` and 32 hex digits of its SHA-256). The value is JSON
+``{"namespace": [...], "key": k, "value": {...}}``, so names are never lost. Erasing user
+``uid`` removes everything the store held under ``("users", uid, ...)``.
+
+Operations: ``batch``/``abatch`` send every get, put and delete of the batch in one
+``POST /v1/memories:batch`` (operations on one item apply in batch order); each search and
+namespace listing is a ``GET /v1/pointers?key_prefix=`` listing plus one batch read.
+
+Differences from LangGraph's own stores, by design:
+
+- ``search(filter=...)`` is evaluated on the client after a verified read of the candidates
+  (memplane keeps no content in its control plane to filter on); results without a query
+  are newest first (``updated_at``).
+- ``search(query=...)`` ranks with the server's semantic search when the SDK has
+  ``client.memory.search``; without it the query is ignored, as LangGraph's stores ignore it
+  without an index.
+- ``ttl`` (minutes) becomes ``ttl_days`` rounded up to whole days; reads do not extend it
+  (``refresh_ttl`` is accepted and ignored). ``index`` is accepted and ignored: what is
+  embedded is the server's configuration.
+- Namespace parts and keys are NFC-normalised by the server, like every memplane key.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, cast
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    validate_op_namespace,
+)
+
+from ..._async_client import AsyncClient
+from ..._client import Client
+from ..._models import Pointer
+from . import _wire
+from ._wire import Step
+
+__all__ = ["MemplaneStore"]
+
+ROOT = "lg-store/"
+USERS = "users"
+PART_LIMIT = 64
+TAG = "langgraph"
+MINUTES_PER_DAY = 24 * 60
+
+
+def _address(namespace: tuple[str, ...]) -> tuple[str, str, str | None, tuple[str, ...]]:
+    """(scope, scope_ref, data subject, rest of the namespace)."""
+    if len(namespace) >= 2 and namespace[0] == USERS:
+        return "user", namespace[1], namespace[1], namespace[2:]
+    if not namespace:
+        raise ValueError("a namespace needs at least one label")
+    return "app", _wire.encode(namespace[0]), None, namespace[1:]
+
+
+def _key(namespace: tuple[str, ...], key: str) -> tuple[str, str, str | None, str]:
+    scope, scope_ref, subject, rest = _address(namespace)
+    return scope, scope_ref, subject, _wire.join(ROOT, [*rest, key], limit=PART_LIMIT)
+
+
+def _listings(prefix: tuple[str, ...]) -> list[dict[str, str | None]]:
+    """The pointer listings that cover every item under ``prefix``."""
+    if not prefix:
+        return [{"scope": None, "scope_ref": None, "key_prefix": ROOT}]
+    if prefix[0] == USERS and len(prefix) == 1:
+        return [{"scope": "user", "scope_ref": None, "key_prefix": ROOT},
+                {"scope": "app", "scope_ref": USERS, "key_prefix": ROOT}]
+    scope, scope_ref, _, rest = _address(prefix)
+    return [{"scope": scope, "scope_ref": scope_ref,
+             "key_prefix": _wire.prefix_of(ROOT, rest, limit=PART_LIMIT)}]
+
+
+def _names(pointer: Pointer) -> tuple[tuple[str, ...], str] | None:
+    """The namespace and key a pointer stands for, from its address alone; None when a
+    part is hashed (read the value) or the pointer is not the store's."""
+    key = pointer.key or ""
+    if not key.startswith(ROOT) or pointer.scope not in ("user", "app"):
+        return None
+    parts = key[len(ROOT):].split("/")
+    if any(_wire.is_hashed(p) for p in parts):
+        return None
+    head = ((USERS, pointer.scope_ref) if pointer.scope == "user"
+            else (_wire.decode(pointer.scope_ref),))
+    return (*head, *(_wire.decode(p) for p in parts[:-1])), _wire.decode(parts[-1])
+
+
+def _is_store_pointer(pointer: Pointer) -> bool:
+    return (pointer.key or "").startswith(ROOT) and pointer.scope in ("user", "app")
+
+
+def _does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    path = condition.path
+    if len(namespace) < len(path):
+        return False
+    pairs = (zip(namespace, path, strict=False) if condition.match_type == "prefix"
+             else zip(reversed(namespace), reversed(path), strict=False))
+    return all(p == "*" or n == p for n, p in pairs)
+
+
+def _compare(item_value: Any, wanted: Any) -> bool:
+    """LangGraph's filter semantics: equality, nested dicts, and $eq $ne $gt $gte $lt $lte."""
+    if isinstance(wanted, dict):
+        if any(k.startswith("$") for k in wanted):
+            return all(_operator(item_value, op, value) for op, value in wanted.items())
+        return isinstance(item_value, dict) and all(
+            _compare(item_value.get(k), v) for k, v in wanted.items())
+    if isinstance(wanted, (list, tuple)):
+        return (isinstance(item_value, (list, tuple)) and len(item_value) == len(wanted)
+                and all(_compare(i, w) for i, w in zip(item_value, wanted, strict=False)))
+    return bool(item_value == wanted)
+
+
+def _operator(value: Any, operator: str, operand: Any) -> bool:
+    if operator == "$eq":
+        return bool(value == operand)
+    if operator == "$ne":
+        return bool(value != operand)
+    if operator in ("$gt", "$gte", "$lt", "$lte"):
+        if value is None:
+            return False
+        left, right = float(value), float(operand)
+        return {"$gt": left > right, "$gte": left >= right,
+                "$lt": left < right, "$lte": left <= right}[operator]
+    raise ValueError(f"unsupported filter operator {operator!r}: use $eq, $ne, $gt, $gte, "
+                     "$lt or $lte")
+
+
+def _item(value: dict[str, Any], pointer: Pointer | None, cls: type[Item] = Item) -> Item:
+    created = pointer.created_at if pointer else datetime.now().astimezone()
+    updated = pointer.updated_at if pointer else created
+    return cls(value=value["value"], key=value["key"], namespace=tuple(value["namespace"]),
+               created_at=created, updated_at=updated)
+
+
+class MemplaneStore(BaseStore):
+    """A LangGraph store over the memplane SDK.
+
+    Give ``client`` (a ``memplane.Client``) for the sync methods, ``aclient`` (a
+    ``memplane.AsyncClient``) for the async ones, or both; the caller owns and closes them.
+    The key needs the agent or admin role (a scoped agent key sees only its scopes).
+    """
+
+    supports_ttl = True
+
+    def __init__(self, client: Client | None = None, *,
+                 aclient: AsyncClient | None = None) -> None:
+        if client is None and aclient is None:
+            raise ValueError("give a memplane.Client (client=) or a memplane.AsyncClient "
+                             "(aclient=), or both")
+        self.client = client
+        self.aclient = aclient
+
+    # -- BaseStore ------------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the operations; gets, puts and deletes travel in one batch request."""
+        if self.client is None:
+            raise RuntimeError("this MemplaneStore has no memplane.Client for sync calls; "
+                               "pass client= or use the async methods (a...)")
+        step = self._batch(list(ops), self.client.memory)
+        return cast(list[Result], _wire.run_sync(self.client._send, step))
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        if self.aclient is None:
+            raise RuntimeError("this MemplaneStore has no memplane.AsyncClient for async "
+                               "calls; pass aclient= or use the sync methods")
+        step = self._batch(list(ops), self.aclient.memory)
+        return cast(list[Result], await _wire.run_async(self.aclient._send, step))
+
+    # -- what a batch sends ---------------------------------------------------------------
+
+    def _batch(self, ops: list[Op], memory: Any) -> Step[list[Result]]:
+        results: list[Result] = [None] * len(ops)
+        wire: list[dict[str, Any]] = []
+        answered: list[tuple[int, Op]] = []
+        for index, op in enumerate(ops):
+            validate_op_namespace(op)
+            if isinstance(op, GetOp):
+                scope, ref, _, key = _key(op.namespace, op.key)
+                wire.append({"op": "get", "scope": scope, "scope_ref": ref, "key": key})
+                answered.append((index, op))
+            elif isinstance(op, PutOp):
+                wire.append(self._write(op))
+                answered.append((index, op))
+            elif not isinstance(op, (SearchOp, ListNamespacesOp)):
+                raise ValueError(f"unknown store operation {type(op).__name__}")
+        replies = yield from _wire.batch(wire)
+        for (index, op), reply in zip(answered, replies, strict=True):
+            if reply.status == 404:
+                continue
+            reply.raise_for_error()
+            if isinstance(op, GetOp):
+                results[index] = _item(reply.value, reply.pointer)
+        for index, op in enumerate(ops):
+            if isinstance(op, SearchOp):
+                results[index] = yield from self._search(op, memory)
+            elif isinstance(op, ListNamespacesOp):
+                results[index] = yield from self._list_namespaces(op)
+        return results
+
+    def _write(self, op: PutOp) -> dict[str, Any]:
+        scope, ref, subject, key = _key(op.namespace, op.key)
+        if op.value is None:
+            return {"op": "delete", "scope": scope, "scope_ref": ref, "key": key}
+        if not isinstance(op.value, dict):
+            raise ValueError("a store value must be a dict (LangGraph's Item.value)")
+        write: dict[str, Any] = {
+            "op": "set", "scope": scope, "scope_ref": ref, "key": key,
+            "value": {"namespace": list(op.namespace), "key": op.key, "value": op.value},
+            "tags": [TAG]}
+        if subject is not None:
+            write["user_id"] = subject
+        if op.ttl is not None:
+            write["ttl_days"] = max(1, math.ceil(op.ttl / MINUTES_PER_DAY))
+        return write
+
+    def _pointers(self, prefix: tuple[str, ...]) -> Step[list[Pointer]]:
+        found: list[Pointer] = []
+        for listing in _listings(prefix):
+            found.extend((yield from _wire.list_pointers(**listing)))
+        return [p for p in found if _is_store_pointer(p)]
+
+    def _read(self, pointers: list[Pointer]) -> Step[list[tuple[dict[str, Any], Pointer]]]:
+        replies = yield from _wire.batch([{"op": "get", "scope": p.scope,
+                                           "scope_ref": p.scope_ref, "key": p.key}
+                                          for p in pointers])
+        read = []
+        for pointer, reply in zip(pointers, replies, strict=True):
+            if reply.status == 404:  # deleted or expired meanwhile
+                continue
+            reply.raise_for_error()
+            read.append((reply.value, pointer))
+        return read
+
+    def _search(self, op: SearchOp, memory: Any) -> Step[list[SearchItem]]:
+        if op.limit < 0 or op.offset < 0:
+            raise ValueError("search limit and offset must not be negative")
+        prefix = tuple(op.namespace_prefix)
+        if op.query and hasattr(memory, "search"):
+            return (yield from self._semantic(op, prefix))
+        pointers = yield from self._pointers(prefix)
+        pointers.sort(key=lambda p: (p.updated_at, p.key or ""), reverse=True)
+        if not op.filter:
+            pointers = pointers[op.offset:op.offset + op.limit]
+        read = yield from self._read(pointers)
+        kept = [(value, pointer) for value, pointer in read
+                if tuple(value["namespace"])[:len(prefix)] == prefix
+                and all(_compare(value["value"].get(k), v) for k, v in (op.filter or {}).items())]
+        if op.filter:
+            kept = kept[op.offset:op.offset + op.limit]
+        return [cast(SearchItem, _item(value, pointer, SearchItem)) for value, pointer in kept]
+
+    def _semantic(self, op: SearchOp, prefix: tuple[str, ...]) -> Step[list[SearchItem]]:
+        """Rank with ``POST /v1/search``, then keep what lies under the prefix and passes
+        the filter (asking the server for more than the page, as both trim)."""
+        from ..._base import Call, _json
+
+        wanted = op.offset + op.limit
+        body: dict[str, Any] = {"query": op.query, "limit": min(100, max(10, wanted * 4))}
+        listings = _listings(prefix)
+        if len(listings) == 1:
+            body.update({k: v for k, v in (("scope", listings[0]["scope"]),
+                                           ("scope_ref", listings[0]["scope_ref"]))
+                         if v is not None})
+        answer = yield Call("POST", "/v1/search", _json, json=body)
+        items: list[SearchItem] = []
+        for hit in answer.get("results", []):
+            pointer = Pointer.model_validate(hit["pointer"])
+            value = hit.get("value")
+            if not _is_store_pointer(pointer) or not isinstance(value, dict):
+                continue
+            if "namespace" not in value or "value" not in value:
+                continue
+            if tuple(value["namespace"])[:len(prefix)] != prefix:
+                continue
+            if not all(_compare(value["value"].get(k), v) for k, v in (op.filter or {}).items()):
+                continue
+            items.append(SearchItem(namespace=tuple(value["namespace"]), key=value["key"],
+                                    value=value["value"], created_at=pointer.created_at,
+                                    updated_at=pointer.updated_at, score=hit.get("score")))
+        return items[op.offset:wanted]
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> Step[list[tuple[str, ...]]]:
+        conditions = list(op.match_conditions or ())
+        narrow: tuple[str, ...] = ()
+        for condition in conditions:
+            if condition.match_type == "prefix":
+                fixed = []
+                for part in condition.path:
+                    if part == "*":
+                        break
+                    fixed.append(part)
+                if len(fixed) > len(narrow):
+                    narrow = tuple(fixed)
+        pointers = yield from self._pointers(narrow)
+        namespaces: set[tuple[str, ...]] = set()
+        unnamed = []
+        for pointer in pointers:
+            names = _names(pointer)
+            if names is None:
+                unnamed.append(pointer)
+            else:
+                namespaces.add(names[0])
+        for value, _ in (yield from self._read(unnamed)):
+            namespaces.add(tuple(value["namespace"]))
+        matching = {ns for ns in namespaces if all(_does_match(c, ns) for c in conditions)}
+        if op.max_depth is not None:
+            matching = {ns[:op.max_depth] for ns in matching}
+        ordered = sorted(matching)
+        return ordered[op.offset:op.offset + op.limit]
