@@ -190,3 +190,45 @@ def test_erasing_the_namespace_user_removes_what_the_store_held(
     assert store.get(("users", "erased"), "name") is None
     assert store.list_namespaces() == [("users", "kept", "prefs")]
     assert len(tenant.objects()) == kept_objects == 1
+
+
+FACTS = {
+    "lang": "The user prefers answers in French and short sentences.",
+    "pet": "Their dog is called Biscuit and is afraid of thunderstorms.",
+    "job": "Works as a nurse on night shifts at the city hospital.",
+    "food": "Allergic to peanuts; loves spicy Thai curry.",
+}
+
+
+def _index(tenant: Tenant) -> None:
+    from control_plane.search import indexer
+
+    runtime = tenant.stack.runtime
+    with runtime.sessions() as session:
+        indexer.drain(session, runtime.plane, runtime, runtime.search_cache)
+
+
+def test_a_query_ranks_with_the_servers_semantic_search(tenant: Tenant,
+                                                        agent: memplane.Client) -> None:
+    store = MemplaneStore(agent)
+    for key, text in FACTS.items():
+        store.put(("users", "u-9", "facts"), key, {"text": text})
+    store.put(("users", "u-10", "facts"), "pet", {"text": FACTS["pet"]})
+    agent.memory.set(scope="user", scope_ref="u-9", key="pet", value=FACTS["pet"],
+                     tags=["langgraph"])  # not the store's: never returned
+    _index(tenant)
+
+    found = store.search(("users", "u-9"), query="dog afraid of thunderstorms", limit=2)
+    assert [(i.namespace, i.key) for i in found][:1] == [(("users", "u-9", "facts"), "pet")]
+    assert len(found) == 2 and found[0].value == {"text": FACTS["pet"]}
+    assert found[0].score is not None and found[0].score > 0
+    assert [i.key for i in store.search(("users", "u-9"), query="dog thunderstorms",
+                                        filter={"text": FACTS["food"]})] == ["food"]
+    everywhere = store.search(("users",), query="dog afraid of thunderstorms", limit=10)
+    assert {(i.namespace[1], i.key) for i in everywhere if i.key == "pet"} == {
+        ("u-9", "pet"), ("u-10", "pet")}
+    plain = MemplaneStore(agent, semantic=False).search(("users", "u-9"), query="dog")
+    assert [i.key for i in plain] == ["food", "job", "pet", "lang"]  # newest first
+    assert all(i.score is None for i in plain)
+    with tenant.client() as admin:
+        assert len(admin.audit.list(operation="search").items) == 3

@@ -24,8 +24,10 @@ Differences from LangGraph's own stores, by design:
 - ``search(filter=...)`` is evaluated on the client after a verified read of the candidates
   (memplane keeps no content in its control plane to filter on); results without a query
   are newest first (``updated_at``).
-- ``search(query=...)`` ranks with the server's semantic search when the SDK has
-  ``client.memory.search``; without it the query is ignored, as LangGraph's stores ignore it
+- ``search(query=...)`` ranks with the server's semantic search (``POST /v1/search``, hybrid
+  vector + keyword, over what the server has embedded so far; ``SearchItem.score`` is its
+  fused score), then reads the hits in one verified batch. On a server without semantic
+  search, or with ``semantic=False``, the query is ignored, as LangGraph's stores ignore it
   without an index.
 - ``ttl`` (minutes) becomes ``ttl_days`` rounded up to whole days; reads do not extend it
   (``refresh_ttl`` is accepted and ignored). ``index`` is accepted and ignored: what is
@@ -55,7 +57,9 @@ from langgraph.store.base import (
 )
 
 from ..._async_client import AsyncClient
+from ..._base import Call, _json
 from ..._client import Client
+from ..._exceptions import NotFound
 from ..._models import Pointer
 from . import _wire
 from ._wire import Step
@@ -150,11 +154,18 @@ def _operator(value: Any, operator: str, operand: Any) -> bool:
                      "$lt or $lte")
 
 
-def _item(value: dict[str, Any], pointer: Pointer | None, cls: type[Item] = Item) -> Item:
+def _item(value: dict[str, Any], pointer: Pointer | None) -> Item:
     created = pointer.created_at if pointer else datetime.now().astimezone()
     updated = pointer.updated_at if pointer else created
-    return cls(value=value["value"], key=value["key"], namespace=tuple(value["namespace"]),
-               created_at=created, updated_at=updated)
+    return Item(value=value["value"], key=value["key"], namespace=tuple(value["namespace"]),
+                created_at=created, updated_at=updated)
+
+
+def _found(value: dict[str, Any], pointer: Pointer | None,
+           score: float | None = None) -> SearchItem:
+    item = _item(value, pointer)
+    return SearchItem(namespace=item.namespace, key=item.key, value=item.value,
+                      created_at=item.created_at, updated_at=item.updated_at, score=score)
 
 
 class MemplaneStore(BaseStore):
@@ -163,17 +174,20 @@ class MemplaneStore(BaseStore):
     Give ``client`` (a ``memplane.Client``) for the sync methods, ``aclient`` (a
     ``memplane.AsyncClient``) for the async ones, or both; the caller owns and closes them.
     The key needs the agent or admin role (a scoped agent key sees only its scopes).
+    ``semantic=False`` ignores search queries (filters and recency only), as does a server
+    without ``POST /v1/search``.
     """
 
     supports_ttl = True
 
     def __init__(self, client: Client | None = None, *,
-                 aclient: AsyncClient | None = None) -> None:
+                 aclient: AsyncClient | None = None, semantic: bool = True) -> None:
         if client is None and aclient is None:
             raise ValueError("give a memplane.Client (client=) or a memplane.AsyncClient "
                              "(aclient=), or both")
         self.client = client
         self.aclient = aclient
+        self.semantic = semantic
 
     # -- BaseStore ------------------------------------------------------------------------
 
@@ -182,19 +196,19 @@ class MemplaneStore(BaseStore):
         if self.client is None:
             raise RuntimeError("this MemplaneStore has no memplane.Client for sync calls; "
                                "pass client= or use the async methods (a...)")
-        step = self._batch(list(ops), self.client.memory)
+        step = self._batch(list(ops))
         return cast(list[Result], _wire.run_sync(self.client._send, step))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         if self.aclient is None:
             raise RuntimeError("this MemplaneStore has no memplane.AsyncClient for async "
                                "calls; pass aclient= or use the sync methods")
-        step = self._batch(list(ops), self.aclient.memory)
+        step = self._batch(list(ops))
         return cast(list[Result], await _wire.run_async(self.aclient._send, step))
 
     # -- what a batch sends ---------------------------------------------------------------
 
-    def _batch(self, ops: list[Op], memory: Any) -> Step[list[Result]]:
+    def _batch(self, ops: list[Op]) -> Step[list[Result]]:
         results: list[Result] = [None] * len(ops)
         wire: list[dict[str, Any]] = []
         answered: list[tuple[int, Op]] = []
@@ -218,7 +232,7 @@ class MemplaneStore(BaseStore):
                 results[index] = _item(reply.value, reply.pointer)
         for index, op in enumerate(ops):
             if isinstance(op, SearchOp):
-                results[index] = yield from self._search(op, memory)
+                results[index] = yield from self._search(op)
             elif isinstance(op, ListNamespacesOp):
                 results[index] = yield from self._list_namespaces(op)
         return results
@@ -257,12 +271,15 @@ class MemplaneStore(BaseStore):
             read.append((reply.value, pointer))
         return read
 
-    def _search(self, op: SearchOp, memory: Any) -> Step[list[SearchItem]]:
+    def _search(self, op: SearchOp) -> Step[list[SearchItem]]:
         if op.limit < 0 or op.offset < 0:
             raise ValueError("search limit and offset must not be negative")
         prefix = tuple(op.namespace_prefix)
-        if op.query and hasattr(memory, "search"):
-            return (yield from self._semantic(op, prefix))
+        if op.query and self.semantic:
+            ranked = yield from self._semantic(op, prefix)
+            if ranked is not None:
+                return ranked
+            self.semantic = False
         pointers = yield from self._pointers(prefix)
         pointers.sort(key=lambda p: (p.updated_at, p.key or ""), reverse=True)
         if not op.filter:
@@ -273,36 +290,41 @@ class MemplaneStore(BaseStore):
                 and all(_compare(value["value"].get(k), v) for k, v in (op.filter or {}).items())]
         if op.filter:
             kept = kept[op.offset:op.offset + op.limit]
-        return [cast(SearchItem, _item(value, pointer, SearchItem)) for value, pointer in kept]
+        return [_found(value, pointer) for value, pointer in kept]
 
-    def _semantic(self, op: SearchOp, prefix: tuple[str, ...]) -> Step[list[SearchItem]]:
-        """Rank with ``POST /v1/search``, then keep what lies under the prefix and passes
-        the filter (asking the server for more than the page, as both trim)."""
-        from ..._base import Call, _json
-
+    def _semantic(self, op: SearchOp, prefix: tuple[str, ...]) -> Step[list[SearchItem] | None]:
+        """Rank with ``POST /v1/search`` (asking for more than the page, as the prefix and the
+        filter trim the hits), then read the hits in one batch; None when the server has no
+        semantic search."""
         wanted = op.offset + op.limit
-        body: dict[str, Any] = {"query": op.query, "limit": min(100, max(10, wanted * 4))}
+        body: dict[str, Any] = {"query": op.query, "tags": [TAG], "include_values": False,
+                                "limit": min(100, max(10, wanted * 4))}
         listings = _listings(prefix)
         if len(listings) == 1:
             body.update({k: v for k, v in (("scope", listings[0]["scope"]),
                                            ("scope_ref", listings[0]["scope_ref"]))
                          if v is not None})
-        answer = yield Call("POST", "/v1/search", _json, json=body)
+        try:
+            answer = yield Call("POST", "/v1/search", _json, json=body)
+        except NotFound:
+            return None  # a server without semantic search
+        hits = [hit for hit in answer.get("results", [])
+                if hit.get("kind") == "memory" and hit.get("scope") in ("user", "app")
+                and str(hit.get("key") or "").startswith(ROOT)]
+        replies = yield from _wire.batch([{"op": "get", "scope": h["scope"],
+                                           "scope_ref": h["scope_ref"], "key": h["key"]}
+                                          for h in hits])
         items: list[SearchItem] = []
-        for hit in answer.get("results", []):
-            pointer = Pointer.model_validate(hit["pointer"])
-            value = hit.get("value")
-            if not _is_store_pointer(pointer) or not isinstance(value, dict):
+        for hit, reply in zip(hits, replies, strict=True):
+            if reply.status == 404:  # deleted since it was ranked
                 continue
-            if "namespace" not in value or "value" not in value:
-                continue
+            reply.raise_for_error()
+            value, pointer = reply.value, reply.pointer
             if tuple(value["namespace"])[:len(prefix)] != prefix:
                 continue
             if not all(_compare(value["value"].get(k), v) for k, v in (op.filter or {}).items()):
                 continue
-            items.append(SearchItem(namespace=tuple(value["namespace"]), key=value["key"],
-                                    value=value["value"], created_at=pointer.created_at,
-                                    updated_at=pointer.updated_at, score=hit.get("score")))
+            items.append(_found(value, pointer, float(hit["score"])))
         return items[op.offset:wanted]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> Step[list[tuple[str, ...]]]:
