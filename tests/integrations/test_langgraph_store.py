@@ -151,8 +151,24 @@ def test_bad_values_and_namespaces_are_refused_with_a_sentence(agent: memplane.C
         store.batch([PutOp(("a",), "k", ["not", "a", "dict"])])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="too deep or too long"):
         store.put(tuple(f"level{n}-" + "x" * 40 for n in range(6)), "k", {"v": 1})
-    with pytest.raises(memplane.BadRequest):
-        store.put(("users", "bad\u200bid"), "k", {"v": 1})
+    with pytest.raises(memplane.BadRequest, match="user_id: String should have at most 256"):
+        store.put(("users", "u" * 300), "k", {"v": 1})
+
+
+def test_user_ids_with_control_characters_are_encoded_reversibly(
+        agent: memplane.Client) -> None:
+    store = MemplaneStore(agent)
+    store.put(("users", "alice"), "k", {"v": 1})
+    store.put(("users", "alice\n"), "k", {"v": 2})
+    store.put(("users", "org/7", "50%"), "k", {"v": 3})
+    pointers = {(p.scope_ref, p.key, p.user_id) for p in agent.memory.iter_pointers()}
+    assert pointers == {("alice", "lg-store/k", "alice"), ("alice%0A", "lg-store/k", "alice%0A"),
+                        ("org/7", "lg-store/50%25/k", "org/7")}
+    assert store.list_namespaces() == [("users", "alice"), ("users", "alice\n"),
+                                       ("users", "org/7", "50%")]
+    assert store.list_namespaces(prefix=("users", "alice")) == [("users", "alice")]
+    got = store.get(("users", "alice\n"), "k")
+    assert got is not None and got.value == {"v": 2}
 
 
 def test_values_are_encrypted_in_the_bucket_and_every_access_is_audited(
@@ -227,8 +243,13 @@ def test_a_query_ranks_with_the_servers_semantic_search(tenant: Tenant,
     everywhere = store.search(("users",), query="dog afraid of thunderstorms", limit=10)
     assert {(i.namespace[1], i.key) for i in everywhere if i.key == "pet"} == {
         ("u-9", "pet"), ("u-10", "pet")}
-    plain = MemplaneStore(agent, semantic=False).search(("users", "u-9"), query="dog")
-    assert [i.key for i in plain] == ["food", "job", "pet", "lang"]  # newest first
+    # Not embedded yet: after the ranked hits, unscored, as LangGraph's stores fill a page.
+    store.put(("users", "u-9", "facts"), "fresh", {"text": "a parrot named Kiwi"})
+    filled = store.search(("users", "u-9"), query="dog afraid of thunderstorms", limit=10)
+    assert sorted(i.key for i in filled) == ["food", "fresh", "job", "lang", "pet"]
+    assert filled[0].key == "pet" and filled[-1].key == "fresh" and filled[-1].score is None
+    plain = MemplaneStore(agent, semantic=False).search(("users", "u-9", "facts"), query="dog")
+    assert [i.key for i in plain] == ["fresh", "food", "job", "pet", "lang"]  # newest first
     assert all(i.score is None for i in plain)
     with tenant.client() as admin:
-        assert len(admin.audit.list(operation="search").items) == 3
+        assert len(admin.audit.list(operation="search").items) == 4

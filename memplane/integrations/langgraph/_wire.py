@@ -47,6 +47,20 @@ def encode(component: str) -> str:
     return text
 
 
+def encode_ref(ref: str) -> str:
+    """A scope ref (or user id), reversibly: only ``%``, control characters and a leading
+    ``/`` are percent-encoded (a scope ref is one path segment, ``/`` included), so plain
+    ids such as ``u-42`` or ``org/7`` stay as they are."""
+    out = []
+    for n, ch in enumerate(ref):
+        if ch == "%" or (n == 0 and ch == "/") or unicodedata.category(ch) in (
+                "Cc", "Cf", "Cs", "Zl", "Zp"):
+            out.append(quote(ch, safe=""))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 def decode(component: str) -> str:
     return unquote(component)
 

@@ -6,10 +6,12 @@ Namespaces map to memplane addresses, reversibly:
 LangGraph namespace, key                    scope       scope_ref             data subject
 ==========================================  ==========  ====================  ============
 ``("users", uid, *rest)``, ``k``            ``user``    ``uid``               ``uid``
-``(first, *rest)``, ``k`` (anything else)   ``app``     ``first`` (encoded)   none
+``(first, *rest)``, ``k`` (anything else)   ``app``     ``first``             none
 ==========================================  ==========  ====================  ============
 
-and the memory's key is ``lg-store/<rest[0]>/…/<rest[-1]>/<k>``, every part encoded as in
+(``uid`` and ``first`` as given, except that ``%``, control characters and a leading ``/``
+are percent-encoded: a user id with those is the data subject in that encoded form), and
+the memory's key is ``lg-store/<rest[0]>/…/<rest[-1]>/<k>``, every part encoded as in
 ``_wire.encode`` (``%``, ``/``, ``#`` and control characters percent-encoded; a part longer
 than 64 bytes is replaced by ``#`` and 32 hex digits of its SHA-256). The value is JSON
 ``{"namespace": [...], "key": k, "value": {...}}``, so names are never lost. Erasing user
@@ -76,10 +78,11 @@ MINUTES_PER_DAY = 24 * 60
 def _address(namespace: tuple[str, ...]) -> tuple[str, str, str | None, tuple[str, ...]]:
     """(scope, scope_ref, data subject, rest of the namespace)."""
     if len(namespace) >= 2 and namespace[0] == USERS:
-        return "user", namespace[1], namespace[1], namespace[2:]
+        user = _wire.encode_ref(namespace[1])
+        return "user", user, user, namespace[2:]
     if not namespace:
         raise ValueError("a namespace needs at least one label")
-    return "app", _wire.encode(namespace[0]), None, namespace[1:]
+    return "app", _wire.encode_ref(namespace[0]), None, namespace[1:]
 
 
 def _key(namespace: tuple[str, ...], key: str) -> tuple[str, str, str | None, str]:
@@ -108,7 +111,7 @@ def _names(pointer: Pointer) -> tuple[tuple[str, ...], str] | None:
     parts = key[len(ROOT):].split("/")
     if any(_wire.is_hashed(p) for p in parts):
         return None
-    head = ((USERS, pointer.scope_ref) if pointer.scope == "user"
+    head = ((USERS, _wire.decode(pointer.scope_ref)) if pointer.scope == "user"
             else (_wire.decode(pointer.scope_ref),))
     return (*head, *(_wire.decode(p) for p in parts[:-1])), _wire.decode(parts[-1])
 
@@ -272,30 +275,45 @@ class MemplaneStore(BaseStore):
         return read
 
     def _search(self, op: SearchOp) -> Step[list[SearchItem]]:
+        """Ranked hits first (with a query and semantic search), then, to fill the page as
+        LangGraph's stores do for items not embedded yet, the other matches newest first."""
         if op.limit < 0 or op.offset < 0:
             raise ValueError("search limit and offset must not be negative")
         prefix = tuple(op.namespace_prefix)
+        wanted = op.offset + op.limit
+        ranked: list[tuple[SearchItem, tuple[str, str, str]]] = []
         if op.query and self.semantic:
-            ranked = yield from self._semantic(op, prefix)
-            if ranked is not None:
-                return ranked
-            self.semantic = False
+            found = yield from self._semantic(op, prefix)
+            if found is None:
+                self.semantic = False
+            else:
+                ranked = found
+        if len(ranked) < wanted:
+            skip = {where for _, where in ranked}
+            recent = yield from self._recent(op, prefix, skip, wanted - len(ranked))
+            ranked.extend((item, ("", "", "")) for item in recent)
+        return [item for item, _ in ranked[op.offset:wanted]]
+
+    def _recent(self, op: SearchOp, prefix: tuple[str, ...], skip: set[tuple[str, str, str]],
+                count: int) -> Step[list[SearchItem]]:
+        """The first ``count`` items under ``prefix`` passing the filter, newest first,
+        leaving out the addresses in ``skip``."""
         pointers = yield from self._pointers(prefix)
+        pointers = [p for p in pointers if (p.scope, p.scope_ref, p.key or "") not in skip]
         pointers.sort(key=lambda p: (p.updated_at, p.key or ""), reverse=True)
         if not op.filter:
-            pointers = pointers[op.offset:op.offset + op.limit]
+            pointers = pointers[:count]
         read = yield from self._read(pointers)
-        kept = [(value, pointer) for value, pointer in read
+        kept = [_found(value, pointer) for value, pointer in read
                 if tuple(value["namespace"])[:len(prefix)] == prefix
                 and all(_compare(value["value"].get(k), v) for k, v in (op.filter or {}).items())]
-        if op.filter:
-            kept = kept[op.offset:op.offset + op.limit]
-        return [_found(value, pointer) for value, pointer in kept]
+        return kept[:count]
 
-    def _semantic(self, op: SearchOp, prefix: tuple[str, ...]) -> Step[list[SearchItem] | None]:
+    def _semantic(self, op: SearchOp, prefix: tuple[str, ...],
+                  ) -> Step[list[tuple[SearchItem, tuple[str, str, str]]] | None]:
         """Rank with ``POST /v1/search`` (asking for more than the page, as the prefix and the
-        filter trim the hits), then read the hits in one batch; None when the server has no
-        semantic search."""
+        filter trim the hits), then read the hits in one batch; each item with its address.
+        None when the server has no semantic search."""
         wanted = op.offset + op.limit
         body: dict[str, Any] = {"query": op.query, "tags": [TAG], "include_values": False,
                                 "limit": min(100, max(10, wanted * 4))}
@@ -314,7 +332,7 @@ class MemplaneStore(BaseStore):
         replies = yield from _wire.batch([{"op": "get", "scope": h["scope"],
                                            "scope_ref": h["scope_ref"], "key": h["key"]}
                                           for h in hits])
-        items: list[SearchItem] = []
+        items: list[tuple[SearchItem, tuple[str, str, str]]] = []
         for hit, reply in zip(hits, replies, strict=True):
             if reply.status == 404:  # deleted since it was ranked
                 continue
@@ -324,8 +342,9 @@ class MemplaneStore(BaseStore):
                 continue
             if not all(_compare(value["value"].get(k), v) for k, v in (op.filter or {}).items()):
                 continue
-            items.append(_found(value, pointer, float(hit["score"])))
-        return items[op.offset:wanted]
+            items.append((_found(value, pointer, float(hit["score"])),
+                          (hit["scope"], hit["scope_ref"], hit["key"])))
+        return items
 
     def _list_namespaces(self, op: ListNamespacesOp) -> Step[list[tuple[str, ...]]]:
         conditions = list(op.match_conditions or ())
