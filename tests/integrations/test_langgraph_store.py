@@ -7,9 +7,12 @@ held for them."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
+import zipfile
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from langgraph.store.base import GetOp, Item, ListNamespacesOp, MatchCondition, PutOp, SearchOp
@@ -253,3 +256,20 @@ def test_a_query_ranks_with_the_servers_semantic_search(tenant: Tenant,
     assert all(i.score is None for i in plain)
     with tenant.client() as admin:
         assert len(admin.audit.list(operation="search").items) == 4
+
+
+def test_the_users_export_holds_what_the_store_keeps_for_them(
+        tenant: Tenant, agent: memplane.Client, tmp_path: Path) -> None:
+    store = MemplaneStore(agent)
+    store.put(("users", "exported", "prefs"), "tone", {"tone": "brief"})
+    store.put(("users", "other"), "tone", {"tone": "long"})
+    with tenant.stack.client(tenant.key("compliance")) as officer:
+        job = officer.jobs.wait(officer.memory.export(user_id="exported").id, timeout=120)
+        assert job.state == "completed", job.error
+        officer.exports.download(job.id, tmp_path / "export.zip")
+    with zipfile.ZipFile(tmp_path / "export.zip") as z:
+        manifest = json.loads(z.read("manifest.json"))
+        values = [json.loads(z.read(item["file"])) for item in manifest["items"]]
+    assert manifest["counts"]["pointers"] == 1
+    assert values == [{"namespace": ["users", "exported", "prefs"], "key": "tone",
+                       "value": {"tone": "brief"}}]

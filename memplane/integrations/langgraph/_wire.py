@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
 from ..._base import Call, _query, parse_model
-from ..._batch import MAX_OPERATIONS, BatchResult
+from ..._batch import BatchResult
 from ..._batch import calls as batch_calls
 from ..._models import Page, Pointer
 
@@ -117,15 +117,14 @@ def list_pointers(*, scope: str | None = None, scope_ref: str | None = None,
 
 
 def batch(ops: list[dict[str, Any]]) -> Step[list[BatchResult]]:
-    """Run set / get / delete operations through ``POST /v1/memories:batch``
-    (:data:`MAX_OPERATIONS` a request), one result per operation, in order."""
+    """Run set / get / delete operations through ``POST /v1/memories:batch`` (1,000 a
+    request), one result per operation, in order."""
     results: list[BatchResult] = []
     if not ops:
         return results
     for call in batch_calls(ops, None):
         chunk: list[BatchResult] = yield call
         results.extend(chunk)
-    assert len(results) == len(ops) and MAX_OPERATIONS > 0
     return results
 
 
