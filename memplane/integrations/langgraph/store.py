@@ -59,10 +59,10 @@ from langgraph.store.base import (
 )
 
 from ..._async_client import AsyncClient
-from ..._base import Call, _json
 from ..._client import Client
 from ..._exceptions import NotFound
-from ..._models import Pointer
+from ..._layer_calls import memory_search
+from ..._models import Pointer, SearchResults
 from . import _wire
 from ._wire import Step
 
@@ -311,26 +311,26 @@ class MemplaneStore(BaseStore):
 
     def _semantic(self, op: SearchOp, prefix: tuple[str, ...],
                   ) -> Step[list[tuple[SearchItem, tuple[str, str, str]]] | None]:
-        """Rank with ``POST /v1/search`` (asking for more than the page, as the prefix and the
-        filter trim the hits), then read the hits in one batch; each item with its address.
-        None when the server has no semantic search."""
-        wanted = op.offset + op.limit
-        body: dict[str, Any] = {"query": op.query, "tags": [TAG], "include_values": False,
-                                "limit": min(100, max(10, wanted * 4))}
+        """Rank with the SDK's ``client.memory.search`` request (``POST /v1/search``, asking
+        for more than the page, as the prefix and the filter trim the hits), then read the
+        hits in one batch; each item with its address. None when the server has no semantic
+        search."""
+        assert op.query is not None
         listings = _listings(prefix)
-        if len(listings) == 1:
-            body.update({k: v for k, v in (("scope", listings[0]["scope"]),
-                                           ("scope_ref", listings[0]["scope_ref"]))
-                         if v is not None})
+        only = listings[0] if len(listings) == 1 else {}
+        call = memory_search(query=op.query, scope=only.get("scope"),
+                             scope_ref=only.get("scope_ref"), user_id=None, memory_type=None,
+                             tags=[TAG], limit=min(100, max(10, (op.offset + op.limit) * 4)),
+                             include_values=False)
         try:
-            answer = yield Call("POST", "/v1/search", _json, json=body)
+            answer: SearchResults = yield call
         except NotFound:
             return None  # a server without semantic search
-        hits = [hit for hit in answer.get("results", [])
-                if hit.get("kind") == "memory" and hit.get("scope") in ("user", "app")
-                and str(hit.get("key") or "").startswith(ROOT)]
-        replies = yield from _wire.batch([{"op": "get", "scope": h["scope"],
-                                           "scope_ref": h["scope_ref"], "key": h["key"]}
+        hits = [hit for hit in answer.results
+                if hit.kind == "memory" and hit.scope in ("user", "app")
+                and (hit.key or "").startswith(ROOT)]
+        replies = yield from _wire.batch([{"op": "get", "scope": h.scope,
+                                           "scope_ref": h.scope_ref, "key": h.key}
                                           for h in hits])
         items: list[tuple[SearchItem, tuple[str, str, str]]] = []
         for hit, reply in zip(hits, replies, strict=True):
@@ -342,8 +342,8 @@ class MemplaneStore(BaseStore):
                 continue
             if not all(_compare(value["value"].get(k), v) for k, v in (op.filter or {}).items()):
                 continue
-            items.append((_found(value, pointer, float(hit["score"])),
-                          (hit["scope"], hit["scope_ref"], hit["key"])))
+            items.append((_found(value, pointer, hit.score),
+                          (hit.scope, hit.scope_ref, hit.key or "")))
         return items
 
     def _list_namespaces(self, op: ListNamespacesOp) -> Step[list[tuple[str, ...]]]:
