@@ -108,7 +108,7 @@ def test_every_checkpoint_access_is_audited(tenant: Tenant, agent: memplane.Clie
                     ("write", True), ("write", True),                    # put_writes
                     ("list", True), ("read", True), ("read", True), ("read", True),
                     ("list", True), ("delete", True), ("delete", True), ("delete", True),
-                    ("list", True)]                                      # get_tuple: none
+                    ("list", True), ("read", False)]                     # get_tuple: none
 
 
 def test_delete_thread_leaves_the_conversations_other_memories(
@@ -136,6 +136,23 @@ def test_long_namespaces_are_hashed_into_keys_and_still_read_back(
         tup.config]
     keys = [p.key for p in agent.memory.iter_pointers(scope="conversation")]
     assert all(k.startswith("lg-checkpoint/#") and len(k) < 255 for k in keys)
+
+
+def test_namespaces_named_like_the_layout_parts_stay_apart(agent: memplane.Client) -> None:
+    saver = MemplaneCheckpointer(agent)
+    stored = {}
+    for ns in ("", "c", "w", "c/w"):
+        config = {"configurable": {"thread_id": "t-parts", "checkpoint_ns": ns}}
+        stored[ns] = saver.put(config, empty_checkpoint(), {"step": 0, "ns": ns}, {})
+        saver.put_writes(stored[ns], [("ch", ns)], "task")
+    for ns, config in stored.items():
+        named = saver.get_tuple(config)
+        latest = saver.get_tuple({"configurable": {"thread_id": "t-parts",
+                                                   "checkpoint_ns": ns}})
+        assert named is not None and latest is not None
+        assert named.config == latest.config == config
+        assert named.pending_writes == latest.pending_writes == [("task", "ch", ns)]
+        assert named.metadata["ns"] == ns
 
 
 def test_a_checkpointer_refuses_calls_it_has_no_client_for(tenant: Tenant) -> None:

@@ -15,7 +15,8 @@ thread state. A checkpoint carries the tags ``langgraph`` and ``lg-run:<run_id>`
 metadata's run id, hashed when longer than 56 characters), which ``delete_for_runs`` finds.
 
 Round trips: ``put`` and ``put_writes`` are one batch request each; ``get_tuple`` is a
-listing of the namespace's keys plus one batch read; ``list`` one listing plus one batch read
+listing (of the named checkpoint's writes, or of the namespace's keys to find the newest)
+plus one batch read; ``list`` one listing plus one batch read
 per 50 checkpoints it yields.
 
 Differs from ``PostgresSaver`` by design: a pending write sent again for the same
@@ -268,17 +269,25 @@ class MemplaneCheckpointer(BaseCheckpointSaver[str]):
         thread_ref = _thread_ref(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "")
         wanted = get_checkpoint_id(config)
+        if wanted is not None:
+            # Named: list only its writes, then read it and them in one batch.
+            key = _checkpoint_key(ns, wanted)
+            writes = yield from _wire.list_pointers(
+                scope=SCOPE, scope_ref=thread_ref,
+                key_prefix=_wire.prefix_of(ROOT, [ns, "w", wanted], limit=PART_LIMIT))
+            replies = yield from _wire.batch(
+                [{"op": "get", "scope": SCOPE, "scope_ref": thread_ref, "key": k}
+                 for k in [key, *(p.key for p in writes)]])
+            _wire.checked(replies, missing_ok=True)
+            if not replies[0].ok:
+                return None
+            return self._tuple(replies[0].value, [r.value for r in replies[1:] if r.ok])
         pointers = yield from _wire.list_pointers(scope=SCOPE, scope_ref=thread_ref,
                                                   key_prefix=_ns_prefix(ns))
         stored = _parse(pointers).get(thread_ref)
         if stored is None:
             return None
-        ordered = _order({thread_ref: stored})
-        if wanted is not None:
-            ordered = [o for o in ordered if _wire.decode(o[1][1]) == wanted]
-        if not ordered:
-            return None
-        loaded = yield from self._load(ordered[:1])
+        loaded = yield from self._load(_order({thread_ref: stored})[:1])
         return loaded[0] if loaded else None
 
     def _list(self, config: RunnableConfig | None, filter: dict[str, Any] | None,
