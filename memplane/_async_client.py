@@ -18,8 +18,10 @@ from ._exceptions import TransportError
 from ._layer_async import (
     AsyncAgentsAPI,
     AsyncCompactorAPI,
+    AsyncEmbedderAPI,
     AsyncEntriesAPI,
     AsyncEventsAPI,
+    AsyncKnowledgeAPI,
     AsyncMemorySearchAPI,
     AsyncStorageConfigsAPI,
     AsyncSummarizerAPI,
@@ -85,6 +87,7 @@ class AsyncClient:
         self.entries = AsyncEntriesAPI(self)
         self.compactor = AsyncCompactorAPI(self)
         self.summarizer = AsyncSummarizerAPI(self)
+        self.embedder = AsyncEmbedderAPI(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._config.base_url!r})"
@@ -143,7 +146,7 @@ class _Namespace:
         self._client = client
 
 
-class AsyncMemoryAPI(AsyncMemorySearchAPI, _Namespace):
+class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
     """Memories addressed by ``(scope, scope_ref, key)``; reached as ``client.memory``.
 
     ``scope_ref`` may be omitted for the ``tenant`` and ``institutional`` scopes.

@@ -18,8 +18,10 @@ from ._exceptions import TransportError
 from ._layer_sync import (
     AgentsAPI,
     CompactorAPI,
+    EmbedderAPI,
     EntriesAPI,
     EventsAPI,
+    KnowledgeAPI,
     MemorySearchAPI,
     StorageConfigsAPI,
     SummarizerAPI,
@@ -78,6 +80,7 @@ class Client:
         self.entries = EntriesAPI(self)
         self.compactor = CompactorAPI(self)
         self.summarizer = SummarizerAPI(self)
+        self.embedder = EmbedderAPI(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._config.base_url!r})"
@@ -135,7 +138,7 @@ class _Namespace:
         self._client = client
 
 
-class MemoryAPI(MemorySearchAPI, _Namespace):
+class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
     """Memories addressed by ``(scope, scope_ref, key)``; reached as ``client.memory``.
 
     ``scope_ref`` may be omitted for the ``tenant`` and ``institutional`` scopes.

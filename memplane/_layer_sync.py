@@ -15,9 +15,13 @@ from ._compliance import Job
 from ._config_calls import Agent
 from ._models import (
     CompactorConfig,
+    EmbedderConfig,
     Entry,
     Event,
     EventWithBody,
+    KnowledgeAdded,
+    KnowledgeDeleted,
+    KnowledgeDocument,
     Page,
     Provenance,
     SearchResults,
@@ -28,8 +32,9 @@ from ._models import (
 if TYPE_CHECKING:
     from ._client import Client
 
-__all__ = ["AgentsAPI", "CompactorAPI", "EntriesAPI", "EventsAPI",
-           "MemorySearchAPI", "StorageConfigsAPI", "SummarizerAPI"]
+__all__ = ["AgentsAPI", "CompactorAPI", "EmbedderAPI", "EntriesAPI",
+           "EventsAPI", "KnowledgeAPI", "MemorySearchAPI",
+           "StorageConfigsAPI", "SummarizerAPI"]
 
 
 class EventsAPI:
@@ -313,3 +318,65 @@ class MemorySearchAPI:
         return self._client._send(calls.memory_search(
             query=query, scope=scope, scope_ref=scope_ref, user_id=user_id,
             memory_type=memory_type, tags=tags, limit=limit, include_values=include_values))
+
+
+class KnowledgeAPI:
+    """Knowledge documents of an agent (the seed's addKnowledge); mixed into
+    ``client.memory`` as ``add_knowledge``, ``list_knowledge``, ``iter_knowledge`` and
+    ``delete_knowledge``."""
+
+    _client: Client
+
+    def add_knowledge(self, agent_id: str, documents: Sequence[Mapping[str, Any]], *,
+                            idempotency_key: str | None = None) -> KnowledgeAdded:
+        """Store documents (``{"title", "content", "metadata"}``, up to 20 of up to 200,000
+        characters) the agent then retrieves through search: each gets an id and is cut into
+        chunks of at most 800 characters (100 of overlap), each an encrypted memory of the
+        agent. A retry with the same ``idempotency_key`` writes only what is missing and
+        answers as the first time."""
+        return self._client._send(calls.knowledge_add(
+            agent_id=agent_id, documents=documents, idempotency_key=idempotency_key))
+
+    def list_knowledge(self, agent_id: str, *, limit: int | None = None,
+                             cursor: str | None = None) -> Page[KnowledgeDocument]:
+        """One page of the agent's documents (id, title, chunk count, size), in id order."""
+        return self._client._send(calls.knowledge_list(agent_id=agent_id, limit=limit,
+                                                             cursor=cursor))
+
+    def iter_knowledge(self, agent_id: str, *,
+                       limit: int | None = None) -> Iterator[KnowledgeDocument]:
+        """Every document of the agent, fetching pages of ``limit`` lazily."""
+        return self._client._iterate(lambda cursor: calls.knowledge_list(
+            agent_id=agent_id, limit=limit, cursor=cursor))
+
+    def delete_knowledge(self, document_id: str) -> KnowledgeDeleted:
+        """Delete a document and all its chunks; ``NotFound`` if there is none."""
+        return self._client._send(calls.knowledge_delete(document_id))
+
+
+class EmbedderAPI:
+    """The tenant's embedder for search (admin to change, compliance may read); reached as
+    ``client.embedder``."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def get_config(self) -> EmbedderConfig:
+        """The configured embeddings endpoint, without its API key (the server's default
+        embedder if none)."""
+        return self._client._send(calls.embedder_get_config())
+
+    def set_config(self, *, base_url: str, model: str, api_key: str | None = None,
+                         timeout_seconds: float | None = None,
+                         max_retries: int | None = None) -> EmbedderConfig:
+        """Embed the tenant's memories and queries with an OpenAI-compatible embeddings
+        endpoint (``base_url`` like ``https://api.openai.com/v1``). The server probes it
+        first, under the same network rules as storage endpoints, and raises ``BadRequest``
+        naming what failed, saving nothing; the API key is stored sealed, never returned."""
+        return self._client._send(calls.embedder_set_config({
+            "base_url": base_url, "model": model, "api_key": api_key,
+            "timeout_seconds": timeout_seconds, "max_retries": max_retries}))
+
+    def delete_config(self) -> EmbedderConfig:
+        """Go back to the server's default embedder (the stored key is deleted)."""
+        return self._client._send(calls.embedder_delete_config())

@@ -465,3 +465,23 @@ class AgentSettings(Base):
         ForeignKey("storage_configs.id"), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class EmbedderConfig(Base):
+    """A tenant's embedder: an OpenAI-compatible embeddings endpoint. One row per tenant; no
+    row means the server's default embedder. The API key is sealed with the server key like
+    the summariser's, bound to this row. ``dim`` is what the probe answered."""
+
+    __tablename__ = "embedder_configs"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), unique=True)
+    provider: Mapped[str] = mapped_column(String(32))
+    base_url: Mapped[str] = mapped_column(String(1024))
+    model: Mapped[str] = mapped_column(String(128))
+    dim: Mapped[int] = mapped_column(Integer)
+    api_key_encrypted: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    timeout_ms: Mapped[int] = mapped_column(Integer)
+    max_retries: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -14,6 +14,7 @@ import typer
 
 from .._version import __version__
 from . import compact, compliance, crypto, entries, events, local, memory, residency, search
+from . import knowledge as knowledge_cli
 
 app = typer.Typer(help="memplane: memory for AI agents, content in your own bucket.",
                   no_args_is_help=True, add_completion=False)
@@ -116,6 +117,12 @@ agents_app.command("get")(residency.agents_get)
 agents_app.command("list")(residency.agents_list)
 agents_app.command("delete")(residency.agents_delete)
 app.add_typer(agents_app, name="agents")
+knowledge_app = typer.Typer(help="Knowledge documents of an agent, on the database directly "
+                            "(operators).", no_args_is_help=True)
+knowledge_app.command("add")(knowledge_cli.knowledge_add)
+knowledge_app.command("list")(knowledge_cli.knowledge_list)
+knowledge_app.command("delete")(knowledge_cli.knowledge_delete)
+app.add_typer(knowledge_app, name="knowledge")
 
 
 def main() -> None:
