@@ -19,6 +19,7 @@ from . import openapi_docs
 from .audit.router import router as audit_router
 from .compactor.router import router as compactor_router
 from .compliance.router import router as compliance_router
+from .conversations.router import router as conversations_router
 from .entries.router import router as entries_router
 from .errors import DomainError
 from .events.router import router as events_router
@@ -89,6 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(seed_router)
     app.include_router(summarizer_router)
     app.include_router(compactor_router)
+    app.include_router(conversations_router)
     _install_error_handlers(app)
     return app
 
