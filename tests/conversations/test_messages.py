@@ -85,7 +85,7 @@ def test_message_is_stored_encrypted_counted_and_listed(tenant: Tenant) -> None:
 def test_threshold_flips_and_the_summary_covers_the_older_messages(tenant: Tenant) -> None:
     conv = f"c-{uuid.uuid4().hex[:8]}"
     line = "We agreed to move 20% of the budget to Meta on Friday."
-    cost = tokens.for_model("gpt-4o").message(line)  # 17
+    cost = tokens.for_model("gpt-4o").message(line)  # 19
     # limit 256: summarise at 204 tokens (0.8), keep the newest 64 tokens (0.25) verbatim.
     needed = -(-204 // cost)
     with tenant.stack.http(tenant.admin_key) as http:
