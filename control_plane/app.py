@@ -29,6 +29,7 @@ from .keys.router import router as keys_router
 from .memories.router import router as memories_router
 from .observability import Metrics, RequestContext
 from .runtime import Runtime
+from .search.router import router as search_router
 from .seed.router import router as seed_router
 from .settings import Settings
 from .storage_config.router import router as storage_config_router
@@ -90,6 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(seed_router)
     app.include_router(summarizer_router)
     app.include_router(compactor_router)
+    app.include_router(search_router)
     app.include_router(conversations_router)
     _install_error_handlers(app)
     return app
