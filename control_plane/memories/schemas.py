@@ -109,6 +109,11 @@ class PointerOut(BaseModel):
     updated_at: datetime = Field(description="Last write (UTC).")
     expires_at: datetime | None = Field(description="When ttl_days deletes it (UTC); null: "
                                         "kept.")
+    storage_class: str | None = Field(
+        None, description="The storage class its object was moved to by the archive tier, "
+        "in the backend's own name (S3 STANDARD_IA or GLACIER_IR, GCS NEARLINE or COLDLINE, "
+        "Azure Cool or Cold, local archive or cold); null: the bucket's default class. Reads "
+        "verify it like any other.", examples=[None, "STANDARD_IA"])
 
     @classmethod
     def of(cls, pointer: Any) -> PointerOut:
@@ -125,6 +130,7 @@ class PointerOut(BaseModel):
                                     else None),
             created_at=pointer.created_at,
             updated_at=pointer.updated_at, expires_at=pointer.expires_at,
+            storage_class=getattr(pointer, "storage_class", None),
         )
 
 
