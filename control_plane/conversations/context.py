@@ -28,9 +28,10 @@ from ..audit import service as audit
 from ..audit.service import Actor, audited
 from ..db.engine import begin_write
 from ..entries import service as entries
-from ..errors import HashMismatch, InvalidInput, NotFound
+from ..errors import HashMismatch, InvalidInput, NotFound, StorageUnavailable
 from ..events import service as events
-from ..memories.addresses import MemoryAddress
+from ..memories.addresses import MemoryAddress, Scope
+from ..runtime import Runtime
 from ..settings import Settings
 from ..storage_config.plane import DataPlane
 from ..tenants.access import EVERYTHING, Access
@@ -44,6 +45,7 @@ from .summarize import previous_summary
 MEMORY_HEADER = "Relevant memory:"
 SUMMARY_HEADER = "Summary of the earlier conversation:"
 _READ_BATCH = 32
+_QUERY_CHARS = 2000  # the search's longest query; the current message's start stands for it
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,45 @@ MemorySearch = Callable[[Session, DataPlane, Actor, Access, str, list[tuple[str,
 def no_search(session: Session, plane: DataPlane, actor: Actor, access: Access, query: str,
               scopes: list[tuple[str, str]], limit: int) -> list[Recalled] | None:
     return None
+
+
+# Memories that have their own place in the window: entries (by importance) and the
+# conversation's own messages and summary.
+_NOT_RECALLED = ("entry", "conversation_history", "summary")
+
+
+def semantic_search(runtime: Runtime) -> MemorySearch:
+    """The server's semantic search (``search.service.search``, hybrid ranking, every hit
+    verified and audited as ``search``) over each named scope, best scores first. None
+    (reported as ``search_unavailable``) when the tenant's embedder cannot answer now."""
+    from ..search import service as search
+    from ..search.schemas import SearchIn
+    from ..search.text import searchable_text
+
+    def run(session: Session, plane: DataPlane, actor: Actor, access: Access, query: str,
+            scopes: list[tuple[str, str]], limit: int) -> list[Recalled] | None:
+        hits = []
+        for scope, scope_ref in scopes:
+            try:
+                found = search.search(session, runtime, actor, SearchIn(
+                    query=_plain(query), scope=Scope(scope), scope_ref=scope_ref,
+                    limit=min(100, limit + 10)), access=access)
+            except StorageUnavailable:
+                session.rollback()
+                return None
+            hits += [h for h in found.hits if h.memory_type not in _NOT_RECALLED]
+        hits.sort(key=lambda h: -h.score)
+        return [Recalled(str(h.pointer_id), searchable_text(h.value, h.title), h.score)
+                for h in hits[:limit]]
+
+    return run
+
+
+def _plain(text: str) -> str:
+    """The query search accepts: no control characters (newlines become spaces), at most
+    its length, never empty."""
+    flat = "".join(" " if ord(c) < 0x20 or ord(c) == 0x7f else c for c in text)
+    return flat.strip()[:_QUERY_CHARS] or "-"
 
 
 class _Window:
@@ -165,6 +206,8 @@ def _memory_section(session: Session, plane: DataPlane, actor: Actor, access: Ac
     if scopes and spec.memory_limit:
         found = search(session, plane, actor, access, spec.message, scopes, spec.memory_limit)
         session.commit()
+        if found is None:
+            window.note("memory", "search", "dropped", "search_unavailable", 0)
         for recalled in found or []:
             candidates.append(("memory", recalled.id, recalled.text))
         for scope, scope_ref in scopes:

@@ -101,4 +101,4 @@ def assemble_context(conversation_id: ConversationId, body: ContextIn, caller: W
     of every candidate included, summarized or dropped, and why."""
     return contexts.assemble(session, plane, runtime.settings, caller.actor,
                              _id(conversation_id), body, access=caller.access,
-                             search=getattr(runtime, "memory_search", contexts.no_search))
+                             search=contexts.semantic_search(runtime))

@@ -13,6 +13,7 @@ from sqlalchemy import select, update
 
 from control_plane.conversations import tokens
 from control_plane.db.models import AccessLog, MemoryEvent
+from control_plane.search import indexer
 from tests.support.service import Tenant
 
 from .test_messages import _add, _job_done
@@ -147,3 +148,22 @@ def test_summary_stands_for_older_messages_and_is_cut_to_fit(tenant: Tenant) -> 
         ("dropped", "budget")]
     assert [r["status"] for r in starved["report"] if r["kind"] == "message"] == [
         "included"] * 3 + ["dropped"] * 5
+
+
+def test_relevant_memories_come_from_semantic_search(tenant: Tenant) -> None:
+    conv, user = f"c-{uuid.uuid4().hex[:8]}", f"u-{uuid.uuid4().hex[:6]}"
+    with tenant.stack.http(tenant.admin_key) as http:
+        _add(http, conv, "hi", user_id=user)
+        seat = http.put(f"/v1/memories/user/{user}/seat",
+                        json={"value": "Prefers a window seat on long flights."}).json()
+        http.put(f"/v1/memories/user/{user}/food", json={"value": "Vegetarian meals."})
+        runtime = tenant.stack.runtime
+        with runtime.sessions() as session:  # the indexer's round, as its thread runs it
+            indexer.drain(session, runtime.plane, runtime, runtime.search_cache)
+        body = _context(http, conv, token_budget=1000, message="Book a window seat please",
+                        memory_scopes=[{"scope": "user", "scope_ref": user}],
+                        memory_limit=1).json()
+    (memory,) = [s for s in body["sections"] if s["kind"] == "memory"]
+    assert memory["content"] == "Relevant memory:\n- Prefers a window seat on long flights."
+    assert [(r["id"], r["status"]) for r in body["report"] if r["kind"] == "memory"] == [
+        (seat["id"], "included")]
