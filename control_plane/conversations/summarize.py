@@ -55,10 +55,11 @@ def run_job(ctx: JobContext) -> dict[str, Any]:
 
 def previous_summary(session: Session, plane: DataPlane, actor: Actor,
                      row: Conversation) -> tuple[MemoryPointer, str, int] | None:
-    """The stored summary (pointer, text, last seq it covers), verified; None if none."""
-    if row.summary_pointer_id is None:
-        return None
-    pointer = memories_repo.get_by_id(session, row.tenant_id, row.summary_pointer_id)
+    """The stored summary (pointer, text, last seq it covers), verified; None if none.
+    Found by its key, not by ``summary_pointer_id``: a run that wrote it and died before
+    recording it on the row left it there to be built on."""
+    pointer = memories_repo.get(session, row.tenant_id,
+                                address_of(row.conversation_id, SUMMARY_KEY))
     session.commit()
     if pointer is None or pointer.sync_status in ("pending_delete", "pending_write"):
         return None
