@@ -12,6 +12,14 @@ from ._async_client import AsyncClient
 from ._batch import BatchResult
 from ._client import Client
 from ._compliance import Job, Receipt
+from ._conversations import (
+    ContextItem,
+    ContextSection,
+    ContextWindow,
+    Conversation,
+    Message,
+    MessageAdded,
+)
 from ._exceptions import (
     APIError,
     BadRequest,
@@ -59,6 +67,10 @@ __all__ = [
     "Client",
     "CompactorConfig",
     "Conflict",
+    "ContextItem",
+    "ContextSection",
+    "ContextWindow",
+    "Conversation",
     "CreatedKey",
     "CreatedTenant",
     "Entry",
@@ -70,6 +82,8 @@ __all__ = [
     "Job",
     "Memory",
     "MemplaneError",
+    "Message",
+    "MessageAdded",
     "NotFound",
     "Page",
     "PayloadTooLarge",

@@ -14,7 +14,13 @@ from ._base import Call, ClientConfig
 from ._batch import BatchResult
 from ._compliance import AsyncExportsAPI, AsyncJobsAPI, AsyncReceiptsAPI, Job
 from ._exceptions import TransportError
-from ._layer_async import AsyncCompactorAPI, AsyncEntriesAPI, AsyncEventsAPI, AsyncSummarizerAPI
+from ._layer_async import (
+    AsyncCompactorAPI,
+    AsyncConversationsAPI,
+    AsyncEntriesAPI,
+    AsyncEventsAPI,
+    AsyncSummarizerAPI,
+)
 from ._models import (
     AuditEntry,
     AuditVerification,
@@ -75,6 +81,7 @@ class AsyncClient:
         self.entries = AsyncEntriesAPI(self)
         self.compactor = AsyncCompactorAPI(self)
         self.summarizer = AsyncSummarizerAPI(self)
+        self.conversations = AsyncConversationsAPI(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._config.base_url!r})"

@@ -14,7 +14,13 @@ from ._base import Call, ClientConfig
 from ._batch import BatchResult
 from ._compliance import ExportsAPI, Job, JobsAPI, ReceiptsAPI
 from ._exceptions import TransportError
-from ._layer_sync import CompactorAPI, EntriesAPI, EventsAPI, SummarizerAPI
+from ._layer_sync import (
+    CompactorAPI,
+    ConversationsAPI,
+    EntriesAPI,
+    EventsAPI,
+    SummarizerAPI,
+)
 from ._models import (
     AuditEntry,
     AuditVerification,
@@ -68,6 +74,7 @@ class Client:
         self.entries = EntriesAPI(self)
         self.compactor = CompactorAPI(self)
         self.summarizer = SummarizerAPI(self)
+        self.conversations = ConversationsAPI(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._config.base_url!r})"

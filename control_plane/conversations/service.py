@@ -20,6 +20,7 @@ rows: nothing is counted twice.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -133,6 +134,10 @@ def add_message(session: Session, plane: DataPlane, settings: Settings, actor: A
         begin_write(session)
         row = repo.get_by_row(session, actor.tenant_id, row_id, for_update=True)
         if row is None:
+            session.rollback()
+            with contextlib.suppress(NotFound):  # its conversation is gone: so is the message
+                memories.delete_value(session, plane, actor,
+                                      address_of(conversation_id, message_key(seq)))
             raise Conflict("the conversation was deleted while the message was being "
                            "written; send it again to start a new one")
         now = utcnow()

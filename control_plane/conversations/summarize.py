@@ -23,6 +23,7 @@ with the reason, ``needs_summarization`` stays on, and the next message (or
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from typing import Any
@@ -34,6 +35,7 @@ from ..audit.service import Actor
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import Conversation, MemoryPointer
+from ..errors import NotFound
 from ..jobs.service import JobContext
 from ..memories import repository as memories_repo
 from ..memories import service as memories
@@ -74,6 +76,7 @@ def summarize(session: Session, plane: DataPlane, settings: Settings, actor: Act
     if row is None:
         session.rollback()
         return {"summarized": False, "reason": "conversation_deleted"}
+    conversation_id = row.conversation_id
     previous = previous_summary(session, plane, actor, row)
     covered = max(row.summarized_through, previous[2] if previous else 0)
     pending = repo.messages(session, row.id, after=covered)
@@ -119,6 +122,10 @@ def summarize(session: Session, plane: DataPlane, settings: Settings, actor: Act
     row = repo.get_by_row(session, tenant_id, row_id, for_update=True)
     if row is None:
         session.rollback()
+        if older:  # deleted meanwhile: the summary written for it goes too
+            gone_address = address_of(conversation_id, SUMMARY_KEY)
+            with contextlib.suppress(NotFound):
+                memories.delete_value(session, plane, actor, gone_address)
         return {"summarized": False, "reason": "conversation_deleted"}
     if summary_pointer is not None and through >= row.summarized_through:
         row.summary_pointer_id = summary_pointer.id
