@@ -38,24 +38,28 @@ class MessageIn(BaseModel):
 
 class ConversationOut(BaseModel):
     id: str = Field(description="The conversation id the caller chose.")
-    user_id: str | None
-    agent_id: str | None
-    model: str
+    user_id: str | None = Field(description="Its data subject (exports and erasures of this "
+                                "user include its messages and summary).")
+    agent_id: str | None = Field(description="The agent taking part.")
+    model: str = Field(description="The model whose tokenizer counts its tokens.")
     encoding: str = Field(description="The tokenizer encoding counting its tokens.")
-    context_window_limit: int
+    context_window_limit: int = Field(description="The model's context window in tokens.")
     context_window_tokens: int = Field(description="Tokens of the messages the summary does "
                                        "not cover yet (each message: content + 4).")
-    needs_summarization: bool
+    needs_summarization: bool = Field(description="context_window_tokens reached "
+                                      "summarize_at_tokens; a summarisation job is queued.")
     summarize_at_tokens: int = Field(description="needs_summarization turns on at this many "
                                      "context_window_tokens (MEMPLANE_SUMMARIZE_AT × limit).")
-    summary_pointer_id: uuid.UUID | None
+    summary_pointer_id: uuid.UUID | None = Field(description="The summary's keyed memory "
+                                                 "(key 'summary', memory type summary).")
     summarized_through: int = Field(description="The last message seq the summary covers; 0: "
                                     "no summary.")
-    summary_tokens: int
-    message_count: int
-    summary_job_id: uuid.UUID | None
-    created_at: datetime
-    updated_at: datetime
+    summary_tokens: int = Field(description="What the summary costs in a window.")
+    message_count: int = Field(description="Messages stored.")
+    summary_job_id: uuid.UUID | None = Field(description="The summarisation job queued or "
+                                             "running, if any (GET /v1/jobs/{id}).")
+    created_at: datetime = Field(description="Its first message (UTC).")
+    updated_at: datetime = Field(description="Its last change (UTC).")
 
     @classmethod
     def of(cls, row: Conversation, encoding: str, threshold: float) -> ConversationOut:
@@ -82,29 +86,30 @@ class MessageAdded(BaseModel):
     pointer_id: uuid.UUID = Field(description="The keyed memory holding it "
                                   "(scope conversation, key m/<seq, 8 digits>).")
     user_id: str | None = Field(description="The conversation's data subject.")
-    conversation: ConversationOut
+    conversation: ConversationOut = Field(description="The conversation's state after it.")
 
 
 class MessageOut(BaseModel):
-    seq: int
-    role: Role
-    content: str
-    tokens: int
-    pointer_id: uuid.UUID
-    created_at: datetime
+    seq: int = Field(description="Its place in the conversation, from 1.")
+    role: Role = Field(description="system, user, assistant or tool.")
+    content: str = Field(description="The text, read from the bucket and verified.")
+    tokens: int = Field(description="What it costs in a window (content + 4).")
+    pointer_id: uuid.UUID = Field(description="The keyed memory holding it.")
+    created_at: datetime = Field(description="When it was added (UTC).")
     summarized: bool = Field(description="Covered by the conversation's summary.")
 
 
 class MessagePage(BaseModel):
-    items: list[MessageOut]
-    next_cursor: str | None
+    items: list[MessageOut] = Field(description="Messages in seq order.")
+    next_cursor: str | None = Field(description="Pass as cursor for the next page; null at "
+                                    "the end.")
 
 
 class MemoryScope(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    scope: Scope
-    scope_ref: Ref
+    scope: Scope = Field(description="user, entity, project, team, … .")
+    scope_ref: Ref = Field(description="Which one ('-' for tenant).")
 
 
 class ContextIn(BaseModel):
@@ -112,10 +117,12 @@ class ContextIn(BaseModel):
         {"system_prompt": "You are a travel assistant.", "message": "And the hotel?",
          "token_budget": 4000, "memory_scopes": [{"scope": "user", "scope_ref": "u-42"}]}]})
 
-    system_prompt: str = Field(max_length=MAX_CONTENT_CHARS)
+    system_prompt: str = Field(max_length=MAX_CONTENT_CHARS, description="Always included, "
+                               "first.")
     message: str = Field(max_length=MAX_CONTENT_CHARS, description="The current message "
                          "(always included, last).")
-    token_budget: int = Field(ge=1, le=10_000_000)
+    token_budget: int = Field(ge=1, le=10_000_000, description="The window's size in "
+                              "tokens; total_tokens never exceeds it.")
     model: Model | None = Field(None, description="Count with this model's tokenizer; "
                                 "default: the conversation's model.")
     memory_scopes: list[MemoryScope] = Field(default_factory=list, max_length=20,
@@ -126,27 +133,30 @@ class ContextIn(BaseModel):
 
 
 class Section(BaseModel):
-    role: Role
-    kind: Literal["system_prompt", "memory", "older_context", "message", "current_message"]
-    content: str
-    tokens: int
+    role: Role = Field(description="The chat role to send it with.")
+    kind: Literal["system_prompt", "memory", "older_context", "message",
+                  "current_message"] = Field(description="What it holds.")
+    content: str = Field(description="The text.")
+    tokens: int = Field(description="Its cost: content tokens + 4.")
 
 
 class ReportItem(BaseModel):
     kind: Literal["system_prompt", "current_message", "memory", "entry", "event",
-                  "message", "summary"]
+                  "message", "summary"] = Field(description="What the candidate is.")
     id: str = Field(description="The pointer id, event id or message seq.")
-    status: Literal["included", "summarized", "dropped"]
+    status: Literal["included", "summarized", "dropped"] = Field(
+        description="included; summarized (the summary stands for it); dropped.")
     reason: str | None = Field(None, description="Why not included: budget, compressed, "
                                "superseded_by_summary, unreadable; truncated_to_budget for a "
                                "summary cut to fit.")
-    tokens: int
+    tokens: int = Field(description="What it costs (or would have) in the window.")
 
 
 class ContextOut(BaseModel):
-    sections: list[Section]
-    total_tokens: int
-    token_budget: int
-    encoding: str
-    tokens_by_kind: dict[str, int]
-    report: list[ReportItem]
+    sections: list[Section] = Field(description="The window, in the order to send it.")
+    total_tokens: int = Field(description="The sections' tokens; at most token_budget.")
+    token_budget: int = Field(description="The budget asked for.")
+    encoding: str = Field(description="The tokenizer encoding that counted.")
+    tokens_by_kind: dict[str, int] = Field(description="Tokens per section kind.")
+    report: list[ReportItem] = Field(description="Every candidate, in the order considered, "
+                                     "with what became of it.")
