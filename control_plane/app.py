@@ -16,16 +16,19 @@ from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import openapi_docs
+from .agents.router import router as agents_router
 from .audit.router import router as audit_router
 from .compactor.router import router as compactor_router
 from .compliance.router import router as compliance_router
 from .conversations.router import router as conversations_router
+from .embedders.router import router as embedder_router
 from .entries.router import router as entries_router
 from .errors import DomainError
 from .events.router import router as events_router
 from .health import router as health_router
 from .integrity.router import router as integrity_router
 from .keys.router import router as keys_router
+from .knowledge.router import router as knowledge_router
 from .memories.router import router as memories_router
 from .observability import Metrics, RequestContext
 from .runtime import Runtime
@@ -92,6 +95,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(summarizer_router)
     app.include_router(compactor_router)
     app.include_router(search_router)
+    app.include_router(agents_router)
+    app.include_router(embedder_router)
+    app.include_router(knowledge_router)
     app.include_router(conversations_router)
     _install_error_handlers(app)
     return app

@@ -12,6 +12,7 @@ from ._async_client import AsyncClient
 from ._batch import BatchResult
 from ._client import Client
 from ._compliance import Job, Receipt
+from ._config_calls import Agent
 from ._conversations import (
     ContextItem,
     ContextSection,
@@ -50,6 +51,8 @@ from ._models import (
     Pointer,
     Provenance,
     ProvenanceEvent,
+    SearchResult,
+    SearchResults,
     StorageConfig,
     StorageHealth,
     SummarizerConfig,
@@ -59,6 +62,7 @@ from ._version import __version__
 
 __all__ = [
     "APIError",
+    "Agent",
     "AsyncClient",
     "AuditEntry",
     "AuditVerification",
@@ -91,6 +95,8 @@ __all__ = [
     "Provenance",
     "ProvenanceEvent",
     "Receipt",
+    "SearchResult",
+    "SearchResults",
     "ServerError",
     "StorageConfig",
     "StorageHealth",

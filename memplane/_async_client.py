@@ -13,12 +13,18 @@ from . import _base, _batch, _compliance
 from ._base import Call, ClientConfig
 from ._batch import BatchResult
 from ._compliance import AsyncExportsAPI, AsyncJobsAPI, AsyncReceiptsAPI, Job
+from ._config_calls import seed_storage_config
 from ._exceptions import TransportError
 from ._layer_async import (
+    AsyncAgentsAPI,
     AsyncCompactorAPI,
     AsyncConversationsAPI,
+    AsyncEmbedderAPI,
     AsyncEntriesAPI,
     AsyncEventsAPI,
+    AsyncKnowledgeAPI,
+    AsyncMemorySearchAPI,
+    AsyncStorageConfigsAPI,
     AsyncSummarizerAPI,
 )
 from ._models import (
@@ -77,10 +83,12 @@ class AsyncClient:
         self.exports = AsyncExportsAPI(self)
         self.receipts = AsyncReceiptsAPI(self)
         self.storage = AsyncStorageAPI(self)
+        self.agents = AsyncAgentsAPI(self)
         self.events = AsyncEventsAPI(self)
         self.entries = AsyncEntriesAPI(self)
         self.compactor = AsyncCompactorAPI(self)
         self.summarizer = AsyncSummarizerAPI(self)
+        self.embedder = AsyncEmbedderAPI(self)
         self.conversations = AsyncConversationsAPI(self)
 
     def __repr__(self) -> str:
@@ -140,7 +148,7 @@ class _Namespace:
         self._client = client
 
 
-class AsyncMemoryAPI(_Namespace):
+class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
     """Memories addressed by ``(scope, scope_ref, key)``; reached as ``client.memory``.
 
     ``scope_ref`` may be omitted for the ``tenant`` and ``institutional`` scopes.
@@ -417,15 +425,16 @@ class AsyncTenantsAPI(_Namespace):
         )
 
 
-class AsyncStorageAPI(_Namespace):
+class AsyncStorageAPI(AsyncStorageConfigsAPI, _Namespace):
     """The tenant's own bucket (admin role; compliance may read the configuration);
     reached as ``client.storage``."""
 
     async def configure(
         self,
+        config: Mapping[str, Any] | None = None,
         *,
-        storage_type: str,
-        connection_config: dict[str, Any],
+        storage_type: str | None = None,
+        connection_config: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
     ) -> StorageConfig:
         """Point the tenant's new memories at its own bucket.
@@ -434,8 +443,14 @@ class AsyncStorageAPI(_Namespace):
         holds that backend's settings (bucket, region, endpoint, credentials, prefix). The
         server probes the bucket first and raises ``BadRequest`` naming what failed, saving
         nothing; secrets are stored encrypted and never returned. Memories written before
-        stay readable where they are.
+        stay readable where they are. ``config`` may instead give the seed's flat shape,
+        ``{"type": "gcs", "bucket": ..., "region": "europe-west1", ...}``; a declared
+        region must be the bucket's own.
         """
+        if config is not None:
+            storage_type, connection_config = seed_storage_config(config)
+        if storage_type is None or connection_config is None:
+            raise ValueError("give storage_type and connection_config, or config")
         return await self._client._send(
             _base.storage_configure(
                 storage_type=storage_type,

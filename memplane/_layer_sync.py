@@ -5,29 +5,39 @@ Edit _layer_async.py and run ``python scripts/unasync.py``; a test checks the tw
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from . import _config_calls as config_calls
 from . import _conversations as conversations
 from . import _layer_calls as calls
 from ._compliance import Job
+from ._config_calls import Agent
 from ._conversations import ContextWindow, Conversation, Message, MessageAdded
 from ._models import (
     CompactorConfig,
+    EmbedderConfig,
     Entry,
     Event,
     EventWithBody,
+    KnowledgeAdded,
+    KnowledgeDeleted,
+    KnowledgeDocument,
     Page,
     Provenance,
+    SearchResults,
+    StorageConfig,
     SummarizerConfig,
 )
 
 if TYPE_CHECKING:
     from ._client import Client
 
-__all__ = ["CompactorAPI", "ConversationsAPI", "EntriesAPI", "EventsAPI",
-           "SummarizerAPI"]
+__all__ = ["AgentsAPI", "CompactorAPI", "ConversationsAPI", "EmbedderAPI",
+           "EntriesAPI",
+           "EventsAPI", "KnowledgeAPI", "MemorySearchAPI",
+           "StorageConfigsAPI", "SummarizerAPI"]
 
 
 class EventsAPI:
@@ -204,6 +214,175 @@ class SummarizerAPI:
         """Go back to the built-in offline extractive summariser (the stored key is
         deleted); returns that configuration."""
         return self._client._send(calls.summarizer_delete_config())
+
+
+class StorageConfigsAPI:
+    """Several named storage configurations per tenant (admin role; compliance may read);
+    mixed into ``client.storage``. Configurations are addressed by ``sc_…`` ids."""
+
+    _client: Client
+
+    def create_config(self, name: str, storage_type: str | None = None,
+                            connection_config: Mapping[str, Any] | None = None, *,
+                            config: Mapping[str, Any] | None = None,
+                            make_default: bool = False,
+                            idempotency_key: str | None = None) -> StorageConfig:
+        """Add a named bucket configuration. The server probes the bucket and checks its
+        declared ``region`` against the bucket's own location first, raising ``BadRequest``
+        naming what failed (both regions on a mismatch) and saving nothing. ``config`` may
+        instead give the seed's flat shape ``{"type": "gcs", "bucket": ..., "region": ...}``.
+        ``make_default`` also makes it where new memories go."""
+        if config is not None:
+            storage_type, connection_config = config_calls.seed_storage_config(config)
+        if storage_type is None or connection_config is None:
+            raise ValueError("give storage_type and connection_config, or config")
+        return self._client._send(config_calls.config_create(
+            name=name, storage_type=storage_type, connection_config=connection_config,
+            make_default=make_default, idempotency_key=idempotency_key))
+
+    def list_configs(self) -> list[StorageConfig]:
+        """Every configuration of the tenant, without secrets: the default first."""
+        return (self._client._send(config_calls.config_list())).items
+
+    def get_config_by_id(self, storage_config_id: str) -> StorageConfig:
+        """One configuration by its ``sc_…`` id; ``NotFound`` if absent."""
+        return self._client._send(config_calls.config_get(storage_config_id))
+
+    def rename_config(self, storage_config_id: str, name: str) -> StorageConfig:
+        """Rename a configuration (its bucket and credentials never change in place)."""
+        return self._client._send(config_calls.config_rename(storage_config_id, name))
+
+    def set_default_config(self, storage_config_id: str) -> StorageConfig:
+        """New memories go to this configuration from now on; older ones stay readable."""
+        return self._client._send(config_calls.config_make_default(storage_config_id))
+
+    def delete_config(self, storage_config_id: str) -> None:
+        """Delete a configuration; ``Conflict`` while it is the default, holds memories or
+        events (the error counts them) or an agent routes to it."""
+        self._client._send(config_calls.config_delete(storage_config_id))
+
+
+class AgentsAPI:
+    """Agents and their memory settings; reached as ``client.agents``."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def update(self, agent_id: str, settings: Mapping[str, Any] | None = None, *,
+                     name: str | None = None, user_memory_enabled: bool | None = None,
+                     retention: str | None = None,
+                     storage_config_id: str | None = None) -> Agent:
+        """Create or replace the agent's settings (a PUT: what is left out takes its
+        default). ``settings`` takes the seed's shape as written,
+        ``{"memory": {"userMemory": {"enabled": True, "retention": "90d",
+        "storageConfigId": "sc_…"}}}``; or pass the keyword arguments. The agent's user
+        memories (scope ``user``, or written with a ``user_id``) then go to that storage
+        configuration; ``enabled=False`` makes their writes raise ``Conflict``."""
+        return self._client._send(config_calls.agent_update(
+            agent_id, settings, name=name, user_memory_enabled=user_memory_enabled,
+            retention=retention, storage_config_id=storage_config_id))
+
+    def get(self, agent_id: str) -> Agent:
+        """The agent's settings; ``NotFound`` if it has none."""
+        return self._client._send(config_calls.agent_get(agent_id))
+
+    def list(self, *, limit: int | None = None,
+                   cursor: str | None = None) -> Page[Agent]:
+        """One page of agents by id; pass the page's ``next_cursor`` back for the next."""
+        return self._client._send(config_calls.agent_list(limit=limit, cursor=cursor))
+
+    def iter(self, *, limit: int | None = None) -> Iterator[Agent]:
+        """Every agent, fetching pages lazily."""
+        return self._client._iterate(
+            lambda cursor: config_calls.agent_list(limit=limit, cursor=cursor))
+
+    def delete(self, agent_id: str) -> None:
+        """Forget the agent's settings; its memories stay where they are."""
+        self._client._send(config_calls.agent_delete(agent_id))
+
+
+class MemorySearchAPI:
+    """``client.memory.search``: semantic + keyword search over memories, entries and
+    knowledge chunks (mixed into ``client.memory``)."""
+
+    _client: Client
+
+    def search(self, query: str, *, scope: str | None = None,
+                     scope_ref: str | None = None, user_id: str | None = None,
+                     memory_type: str | None = None, tags: Sequence[str] | None = None,
+                     limit: int | None = None,
+                     include_values: bool | None = None) -> SearchResults:
+        """The ``limit`` (default 10, at most 100) memories most relevant to ``query``, best
+        first: vector and keyword rankings fused, each value verified against its SHA-256.
+        Without ``scope`` every scope the key may see is searched (``scope_ref`` needs
+        ``scope``); ``user_id``, ``memory_type`` and ``tags`` (all of them) filter.
+        Memories written in the last moments may not be indexed yet; deleted, overwritten,
+        erased and expired ones never appear."""
+        return self._client._send(calls.memory_search(
+            query=query, scope=scope, scope_ref=scope_ref, user_id=user_id,
+            memory_type=memory_type, tags=tags, limit=limit, include_values=include_values))
+
+
+class KnowledgeAPI:
+    """Knowledge documents of an agent (the seed's addKnowledge); mixed into
+    ``client.memory`` as ``add_knowledge``, ``list_knowledge``, ``iter_knowledge`` and
+    ``delete_knowledge``."""
+
+    _client: Client
+
+    def add_knowledge(self, agent_id: str, documents: Sequence[Mapping[str, Any]], *,
+                            idempotency_key: str | None = None) -> KnowledgeAdded:
+        """Store documents (``{"title", "content", "metadata"}``, up to 20 of up to 200,000
+        characters) the agent then retrieves through search: each gets an id and is cut into
+        chunks of at most 800 characters (100 of overlap), each an encrypted memory of the
+        agent. A retry with the same ``idempotency_key`` writes only what is missing and
+        answers as the first time."""
+        return self._client._send(calls.knowledge_add(
+            agent_id=agent_id, documents=documents, idempotency_key=idempotency_key))
+
+    def list_knowledge(self, agent_id: str, *, limit: int | None = None,
+                             cursor: str | None = None) -> Page[KnowledgeDocument]:
+        """One page of the agent's documents (id, title, chunk count, size), in id order."""
+        return self._client._send(calls.knowledge_list(agent_id=agent_id, limit=limit,
+                                                             cursor=cursor))
+
+    def iter_knowledge(self, agent_id: str, *,
+                       limit: int | None = None) -> Iterator[KnowledgeDocument]:
+        """Every document of the agent, fetching pages of ``limit`` lazily."""
+        return self._client._iterate(lambda cursor: calls.knowledge_list(
+            agent_id=agent_id, limit=limit, cursor=cursor))
+
+    def delete_knowledge(self, document_id: str) -> KnowledgeDeleted:
+        """Delete a document and all its chunks; ``NotFound`` if there is none."""
+        return self._client._send(calls.knowledge_delete(document_id))
+
+
+class EmbedderAPI:
+    """The tenant's embedder for search (admin to change, compliance may read); reached as
+    ``client.embedder``."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def get_config(self) -> EmbedderConfig:
+        """The configured embeddings endpoint, without its API key (the server's default
+        embedder if none)."""
+        return self._client._send(calls.embedder_get_config())
+
+    def set_config(self, *, base_url: str, model: str, api_key: str | None = None,
+                         timeout_seconds: float | None = None,
+                         max_retries: int | None = None) -> EmbedderConfig:
+        """Embed the tenant's memories and queries with an OpenAI-compatible embeddings
+        endpoint (``base_url`` like ``https://api.openai.com/v1``). The server probes it
+        first, under the same network rules as storage endpoints, and raises ``BadRequest``
+        naming what failed, saving nothing; the API key is stored sealed, never returned."""
+        return self._client._send(calls.embedder_set_config({
+            "base_url": base_url, "model": model, "api_key": api_key,
+            "timeout_seconds": timeout_seconds, "max_retries": max_retries}))
+
+    def delete_config(self) -> EmbedderConfig:
+        """Go back to the server's default embedder (the stored key is deleted)."""
+        return self._client._send(calls.embedder_delete_config())
 
 
 class ConversationsAPI:

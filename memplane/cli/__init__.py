@@ -13,7 +13,19 @@ from typing import Annotated
 import typer
 
 from .._version import __version__
-from . import compact, compliance, conversations, crypto, entries, events, local, memory
+from . import (
+    compact,
+    compliance,
+    conversations,
+    crypto,
+    entries,
+    events,
+    local,
+    memory,
+    residency,
+    search,
+)
+from . import knowledge as knowledge_cli
 
 app = typer.Typer(help="memplane: memory for AI agents, content in your own bucket.",
                   no_args_is_help=True, add_completion=False)
@@ -52,6 +64,7 @@ app.command("worker")(compliance.worker)
 app.command("export")(compliance.export)
 app.command("erase")(compliance.erase)
 app.command("compact")(compact.compact)
+app.command("search")(search.search)
 
 receipt_app = typer.Typer(help="Signed erasure receipts.", no_args_is_help=True)
 receipt_app.command("verify")(compliance.receipt_verify)
@@ -102,6 +115,32 @@ conversations_app.command("add")(conversations.conversations_add)
 conversations_app.command("show")(conversations.conversations_show)
 conversations_app.command("context")(conversations.conversations_context)
 app.add_typer(conversations_app, name="conversations")
+
+storage_app = typer.Typer(help="A tenant's storage, on the database directly (operators).",
+                          no_args_is_help=True)
+configs_app = typer.Typer(help="Named storage configurations ('sc_…').", no_args_is_help=True)
+configs_app.command("list")(residency.configs_list)
+configs_app.command("show")(residency.configs_show)
+configs_app.command("create")(residency.configs_create)
+configs_app.command("rename")(residency.configs_rename)
+configs_app.command("default")(residency.configs_default)
+configs_app.command("delete")(residency.configs_delete)
+storage_app.add_typer(configs_app, name="configs")
+app.add_typer(storage_app, name="storage")
+
+agents_app = typer.Typer(help="Agents and their memory settings, on the database directly "
+                         "(operators).", no_args_is_help=True)
+agents_app.command("set")(residency.agents_set)
+agents_app.command("get")(residency.agents_get)
+agents_app.command("list")(residency.agents_list)
+agents_app.command("delete")(residency.agents_delete)
+app.add_typer(agents_app, name="agents")
+knowledge_app = typer.Typer(help="Knowledge documents of an agent, on the database directly "
+                            "(operators).", no_args_is_help=True)
+knowledge_app.command("add")(knowledge_cli.knowledge_add)
+knowledge_app.command("list")(knowledge_cli.knowledge_list)
+knowledge_app.command("delete")(knowledge_cli.knowledge_delete)
+app.add_typer(knowledge_app, name="knowledge")
 
 
 def main() -> None:
