@@ -20,6 +20,7 @@ from .agents.router import router as agents_router
 from .audit.router import router as audit_router
 from .compactor.router import router as compactor_router
 from .compliance.router import router as compliance_router
+from .conversations.router import router as conversations_router
 from .embedders.router import router as embedder_router
 from .entries.router import router as entries_router
 from .errors import DomainError
@@ -97,6 +98,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(agents_router)
     app.include_router(embedder_router)
     app.include_router(knowledge_router)
+    app.include_router(conversations_router)
     _install_error_handlers(app)
     return app
 

@@ -139,6 +139,15 @@ class Settings(BaseSettings):
         48_000, ge=1000, description="Longest event text sent in one summariser call; longer "
         "buckets are reduced to their essential sentences first.")
     summarizer_max_output_tokens: int = Field(1024, ge=16, le=32_768)
+    # Conversations (control_plane/conversations).
+    summarize_at: float = Field(
+        0.8, gt=0, le=1, description="A conversation needs summarising once the tokens of its "
+        "messages not covered by its summary reach this share of its context window limit; a "
+        "summarisation job is then queued.")
+    conversation_keep_recent: float = Field(
+        0.25, ge=0, lt=1, description="Summarising keeps the newest messages whose tokens fit "
+        "in this share of the context window limit word for word; older ones go into the "
+        "summary.")
 
     # Embedders (control_plane/embedders): the server's default for semantic search.
     embedder: Literal["hash", "semantic"] = Field(

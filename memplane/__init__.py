@@ -13,6 +13,14 @@ from ._batch import BatchResult
 from ._client import Client
 from ._compliance import Job, Receipt
 from ._config_calls import Agent
+from ._conversations import (
+    ContextItem,
+    ContextSection,
+    ContextWindow,
+    Conversation,
+    Message,
+    MessageAdded,
+)
 from ._exceptions import (
     APIError,
     BadRequest,
@@ -63,6 +71,10 @@ __all__ = [
     "Client",
     "CompactorConfig",
     "Conflict",
+    "ContextItem",
+    "ContextSection",
+    "ContextWindow",
+    "Conversation",
     "CreatedKey",
     "CreatedTenant",
     "Entry",
@@ -74,6 +86,8 @@ __all__ = [
     "Job",
     "Memory",
     "MemplaneError",
+    "Message",
+    "MessageAdded",
     "NotFound",
     "Page",
     "PayloadTooLarge",

@@ -18,6 +18,7 @@ from ._exceptions import TransportError
 from ._layer_async import (
     AsyncAgentsAPI,
     AsyncCompactorAPI,
+    AsyncConversationsAPI,
     AsyncEmbedderAPI,
     AsyncEntriesAPI,
     AsyncEventsAPI,
@@ -88,6 +89,7 @@ class AsyncClient:
         self.compactor = AsyncCompactorAPI(self)
         self.summarizer = AsyncSummarizerAPI(self)
         self.embedder = AsyncEmbedderAPI(self)
+        self.conversations = AsyncConversationsAPI(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._config.base_url!r})"

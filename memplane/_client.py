@@ -18,6 +18,7 @@ from ._exceptions import TransportError
 from ._layer_sync import (
     AgentsAPI,
     CompactorAPI,
+    ConversationsAPI,
     EmbedderAPI,
     EntriesAPI,
     EventsAPI,
@@ -81,6 +82,7 @@ class Client:
         self.compactor = CompactorAPI(self)
         self.summarizer = SummarizerAPI(self)
         self.embedder = EmbedderAPI(self)
+        self.conversations = ConversationsAPI(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._config.base_url!r})"

@@ -10,9 +10,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from . import _config_calls as config_calls
+from . import _conversations as conversations
 from . import _layer_calls as calls
 from ._compliance import Job
 from ._config_calls import Agent
+from ._conversations import ContextWindow, Conversation, Message, MessageAdded
 from ._models import (
     CompactorConfig,
     EmbedderConfig,
@@ -32,7 +34,8 @@ from ._models import (
 if TYPE_CHECKING:
     from ._client import Client
 
-__all__ = ["AgentsAPI", "CompactorAPI", "EmbedderAPI", "EntriesAPI",
+__all__ = ["AgentsAPI", "CompactorAPI", "ConversationsAPI", "EmbedderAPI",
+           "EntriesAPI",
            "EventsAPI", "KnowledgeAPI", "MemorySearchAPI",
            "StorageConfigsAPI", "SummarizerAPI"]
 
@@ -380,3 +383,59 @@ class EmbedderAPI:
     def delete_config(self) -> EmbedderConfig:
         """Go back to the server's default embedder (the stored key is deleted)."""
         return self._client._send(calls.embedder_delete_config())
+
+
+class ConversationsAPI:
+    """Conversations and their context windows; reached as ``client.conversations``.
+
+    Each message is stored encrypted in the tenant's bucket (scope ``conversation``, the
+    user as data subject); the server counts tokens with the model's tokenizer, flags
+    ``needs_summarization`` near the limit and summarises older messages on its own.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def add_message(self, conversation_id: str, role: str, content: str, *,
+                          user_id: str | None = None, agent_id: str | None = None,
+                          model: str | None = None, context_window_limit: int | None = None,
+                          idempotency_key: str | None = None) -> MessageAdded:
+        """Add a message (``role`` system, user, assistant or tool); the first one creates
+        the conversation and fixes its ``model`` (default gpt-4o) and data subject
+        ``user_id``. A retry with the same ``idempotency_key`` returns the first answer."""
+        return self._client._send(conversations.add_message(
+            conversation_id, role=role, content=content, user_id=user_id, agent_id=agent_id,
+            model=model, context_window_limit=context_window_limit,
+            idempotency_key=idempotency_key))
+
+    def get(self, conversation_id: str) -> Conversation:
+        """The conversation's state (token usage, summary); ``NotFound`` if absent."""
+        return self._client._send(conversations.get(conversation_id))
+
+    def messages(self, conversation_id: str, *, after: int | None = None,
+                       limit: int | None = None, cursor: str | None = None) -> Page[Message]:
+        """One page of messages in seq order (after seq ``after``), each verified."""
+        return self._client._send(conversations.messages(
+            conversation_id, after=after, limit=limit, cursor=cursor))
+
+    def context(self, conversation_id: str, *, system_prompt: str, message: str,
+                      token_budget: int, model: str | None = None,
+                      memory_scopes: Sequence[tuple[str, str]] | None = None,
+                      memory_limit: int | None = None) -> ContextWindow:
+        """Assemble the window for the next model call within ``token_budget``: system
+        prompt, current message, relevant memories of ``memory_scopes`` ((scope,
+        scope_ref) pairs), recent messages, then the summary; ``report`` says what was
+        included, summarized or dropped and why."""
+        return self._client._send(conversations.context(
+            conversation_id, system_prompt=system_prompt, message=message,
+            token_budget=token_budget, model=model, memory_scopes=memory_scopes,
+            memory_limit=memory_limit))
+
+    def summarize(self, conversation_id: str) -> Job:
+        """Summarise the older messages now: the queued job (wait with
+        ``client.jobs.wait(job.id)``)."""
+        return self._client._send(conversations.summarize(conversation_id))
+
+    def delete(self, conversation_id: str) -> None:
+        """Delete the conversation: its messages, its summary and its state."""
+        self._client._send(conversations.delete(conversation_id))

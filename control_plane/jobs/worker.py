@@ -57,8 +57,10 @@ def default_handlers() -> dict[str, Handler]:
     from ..compactor.service import run_job as compact
     from ..compliance.erasure import run as erase
     from ..compliance.export import run as export
+    from ..conversations.summarize import run_job as summarize_conversation
 
-    return {"export": export, "erase": erase, "compact": compact}
+    return {"export": export, "erase": erase, "compact": compact,
+            "summarize_conversation": summarize_conversation}
 
 
 class Worker:

@@ -13,7 +13,18 @@ from typing import Annotated
 import typer
 
 from .._version import __version__
-from . import compact, compliance, crypto, entries, events, local, memory, residency, search
+from . import (
+    compact,
+    compliance,
+    conversations,
+    crypto,
+    entries,
+    events,
+    local,
+    memory,
+    residency,
+    search,
+)
 from . import knowledge as knowledge_cli
 
 app = typer.Typer(help="memplane: memory for AI agents, content in your own bucket.",
@@ -97,6 +108,13 @@ entries_app.command("update")(entries.entries_update)
 entries_app.command("delete")(entries.entries_delete)
 entries_app.command("list")(entries.entries_list)
 app.add_typer(entries_app, name="entries")
+
+conversations_app = typer.Typer(help="Conversations of a tenant, on the database directly "
+                                "(operators).", no_args_is_help=True)
+conversations_app.command("add")(conversations.conversations_add)
+conversations_app.command("show")(conversations.conversations_show)
+conversations_app.command("context")(conversations.conversations_context)
+app.add_typer(conversations_app, name="conversations")
 
 storage_app = typer.Typer(help="A tenant's storage, on the database directly (operators).",
                           no_args_is_help=True)
