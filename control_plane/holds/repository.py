@@ -38,7 +38,9 @@ def _covers(holds: Sequence[LegalHold], scope_col: Any, ref_col: Any,
         if hold.target == "tenant":
             return true()
         if hold.target == "subject":
-            terms.append(or_(subject_col == hold.user_id,
+            # IS NOT NULL first: a NULL subject must make the term false, not NULL, or
+            # NOT(held) would drop every memory without a subject
+            terms.append(or_(and_(subject_col.is_not(None), subject_col == hold.user_id),
                              and_(scope_col == "user", ref_col == hold.user_id)))
         else:
             terms.append(and_(scope_col == hold.scope_type, ref_col == hold.scope_ref))
