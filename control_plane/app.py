@@ -30,6 +30,7 @@ from .memories.router import router as memories_router
 from .observability import Metrics, RequestContext
 from .retention.router import router as retention_router
 from .runtime import Runtime
+from .search.router import router as search_router
 from .seed.router import router as seed_router
 from .settings import Settings
 from .storage_config.router import router as storage_config_router
@@ -91,6 +92,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(seed_router)
     app.include_router(summarizer_router)
     app.include_router(compactor_router)
+    app.include_router(search_router)
     app.include_router(retention_router)
     app.include_router(holds_router)
     _install_error_handlers(app)

@@ -50,6 +50,10 @@ class Runtime:
         self.plane.audit_batcher = AuditBatcher(self.engine)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        from .search.index import SearchCache
+
+        self.search_cache = SearchCache(settings.search_cache_rows,
+                                        settings.search_cache_value_bytes)
 
     def database_state(self) -> DatabaseState:
         """Queue depth, audit sealing lag, unsettled pointers and GC candidates, for
@@ -103,6 +107,18 @@ class Runtime:
         self._threads.append(thread)
         if self.settings.run_jobs:
             self.start_worker()
+        if self.settings.embed_on_write:
+            self.start_indexer()
+
+    def start_indexer(self) -> None:
+        """The search indexer: embeds what was written, after its commit (search.indexer)."""
+        from .search.indexer import Indexer
+
+        indexer = Indexer(self.sessions, self.plane, self, self.search_cache)
+        thread = threading.Thread(target=indexer.run_forever, args=(self._stop,),
+                                  name="memplane-search-indexer", daemon=True)
+        thread.start()
+        self._threads.append(thread)
 
     def start_worker(self) -> None:
         """A job worker thread (export, erase) for the embedded default; production runs

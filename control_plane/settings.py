@@ -62,6 +62,13 @@ class Settings(BaseSettings):
         "private, link-local and metadata addresses are refused unless a CIDR covers them.")
     log_level: str = "INFO"
     run_background: bool = Field(True, description="Run the audit sealer inside the server.")
+    embed_on_write: bool = Field(True, description="Embed new and changed memories in the "
+                                 "background after their write commits (semantic search); "
+                                 "false leaves them unindexed.")
+    search_cache_rows: int = Field(1_000_000, ge=0, description="Vector rows the in-memory "
+                                   "search cache holds (LRU, per process).")
+    search_cache_value_bytes: int = Field(64 * 1024 * 1024, ge=0, description="Bytes of "
+                                          "verified values the search cache holds.")
     # Compliance jobs (export, erase); see control_plane/jobs/worker.py.
     run_jobs: bool = Field(True, description="Run a job worker thread inside the server "
                            "(with run_background); turn off when `memplane worker` runs them.")

@@ -62,6 +62,8 @@ class Pointer(_Model):
     created_at: datetime
     updated_at: datetime
     expires_at: datetime | None = None
+    # The storage class the archive tier moved its object to (backend's name); None: default.
+    storage_class: str | None = None
 
 
 class Memory(_Model):
@@ -197,6 +199,8 @@ class Event(_Model):
     content_size: int | None = None
     sync_status: str | None = None
     created_at: datetime | None = None
+    # The storage class the archive tier moved its body to (backend's name); None: default.
+    storage_class: str | None = None
 
 
 class EventWithBody(Event):

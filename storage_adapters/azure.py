@@ -23,6 +23,9 @@ Backend facts this adapter relies on:
   up with (a connection string's BlobEndpoint, or AccountName + EndpointSuffix) is checked
   when the adapter is built and every connection is vetted at connect time; proxies from the
   environment are not used.
+- A storage class is an access tier set in place (``set_standard_blob_tier``; the blob is
+  not rewritten, its bytes and MD5 stay). Hot, Cool and Cold read back at once; the Archive
+  tier needs hours of rehydration, so it is not offered.
 - SDK messages can carry the request URL, which holds a SAS token when one is used, so
   errors are re-worded here and the secrets redacted.
 
@@ -63,6 +66,7 @@ from .base import (
     PermissionDenied,
     RequestStats,
     StorageAuthError,
+    StorageClasses,
     StorageError,
     StorageUnavailable,
     check_path,
@@ -73,6 +77,7 @@ from .base import (
 from .netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
 
 DELETE_BATCH_LIMIT = 256
+CLASSES = StorageClasses("Hot", "Cool", "Cold", ("Hot", "Cool", "Cold"))
 _Names = list[str]
 _AUTH_CODES = {"AuthenticationFailed", "AuthorizationFailure", "AuthorizationPermissionMismatch",
                "InvalidAuthenticationInfo", "NoAuthenticationInformation"}
@@ -92,9 +97,11 @@ class AzureAdapter:
         sas_token: str | None = None, prefix: str = "", connect_timeout: float = 3.0,
         read_timeout: float = 20.0, max_attempts: int = 2,
         allow_ambient_credentials: bool = False, endpoint_policy: EndpointPolicy | None = None,
+        archive_class: str | None = None, cold_class: str | None = None,
     ) -> None:
         if not container:
             raise ValueError("an Azure store needs 'container'")
+        self.storage_classes = CLASSES.with_overrides(archive_class, cold_class)
         if connection_string and not _conn_key(connection_string) and not allow_ambient_credentials:
             raise ValueError("an Azure connection_string must carry AccountKey or "
                              "SharedAccessSignature; this server does not lend its own "
@@ -157,6 +164,7 @@ class AzureAdapter:
             max_attempts=int(config.get("max_attempts") or 2),
             allow_ambient_credentials=bool(options.get("allow_ambient_credentials")),
             endpoint_policy=options.get("endpoint_policy"),
+            archive_class=config.get("archive_class"), cold_class=config.get("cold_class"),
         )
 
     def _count(self, request: Any) -> None:
@@ -202,7 +210,22 @@ class AzureAdapter:
             props = self._container.get_blob_client(self._key(path)).get_blob_properties()
         except AzureError as exc:
             self._raise(exc, path)
-        return ObjectInfo(path, int(props.size), props.last_modified)
+        return ObjectInfo(path, int(props.size), props.last_modified,
+                          _tier(props.blob_tier) or self.storage_classes.standard)
+
+    def storage_class_name(self, storage_class: str) -> str:
+        return self.storage_classes.native(storage_class)
+
+    def set_storage_class(self, path: str, storage_class: str) -> str:
+        native = self.storage_class_name(storage_class)
+        if self.head(path).storage_class == native:
+            return native
+        self._op("set_tier")
+        try:
+            self._container.get_blob_client(self._key(path)).set_standard_blob_tier(native)
+        except AzureError as exc:
+            self._raise(exc, path)
+        return native
 
     def delete_many(self, paths: Iterable[str]) -> int:
         n = 0
@@ -341,6 +364,12 @@ class AzureAdapter:
             raise StorageUnavailable(f"{where}: server error {status} {code}") from None
         raise StorageError(f"{where}: {type(exc).__name__} {status} {code}: "
                            f"{self._redact(str(exc)).splitlines()[0][:300]}") from None
+
+
+def _tier(tier: Any) -> str | None:
+    """The SDK gives an access tier as a string or a StandardBlobTier enum."""
+    value = getattr(tier, "value", tier)
+    return str(value) if value else None
 
 
 def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:

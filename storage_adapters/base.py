@@ -23,11 +23,20 @@ Error tree::
     │   └── EndpointRefused (the address guard refused the endpoint; storage_adapters/netguard)
     ├── StorageAuthError
     │   └── PermissionDenied (the credentials are valid but may not do this)
-    └── InvalidPath (also ValueError)
+    ├── InvalidPath (also ValueError)
+    └── InvalidStorageClass (also ValueError)
 
 What a tenant is told about a failure is only :func:`problem_code` of it — one of
 ``unreachable``, ``auth_failed``, ``bucket_not_found``, ``permission_denied``,
 ``endpoint_not_allowed`` — never the message, which may quote what the remote answered.
+
+Storage classes: every adapter maps three generic names — ``standard``, ``archive``,
+``cold`` — onto its backend's classes (S3 ``STANDARD``/``STANDARD_IA``/``GLACIER_IR``, GCS
+``STANDARD``/``NEARLINE``/``COLDLINE``, Azure ``Hot``/``Cool``/``Cold``; the local and memory
+adapters record the generic name), overridable per adapter with ``archive_class`` and
+``cold_class``. Only classes whose objects read back at once are offered (no S3 Glacier
+Flexible Retrieval / Deep Archive, no Azure Archive tier), so a read of an archived object is
+an ordinary verified read.
 """
 
 from __future__ import annotations
@@ -102,11 +111,53 @@ class InvalidPath(StorageError, ValueError):
     """The path is empty, absolute, or climbs out of the adapter's root."""
 
 
+class InvalidStorageClass(StorageError, ValueError):
+    """The backend has no storage class of that name, or none whose objects read at once."""
+
+
+GENERIC_STORAGE_CLASSES = ("standard", "archive", "cold")
+
+
+@dataclass(frozen=True, slots=True)
+class StorageClasses:
+    """One backend's storage classes: the generic names mapped to its own, and every name of
+    its own it accepts (compared without regard to case)."""
+
+    standard: str
+    archive: str
+    cold: str
+    accepted: tuple[str, ...]
+
+    def with_overrides(self, archive: str | None = None, cold: str | None = None
+                       ) -> StorageClasses:
+        """The same classes with ``archive``/``cold`` mapped elsewhere (a storage config's
+        ``archive_class``/``cold_class``); a name the backend does not accept is refused."""
+        return StorageClasses(
+            self.standard,
+            self.native(archive) if archive else self.archive,
+            self.native(cold) if cold else self.cold, self.accepted)
+
+    def native(self, name: str) -> str:
+        """The backend's name for ``name``: a generic name or one of the backend's own."""
+        wanted = (name or "").strip()
+        if wanted.lower() in GENERIC_STORAGE_CLASSES:
+            return str(getattr(self, wanted.lower()))
+        for accepted in self.accepted:
+            if accepted.lower() == wanted.lower():
+                return accepted
+        raise InvalidStorageClass(
+            f"unknown storage class {name!r}; use one of "
+            f"{', '.join((*GENERIC_STORAGE_CLASSES, *self.accepted))}")
+
+
 @dataclass(frozen=True, slots=True)
 class ObjectInfo:
     path: str
     size: int
     last_modified: datetime | None = None
+    # The backend's name of the object's storage class, where ``head`` reports it (listings
+    # leave it None).
+    storage_class: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +236,7 @@ class StorageAdapter(Protocol):
         """
 
     def head(self, path: str) -> ObjectInfo:
-        """Return size and time of the object; ObjectNotFound if missing."""
+        """Return size, time and storage class of the object; ObjectNotFound if missing."""
 
     def delete_many(self, paths: Iterable[str]) -> int:
         """Delete the current version of each path, batched within the backend's limit.
@@ -216,6 +267,20 @@ class StorageAdapter(Protocol):
 
     def close(self) -> None:
         """Release clients and connection pools."""
+
+    def storage_class_name(self, storage_class: str) -> str:
+        """The backend's name for a generic (``standard``, ``archive``, ``cold``) or native
+        class name, without asking the backend; InvalidStorageClass for an unknown one."""
+
+    def set_storage_class(self, path: str, storage_class: str) -> str:
+        """Move the object to ``storage_class`` (generic or native) and return the backend's
+        name of the class it now has.
+
+        The bytes do not change, so checksums and the service's SHA-256 still verify. Where the
+        backend rewrites the object to change its class (S3 copy onto itself, GCS rewrite), a
+        versioned bucket's previous version is deleted, so the object keeps one version.
+        Already in that class: nothing is rewritten. ObjectNotFound if missing.
+        """
 
 
 def check_path(path: str) -> str:

@@ -25,6 +25,11 @@ Backend facts this adapter relies on:
 - With an ``endpoint_policy`` (storage_adapters/netguard.py) the endpoint is checked when the
   adapter is built and every connection (token requests of a key too) is vetted at connect
   time; proxies from the environment are not used.
+- A storage class is changed by rewriting the object onto itself
+  (``blob.update_storage_class``, same bytes and CRC32C), only if its generation is still the
+  one just looked at; the generation it replaced is then deleted, so a versioned bucket keeps
+  one (with soft delete on, GCS keeps that generation restorable until the soft delete ends,
+  as for any overwrite). Every GCS class reads back at once.
 
 Every HTTP response is counted in ``stats`` under the operation that caused it.
 """
@@ -62,6 +67,7 @@ from .base import (
     PermissionDenied,
     RequestStats,
     StorageAuthError,
+    StorageClasses,
     StorageError,
     StorageUnavailable,
     check_path,
@@ -71,6 +77,8 @@ from .base import (
 from .netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
 
 BATCH_LIMIT = 100
+CLASSES = StorageClasses("STANDARD", "NEARLINE", "COLDLINE",
+                         ("STANDARD", "NEARLINE", "COLDLINE", "ARCHIVE"))
 ObjectRefs = list[tuple[str, int | None]]  # (key, generation or None for the live object)
 _SCOPES = ("https://www.googleapis.com/auth/devstorage.read_write",)
 GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
@@ -90,9 +98,11 @@ class GCSAdapter:
         read_timeout: float = 20.0, max_attempts: int = 2, delete_workers: int = 8,
         impersonate_service_account: str | None = None,
         allow_ambient_credentials: bool = False, endpoint_policy: EndpointPolicy | None = None,
+        archive_class: str | None = None, cold_class: str | None = None,
     ) -> None:
         if not bucket:
             raise ValueError("a GCS store needs 'bucket'")
+        self.storage_classes = CLASSES.with_overrides(archive_class, cold_class)
         if endpoint_policy is not None and endpoint:
             try:
                 endpoint_policy.check_endpoint(endpoint)
@@ -141,6 +151,7 @@ class GCSAdapter:
             impersonate_service_account=config.get("impersonate_service_account"),
             allow_ambient_credentials=bool(options.get("allow_ambient_credentials")),
             endpoint_policy=options.get("endpoint_policy"),
+            archive_class=config.get("archive_class"), cold_class=config.get("cold_class"),
         )
 
     # -- clients and request counting -------------------------------------------------
@@ -211,7 +222,32 @@ class GCSAdapter:
             blob.reload(retry=self._retry, timeout=self._timeout)
         except Exception as exc:
             self._raise(exc, path)
-        return ObjectInfo(path, int(blob.size or 0), blob.updated)
+        return ObjectInfo(path, int(blob.size or 0), blob.updated,
+                          blob.storage_class or self.storage_classes.standard)
+
+    def storage_class_name(self, storage_class: str) -> str:
+        return self.storage_classes.native(storage_class)
+
+    def set_storage_class(self, path: str, storage_class: str) -> str:
+        native = self.storage_class_name(storage_class)
+        key = self._key(path)
+        blob = self._blob("head", key)
+        try:
+            blob.reload(retry=self._retry, timeout=self._timeout)
+            if (blob.storage_class or self.storage_classes.standard) == native:
+                return native
+            old = blob.generation
+            self._local.kind = "rewrite"
+            blob.update_storage_class(native, if_generation_match=old, retry=self._retry,
+                                      timeout=self._timeout)
+        except gexc.PreconditionFailed:
+            raise StorageError(f"gs://{self.bucket}/{key}: the object changed while its "
+                               "storage class was being set") from None
+        except Exception as exc:
+            self._raise(exc, path)
+        if old is not None and blob.generation != old:
+            self._delete_one((key, old))
+        return native
 
     def delete_many(self, paths: Iterable[str]) -> int:
         keys = ((self._key(p), None) for p in paths)

@@ -3,6 +3,11 @@
 Writes are atomic and create-only: the bytes go to a temporary file in the same file
 system, are fsynced, then hard-linked into place (``link`` fails if the target exists, so
 two writers can never overwrite each other) and the directory entry is fsynced.
+
+A directory has no storage classes, so the class an object was moved to is recorded in a
+small file under ``.memplane-class/`` mirroring the object's path (portable, unlike extended
+attributes). That tree is never listed or served as content; deleting an object deletes its
+record, and a put clears a record a crash may have left at the same path.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from .base import (
     ObjectNotFound,
     ObjectVersion,
     RequestStats,
+    StorageClasses,
     StorageUnavailable,
     check_path,
     check_prefix,
@@ -31,15 +37,20 @@ from .base import (
 )
 
 _TMP_DIR = ".memplane-tmp"
+_CLASS_DIR = ".memplane-class"
 _CHUNK = 1 << 20
+CLASSES = StorageClasses("standard", "archive", "cold", ("standard", "archive", "cold"))
 
 
 class LocalAdapter:
     scheme = "file"
 
-    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True,
+                 archive_class: str | None = None, cold_class: str | None = None) -> None:
         self.root = Path(root).resolve()
         self.fsync = fsync
+        self.storage_classes = CLASSES.with_overrides(archive_class, cold_class)
+        self._classes = self.root / _CLASS_DIR
         self.stats = RequestStats()
         self._tmp = self.root / _TMP_DIR
         self._tmp.mkdir(parents=True, exist_ok=True)
@@ -49,11 +60,13 @@ class LocalAdapter:
         root = config.get("root") or config.get("bucket")
         if not root:
             raise ValueError("a local bucket needs 'root', the directory that holds the objects")
-        return cls(str(root), fsync=str(config.get("fsync", "true")).lower() != "false")
+        return cls(str(root), fsync=str(config.get("fsync", "true")).lower() != "false",
+                   archive_class=config.get("archive_class"),
+                   cold_class=config.get("cold_class"))
 
     def _file(self, path: str) -> Path:
         check_path(path)
-        if path.split("/", 1)[0] == _TMP_DIR:
+        if path.split("/", 1)[0] in (_TMP_DIR, _CLASS_DIR):
             raise InvalidPath(f"invalid object path {path!r}")
         if any(len(segment.encode()) > 255 for segment in path.split("/")):
             raise InvalidPath("a path segment is longer than 255 bytes")
@@ -64,6 +77,7 @@ class LocalAdapter:
         self.stats.add("put")
         if target.exists():
             raise ObjectExists(path)
+        self._forget_class(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._tmp / uuid.uuid4().hex
         try:
@@ -93,6 +107,7 @@ class LocalAdapter:
         self.stats.add("put")
         if target.exists():
             raise ObjectExists(path)
+        self._forget_class(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._tmp / uuid.uuid4().hex
         try:
@@ -165,7 +180,60 @@ class LocalAdapter:
             raise ObjectNotFound(path) from None
         if not target.is_file():
             raise ObjectNotFound(path)
-        return ObjectInfo(path, st.st_size, datetime.fromtimestamp(st.st_mtime, UTC))
+        return ObjectInfo(path, st.st_size, datetime.fromtimestamp(st.st_mtime, UTC),
+                          self._recorded_class(path))
+
+    def storage_class_name(self, storage_class: str) -> str:
+        return self.storage_classes.native(storage_class)
+
+    def set_storage_class(self, path: str, storage_class: str) -> str:
+        """Record the class next to the object (the bytes stay where they are)."""
+        target = self._file(path)
+        native = self.storage_class_name(storage_class)
+        self.stats.add("set_storage_class")
+        if not target.is_file():
+            raise ObjectNotFound(path)
+        if native == self.storage_classes.standard:
+            self._forget_class(path)
+            return native
+        record = self._classes / path
+        tmp = self._tmp / uuid.uuid4().hex
+        try:
+            record.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "x", encoding="utf-8") as out:
+                out.write(native)
+                out.flush()
+                if self.fsync:
+                    os.fsync(out.fileno())
+            os.replace(tmp, record)
+            if self.fsync:
+                _fsync_dir(record.parent)
+        except OSError as exc:
+            raise StorageUnavailable(f"local write failed: {exc.strerror}") from exc
+        finally:
+            tmp.unlink(missing_ok=True)
+        if not target.is_file():  # deleted meanwhile: no record may outlive its object
+            self._forget_class(path)
+            raise ObjectNotFound(path)
+        return native
+
+    def _recorded_class(self, path: str) -> str:
+        try:
+            recorded = (self._classes / path).read_text(encoding="utf-8").strip()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return self.storage_classes.standard
+        except OSError as exc:
+            raise StorageUnavailable(f"local read failed: {exc.strerror}") from exc
+        return recorded if recorded in self.storage_classes.accepted \
+            else self.storage_classes.standard
+
+    def _forget_class(self, path: str) -> None:
+        try:
+            (self._classes / path).unlink()
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        except OSError as exc:
+            raise StorageUnavailable(f"local delete failed: {exc.strerror}") from exc
 
     def delete_many(self, paths: Iterable[str]) -> int:
         n = 0
@@ -179,19 +247,22 @@ class LocalAdapter:
                 pass
             except OSError as exc:
                 raise StorageUnavailable(f"local delete failed: {exc.strerror}") from exc
+            self._forget_class(path)
         return n
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
         check_prefix(prefix)
         self.stats.add("list")
+        if prefix.split("/", 1)[0] in (_TMP_DIR, _CLASS_DIR):
+            return
         head, _, _ = prefix.rpartition("/")
         start = self.root / head if head else self.root
         if not start.is_dir():
             return
         for dirpath, dirnames, filenames in os.walk(start):
             dirnames.sort()
-            if Path(dirpath) == self.root and _TMP_DIR in dirnames:
-                dirnames.remove(_TMP_DIR)
+            if Path(dirpath) == self.root:
+                dirnames[:] = [d for d in dirnames if d not in (_TMP_DIR, _CLASS_DIR)]
             rel_dir = Path(dirpath).relative_to(self.root).as_posix()
             for name in sorted(filenames):
                 rel = name if rel_dir == "." else f"{rel_dir}/{name}"

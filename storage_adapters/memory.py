@@ -16,29 +16,39 @@ from .base import (
     ObjectNotFound,
     ObjectVersion,
     RequestStats,
+    StorageClasses,
     check_path,
     check_prefix,
     timed_probe,
 )
 
 _named: dict[str, dict[str, tuple[bytes, datetime]]] = {}
+# Storage class of each object not in the default class, per named bucket.
+_named_classes: dict[str, dict[str, str]] = {}
 _named_lock = threading.Lock()
+
+
+CLASSES = StorageClasses("standard", "archive", "cold", ("standard", "archive", "cold"))
 
 
 class MemoryAdapter:
     scheme = "memory"
 
-    def __init__(self, name: str | None = None) -> None:
+    def __init__(self, name: str | None = None, *, archive_class: str | None = None,
+                 cold_class: str | None = None) -> None:
         """Objects live in a dict; adapters opened with the same ``name`` share it."""
         self.name = name or uuid.uuid4().hex
+        self.storage_classes = CLASSES.with_overrides(archive_class, cold_class)
         with _named_lock:
             self._objects = _named.setdefault(self.name, {})
+            self._classes = _named_classes.setdefault(self.name, {})
         self._lock = threading.Lock()
         self.stats = RequestStats()
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> MemoryAdapter:
-        return cls(config.get("bucket") or None)
+        return cls(config.get("bucket") or None, archive_class=config.get("archive_class"),
+                   cold_class=config.get("cold_class"))
 
     def put(self, path: str, data: bytes) -> None:
         check_path(path)
@@ -63,7 +73,24 @@ class MemoryAdapter:
             data, when = self._objects[path]
         except KeyError:
             raise ObjectNotFound(path) from None
-        return ObjectInfo(path, len(data), when)
+        return ObjectInfo(path, len(data), when,
+                          self._classes.get(path, self.storage_classes.standard))
+
+    def storage_class_name(self, storage_class: str) -> str:
+        return self.storage_classes.native(storage_class)
+
+    def set_storage_class(self, path: str, storage_class: str) -> str:
+        check_path(path)
+        native = self.storage_class_name(storage_class)
+        self.stats.add("set_storage_class")
+        with self._lock:
+            if path not in self._objects:
+                raise ObjectNotFound(path)
+            if native == self.storage_classes.standard:
+                self._classes.pop(path, None)
+            else:
+                self._classes[path] = native
+        return native
 
     def delete_many(self, paths: Iterable[str]) -> int:
         n = 0
@@ -71,6 +98,7 @@ class MemoryAdapter:
             for path in paths:
                 check_path(path)
                 self._objects.pop(path, None)
+                self._classes.pop(path, None)
                 n += 1
         self.stats.add("delete", n)
         return n

@@ -24,6 +24,12 @@ Backend facts this adapter relies on:
 - With an ``endpoint_policy`` (storage_adapters/netguard.py) the endpoint is checked when the
   adapter is built and every connection is vetted at connect time; proxies from the
   environment are not used.
+- A storage class is changed by copying the object onto itself with ``StorageClass``
+  (``copy_object``, metadata copied, the SHA-256 checksum recomputed by S3 over the same
+  bytes), only if the object is still the one just looked at (``CopySourceIfMatch``). In a
+  versioned bucket the copy is a new version: the one it was copied from is deleted by its
+  VersionId, so the object keeps one version. Only classes that read back at once are
+  offered (not GLACIER / DEEP_ARCHIVE, which need a restore first).
 
 Every HTTP attempt is counted in ``stats`` by operation (``put``, ``get``, ``delete_batch``…).
 """
@@ -64,6 +70,7 @@ from .base import (
     PermissionDenied,
     RequestStats,
     StorageAuthError,
+    StorageClasses,
     StorageError,
     StorageUnavailable,
     check_path,
@@ -82,6 +89,7 @@ _KINDS = {
     "ListObjectsV2": "list", "ListObjectVersions": "list_versions",
     "GetBucketVersioning": "describe", "GetObjectLockConfiguration": "describe",
     "GetBucketLocation": "describe", "HeadBucket": "bucket_check",
+    "CopyObject": "copy", "DeleteObjectVersion": "delete",
 }
 _AUTH_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken",
                "InvalidToken", "AuthorizationHeaderMalformed", "InvalidClientTokenId"}
@@ -90,6 +98,9 @@ NO_CREDENTIALS = ("an S3 bucket needs access_key_id and secret_access_key, or ro
                   "this server assumes with ExternalId = your tenant id); this server does not "
                   "lend its own AWS credentials")
 _MISSING_CODES = {"NoSuchKey", "NotFound", "404", "NoSuchVersion"}
+CLASSES = StorageClasses("STANDARD", "STANDARD_IA", "GLACIER_IR",
+                         ("STANDARD", "STANDARD_IA", "ONEZONE_IA", "INTELLIGENT_TIERING",
+                          "GLACIER_IR"))
 
 
 class S3Adapter:
@@ -102,9 +113,11 @@ class S3Adapter:
         prefix: str = "", connect_timeout: float = 3.0, read_timeout: float = 20.0,
         max_attempts: int = 2, role_arn: str | None = None, external_id: str | None = None,
         allow_ambient_credentials: bool = False, endpoint_policy: EndpointPolicy | None = None,
+        archive_class: str | None = None, cold_class: str | None = None,
     ) -> None:
         if not bucket:
             raise ValueError("an S3 store needs 'bucket'")
+        self.storage_classes = CLASSES.with_overrides(archive_class, cold_class)
         if endpoint_policy is not None and endpoint_url:
             try:
                 endpoint_policy.check_endpoint(endpoint_url)
@@ -167,6 +180,7 @@ class S3Adapter:
             role_arn=config.get("role_arn"), external_id=config.get("external_id"),
             allow_ambient_credentials=bool(options.get("allow_ambient_credentials")),
             endpoint_policy=options.get("endpoint_policy"),
+            archive_class=config.get("archive_class"), cold_class=config.get("cold_class"),
         )
 
     def _count(self, request: Any = None, event_name: str = "", **_: Any) -> None:
@@ -214,7 +228,29 @@ class S3Adapter:
             self._raise(exc, path)
         except BotoCoreError as exc:
             self._raise(exc, path)
-        return ObjectInfo(path, int(response["ContentLength"]), response.get("LastModified"))
+        return ObjectInfo(path, int(response["ContentLength"]), response.get("LastModified"),
+                          response.get("StorageClass") or self.storage_classes.standard)
+
+    def storage_class_name(self, storage_class: str) -> str:
+        return self.storage_classes.native(storage_class)
+
+    def set_storage_class(self, path: str, storage_class: str) -> str:
+        native = self.storage_class_name(storage_class)
+        key = self._key(path)
+        try:
+            found = self._client.head_object(Bucket=self.bucket, Key=key)
+            if (found.get("StorageClass") or self.storage_classes.standard) == native:
+                return native
+            copied = self._client.copy_object(
+                Bucket=self.bucket, Key=key, CopySource={"Bucket": self.bucket, "Key": key},
+                CopySourceIfMatch=found["ETag"], StorageClass=native, MetadataDirective="COPY",
+                ChecksumAlgorithm="SHA256")
+        except (ClientError, BotoCoreError) as exc:
+            self._raise(exc, path)
+        old, new = copied.get("CopySourceVersionId"), copied.get("VersionId")
+        if old and new and old != new:
+            self._delete_objects([{"Key": key, "VersionId": old}])
+        return native
 
     def _bucket_exists(self) -> bool:
         try:

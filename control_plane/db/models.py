@@ -111,6 +111,9 @@ class MemoryPointer(Base):
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # The backend's name of the class the object was moved to (control_plane/archive); None:
+    # the bucket's default class. Last, as the column was added last (hot-path RETURNING *).
+    storage_class: Mapped[str | None] = mapped_column(String(32), nullable=True)
 
 
 class AccessLog(Base):
@@ -333,6 +336,8 @@ class MemoryEvent(Base):
     content_size: Mapped[int] = mapped_column(BigId)
     sync_status: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # The class its object was moved to (control_plane/archive); None: the default class.
+    storage_class: Mapped[str | None] = mapped_column(String(32), nullable=True)
 
 
 class Compaction(Base):
@@ -412,6 +417,30 @@ class CompactorSettings(Base):
     older_than_days: Mapped[int] = mapped_column(Integer)
     enabled: Mapped[bool] = mapped_column(Boolean)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class SearchSegment(Base):
+    """One vector segment of a scope's search index: a snapshot or a delta object in the
+    tenant's bucket (encrypted; vectors and the texts they were made from). The row holds
+    only where it lives and what it covers; search reads the live pointers to filter it."""
+
+    __tablename__ = "search_segments"
+    __table_args__ = (
+        Index(None, "tenant_id", "scope_type", "scope_ref"),
+        Index(None, "storage_config_id", "storage_path"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    scope_type: Mapped[str] = mapped_column(String(16))
+    scope_ref: Mapped[str] = mapped_column(String(256))
+    kind: Mapped[str] = mapped_column(String(16))
+    embedding_model: Mapped[str] = mapped_column(String(128))
+    storage_config_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("storage_configs.id", ondelete="CASCADE"))
+    storage_path: Mapped[str] = mapped_column(String(1024))
+    rows: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class RetentionPolicy(Base):

@@ -292,6 +292,7 @@ def update_entry(session: Session, plane: DataPlane, actor: Actor, entry_id: uui
             pointer.tags = list(dict.fromkeys(spec.tags))
             pointer.importance, pointer.source = spec.importance, spec.source
             pointer.storage_config_id, pointer.storage_path = target.config_id, path
+            pointer.storage_class = None  # a new object, in the bucket's default class
             pointer.content_sha256, pointer.content_size = sha256_hex(payload), len(payload)
             pointer.sync_status, pointer.version = "synced", pointer.version + 1
             pointer.updated_at = utcnow()

@@ -59,6 +59,10 @@ class EventOut(BaseModel):
     sync_status: str = Field(description="synced, or corrupt if the body failed "
                              "verification.")
     created_at: datetime = Field(description="When it was appended (UTC).")
+    storage_class: str | None = Field(
+        None, description="The storage class its body's object was moved to by the archive "
+        "tier, in the backend's own name; null: the bucket's default class.",
+        examples=[None, "NEARLINE"])
 
     @classmethod
     def of(cls, event: Any) -> EventOut:
@@ -69,6 +73,7 @@ class EventOut(BaseModel):
             compressed_at=event.compressed_at, storage_path=event.storage_path,
             content_sha256=event.content_sha256, content_size=event.content_size,
             sync_status=event.sync_status, created_at=event.created_at,
+            storage_class=getattr(event, "storage_class", None),
         )
 
 

@@ -98,6 +98,8 @@ def _finish_deletes(session: Session, plane: DataPlane, actor: Actor,
     by_target: dict[uuid.UUID, list[str]] = {}
     for pointer in pointers:
         by_target.setdefault(pointer.storage_config_id, []).append(pointer.storage_path)
+        if pointer.embedding_storage_path:  # its search vector goes with it
+            by_target[pointer.storage_config_id].append(pointer.embedding_storage_path)
     for config_id, paths in by_target.items():
         target = plane.by_id(session, config_id)
         session.commit()

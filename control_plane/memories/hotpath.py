@@ -35,6 +35,7 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    null,
     or_,
     select,
     text,
@@ -280,7 +281,7 @@ def _update_values() -> dict[str, Any]:
     return {
         "version": P.c.version + 1, "storage_config_id": b["config"],
         "storage_path": b["path"], "content_sha256": b["sha"], "content_size": b["size"],
-        "sync_status": "synced", "updated_at": b["now"],
+        "sync_status": "synced", "updated_at": b["now"], "storage_class": null(),
         "memory_type": func.coalesce(b["memory_type"], P.c.memory_type),
         "tags": func.coalesce(b["tags"], P.c.tags),
         "importance": func.coalesce(b["importance"], P.c.importance),
@@ -339,7 +340,7 @@ WITH cur AS (
 ), upd AS (
  UPDATE memory_pointers AS p SET
   version = p.version + 1, storage_config_id = :v_config, storage_path = :v_path,
-  content_sha256 = :v_sha, content_size = :v_size, sync_status = 'synced',
+  content_sha256 = :v_sha, content_size = :v_size, sync_status = 'synced', storage_class = NULL,
   updated_at = :v_now, memory_type = COALESCE(:v_memory_type, p.memory_type),
   tags = COALESCE(CAST(:v_tags AS json), p.tags),
   importance = COALESCE(CAST(:v_importance AS int), p.importance),

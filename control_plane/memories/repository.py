@@ -160,13 +160,22 @@ def stale(session: Session, status: str, before: datetime, limit: int,
 
 
 def named_paths(session: Session, config_id: uuid.UUID, paths: Sequence[str]) -> set[str]:
-    """Which of ``paths`` some pointer still names."""
-    rows = session.scalars(
+    """Which of ``paths`` some pointer still names (a search vector ``<content>.vec`` counts
+    as named while its content is; search segments are named by their rows)."""
+    from ..search.repository import VECTOR_SUFFIX, named_segment_paths
+
+    bases = {p[:-len(VECTOR_SUFFIX)] if p.endswith(VECTOR_SUFFIX) else p for p in paths}
+    rows = set(session.scalars(
         select(MemoryPointer.storage_path)
         .where(MemoryPointer.storage_config_id == config_id,
-               MemoryPointer.storage_path.in_(paths))
-    ).all()
-    return set(rows)
+               MemoryPointer.storage_path.in_(bases))
+    ).all())
+    named = {p for p in paths
+             if (p[:-len(VECTOR_SUFFIX)] if p.endswith(VECTOR_SUFFIX) else p) in rows}
+    if any(p.endswith(".seg") for p in paths):
+        named |= named_segment_paths(session, config_id, [p for p in paths
+                                                          if p.endswith(".seg")])
+    return named
 
 
 def gc_marked(session: Session, config_id: uuid.UUID, paths: Sequence[str]) -> set[str]:

@@ -99,12 +99,21 @@ class PointerOut(BaseModel):
                              "write or delete is in flight; corrupt if the object failed "
                              "verification.")
     version: int = Field(description="Incremented by every write and append.")
-    has_embeddings: bool = Field(description="Whether an embedding is stored with it.")
-    embedding_model: str | None = Field(description="The embedding model, if any.")
+    has_embeddings: bool = Field(description="Whether the search vector of its current "
+                                 "value is stored (made after the write, in the background).")
+    embedding_model: str | None = Field(description="The embedder that made its vector, if "
+                                        "any.")
+    embedding_storage_path: str | None = Field(None, description="Where its (encrypted) "
+                                               "vector lives in the tenant's bucket, if any.")
     created_at: datetime = Field(description="First write (UTC).")
     updated_at: datetime = Field(description="Last write (UTC).")
     expires_at: datetime | None = Field(description="When ttl_days deletes it (UTC); null: "
                                         "kept.")
+    storage_class: str | None = Field(
+        None, description="The storage class its object was moved to by the archive tier, "
+        "in the backend's own name (S3 STANDARD_IA or GLACIER_IR, GCS NEARLINE or COLDLINE, "
+        "Azure Cool or Cold, local archive or cold); null: the bucket's default class. Reads "
+        "verify it like any other.", examples=[None, "STANDARD_IA"])
 
     @classmethod
     def of(cls, pointer: Any) -> PointerOut:
@@ -115,10 +124,21 @@ class PointerOut(BaseModel):
             user_id=pointer.subject_user_id, agent_id=pointer.agent_id,
             storage_path=pointer.storage_path, content_sha256=pointer.content_sha256,
             content_size=pointer.content_size, sync_status=pointer.sync_status,
-            version=pointer.version, has_embeddings=pointer.has_embeddings,
-            embedding_model=pointer.embedding_model, created_at=pointer.created_at,
+            version=pointer.version, has_embeddings=_vector_ready(pointer),
+            embedding_model=pointer.embedding_model if _vector_ready(pointer) else None,
+            embedding_storage_path=(pointer.embedding_storage_path if _vector_ready(pointer)
+                                    else None),
+            created_at=pointer.created_at,
             updated_at=pointer.updated_at, expires_at=pointer.expires_at,
+            storage_class=getattr(pointer, "storage_class", None),
         )
+
+
+def _vector_ready(pointer: Any) -> bool:
+    """The vector is the one of the current value (an overwrite makes it stale until the
+    search indexer replaces it; ``search.repository.vector_path``)."""
+    return bool(pointer.has_embeddings and pointer.embedding_storage_path
+                and pointer.embedding_storage_path == f"{pointer.storage_path}.vec")
 
 
 class MemoryOut(BaseModel):

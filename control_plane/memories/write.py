@@ -428,6 +428,7 @@ def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
                     address.scope_ref if address.scope == "user" else None)
     pointer.storage_config_id = target.config_id
     pointer.storage_path = path
+    pointer.storage_class = None  # a new object, in the bucket's default class
     pointer.content_sha256 = sha256_hex(payload)
     pointer.content_size = len(payload)
     pointer.sync_status = "synced"

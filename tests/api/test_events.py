@@ -54,7 +54,7 @@ def test_append_stores_an_encrypted_body_under_a_time_sharded_path(tenant: Tenan
     assert set(event) == {"id", "scope", "scope_ref", "kind", "source", "source_ref",
                           "user_id", "agent_id", "occurred_at", "compressed_at",
                           "storage_path", "content_sha256", "content_size", "sync_status",
-                          "created_at"}
+                          "created_at", "storage_class"}
     assert (event["scope"], event["scope_ref"], event["kind"]) == ("entity", "ent_acme",
                                                                    "call_summary")
     assert (event["source"], event["source_ref"]) == ("call", "call-1")

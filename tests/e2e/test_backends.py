@@ -108,6 +108,8 @@ def test_changing_backend_keeps_old_memories_and_writes_new_ones_to_the_new_buck
         assert client.memory.get(scope="team", scope_ref="t1", key="moved").value == "v2"
 
         prefix = f"memplane/{tenant.id}"
+        root = getattr(raw_bucket, "root", None)
+        assert root is None or root.is_dir(), f"the first bucket's directory {root} is gone"
         assert raw_bucket.keys() == [f"{prefix}/{old.storage_path}"]
         assert second_bucket.keys() == sorted(
             [f"{prefix}/{new.storage_path}", f"{prefix}/{moved2.storage_path}"])

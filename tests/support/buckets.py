@@ -7,6 +7,7 @@ under test.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,12 @@ class LocalBucket(RawBucket):
     def keys(self, prefix: str = "") -> list[str]:
         if not self.root.exists():
             return []
-        found = (p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file())
+        found = [p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file()]
+        if not found:
+            # A listing that finds nothing in a bucket the service wrote to says why: an
+            # os.walk of the same directory, independent of rglob.
+            walked = [os.path.join(d, f) for d, _, files in os.walk(self.root) for f in files]
+            assert not walked, f"rglob found nothing under {self.root}, os.walk found {walked}"
         return _content(k for k in found if k.startswith(prefix) and ".memplane-tmp" not in k)
 
     def overwrite(self, key: str, data: bytes) -> None:

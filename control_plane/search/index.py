@@ -1,0 +1,171 @@
+"""The in-memory side of search: loaded segments (vectors + a keyword index over their
+texts) and verified values, in bounded LRU caches. Everything here is derived from objects
+in the tenant's bucket; nothing of it is ever written to the control plane (I7).
+
+Both caches are keyed by what never changes under the same key: a segment's id names one
+immutable object, and a value is cached under its SHA-256 (only after it hashed to it).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import uuid
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .codec import Rows
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+# BM25 parameters (the usual defaults).
+K1 = 1.2
+B = 0.75
+
+
+def words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+@dataclass
+class Segment:
+    """A segment as search uses it: row i is pointer ``ids[i]`` at ``versions[i]``."""
+
+    id: uuid.UUID
+    model: str
+    ids: list[uuid.UUID]
+    versions: np.ndarray
+    vectors: np.ndarray
+    texts: list[str]
+    row_of: dict[uuid.UUID, int]
+    lengths: np.ndarray
+    postings: dict[str, tuple[np.ndarray, np.ndarray]] = field(repr=False)
+
+    @classmethod
+    def of(cls, segment_id: uuid.UUID, rows: Rows) -> Segment:
+        postings: dict[str, tuple[list[int], list[int]]] = {}
+        lengths = np.zeros(len(rows.ids), dtype=np.float32)
+        for i, text in enumerate(rows.texts):
+            found = words(text)
+            lengths[i] = len(found)
+            for term, tf in Counter(found).items():
+                docs, tfs = postings.setdefault(term, ([], []))
+                docs.append(i)
+                tfs.append(tf)
+        return cls(segment_id, rows.model, rows.ids, np.asarray(rows.versions, dtype=np.int64),
+                   np.ascontiguousarray(rows.vectors, dtype=np.float32), rows.texts,
+                   {pid: i for i, pid in enumerate(rows.ids)}, lengths,
+                   {t: (np.asarray(d, dtype=np.int64), np.asarray(f, dtype=np.float32))
+                    for t, (d, f) in postings.items()})
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def bm25(segments: list[Segment], masks: list[np.ndarray], query: str) -> list[np.ndarray]:
+    """BM25 of ``query`` for every row of every segment (rows outside ``masks`` score 0);
+    document frequencies and the average length are taken over the rows in the masks."""
+    terms = list(dict.fromkeys(words(query)))
+    scores = [np.zeros(len(s), dtype=np.float32) for s in segments]
+    total = sum(int(m.sum()) for m in masks)
+    if not terms or total == 0:
+        return scores
+    avg = sum(float(s.lengths[m].sum()) for s, m in zip(segments, masks, strict=True)) / total
+    avg = avg or 1.0
+    for term in terms:
+        hits: list[tuple[np.ndarray, np.ndarray] | None] = []
+        df = 0
+        for s, m in zip(segments, masks, strict=True):
+            found = s.postings.get(term)
+            if found is None:
+                hits.append(None)
+                continue
+            docs, tfs = found
+            keep = m[docs]
+            hits.append((docs[keep], tfs[keep]))
+            df += int(keep.sum())
+        if df == 0:
+            continue
+        idf = math.log(1.0 + (total - df + 0.5) / (df + 0.5))
+        for s, score, hit in zip(segments, scores, hits, strict=True):
+            if hit is None:
+                continue
+            docs, tfs = hit
+            norm = K1 * (1.0 - B + B * s.lengths[docs] / avg)
+            score[docs] += idf * tfs * (K1 + 1.0) / (tfs + norm)
+    return scores
+
+
+class _Lru:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: Any) -> Any:
+        with self._lock:
+            found = self._items.get(key)
+            if found is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return found[0]
+
+    def put(self, key: Any, value: Any, size: int) -> None:
+        if size > self.capacity:
+            return
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._size -= old[1]
+            self._items[key] = (value, size)
+            self._size += size
+            while self._size > self.capacity and self._items:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._size -= dropped
+
+    def forget(self, keys: list[Any]) -> None:
+        with self._lock:
+            for key in keys:
+                old = self._items.pop(key, None)
+                if old is not None:
+                    self._size -= old[1]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._size = 0
+
+
+class SearchCache:
+    """Loaded segments (bounded by their total rows) and verified values (by bytes)."""
+
+    def __init__(self, max_rows: int, max_value_bytes: int) -> None:
+        self.segments = _Lru(max_rows)
+        self.values = _Lru(max_value_bytes)
+
+    def segment(self, segment_id: uuid.UUID) -> Segment | None:
+        found: Segment | None = self.segments.get(segment_id)
+        return found
+
+    def keep_segment(self, segment: Segment) -> None:
+        self.segments.put(segment.id, segment, max(1, len(segment)))
+
+    def value(self, sha256: str) -> tuple[bool, Any]:
+        found = self.values.get(sha256)
+        return (False, None) if found is None else (True, found[0])
+
+    def keep_value(self, sha256: str, value: Any, size: int) -> None:
+        self.values.put(sha256, (value,), size)
+
+    def clear(self) -> None:
+        self.segments.clear()
+        self.values.clear()

@@ -1,0 +1,367 @@
+"""After-commit embedding and the per-scope snapshots (the background side of search).
+
+A write never waits for its vector: it commits with the pointer's vector not ready
+(``has_embeddings`` false, or ``embedding_storage_path`` naming an older content's vector).
+The indexer, a thread of the Runtime (and of ``memplane worker``), takes such pointers in
+batches:
+
+  1. read each one's content and verify it against the pointer (I3) — a mismatch marks the
+     pointer corrupt, as a read would;
+  2. embed the batch's texts in one call (``embedder_for`` the tenant);
+  3. put each vector, sealed like the content, beside it (``<content path>.vec``);
+  4. one transaction: record each vector on its pointer *only if the pointer is still at the
+     version embedded*; commit; delete superseded vectors (and the new ones not adopted);
+  5. per scope, one delta segment holding the adopted rows (vector + text), recorded only if
+     its pointers are still live (share-locked while the row is inserted);
+  6. a scope with ``compact_after`` deltas or more is compacted: its snapshot and deltas,
+     filtered against the live pointers, become one new snapshot; the old objects go.
+
+A crash anywhere leaves at worst a vector or segment no row names (orphan GC removes it)
+or a pointer whose vector is in no segment (the next compaction reads its vector object).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+import numpy as np
+from sqlalchemy.orm import Session, sessionmaker
+
+from storage_adapters import base as storage
+from storage_adapters.envelope import DecryptionError
+
+from ..audit import service as audit
+from ..audit.service import Actor
+from ..db.base import new_id, utcnow
+from ..db.engine import begin_write
+from ..db.models import MemoryPointer, SearchSegment
+from ..embedders import EmbedderFailed, embedder_for
+from ..keys import service as keys
+from ..kit import sha256_hex
+from ..memories import repository as memories_repo
+from ..memories.shared import delete_quietly, keyring_of
+from ..storage_config.plane import DataPlane
+from . import codec, store
+from . import repository as repo
+from .index import SearchCache
+from .text import searchable_text
+
+if TYPE_CHECKING:
+    from ..runtime import Runtime
+    from ..settings import Settings
+
+log = logging.getLogger(__name__)
+
+BATCH = 64
+COMPACT_AFTER = 6  # deltas; a cold search reads at most 1 snapshot + COMPACT_AFTER deltas
+_LOOKBACK = timedelta(seconds=60)
+_FULL_SCAN_EVERY = timedelta(seconds=30)
+
+
+@dataclass
+class RoundReport:
+    embedded: int = 0
+    skipped: int = 0
+    corrupt: int = 0
+    deltas: int = 0
+    compacted: int = 0
+
+
+def _system(tenant_id: uuid.UUID) -> Actor:
+    return Actor(tenant_id=tenant_id, accessor_type="system", accessor_id="search-indexer")
+
+
+def _read_text(session: Session, plane: DataPlane, pointer: MemoryPointer) -> str | None:
+    """The pointer's searchable text from its verified content; None if it does not verify
+    (the pointer is then marked corrupt and the failure audited, as a read does)."""
+    target = plane.by_id(session, pointer.storage_config_id)
+    session.commit()
+    problem = None
+    actual = None
+    try:
+        with store.storage_errors(pointer.id):
+            blob = target.adapter.get(pointer.storage_path)
+        data = keys.open_object(session, keyring_of(plane), pointer.tenant_id,
+                                pointer.storage_path, pointer.id, blob)
+        actual = sha256_hex(data)
+    except storage.ObjectNotFound:
+        data = b""
+    except DecryptionError as exc:
+        data, problem = b"", str(exc)
+    session.commit()
+    if actual == pointer.content_sha256:
+        return searchable_text(json.loads(data), pointer.title)
+    begin_write(session)
+    if not memories_repo.mark_corrupt(session, pointer.id, pointer.storage_path, utcnow()):
+        session.rollback()  # rewritten meanwhile: the next round takes the new content
+        return None
+    what = ("could not be decrypted" if problem is not None
+            else "is missing from the bucket" if actual is None else "does not match its hash")
+    audit.record(session, _system(pointer.tenant_id), "read", success=False,
+                 pointer_id=pointer.id,
+                 detail=f"hash_mismatch (search indexer): object {what}; expected "
+                        f"{pointer.content_sha256} actual {actual}")
+    session.commit()
+    return None
+
+
+def embed_batch(session: Session, plane: DataPlane, runtime: Runtime | Settings,
+                pointers: Sequence[MemoryPointer], report: RoundReport) -> set[tuple[str, str]]:
+    """Steps 1-5 for one tenant's pointers; the scopes that got a delta."""
+    if not pointers:
+        return set()
+    tenant_id = pointers[0].tenant_id
+    embedder = embedder_for(session, runtime, tenant_id)
+    session.commit()
+    texts: list[str] = []
+    todo: list[MemoryPointer] = []
+    for pointer in pointers:
+        text = _read_text(session, plane, pointer)
+        if text is None:
+            report.corrupt += 1
+            continue
+        texts.append(text)
+        todo.append(pointer)
+    if not todo:
+        return set()
+    vectors = embedder.embed(texts)
+    put: list[tuple[MemoryPointer, str, int]] = []
+    for i, pointer in enumerate(todo):
+        target = plane.by_id(session, pointer.storage_config_id)
+        path = store.put_vector(session, plane, target, pointer, codec.Rows(
+            embedder.name, [pointer.id], [pointer.version], [texts[i]], vectors[i:i + 1]))
+        put.append((pointer, path, i))
+    begin_write(session)
+    adopted: list[tuple[MemoryPointer, int]] = []
+    superseded: list[tuple[uuid.UUID, str]] = []
+    unadopted: list[tuple[uuid.UUID, str]] = []
+    for pointer, path, i in put:
+        if repo.mark_vector(session, pointer.id, pointer.version, pointer.storage_path,
+                            embedder.name):
+            adopted.append((pointer, i))
+            old = pointer.embedding_storage_path
+            if old and old != path:
+                superseded.append((pointer.storage_config_id, old))
+        else:
+            unadopted.append((pointer.storage_config_id, path))
+    session.commit()
+    _delete_paths(session, plane, superseded + unadopted)
+    report.embedded += len(adopted)
+    report.skipped += len(unadopted)
+    by_scope: dict[tuple[str, str], list[tuple[MemoryPointer, int]]] = defaultdict(list)
+    for pointer, i in adopted:
+        by_scope[(pointer.scope_type, pointer.scope_ref)].append((pointer, i))
+    written = set()
+    for (scope, scope_ref), rows in by_scope.items():
+        if _write_delta(session, plane, tenant_id, scope, scope_ref, embedder.name,
+                        codec.Rows(embedder.name, [p.id for p, _ in rows],
+                                   [p.version for p, _ in rows], [texts[i] for _, i in rows],
+                                   vectors[[i for _, i in rows]])):
+            report.deltas += 1
+            written.add((scope, scope_ref))
+    return written
+
+
+def _delete_paths(session: Session, plane: DataPlane,
+                  paths: Iterable[tuple[uuid.UUID, str]]) -> None:
+    by_config: dict[uuid.UUID, list[str]] = defaultdict(list)
+    for config_id, path in paths:
+        by_config[config_id].append(path)
+    for config_id, found in by_config.items():
+        delete_quietly(plane.by_id(session, config_id), found)
+    session.commit()
+
+
+def _write_delta(session: Session, plane: DataPlane, tenant_id: uuid.UUID, scope: str,
+                 scope_ref: str, model: str, rows: codec.Rows) -> bool:
+    target = plane.active(session, tenant_id)
+    segment_id = new_id()
+    path = store.put_segment(session, plane, target, tenant_id, scope, scope_ref, segment_id,
+                             rows)
+    begin_write(session)
+    live = repo.lock_live(session, rows.ids)
+    if live != set(zip(rows.ids, rows.versions, strict=True)):
+        # A pointer changed or went since it was embedded (an erasure may be under way):
+        # this delta is not recorded; the next compaction reads the vectors still live.
+        session.rollback()
+        delete_quietly(target, [path])
+        return False
+    session.add(SearchSegment(id=segment_id, tenant_id=tenant_id, scope_type=scope,
+                              scope_ref=scope_ref, kind="delta", embedding_model=model,
+                              storage_config_id=target.config_id, storage_path=path,
+                              rows=len(rows.ids), created_at=utcnow()))
+    session.commit()
+    return True
+
+
+def compact_scope(session: Session, plane: DataPlane, cache: SearchCache | None,
+                  tenant_id: uuid.UUID, scope: str, scope_ref: str, model: str) -> bool:
+    """Replace the scope's segments by one snapshot of its live vectors (none if it has
+    none). Live pointers missing from every segment are read from their vector objects.
+    False if another compaction of the scope won the race (nothing changed then)."""
+    existing = list(repo.segments(session, tenant_id, scope, scope_ref))
+    live = repo.live_in_scope(session, tenant_id, scope, scope_ref, model)
+    session.commit()
+    latest: dict[uuid.UUID, tuple[int, np.ndarray, str]] = {}
+    throwaway = SearchCache(max_rows=0, max_value_bytes=0)
+    for row in existing:
+        if row.embedding_model != model:
+            continue
+        try:
+            segment = store.load_segment(session, plane, cache or throwaway, row)
+        except store.IndexObjectUnreadable:
+            log.warning("search segment %s is unreadable; its rows are rebuilt", row.id)
+            continue
+        for i, pid in enumerate(segment.ids):
+            version = int(segment.versions[i])
+            if pid not in latest or latest[pid][0] < version:
+                latest[pid] = (version, segment.vectors[i], segment.texts[i])
+    ids: list[uuid.UUID] = []
+    versions: list[int] = []
+    texts: list[str] = []
+    vectors: list[np.ndarray] = []
+    for pointer in live:
+        have = latest.get(pointer.id)
+        if have is None or have[0] != pointer.version:
+            try:
+                rows = store.read_vector(session, plane,
+                                         plane.by_id(session, pointer.storage_config_id),
+                                         tenant_id, pointer.id, pointer.embedding_storage_path)
+            except store.IndexObjectUnreadable:
+                continue
+            if rows.model != model or not rows.ids or rows.versions[0] != pointer.version:
+                continue
+            have = (pointer.version, rows.vectors[0], rows.texts[0])
+        ids.append(pointer.id)
+        versions.append(have[0])
+        vectors.append(have[1])
+        texts.append(have[2])
+    new_row = None
+    target = plane.active(session, tenant_id)
+    session.commit()
+    if ids:
+        segment_id = new_id()
+        matrix = np.vstack(vectors).astype(np.float32)
+        path = store.put_segment(session, plane, target, tenant_id, scope, scope_ref,
+                                 segment_id, codec.Rows(model, ids, versions, texts, matrix))
+        new_row = SearchSegment(id=segment_id, tenant_id=tenant_id, scope_type=scope,
+                                scope_ref=scope_ref, kind="snapshot", embedding_model=model,
+                                storage_config_id=target.config_id, storage_path=path,
+                                rows=len(ids), created_at=utcnow())
+    begin_write(session)
+    if not repo.replace_segments(session, [s.id for s in existing], new_row):
+        session.rollback()
+        if new_row is not None:
+            delete_quietly(target, [new_row.storage_path])
+        return False
+    session.commit()
+    _delete_paths(session, plane, [(s.storage_config_id, s.storage_path) for s in existing])
+    if cache is not None:
+        cache.segments.forget([s.id for s in existing])
+    return True
+
+
+def rebuild_scopes(session: Session, plane: DataPlane, runtime: Runtime | Settings,
+                   tenant_id: uuid.UUID, scopes: Iterable[tuple[str, str]],
+                   cache: SearchCache | None = None) -> int:
+    """Rebuild the snapshots of these scopes from their live pointers only (an erasure calls
+    it once the subject's pointers are marked for deletion: the new snapshots hold none of
+    them, and the old segment objects are deleted). The scopes' segments of every embedder
+    are replaced. Returns the number of scopes rebuilt."""
+    done = 0
+    for scope, scope_ref in sorted(set(scopes)):
+        models = {s.embedding_model for s in repo.segments(session, tenant_id, scope, scope_ref)}
+        session.commit()
+        if not models:
+            continue
+        current = embedder_for(session, runtime, tenant_id).name
+        session.commit()
+        for model in sorted(models, key=lambda m: m != current):
+            for _ in range(3):
+                if compact_scope(session, plane, cache, tenant_id, scope, scope_ref, model):
+                    break
+        done += 1
+    return done
+
+
+def index_round(session: Session, plane: DataPlane, runtime: Runtime | Settings,
+                cache: SearchCache | None = None, *, since: datetime | None = None,
+                batch: int = BATCH, compact_after: int = COMPACT_AFTER) -> RoundReport:
+    """One batch of pointers waiting for vectors (all tenants), then any compaction due."""
+    report = RoundReport()
+    pointers = list(repo.needing_vectors(session, since, batch))
+    session.commit()
+    by_tenant: dict[uuid.UUID, list[MemoryPointer]] = defaultdict(list)
+    for pointer in pointers:
+        by_tenant[pointer.tenant_id].append(pointer)
+    for tenant_id, found in by_tenant.items():
+        try:
+            scopes = embed_batch(session, plane, runtime, found, report)
+        except EmbedderFailed as exc:
+            session.rollback()
+            log.warning("embedding failed for a tenant (%s); retrying later", exc.code)
+            continue
+        model = embedder_for(session, runtime, tenant_id).name
+        session.commit()
+        for scope, scope_ref in scopes:
+            deltas = repo.delta_counts(session, tenant_id, scope, scope_ref)
+            session.commit()
+            if deltas >= compact_after and compact_scope(session, plane, cache, tenant_id,
+                                                         scope, scope_ref, model):
+                report.compacted += 1
+    return report
+
+
+def drain(session: Session, plane: DataPlane, runtime: Runtime | Settings,
+          cache: SearchCache | None = None, *, batch: int = BATCH,
+          compact_after: int = COMPACT_AFTER) -> RoundReport:
+    """Index until nothing waits (tests, the CLI, the bench)."""
+    total = RoundReport()
+    while True:
+        report = index_round(session, plane, runtime, cache, batch=batch,
+                             compact_after=compact_after)
+        for name in ("embedded", "skipped", "corrupt", "deltas", "compacted"):
+            setattr(total, name, getattr(total, name) + getattr(report, name))
+        if report.embedded + report.skipped + report.corrupt == 0:
+            return total
+
+
+class Indexer:
+    """The background loop: a round whenever there is work, else a short wait."""
+
+    def __init__(self, sessions: sessionmaker[Session], plane: DataPlane,
+                 runtime: Runtime, cache: SearchCache, *, interval: float = 0.2,
+                 clock: Callable[[], datetime] = utcnow) -> None:
+        self.sessions, self.plane, self.runtime, self.cache = sessions, plane, runtime, cache
+        self.interval = interval
+        self.clock = clock
+        self._last_full: datetime | None = None
+
+    def run_forever(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            busy = False
+            try:
+                busy = self.run_once()
+            except Exception:
+                log.exception("search indexing failed; retrying")
+            if not busy:
+                stop.wait(self.interval)
+
+    def run_once(self) -> bool:
+        now = self.clock()
+        since = None
+        if self._last_full is not None and now - self._last_full < _FULL_SCAN_EVERY:
+            since = now - _LOOKBACK
+        else:
+            self._last_full = now
+        with self.sessions() as session:
+            report = index_round(session, self.plane, self.runtime, self.cache, since=since)
+        return report.embedded + report.skipped + report.corrupt > 0

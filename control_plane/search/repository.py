@@ -1,0 +1,159 @@
+"""SQL of search: the index's segments, the pointers waiting for vectors, the live filter."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, delete, false, or_, select, true, update
+from sqlalchemy.orm import Session
+
+from ..db.models import MemoryPointer, SearchSegment
+from ..tenants.access import Access
+
+P = MemoryPointer
+VECTOR_SUFFIX = ".vec"
+
+
+def vector_path(storage_path: str) -> str:
+    """A pointer's vector object lives beside its content object."""
+    return storage_path + VECTOR_SUFFIX
+
+
+def vector_ready() -> Any:
+    """The pointer's vector is the one of its current content."""
+    return and_(P.has_embeddings == true(),
+                P.embedding_storage_path == P.storage_path.concat(VECTOR_SUFFIX))
+
+
+def needing_vectors(session: Session, since: datetime | None, limit: int
+                    ) -> Sequence[MemoryPointer]:
+    """Synced pointers whose vector is missing or made for older content, oldest first;
+    ``since`` limits the look to rows written from then on (an index serves it)."""
+    query = select(P).where(P.sync_status == "synced",
+                            or_(P.has_embeddings == false(), P.embedding_storage_path.is_(None),
+                                P.embedding_storage_path != P.storage_path.concat(VECTOR_SUFFIX)))
+    if since is not None:
+        query = query.where(P.updated_at >= since)
+    return session.scalars(query.order_by(P.updated_at).limit(limit)).all()
+
+
+def mark_vector(session: Session, pointer_id: uuid.UUID, version: int, storage_path: str,
+                model: str) -> bool:
+    """Record the pointer's vector, if the pointer is still at the content it was made from."""
+    result = session.execute(
+        update(P).where(P.id == pointer_id, P.version == version,
+                        P.storage_path == storage_path, P.sync_status == "synced")
+        .values(has_embeddings=True, embedding_model=model,
+                embedding_storage_path=vector_path(storage_path))
+        .execution_options(synchronize_session=False))
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def reembed_other_models(session: Session, tenant_id: uuid.UUID, scope: str, scope_ref: str,
+                         model: str) -> int:
+    """Vectors of another embedder are never compared with this one's: queue them again."""
+    result = session.execute(
+        update(P).where(P.tenant_id == tenant_id, P.scope_type == scope,
+                        P.scope_ref == scope_ref, P.has_embeddings == true(),
+                        P.embedding_model != model)
+        .values(has_embeddings=False).execution_options(synchronize_session=False))
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def segments(session: Session, tenant_id: uuid.UUID, scope: str, scope_ref: str
+             ) -> Sequence[SearchSegment]:
+    return session.scalars(
+        select(SearchSegment).where(SearchSegment.tenant_id == tenant_id,
+                                    SearchSegment.scope_type == scope,
+                                    SearchSegment.scope_ref == scope_ref)
+        .order_by(SearchSegment.created_at, SearchSegment.id)).all()
+
+
+def segments_of_tenant(session: Session, tenant_id: uuid.UUID, scope: str | None,
+                       access: Access) -> Sequence[SearchSegment]:
+    query = select(SearchSegment).where(SearchSegment.tenant_id == tenant_id)
+    if scope is not None:
+        query = query.where(SearchSegment.scope_type == scope)
+    where = access.where(SearchSegment.scope_type, SearchSegment.scope_ref)
+    if where is not None:
+        query = query.where(where)
+    return session.scalars(query.order_by(SearchSegment.scope_type, SearchSegment.scope_ref,
+                                          SearchSegment.created_at, SearchSegment.id)).all()
+
+
+def delta_counts(session: Session, tenant_id: uuid.UUID, scope: str, scope_ref: str) -> int:
+    return len([s for s in segments(session, tenant_id, scope, scope_ref) if s.kind == "delta"])
+
+
+def lock_live(session: Session, ids: Sequence[uuid.UUID]) -> set[tuple[uuid.UUID, int]]:
+    """(id, version) of the synced pointers among ``ids``, share-locked: an erasure or delete
+    marking one of them waits until this transaction ends."""
+    if not ids:
+        return set()
+    rows = session.execute(select(P.id, P.version).where(P.id.in_(ids),
+                                                         P.sync_status == "synced")
+                           .with_for_update(read=True)).all()
+    return {(r.id, r.version) for r in rows}
+
+
+def live_in_scope(session: Session, tenant_id: uuid.UUID, scope: str, scope_ref: str,
+                  model: str) -> Sequence[Any]:
+    """Every pointer of the scope with a ready vector of ``model``: what a snapshot holds."""
+    return session.execute(
+        select(P.id, P.version, P.storage_config_id, P.embedding_storage_path)
+        .where(P.tenant_id == tenant_id, P.scope_type == scope, P.scope_ref == scope_ref,
+               P.sync_status == "synced", P.embedding_model == model, vector_ready())
+        .order_by(P.id)).all()
+
+
+def replace_segments(session: Session, old: Sequence[uuid.UUID],
+                     new: SearchSegment | None) -> bool:
+    """Swap ``old`` segments for ``new`` (in the caller's transaction); False if another
+    compaction removed some of them first."""
+    if old:
+        removed = session.execute(delete(SearchSegment).where(SearchSegment.id.in_(old))
+                                  .execution_options(synchronize_session=False))
+        if int(removed.rowcount) != len(old):  # type: ignore[attr-defined]
+            return False
+    if new is not None:
+        session.add(new)
+    return True
+
+
+def named_segment_paths(session: Session, config_id: uuid.UUID,
+                        paths: Sequence[str]) -> set[str]:
+    """Which of ``paths`` a segment row names (orphan GC keeps them)."""
+    return set(session.scalars(
+        select(SearchSegment.storage_path)
+        .where(SearchSegment.storage_config_id == config_id,
+               SearchSegment.storage_path.in_(paths))).all())
+
+
+def candidates(session: Session, tenant_id: uuid.UUID, ids: Sequence[uuid.UUID] | None,
+               scopes: Sequence[tuple[str, str]], *, now: datetime, user_id: str | None,
+               memory_type: str | None, tags: Sequence[str], access: Access
+               ) -> Sequence[MemoryPointer]:
+    """The live pointers (synced, not expired, in the key's scopes, matching the filters)
+    among ``ids`` (None: all of ``scopes``): one query."""
+    query = select(P).where(P.tenant_id == tenant_id, P.sync_status == "synced",
+                            or_(P.expires_at.is_(None), P.expires_at > now))
+    if ids is not None:
+        query = query.where(P.id.in_(ids))
+    if scopes:
+        query = query.where(or_(*(and_(P.scope_type == s, P.scope_ref == r)
+                                  for s, r in scopes)))
+    if user_id is not None:
+        query = query.where(P.subject_user_id == user_id)
+    if memory_type is not None:
+        query = query.where(P.memory_type == memory_type)
+    where = access.where(P.scope_type, P.scope_ref)
+    if where is not None:
+        query = query.where(where)
+    rows = session.scalars(query).all()
+    if tags:  # tags are a JSON list: filtered here, portably, on the few candidates left
+        wanted = set(tags)
+        rows = [r for r in rows if wanted.issubset(r.tags or [])]
+    return rows

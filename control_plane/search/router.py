@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from ..deps import ReaderCaller, SessionDep, get_runtime
+from . import service
+from .schemas import SearchIn, SearchOut, SearchResultOut
+
+router = APIRouter(tags=["search"])
+
+
+@router.post("/v1/search", response_model=SearchOut)
+def search(body: SearchIn, caller: ReaderCaller, session: SessionDep,
+           request: Request) -> SearchOut:
+    """The memories, entries and knowledge chunks most relevant to `query`: vector and
+    keyword rankings fused, each result live (deleted, overwritten, erased and expired
+    memories never appear) and its value verified against its SHA-256. Agents, admins and
+    compliance officers may search; a scoped key searches only its scopes. The query itself
+    is neither stored nor logged; the audit log gets one `search` row with the count."""
+    found = service.search(session, get_runtime(request), caller.actor, body, access=caller.access)
+    return SearchOut(
+        results=[SearchResultOut(kind=h.kind, pointer_id=h.pointer_id, scope=h.scope,  # type: ignore[arg-type]
+                                 scope_ref=h.scope_ref, key=h.key, title=h.title,
+                                 memory_type=h.memory_type, tags=h.tags, score=h.score,
+                                 value=h.value) for h in found.hits],
+        embedder=found.embedder, took_ms=round(found.took_ms, 3))

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from ..kit import PLAIN_TEXT
+from ..memories.addresses import Scope
+from ..memories.schemas import MemoryType, Ref, Tag
+
+Query = Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=PLAIN_TEXT,
+                                         strip_whitespace=True)]
+Kind = Literal["memory", "entry", "knowledge"]
+
+
+class SearchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: Query = Field(description="What to look for, in plain words (never stored or "
+                         "logged).", examples=["what language does the user prefer"])
+    scope: Scope | None = Field(None, description="Only this scope; default: every scope "
+                                "the key may see (one snapshot read per scope when cold).")
+    scope_ref: Ref | None = Field(None, description="Only this scope ref (needs scope; "
+                                  "'-' for tenant).")
+    user_id: Ref | None = Field(None, description="Only memories about this data subject.")
+    memory_type: MemoryType | None = Field(None, description="Only this memory type "
+                                           "('knowledge' for knowledge chunks, 'entry' for "
+                                           "entries).")
+    tags: list[Tag] = Field(default_factory=list, max_length=20,
+                            description="Only memories carrying every one of these tags.")
+    limit: int = Field(10, ge=1, le=100, description="How many results, at most (1-100).")
+    include_values: bool = Field(True, description="Return each result's value, read from "
+                                 "the bucket (or the verified-value cache) and verified.")
+
+
+class SearchResultOut(BaseModel):
+    kind: Kind = Field(description="memory (by key), entry or knowledge (a chunk).")
+    pointer_id: uuid.UUID
+    scope: str
+    scope_ref: str
+    key: str | None
+    title: str | None
+    memory_type: str
+    tags: list[str]
+    score: float = Field(description="Fused rank score (reciprocal rank fusion of the vector "
+                         "and keyword ranks); higher is better.")
+    value: Any = Field(None, description="The verified value (null when include_values is "
+                       "false).")
+
+
+class SearchOut(BaseModel):
+    results: list[SearchResultOut]
+    embedder: str = Field(description="The embedder that made the query's vector.")
+    took_ms: float

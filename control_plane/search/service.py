@@ -1,0 +1,312 @@
+"""Search: the top memories, entries and knowledge chunks for a query (``POST /v1/search``),
+also called by other services (context assembly).
+
+  1. the scopes searched: the one given, else every scope with a segment the key may see;
+  2. their segments (snapshot + deltas), from the in-memory cache or the bucket — a cold
+     scope costs 1 + at most ``indexer.COMPACT_AFTER`` object reads, a warm one none;
+  3. the query embedded by the tenant's embedder; cosine of every row (one matrix product
+     per segment) and BM25 of the rows' texts (held in the cache, never in the database);
+  4. the live filter, one SQL query: a candidate counts only if its pointer is synced, not
+     expired, at the version the vector was made for, in the key's scopes and matching the
+     filters — deletions, overwrites and erasures drop out at once;
+  5. reciprocal rank fusion of the two rankings: score = 1/(60 + vector rank) +
+     1/(60 + keyword rank) (a row without any query word has no keyword rank);
+  6. values verified like reads (I3), through a cache keyed by SHA-256: a mismatch marks the
+     pointer corrupt, audits the failure and drops the result;
+  7. one ``search`` audit row (the filters as given/not given and the count, never the
+     query) and one ``read`` row per value served.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from storage_adapters import base as storage
+from storage_adapters.envelope import DecryptionError
+
+from ..audit import service as audit
+from ..audit.service import Actor, audited
+from ..db.base import utcnow
+from ..db.engine import begin_write
+from ..db.models import MemoryPointer, SearchSegment
+from ..embedders import EmbedderFailed, embedder_for
+from ..errors import InvalidInput, StorageUnavailable
+from ..keys import service as keys
+from ..kit import sha256_hex
+from ..memories import repository as memories_repo
+from ..memories.addresses import nfc
+from ..memories.shared import given, keyring_of
+from ..tenants.access import EVERYTHING, Access
+from ..tenants.access import ensure_visible as access_check
+from . import repository as repo
+from . import store
+from .index import SearchCache, Segment, bm25
+from .schemas import SearchIn
+
+if TYPE_CHECKING:
+    from ..runtime import Runtime
+
+RRF_K = 60
+_POOL = 8  # candidates taken from each ranking: limit * _POOL (at least 64)
+_READERS = 8
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    kind: str
+    pointer_id: uuid.UUID
+    scope: str
+    scope_ref: str
+    key: str | None
+    title: str | None
+    memory_type: str
+    tags: list[str]
+    score: float
+    value: Any
+    text: str
+    pointer: MemoryPointer = field(repr=False)
+
+
+@dataclass(frozen=True)
+class SearchResults:
+    hits: list[SearchHit]
+    embedder: str
+    took_ms: float
+
+
+def kind_of(pointer: MemoryPointer) -> str:
+    if pointer.key is None and pointer.memory_type == "entry":
+        return "entry"
+    return "knowledge" if pointer.memory_type == "knowledge" else "memory"
+
+
+def cache_of(runtime: Runtime) -> SearchCache:
+    cache: SearchCache | None = getattr(runtime, "search_cache", None)
+    if cache is None:
+        raise RuntimeError("the runtime has no search cache")
+    return cache
+
+
+def search(session: Session, runtime: Runtime, actor: Actor, request: SearchIn, *,
+           access: Access = EVERYTHING) -> SearchResults:
+    """The ``request.limit`` best hits for the query among what the key may see."""
+    started = time.perf_counter()
+    cache = cache_of(runtime)
+    scope = request.scope.canonical if request.scope is not None else None
+    scope_ref = nfc(request.scope_ref) if request.scope_ref is not None else None
+    detail = (f"scope={scope} ref={given(scope_ref)} user={given(request.user_id)} "
+              f"type={request.memory_type} tags={len(request.tags)}")
+    with audited(session, actor, "search", detail=detail,
+                 private=(scope_ref, request.user_id)):
+        if scope_ref is not None and scope is None:
+            raise InvalidInput("scope_ref needs scope: send both, or neither to search every "
+                               "scope the key may see")
+        if scope is not None and scope_ref is not None:
+            access_check(session, actor, access, scope, scope_ref, operation="search",
+                         what=f"{scope} scope", missing=f"no scope {scope}/{scope_ref}")
+        try:
+            embedder = embedder_for(session, runtime, actor.tenant_id)
+        except EmbedderFailed as exc:
+            raise StorageUnavailable(f"the embedder is unavailable right now ({exc.code}); "
+                                     "retry later") from None
+        rows = _segment_rows(session, actor.tenant_id, scope, scope_ref, access)
+        others = {(r.scope_type, r.scope_ref) for r in rows if r.embedding_model != embedder.name}
+        rows = [r for r in rows if r.embedding_model == embedder.name]
+        session.commit()
+        if others:
+            begin_write(session)
+            for s, ref in sorted(others):
+                repo.reembed_other_models(session, actor.tenant_id, s, ref, embedder.name)
+            session.commit()
+        segments = _load(session, runtime, cache, rows)
+        try:
+            query = embedder.embed([request.query])[0]
+        except EmbedderFailed as exc:
+            raise StorageUnavailable(f"the embedder is unavailable right now ({exc.code}); "
+                                     "retry later") from None
+        hits = _rank(session, actor, access, request, segments, query,
+                     [(r.scope_type, r.scope_ref) for r in rows])
+        if request.include_values:
+            hits = _with_values(session, runtime, cache, actor, hits)
+        begin_write(session)
+        audit.record(session, actor, "search", detail=f"{detail} -> {len(hits)}")
+        if request.include_values:
+            audit.record_many(session, actor, "read", [
+                (h.pointer_id, f"{h.scope} v{h.pointer.version} search result") for h in hits])
+        session.commit()
+    return SearchResults(hits, embedder.name, (time.perf_counter() - started) * 1000.0)
+
+
+def _segment_rows(session: Session, tenant_id: uuid.UUID, scope: str | None,
+                  scope_ref: str | None, access: Access) -> list[SearchSegment]:
+    if scope is not None and scope_ref is not None:
+        return list(repo.segments(session, tenant_id, scope, scope_ref))
+    return list(repo.segments_of_tenant(session, tenant_id, scope, access))
+
+
+def _load(session: Session, runtime: Runtime, cache: SearchCache,
+          rows: Sequence[SearchSegment]) -> list[Segment]:
+    missing = [r for r in rows if cache.segment(r.id) is None]
+    if len(missing) > 1:  # cold: read the segments side by side
+        with ThreadPoolExecutor(max_workers=min(_READERS, len(missing))) as pool:
+            list(pool.map(lambda r: _load_one(runtime, cache, r), missing))
+    found = []
+    for row in rows:
+        try:
+            found.append(store.load_segment(session, runtime.plane, cache, row))
+        except store.IndexObjectUnreadable:
+            continue  # replaced by a compaction meanwhile, or damaged: rebuilt by the next one
+    session.commit()
+    return found
+
+
+def _load_one(runtime: Runtime, cache: SearchCache, row: SearchSegment) -> None:
+    with runtime.sessions() as session:
+        try:
+            store.load_segment(session, runtime.plane, cache, row)
+        except store.IndexObjectUnreadable:
+            pass
+
+
+def _top(scores: np.ndarray, n: int) -> np.ndarray:
+    if len(scores) <= n:
+        return np.argsort(-scores, kind="stable")
+    part = np.argpartition(-scores, n)[:n]
+    return part[np.argsort(-scores[part], kind="stable")]
+
+
+def _rank(session: Session, actor: Actor, access: Access, request: SearchIn,
+          segments: list[Segment], query: np.ndarray,
+          scopes: list[tuple[str, str]]) -> list[SearchHit]:
+    if not segments:
+        return []
+    now = utcnow()
+    filtered = (request.user_id is not None or request.memory_type is not None
+                or bool(request.tags))
+    # Every (segment, row) of a pointer: the row of its newest version wins.
+    newest: dict[uuid.UUID, tuple[int, int, int]] = {}
+    for s, segment in enumerate(segments):
+        for i, pid in enumerate(segment.ids):
+            version = int(segment.versions[i])
+            if pid not in newest or newest[pid][0] < version:
+                newest[pid] = (version, s, i)
+    masks = [np.zeros(len(seg), dtype=bool) for seg in segments]
+    for _, s, i in newest.values():
+        masks[s][i] = True
+    live: dict[uuid.UUID, MemoryPointer] | None = None
+    if filtered:  # filters first: ranking only what passes them (one query)
+        live = {p.id: p for p in repo.candidates(
+            session, actor.tenant_id, None, sorted(set(scopes)), now=now,
+            user_id=request.user_id, memory_type=request.memory_type, tags=request.tags,
+            access=access)}
+        for s, segment in enumerate(segments):
+            for i, pid in enumerate(segment.ids):
+                if masks[s][i] and pid not in live:
+                    masks[s][i] = False
+    cosine = [np.where(m, seg.vectors @ query, -np.inf) for seg, m in zip(segments, masks,
+                                                                             strict=True)]
+    keyword = bm25(segments, masks, request.query)
+    pool = max(64, request.limit * _POOL)
+    vec_all = np.concatenate(cosine)
+    kw_all = np.concatenate(keyword)
+    offsets = np.cumsum([0] + [len(s) for s in segments])
+    vec_top = [int(j) for j in _top(vec_all, pool) if np.isfinite(vec_all[j])]
+    kw_top = [int(j) for j in _top(kw_all, pool) if kw_all[j] > 0]
+
+    def locate(j: int) -> tuple[int, int]:
+        s = int(np.searchsorted(offsets, j, side="right") - 1)
+        return s, j - int(offsets[s])
+
+    chosen = list(dict.fromkeys(vec_top + kw_top))
+    ids = [segments[s].ids[i] for s, i in map(locate, chosen)]
+    if live is None:  # the live filter: one query over the candidates
+        live = {p.id: p for p in repo.candidates(
+            session, actor.tenant_id, ids, sorted(set(scopes)), now=now, user_id=None,
+            memory_type=None, tags=(), access=access)}
+    session.commit()
+    eligible = set()
+    for j, pid in zip(chosen, ids, strict=True):
+        s, i = locate(j)
+        pointer = live.get(pid)
+        if pointer is not None and pointer.version == int(segments[s].versions[i]):
+            eligible.add(j)
+    fused: dict[int, float] = {}
+    for ranking in ([j for j in vec_top if j in eligible], [j for j in kw_top if j in eligible]):
+        for rank, j in enumerate(ranking, start=1):
+            fused[j] = fused.get(j, 0.0) + 1.0 / (RRF_K + rank)
+    best = sorted(fused, key=lambda j: (-fused[j], -float(vec_all[j])))[:request.limit]
+    hits = []
+    for j in best:
+        s, i = locate(j)
+        pointer = live[segments[s].ids[i]]
+        hits.append(SearchHit(kind_of(pointer), pointer.id, pointer.scope_type,
+                              pointer.scope_ref, pointer.key, pointer.title,
+                              pointer.memory_type, list(pointer.tags or []), round(fused[j], 6),
+                              None, segments[s].texts[i], pointer))
+    return hits
+
+
+def _with_values(session: Session, runtime: Runtime, cache: SearchCache, actor: Actor,
+                 hits: list[SearchHit]) -> list[SearchHit]:
+    """Each hit with its verified value; a hit whose object fails verification is dropped,
+    its pointer marked corrupt and the failure audited (as a read does)."""
+    values: dict[uuid.UUID, Any] = {}
+    todo = []
+    for hit in hits:
+        known, value = cache.value(hit.pointer.content_sha256)
+        if known:
+            values[hit.pointer_id] = value
+        else:
+            todo.append(hit)
+    failed: list[tuple[SearchHit, str | None, str | None]] = []
+    if todo:
+        with ThreadPoolExecutor(max_workers=min(_READERS, len(todo))) as pool:
+            opened = list(pool.map(lambda h: _open(runtime, actor, h.pointer), todo))
+        for hit, (data, actual, problem) in zip(todo, opened, strict=True):
+            if actual == hit.pointer.content_sha256:
+                value = json.loads(data)
+                values[hit.pointer_id] = value
+                cache.keep_value(actual, value, len(data))
+            else:
+                failed.append((hit, actual, problem))
+    if failed:
+        begin_write(session)
+        for hit, actual, problem in failed:
+            if not memories_repo.mark_corrupt(session, hit.pointer_id,
+                                              hit.pointer.storage_path, utcnow()):
+                continue  # overwritten or deleted since the ranking: simply left out
+            what = ("could not be decrypted" if problem is not None else
+                    "is missing from the bucket" if actual is None else
+                    "does not match its hash")
+            audit.record(session, actor, "read", success=False, pointer_id=hit.pointer_id,
+                         detail=f"hash_mismatch: object {what} (search result dropped); "
+                                f"expected {hit.pointer.content_sha256} actual {actual}")
+        session.commit()
+    return [SearchHit(**{**h.__dict__, "value": values[h.pointer_id]})
+            for h in hits if h.pointer_id in values]
+
+
+def _open(runtime: Runtime, actor: Actor, pointer: MemoryPointer
+          ) -> tuple[bytes, str | None, str | None]:
+    with runtime.sessions() as session:
+        target = runtime.plane.by_id(session, pointer.storage_config_id)
+        try:
+            with store.storage_errors(pointer.id):
+                blob = target.adapter.get(pointer.storage_path)
+        except storage.ObjectNotFound:
+            return b"", None, None
+        try:
+            data = keys.open_object(session, keyring_of(runtime.plane), actor.tenant_id,
+                                    pointer.storage_path, pointer.id, blob)
+        except DecryptionError as exc:
+            return b"", None, str(exc)
+        return data, sha256_hex(data), None

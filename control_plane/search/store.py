@@ -1,0 +1,105 @@
+"""The index's objects in the tenant's bucket, sealed like content (DESIGN §6, §11).
+
+A pointer's vector object is sealed under the pointer's own subject key (with its pointer id
+in the associated data), exactly as its content; a scope's segments under the scope's key
+(the user's key for a ``user`` scope), with the segment id in the associated data.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy.orm import Session
+
+from storage_adapters import base as storage
+from storage_adapters.envelope import DecryptionError
+
+from ..db.models import MemoryPointer, SearchSegment
+from ..keys import service as keys
+from ..memories.addresses import MemoryAddress
+from ..memories.shared import keyring_of
+from ..storage_config.plane import DataPlane, Target, storage_errors
+from . import codec
+from .index import SearchCache, Segment
+from .repository import vector_path
+
+
+class IndexObjectUnreadable(Exception):
+    """A segment or vector object is missing, does not decrypt or does not parse."""
+
+
+def _key(session: Session, plane: DataPlane, tenant_id: uuid.UUID,
+         subject: tuple[str, str]) -> keys.SubjectKeyHandle | None:
+    ring = keyring_of(plane)
+    if not ring.enabled:
+        return None
+    return keys.key_for_write(session, ring, tenant_id, subject)
+
+
+def _put(target: Target, path: str, blob: bytes) -> None:
+    with storage_errors():
+        try:
+            target.adapter.put(path, blob)
+        except storage.ObjectExists:  # left by an indexer stopped before it recorded it
+            target.adapter.delete_many([path])
+            target.adapter.put(path, blob)
+
+
+def put_vector(session: Session, plane: DataPlane, target: Target, pointer: MemoryPointer,
+               rows: codec.Rows) -> str:
+    """Seal one pointer's vector (a one-row ``Rows``) and put it beside its content."""
+    path = vector_path(pointer.storage_path)
+    key = _key(session, plane, pointer.tenant_id,
+               keys.subject_of(pointer.scope_type, pointer.scope_ref, pointer.subject_user_id))
+    session.commit()
+    blob = keys.seal_object(keyring_of(plane), pointer.tenant_id, key, path, pointer.id,
+                            codec.encode(rows))
+    _put(target, path, blob)
+    return path
+
+
+def read_vector(session: Session, plane: DataPlane, target: Target, tenant_id: uuid.UUID,
+                pointer_id: uuid.UUID, path: str) -> codec.Rows:
+    return _open(session, plane, target, tenant_id, pointer_id, path)
+
+
+def segment_path(target: Target, scope: str, scope_ref: str, segment_id: uuid.UUID) -> str:
+    # "@" never starts a key's segment (keys are percent-encoded): no memory's directory
+    # meets it; it stays under the scope's directory, so a user's erasure sweeps it.
+    return target.path(f"{MemoryAddress(scope, scope_ref).scope_dir()}/@search/"
+                       f"{segment_id.hex}.seg")
+
+
+def put_segment(session: Session, plane: DataPlane, target: Target, tenant_id: uuid.UUID,
+                scope: str, scope_ref: str, segment_id: uuid.UUID, rows: codec.Rows) -> str:
+    path = segment_path(target, scope, scope_ref, segment_id)
+    key = _key(session, plane, tenant_id, keys.subject_of(scope, scope_ref, None))
+    session.commit()
+    blob = keys.seal_object(keyring_of(plane), tenant_id, key, path, segment_id,
+                            codec.encode(rows))
+    _put(target, path, blob)
+    return path
+
+
+def load_segment(session: Session, plane: DataPlane, cache: SearchCache,
+                 row: SearchSegment) -> Segment:
+    """The segment from the cache, else read (one object read), opened and indexed."""
+    found = cache.segment(row.id)
+    if found is not None:
+        return found
+    target = plane.by_id(session, row.storage_config_id)
+    rows = _open(session, plane, target, row.tenant_id, row.id, row.storage_path)
+    segment = Segment.of(row.id, rows)
+    cache.keep_segment(segment)
+    return segment
+
+
+def _open(session: Session, plane: DataPlane, target: Target, tenant_id: uuid.UUID,
+          object_id: uuid.UUID, path: str) -> codec.Rows:
+    try:
+        with storage_errors():
+            blob = target.adapter.get(path)
+        data = keys.open_object(session, keyring_of(plane), tenant_id, path, object_id, blob)
+        return codec.decode(data)
+    except (storage.ObjectNotFound, DecryptionError, codec.CorruptIndexObject) as exc:
+        raise IndexObjectUnreadable(type(exc).__name__) from None
