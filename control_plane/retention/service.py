@@ -14,9 +14,10 @@ deleted and audited exactly once. Raw events go the same way (their compaction p
 rows with them, so a later erasure does not take a compactor entry for an orphan).
 
 A policy with ``auto_delete: false`` and a dry run only count what is due (``due``) per
-policy; held items are counted as ``held``. ``archive_after_days`` hands the policy's older
-objects to ``control_plane.archive.service.archive_pointers`` when that module is installed,
-and otherwise counts them as ``archive_unavailable``.
+policy; held items are counted as ``held``. ``archive_after_days`` hands the policy's objects
+older than that and still in the default class to the archive tier
+(``control_plane.archive.service.archive``: colder class, recorded on the row); objects the
+bucket refused to move are counted as ``archive_failed`` and tried again on the next run.
 
 Until the run, lists leave out what an auto-deleting policy has made due
 (``repository.visible_pointers`` / ``visible_events``), as they leave out expired ``ttl_days``.
@@ -39,6 +40,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, delete, func, not_, select, true
 from sqlalchemy.orm import Session, sessionmaker
 
+from ..archive import service as archive_tier
 from ..audit import service as audit
 from ..audit.service import Actor, audited
 from ..db.base import utcnow
@@ -183,18 +185,6 @@ def run_job(ctx: JobContext) -> dict[str, Any]:
                       dry_run=bool(ctx.params.get("dry_run")), job=ctx)
 
 
-def _archiver() -> Callable[..., int] | None:
-    """``control_plane.archive.service.archive_pointers`` where the archive tier exists."""
-    try:
-        from ..archive import service as archive  # type: ignore[attr-defined,unused-ignore]
-    except ModuleNotFoundError as exc:
-        if exc.name in ("control_plane.archive", "control_plane.archive.service"):
-            return None
-        raise
-    found: Callable[..., int] | None = getattr(archive, "archive_pointers", None)
-    return found
-
-
 def run_tenant(session: Session, plane: DataPlane, tenant_id: uuid.UUID, *, actor: Actor,
                dry_run: bool = False, job: JobContext | None = None,
                now: datetime | None = None) -> dict[str, Any]:
@@ -241,13 +231,13 @@ class _Run:
                 self._delete_pointers(name, counts, pointers, before, held_pointers, detail)
                 self._delete_events(name, counts, events, before, held_events, detail)
             if policy.archive_after_days is not None and not self.dry_run:
-                self._archive(policy, pointers, held_pointers, counts)
+                self._archive(policy, pointers, events, counts)
             results.append({"policy_id": str(policy.id), "scope": policy.scope_type,
                             "memory_type": None if policy.memory_type == ALL_TYPES
                             else policy.memory_type, "auto_delete": policy.auto_delete,
                             "due": counts["due"], "deleted": counts["deleted"],
                             "held": counts["held"], "archived": counts["archived"],
-                            "archive_unavailable": counts["archive_unavailable"]})
+                            "archive_failed": counts["archive_failed"]})
         ttl = defaultdict(int, self._saved("ttl"))
         everything = true()
         ttl["held"] = self._count_pointers(everything, self.now, held_pointers, ttl=True)
@@ -352,30 +342,38 @@ class _Run:
             self._save(name, counts)(int(removed.rowcount))  # type: ignore[attr-defined]
             self.session.commit()
 
-    def _archive(self, policy: RetentionPolicy, governed: ColumnElement[bool],
-                 held: ColumnElement[bool], counts: dict[str, int]) -> None:
+    def _archive(self, policy: RetentionPolicy, pointers: ColumnElement[bool],
+                 events: ColumnElement[bool], counts: dict[str, int]) -> None:
+        """Hand the policy's objects older than ``archive_after_days`` and still in the
+        default class to the archive tier (``archive.service.archive``), in batches."""
         assert policy.archive_after_days is not None
         before = repo.cutoff(policy.archive_after_days, self.now)
-        archive = _archiver()
-        after: uuid.UUID | None = None
-        while True:
-            query = (select(MemoryPointer.id).where(
-                MemoryPointer.tenant_id == self.tenant_id, governed,
-                MemoryPointer.updated_at < before, MemoryPointer.sync_status == "synced")
-                .order_by(MemoryPointer.id).limit(BATCH))
-            if after is not None:
-                query = query.where(MemoryPointer.id > after)
-            ids = list(self.session.scalars(query))
-            self.session.commit()
-            if not ids:
-                return
-            after = ids[-1]
-            if archive is None:
-                counts["archive_unavailable"] += len(ids)
-                continue
-            counts["archived"] += int(archive(self.session, self.plane, self.tenant_id, ids))
-            if self.session.in_transaction():
+        for model, governed, age in (
+                (MemoryPointer, pointers, MemoryPointer.updated_at < before),
+                (MemoryEvent, events, MemoryEvent.occurred_at < before)):
+            after: uuid.UUID | None = None
+            while True:
+                if self.job is not None:
+                    self.job.check()
+                query = (select(model.id).where(
+                    model.tenant_id == self.tenant_id, governed, age,
+                    model.sync_status == "synced", model.storage_class.is_(None))
+                    .order_by(model.id).limit(BATCH))
+                if after is not None:
+                    query = query.where(model.id > after)
+                ids = list(self.session.scalars(query))
                 self.session.commit()
+                if not ids:
+                    break
+                after = ids[-1]
+                ids_of = ({"pointer_ids": ids} if model is MemoryPointer
+                          else {"event_ids": ids})
+                report = archive_tier.archive(self.session, self.plane, self.tenant_id,
+                                              actor=self.actor, **ids_of)  # type: ignore[arg-type]
+                if self.session.in_transaction():
+                    self.session.commit()
+                counts["archived"] += report.archived
+                counts["archive_failed"] += report.failed
 
 
 # --- cleanup ---------------------------------------------------------------------------------

@@ -124,7 +124,8 @@ def test_an_erasure_of_a_held_subject_is_refused_until_the_hold_is_lifted(
 
 
 def test_a_hold_placed_after_the_request_stops_the_erasure_job_before_it_deletes(
-        world: ServiceWorld) -> None:
+        lone_world: ServiceWorld) -> None:
+    world = lone_world
     from control_plane.jobs.worker import Worker
 
     put(world, "user", "u-late", "k")

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import select, update
 
 from control_plane.db.models import AccessLog, MemoryEvent, MemoryPointer
@@ -18,7 +22,9 @@ from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.retention import service as retention
 from control_plane.retention.schemas import PolicyIn
-from tests.support.service import ServiceWorld
+from control_plane.runtime import Runtime
+from control_plane.tenants.service import create_tenant
+from tests.support.service import ServiceWorld, isolated_database, make_settings
 
 
 def put(world: ServiceWorld, scope: str, ref: str, key: str, value: Any = "v",
@@ -99,3 +105,25 @@ def backdate(world: ServiceWorld, pointer_ids: list[uuid.UUID], when: datetime) 
         session.execute(update(MemoryPointer).where(MemoryPointer.id.in_(pointer_ids))
                         .values(updated_at=when))
         session.commit()
+
+
+@contextmanager
+def own_world(database: str, request: pytest.FixtureRequest,
+              data_dir: Path) -> Iterator[ServiceWorld]:
+    """A ServiceWorld on a database of its own: a job worker there claims only this test's
+    jobs (the shared one holds every other test's tenants and jobs)."""
+    from control_plane.storage_config.plane import no_faults
+
+    url = isolated_database(database, request)
+    runtime = Runtime(make_settings(url, data_dir))
+    if url == "sqlite":
+        runtime.migrate()
+    try:
+        with runtime.sessions() as session:
+            created, _ = create_tenant(session, f"t-{uuid.uuid4().hex[:8]}")
+        world = ServiceWorld(runtime, created.id)
+        runtime.plane.checkpoint = world.checkpoint
+        yield world
+        runtime.plane.checkpoint = no_faults
+    finally:
+        runtime.close()

@@ -85,8 +85,9 @@ def test_a_scoped_key_cleans_only_what_it_may_see(world: ServiceWorld) -> None:
     assert set(pointers(world)) == {"history", "preferences", "notes2"}
 
 
-def test_a_large_cleanup_runs_as_a_job(world: ServiceWorld,
+def test_a_large_cleanup_runs_as_a_job(lone_world: ServiceWorld,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    world = lone_world
     monkeypatch.setattr(retention, "CLEANUP_INLINE_LIMIT", 2)
     clock = ManualWallClock()
     for n in range(5):

@@ -21,7 +21,8 @@ from tests.support.service import ServiceWorld, SimulatedCrash
 
 @pytest.mark.parametrize("step", ["retention:after_mark", "delete:after_object"])
 def test_a_run_killed_half_way_and_rerun_deletes_each_due_item_once(
-        world: ServiceWorld, step: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        lone_world: ServiceWorld, step: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    world = lone_world
     monkeypatch.setattr(retention, "BATCH", 3)
     clock = ManualWallClock()
     policy_id = policy(world, scope="user", retention_days=30, auto_delete=True)
