@@ -28,6 +28,7 @@ from ._exceptions import (
     TransportError,
     Unauthorized,
 )
+from ._hygiene import CleanupItem, CleanupResult, LegalHold, RetentionPolicy
 from ._models import (
     AuditEntry,
     AuditVerification,
@@ -56,6 +57,8 @@ __all__ = [
     "AuditVerification",
     "BadRequest",
     "BatchResult",
+    "CleanupItem",
+    "CleanupResult",
     "Client",
     "CompactorConfig",
     "Conflict",
@@ -68,6 +71,7 @@ __all__ = [
     "HashMismatch",
     "InvalidResponse",
     "Job",
+    "LegalHold",
     "Memory",
     "MemplaneError",
     "NotFound",
@@ -77,6 +81,7 @@ __all__ = [
     "Provenance",
     "ProvenanceEvent",
     "Receipt",
+    "RetentionPolicy",
     "ServerError",
     "StorageConfig",
     "StorageHealth",
