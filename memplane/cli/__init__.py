@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from .._version import __version__
-from . import compact, compliance, crypto, entries, events, local, memory
+from . import compact, compliance, crypto, entries, events, hygiene, local, memory
 
 app = typer.Typer(help="memplane: memory for AI agents, content in your own bucket.",
                   no_args_is_help=True, add_completion=False)
@@ -95,6 +95,20 @@ entries_app.command("update")(entries.entries_update)
 entries_app.command("delete")(entries.entries_delete)
 entries_app.command("list")(entries.entries_list)
 app.add_typer(entries_app, name="entries")
+
+retention_app = typer.Typer(help="Retention policies and runs of a tenant, on the database "
+                            "directly (operators).", no_args_is_help=True)
+retention_app.command("run")(hygiene.retention_run)
+retention_app.command("policies")(hygiene.retention_policies)
+app.add_typer(retention_app, name="retention")
+app.command("cleanup")(hygiene.cleanup)
+
+holds_app = typer.Typer(help="Legal holds of a tenant, on the database directly "
+                        "(operators).", no_args_is_help=True)
+holds_app.command("list")(hygiene.holds_list)
+holds_app.command("place")(hygiene.holds_place)
+holds_app.command("lift")(hygiene.holds_lift)
+app.add_typer(holds_app, name="holds")
 
 
 def main() -> None:
