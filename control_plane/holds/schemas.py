@@ -64,6 +64,6 @@ class HoldOut(BaseModel):
 
 
 class HoldPage(BaseModel):
-    items: list[HoldOut]
+    items: list[HoldOut] = Field(description="The tenant's holds, oldest first.")
     next_cursor: str | None = Field(None, description="Always null: a tenant's holds fit in "
                                     "one page.")

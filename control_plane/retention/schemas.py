@@ -49,11 +49,13 @@ class PolicyOut(BaseModel):
     id: uuid.UUID = Field(description="The policy's id.")
     scope: str = Field(description="The scope it governs.")
     memory_type: str | None = Field(description="The memory type; null: every type.")
-    retention_days: int
-    archive_after_days: int | None
-    auto_delete: bool
-    created_at: datetime
-    updated_at: datetime
+    retention_days: int = Field(description="Days after the last write that an item is due.")
+    archive_after_days: int | None = Field(description="Days after the last write that its "
+                                           "object moves to the colder class; null: never.")
+    auto_delete: bool = Field(description="Whether the run deletes what is due (else it "
+                              "only reports it).")
+    created_at: datetime = Field(description="When the policy was first set (UTC).")
+    updated_at: datetime = Field(description="When it was last replaced (UTC).")
 
     @classmethod
     def of(cls, policy: RetentionPolicy) -> PolicyOut:
@@ -66,7 +68,7 @@ class PolicyOut(BaseModel):
 
 
 class PolicyPage(BaseModel):
-    items: list[PolicyOut]
+    items: list[PolicyOut] = Field(description="The tenant's policies by scope and type.")
     next_cursor: str | None = Field(None, description="Always null: a tenant's policies fit "
                                     "in one page.")
 
@@ -101,11 +103,11 @@ class CleanupIn(BaseModel):
 
 
 class CleanupItem(BaseModel):
-    pointer_id: uuid.UUID
-    scope: str
-    scope_ref: str
-    key: str | None
-    updated_at: datetime
+    pointer_id: uuid.UUID = Field(description="The memory's pointer id.")
+    scope: str = Field(description="Its scope.")
+    scope_ref: str = Field(description="Its scope ref.")
+    key: str | None = Field(description="Its key.")
+    updated_at: datetime = Field(description="Its last write (UTC).")
 
 
 class CleanupOut(BaseModel):
