@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, func, not_, select, true
+from sqlalchemy import ColumnElement, and_, delete, func, not_, select, true, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..archive import service as archive_tier
@@ -493,6 +493,9 @@ def _cleanup_delete(session: Session, plane: DataPlane, actor: Actor,
 def run_cleanup_job(ctx: JobContext) -> dict[str, Any]:
     """The ``cleanup`` job handler: the request's selection, as of the request's cutoff."""
     params = dict(ctx.params)
+    if "before" not in params:  # finished and scrubbed; a crash came before its record
+        return {"dry_run": False, "deleted": int(ctx.progress.get("deleted", 0)),
+                "held": int(ctx.progress.get("held", 0))}
     before = datetime.fromisoformat(params.pop("before"))
     access = Access.of(params.pop("grants", None), None)
     body = CleanupIn.model_validate(params)
@@ -506,5 +509,11 @@ def run_cleanup_job(ctx: JobContext) -> dict[str, Any]:
     begin_write(ctx.session)
     audit.record(ctx.session, ctx.actor, "cleanup",
                  detail=f"job {ctx.job_id}: {deleted} deleted, {held_count} held")
+    # The selection may name a data subject (a user scope ref) or keys: the finished job
+    # keeps neither, so nothing personal outlives it in the control plane.
+    ctx.save(held=held_count)
+    ctx.session.execute(update(Job).where(Job.id == ctx.job_id).values(
+        subject=None, params={"older_than_days": body.older_than_days,
+                              "dry_run": False, "scope": params.get("scope")}))
     ctx.session.commit()
     return {"dry_run": False, "deleted": deleted, "held": held_count}

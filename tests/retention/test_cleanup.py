@@ -105,4 +105,6 @@ def test_a_large_cleanup_runs_as_a_job(lone_world: ServiceWorld,
     assert done is not None and (done.state, done.result) == (
         "completed", {"dry_run": False, "deleted": 5, "held": 0})
     assert set(pointers(world)) == {"keep"}
+    assert (done.subject, done.params) == (
+        None, {"older_than_days": 5, "dry_run": False, "scope": "team"})
     assert len(deletes(world)) == 5
