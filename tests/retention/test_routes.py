@@ -129,3 +129,37 @@ def test_a_retention_run_is_a_job(tenant: Tenant) -> None:
         job = started.json()
         assert (job["kind"], job["state"]) == ("retention", "queued")
         assert http.get(f"/v1/jobs/{job['id']}").json()["kind"] == "retention"
+
+
+def test_search_leaves_out_what_a_policy_has_made_due(tenant: Tenant) -> None:
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from control_plane.db.base import utcnow
+    from control_plane.db.models import MemoryPointer
+    from control_plane.search import indexer
+
+    runtime = tenant.stack.runtime
+    with tenant.stack.http(tenant.admin_key) as http:
+        for key, text in (("old", "The dog is called Biscuit."),
+                          ("new", "The dog is afraid of thunder.")):
+            assert http.put(f"/v1/memories/user/u-s/{key}",
+                            json={"value": text}).status_code == 200
+        with runtime.sessions() as session:
+            indexer.drain(session, runtime.plane, runtime, runtime.search_cache)
+        with runtime.engine.begin() as conn:
+            conn.execute(update(MemoryPointer).where(
+                MemoryPointer.tenant_id == tenant.id, MemoryPointer.key == "old")
+                .values(updated_at=utcnow() - timedelta(days=100)))
+
+        def found() -> set[str]:
+            answer = http.post("/v1/search", json={"query": "dog", "scope": "user",
+                                                   "scope_ref": "u-s", "limit": 10})
+            assert answer.status_code == 200, answer.text
+            return {r["key"] for r in answer.json()["results"]}
+
+        assert found() == {"old", "new"}
+        http.put("/v1/retention-policies", json={"scope": "user", "retention_days": 90,
+                                                 "auto_delete": True})
+        assert found() == {"new"}
