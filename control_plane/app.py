@@ -16,6 +16,7 @@ from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import openapi_docs
+from .agents.router import router as agents_router
 from .audit.router import router as audit_router
 from .compactor.router import router as compactor_router
 from .compliance.router import router as compliance_router
@@ -93,6 +94,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(summarizer_router)
     app.include_router(compactor_router)
     app.include_router(search_router)
+    app.include_router(agents_router)
     app.include_router(retention_router)
     app.include_router(holds_router)
     _install_error_handlers(app)

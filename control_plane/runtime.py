@@ -148,6 +148,7 @@ class Runtime:
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=10)
+        self.search_cache.close()
         if self.plane.audit_batcher is not None:
             self.plane.audit_batcher.close()
         self.plane.close()

@@ -12,6 +12,7 @@ from ._async_client import AsyncClient
 from ._batch import BatchResult
 from ._client import Client
 from ._compliance import Job, Receipt
+from ._config_calls import Agent
 from ._exceptions import (
     APIError,
     BadRequest,
@@ -43,6 +44,8 @@ from ._models import (
     Pointer,
     Provenance,
     ProvenanceEvent,
+    SearchResult,
+    SearchResults,
     StorageConfig,
     StorageHealth,
     SummarizerConfig,
@@ -52,6 +55,7 @@ from ._version import __version__
 
 __all__ = [
     "APIError",
+    "Agent",
     "AsyncClient",
     "AuditEntry",
     "AuditVerification",
@@ -82,6 +86,8 @@ __all__ = [
     "ProvenanceEvent",
     "Receipt",
     "RetentionPolicy",
+    "SearchResult",
+    "SearchResults",
     "ServerError",
     "StorageConfig",
     "StorageHealth",

@@ -14,14 +14,18 @@ from . import _hygiene as hygiene
 from ._base import Call, ClientConfig
 from ._batch import BatchResult
 from ._compliance import AsyncExportsAPI, AsyncJobsAPI, AsyncReceiptsAPI, Job
+from ._config_calls import seed_storage_config
 from ._exceptions import TransportError
 from ._hygiene import CleanupResult, RetentionPolicy, parse_days
 from ._layer_async import (
+    AsyncAgentsAPI,
     AsyncCompactorAPI,
     AsyncEntriesAPI,
     AsyncEventsAPI,
     AsyncLegalHoldsAPI,
+    AsyncMemorySearchAPI,
     AsyncRetentionAPI,
+    AsyncStorageConfigsAPI,
     AsyncSummarizerAPI,
 )
 from ._models import (
@@ -80,6 +84,7 @@ class AsyncClient:
         self.exports = AsyncExportsAPI(self)
         self.receipts = AsyncReceiptsAPI(self)
         self.storage = AsyncStorageAPI(self)
+        self.agents = AsyncAgentsAPI(self)
         self.events = AsyncEventsAPI(self)
         self.entries = AsyncEntriesAPI(self)
         self.compactor = AsyncCompactorAPI(self)
@@ -144,7 +149,7 @@ class _Namespace:
         self._client = client
 
 
-class AsyncMemoryAPI(_Namespace):
+class AsyncMemoryAPI(AsyncMemorySearchAPI, _Namespace):
     """Memories addressed by ``(scope, scope_ref, key)``; reached as ``client.memory``.
 
     ``scope_ref`` may be omitted for the ``tenant`` and ``institutional`` scopes.
@@ -446,15 +451,16 @@ class AsyncTenantsAPI(_Namespace):
         )
 
 
-class AsyncStorageAPI(_Namespace):
+class AsyncStorageAPI(AsyncStorageConfigsAPI, _Namespace):
     """The tenant's own bucket (admin role; compliance may read the configuration);
     reached as ``client.storage``."""
 
     async def configure(
         self,
+        config: Mapping[str, Any] | None = None,
         *,
-        storage_type: str,
-        connection_config: dict[str, Any],
+        storage_type: str | None = None,
+        connection_config: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
     ) -> StorageConfig:
         """Point the tenant's new memories at its own bucket.
@@ -463,8 +469,14 @@ class AsyncStorageAPI(_Namespace):
         holds that backend's settings (bucket, region, endpoint, credentials, prefix). The
         server probes the bucket first and raises ``BadRequest`` naming what failed, saving
         nothing; secrets are stored encrypted and never returned. Memories written before
-        stay readable where they are.
+        stay readable where they are. ``config`` may instead give the seed's flat shape,
+        ``{"type": "gcs", "bucket": ..., "region": "europe-west1", ...}``; a declared
+        region must be the bucket's own.
         """
+        if config is not None:
+            storage_type, connection_config = seed_storage_config(config)
+        if storage_type is None or connection_config is None:
+            raise ValueError("give storage_type and connection_config, or config")
         return await self._client._send(
             _base.storage_configure(
                 storage_type=storage_type,

@@ -14,14 +14,18 @@ from . import _hygiene as hygiene
 from ._base import Call, ClientConfig
 from ._batch import BatchResult
 from ._compliance import ExportsAPI, Job, JobsAPI, ReceiptsAPI
+from ._config_calls import seed_storage_config
 from ._exceptions import TransportError
 from ._hygiene import CleanupResult, RetentionPolicy, parse_days
 from ._layer_sync import (
+    AgentsAPI,
     CompactorAPI,
     EntriesAPI,
     EventsAPI,
     LegalHoldsAPI,
+    MemorySearchAPI,
     RetentionAPI,
+    StorageConfigsAPI,
     SummarizerAPI,
 )
 from ._models import (
@@ -73,6 +77,7 @@ class Client:
         self.exports = ExportsAPI(self)
         self.receipts = ReceiptsAPI(self)
         self.storage = StorageAPI(self)
+        self.agents = AgentsAPI(self)
         self.events = EventsAPI(self)
         self.entries = EntriesAPI(self)
         self.compactor = CompactorAPI(self)
@@ -136,7 +141,7 @@ class _Namespace:
         self._client = client
 
 
-class MemoryAPI(_Namespace):
+class MemoryAPI(MemorySearchAPI, _Namespace):
     """Memories addressed by ``(scope, scope_ref, key)``; reached as ``client.memory``.
 
     ``scope_ref`` may be omitted for the ``tenant`` and ``institutional`` scopes.
@@ -435,15 +440,16 @@ class TenantsAPI(_Namespace):
         return self._client._send(_base.tenants_create(name=name, idempotency_key=idempotency_key))
 
 
-class StorageAPI(_Namespace):
+class StorageAPI(StorageConfigsAPI, _Namespace):
     """The tenant's own bucket (admin role; compliance may read the configuration);
     reached as ``client.storage``."""
 
     def configure(
         self,
+        config: Mapping[str, Any] | None = None,
         *,
-        storage_type: str,
-        connection_config: dict[str, Any],
+        storage_type: str | None = None,
+        connection_config: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
     ) -> StorageConfig:
         """Point the tenant's new memories at its own bucket.
@@ -452,8 +458,14 @@ class StorageAPI(_Namespace):
         holds that backend's settings (bucket, region, endpoint, credentials, prefix). The
         server probes the bucket first and raises ``BadRequest`` naming what failed, saving
         nothing; secrets are stored encrypted and never returned. Memories written before
-        stay readable where they are.
+        stay readable where they are. ``config`` may instead give the seed's flat shape,
+        ``{"type": "gcs", "bucket": ..., "region": "europe-west1", ...}``; a declared
+        region must be the bucket's own.
         """
+        if config is not None:
+            storage_type, connection_config = seed_storage_config(config)
+        if storage_type is None or connection_config is None:
+            raise ValueError("give storage_type and connection_config, or config")
         return self._client._send(
             _base.storage_configure(
                 storage_type=storage_type,

@@ -1,5 +1,6 @@
 """The memory layer's namespaces for ``AsyncClient``: ``client.events``, ``client.entries``,
-``client.compactor``, ``client.summarizer``, ``client.retention`` and ``client.legal_holds``.
+``client.compactor``, ``client.summarizer``, ``client.agents``, ``client.retention`` and
+``client.legal_holds``, and the named storage configurations of ``client.storage``.
 
 This file is the one written by hand; ``_layer_sync.py`` is generated from it by
 ``scripts/unasync.py`` (a test fails when the two drift apart), so each method exists once.
@@ -7,13 +8,15 @@ This file is the one written by hand; ``_layer_sync.py`` is generated from it by
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from . import _config_calls as config_calls
 from . import _hygiene as hygiene
 from . import _layer_calls as calls
 from ._compliance import Job
+from ._config_calls import Agent
 from ._hygiene import LegalHold, RetentionPolicy
 from ._models import (
     CompactorConfig,
@@ -22,14 +25,17 @@ from ._models import (
     EventWithBody,
     Page,
     Provenance,
+    SearchResults,
+    StorageConfig,
     SummarizerConfig,
 )
 
 if TYPE_CHECKING:
     from ._async_client import AsyncClient
 
-__all__ = ["AsyncCompactorAPI", "AsyncEntriesAPI", "AsyncEventsAPI", "AsyncLegalHoldsAPI",
-           "AsyncRetentionAPI", "AsyncSummarizerAPI"]
+__all__ = ["AsyncAgentsAPI", "AsyncCompactorAPI", "AsyncEntriesAPI", "AsyncEventsAPI",
+           "AsyncLegalHoldsAPI", "AsyncMemorySearchAPI", "AsyncRetentionAPI",
+           "AsyncStorageConfigsAPI", "AsyncSummarizerAPI"]
 
 
 class AsyncEventsAPI:
@@ -206,6 +212,113 @@ class AsyncSummarizerAPI:
         """Go back to the built-in offline extractive summariser (the stored key is
         deleted); returns that configuration."""
         return await self._client._send(calls.summarizer_delete_config())
+
+
+class AsyncStorageConfigsAPI:
+    """Several named storage configurations per tenant (admin role; compliance may read);
+    mixed into ``client.storage``. Configurations are addressed by ``sc_…`` ids."""
+
+    _client: AsyncClient
+
+    async def create_config(self, name: str, storage_type: str | None = None,
+                            connection_config: Mapping[str, Any] | None = None, *,
+                            config: Mapping[str, Any] | None = None,
+                            make_default: bool = False,
+                            idempotency_key: str | None = None) -> StorageConfig:
+        """Add a named bucket configuration. The server probes the bucket and checks its
+        declared ``region`` against the bucket's own location first, raising ``BadRequest``
+        naming what failed (both regions on a mismatch) and saving nothing. ``config`` may
+        instead give the seed's flat shape ``{"type": "gcs", "bucket": ..., "region": ...}``.
+        ``make_default`` also makes it where new memories go."""
+        if config is not None:
+            storage_type, connection_config = config_calls.seed_storage_config(config)
+        if storage_type is None or connection_config is None:
+            raise ValueError("give storage_type and connection_config, or config")
+        return await self._client._send(config_calls.config_create(
+            name=name, storage_type=storage_type, connection_config=connection_config,
+            make_default=make_default, idempotency_key=idempotency_key))
+
+    async def list_configs(self) -> list[StorageConfig]:
+        """Every configuration of the tenant, without secrets: the default first."""
+        return (await self._client._send(config_calls.config_list())).items
+
+    async def get_config_by_id(self, storage_config_id: str) -> StorageConfig:
+        """One configuration by its ``sc_…`` id; ``NotFound`` if absent."""
+        return await self._client._send(config_calls.config_get(storage_config_id))
+
+    async def rename_config(self, storage_config_id: str, name: str) -> StorageConfig:
+        """Rename a configuration (its bucket and credentials never change in place)."""
+        return await self._client._send(config_calls.config_rename(storage_config_id, name))
+
+    async def set_default_config(self, storage_config_id: str) -> StorageConfig:
+        """New memories go to this configuration from now on; older ones stay readable."""
+        return await self._client._send(config_calls.config_make_default(storage_config_id))
+
+    async def delete_config(self, storage_config_id: str) -> None:
+        """Delete a configuration; ``Conflict`` while it is the default, holds memories or
+        events (the error counts them) or an agent routes to it."""
+        await self._client._send(config_calls.config_delete(storage_config_id))
+
+
+class AsyncAgentsAPI:
+    """Agents and their memory settings; reached as ``client.agents``."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def update(self, agent_id: str, settings: Mapping[str, Any] | None = None, *,
+                     name: str | None = None, user_memory_enabled: bool | None = None,
+                     retention: str | None = None,
+                     storage_config_id: str | None = None) -> Agent:
+        """Create or replace the agent's settings (a PUT: what is left out takes its
+        default). ``settings`` takes the seed's shape as written,
+        ``{"memory": {"userMemory": {"enabled": True, "retention": "90d",
+        "storageConfigId": "sc_…"}}}``; or pass the keyword arguments. The agent's user
+        memories (scope ``user``, or written with a ``user_id``) then go to that storage
+        configuration; ``enabled=False`` makes their writes raise ``Conflict``."""
+        return await self._client._send(config_calls.agent_update(
+            agent_id, settings, name=name, user_memory_enabled=user_memory_enabled,
+            retention=retention, storage_config_id=storage_config_id))
+
+    async def get(self, agent_id: str) -> Agent:
+        """The agent's settings; ``NotFound`` if it has none."""
+        return await self._client._send(config_calls.agent_get(agent_id))
+
+    async def list(self, *, limit: int | None = None,
+                   cursor: str | None = None) -> Page[Agent]:
+        """One page of agents by id; pass the page's ``next_cursor`` back for the next."""
+        return await self._client._send(config_calls.agent_list(limit=limit, cursor=cursor))
+
+    def iter(self, *, limit: int | None = None) -> AsyncIterator[Agent]:
+        """Every agent, fetching pages lazily."""
+        return self._client._iterate(
+            lambda cursor: config_calls.agent_list(limit=limit, cursor=cursor))
+
+    async def delete(self, agent_id: str) -> None:
+        """Forget the agent's settings; its memories stay where they are."""
+        await self._client._send(config_calls.agent_delete(agent_id))
+
+
+class AsyncMemorySearchAPI:
+    """``client.memory.search``: semantic + keyword search over memories, entries and
+    knowledge chunks (mixed into ``client.memory``)."""
+
+    _client: AsyncClient
+
+    async def search(self, query: str, *, scope: str | None = None,
+                     scope_ref: str | None = None, user_id: str | None = None,
+                     memory_type: str | None = None, tags: Sequence[str] | None = None,
+                     limit: int | None = None,
+                     include_values: bool | None = None) -> SearchResults:
+        """The ``limit`` (default 10, at most 100) memories most relevant to ``query``, best
+        first: vector and keyword rankings fused, each value verified against its SHA-256.
+        Without ``scope`` every scope the key may see is searched (``scope_ref`` needs
+        ``scope``); ``user_id``, ``memory_type`` and ``tags`` (all of them) filter.
+        Memories written in the last moments may not be indexed yet; deleted, overwritten,
+        erased and expired ones never appear."""
+        return await self._client._send(calls.memory_search(
+            query=query, scope=scope, scope_ref=scope_ref, user_id=user_id,
+            memory_type=memory_type, tags=tags, limit=limit, include_values=include_values))
 
 
 class AsyncRetentionAPI:

@@ -28,6 +28,7 @@ from ._models import (
     EventWithBody,
     Page,
     Provenance,
+    SearchResults,
     SummarizerConfig,
 )
 
@@ -142,3 +143,16 @@ def summarizer_set_config(settings: Mapping[str, Any]) -> Call[SummarizerConfig]
 
 def summarizer_delete_config() -> Call[SummarizerConfig]:
     return Call("DELETE", "/v1/summarizer/config", parse_model(SummarizerConfig))
+
+
+# -- search -----------------------------------------------------------------------------------
+
+
+def memory_search(*, query: str, scope: str | None, scope_ref: str | None,
+                  user_id: str | None, memory_type: str | None, tags: Sequence[str] | None,
+                  limit: int | None, include_values: bool | None) -> Call[SearchResults]:
+    body = _without_none({"query": query, "scope": scope, "scope_ref": scope_ref,
+                          "user_id": user_id, "memory_type": memory_type,
+                          "tags": list(tags) if tags is not None else None, "limit": limit,
+                          "include_values": include_values})
+    return Call("POST", "/v1/search", parse_model(SearchResults), json=body)

@@ -5,13 +5,15 @@ Edit _layer_async.py and run ``python scripts/unasync.py``; a test checks the tw
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from . import _config_calls as config_calls
 from . import _hygiene as hygiene
 from . import _layer_calls as calls
 from ._compliance import Job
+from ._config_calls import Agent
 from ._hygiene import LegalHold, RetentionPolicy
 from ._models import (
     CompactorConfig,
@@ -20,14 +22,17 @@ from ._models import (
     EventWithBody,
     Page,
     Provenance,
+    SearchResults,
+    StorageConfig,
     SummarizerConfig,
 )
 
 if TYPE_CHECKING:
     from ._client import Client
 
-__all__ = ["CompactorAPI", "EntriesAPI", "EventsAPI", "LegalHoldsAPI",
-           "RetentionAPI", "SummarizerAPI"]
+__all__ = ["AgentsAPI", "CompactorAPI", "EntriesAPI", "EventsAPI",
+           "LegalHoldsAPI", "MemorySearchAPI", "RetentionAPI",
+           "StorageConfigsAPI", "SummarizerAPI"]
 
 
 class EventsAPI:
@@ -204,6 +209,113 @@ class SummarizerAPI:
         """Go back to the built-in offline extractive summariser (the stored key is
         deleted); returns that configuration."""
         return self._client._send(calls.summarizer_delete_config())
+
+
+class StorageConfigsAPI:
+    """Several named storage configurations per tenant (admin role; compliance may read);
+    mixed into ``client.storage``. Configurations are addressed by ``sc_…`` ids."""
+
+    _client: Client
+
+    def create_config(self, name: str, storage_type: str | None = None,
+                            connection_config: Mapping[str, Any] | None = None, *,
+                            config: Mapping[str, Any] | None = None,
+                            make_default: bool = False,
+                            idempotency_key: str | None = None) -> StorageConfig:
+        """Add a named bucket configuration. The server probes the bucket and checks its
+        declared ``region`` against the bucket's own location first, raising ``BadRequest``
+        naming what failed (both regions on a mismatch) and saving nothing. ``config`` may
+        instead give the seed's flat shape ``{"type": "gcs", "bucket": ..., "region": ...}``.
+        ``make_default`` also makes it where new memories go."""
+        if config is not None:
+            storage_type, connection_config = config_calls.seed_storage_config(config)
+        if storage_type is None or connection_config is None:
+            raise ValueError("give storage_type and connection_config, or config")
+        return self._client._send(config_calls.config_create(
+            name=name, storage_type=storage_type, connection_config=connection_config,
+            make_default=make_default, idempotency_key=idempotency_key))
+
+    def list_configs(self) -> list[StorageConfig]:
+        """Every configuration of the tenant, without secrets: the default first."""
+        return (self._client._send(config_calls.config_list())).items
+
+    def get_config_by_id(self, storage_config_id: str) -> StorageConfig:
+        """One configuration by its ``sc_…`` id; ``NotFound`` if absent."""
+        return self._client._send(config_calls.config_get(storage_config_id))
+
+    def rename_config(self, storage_config_id: str, name: str) -> StorageConfig:
+        """Rename a configuration (its bucket and credentials never change in place)."""
+        return self._client._send(config_calls.config_rename(storage_config_id, name))
+
+    def set_default_config(self, storage_config_id: str) -> StorageConfig:
+        """New memories go to this configuration from now on; older ones stay readable."""
+        return self._client._send(config_calls.config_make_default(storage_config_id))
+
+    def delete_config(self, storage_config_id: str) -> None:
+        """Delete a configuration; ``Conflict`` while it is the default, holds memories or
+        events (the error counts them) or an agent routes to it."""
+        self._client._send(config_calls.config_delete(storage_config_id))
+
+
+class AgentsAPI:
+    """Agents and their memory settings; reached as ``client.agents``."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def update(self, agent_id: str, settings: Mapping[str, Any] | None = None, *,
+                     name: str | None = None, user_memory_enabled: bool | None = None,
+                     retention: str | None = None,
+                     storage_config_id: str | None = None) -> Agent:
+        """Create or replace the agent's settings (a PUT: what is left out takes its
+        default). ``settings`` takes the seed's shape as written,
+        ``{"memory": {"userMemory": {"enabled": True, "retention": "90d",
+        "storageConfigId": "sc_…"}}}``; or pass the keyword arguments. The agent's user
+        memories (scope ``user``, or written with a ``user_id``) then go to that storage
+        configuration; ``enabled=False`` makes their writes raise ``Conflict``."""
+        return self._client._send(config_calls.agent_update(
+            agent_id, settings, name=name, user_memory_enabled=user_memory_enabled,
+            retention=retention, storage_config_id=storage_config_id))
+
+    def get(self, agent_id: str) -> Agent:
+        """The agent's settings; ``NotFound`` if it has none."""
+        return self._client._send(config_calls.agent_get(agent_id))
+
+    def list(self, *, limit: int | None = None,
+                   cursor: str | None = None) -> Page[Agent]:
+        """One page of agents by id; pass the page's ``next_cursor`` back for the next."""
+        return self._client._send(config_calls.agent_list(limit=limit, cursor=cursor))
+
+    def iter(self, *, limit: int | None = None) -> Iterator[Agent]:
+        """Every agent, fetching pages lazily."""
+        return self._client._iterate(
+            lambda cursor: config_calls.agent_list(limit=limit, cursor=cursor))
+
+    def delete(self, agent_id: str) -> None:
+        """Forget the agent's settings; its memories stay where they are."""
+        self._client._send(config_calls.agent_delete(agent_id))
+
+
+class MemorySearchAPI:
+    """``client.memory.search``: semantic + keyword search over memories, entries and
+    knowledge chunks (mixed into ``client.memory``)."""
+
+    _client: Client
+
+    def search(self, query: str, *, scope: str | None = None,
+                     scope_ref: str | None = None, user_id: str | None = None,
+                     memory_type: str | None = None, tags: Sequence[str] | None = None,
+                     limit: int | None = None,
+                     include_values: bool | None = None) -> SearchResults:
+        """The ``limit`` (default 10, at most 100) memories most relevant to ``query``, best
+        first: vector and keyword rankings fused, each value verified against its SHA-256.
+        Without ``scope`` every scope the key may see is searched (``scope_ref`` needs
+        ``scope``); ``user_id``, ``memory_type`` and ``tags`` (all of them) filter.
+        Memories written in the last moments may not be indexed yet; deleted, overwritten,
+        erased and expired ones never appear."""
+        return self._client._send(calls.memory_search(
+            query=query, scope=scope, scope_ref=scope_ref, user_id=user_id,
+            memory_type=memory_type, tags=tags, limit=limit, include_values=include_values))
 
 
 class RetentionAPI:

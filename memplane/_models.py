@@ -25,6 +25,8 @@ __all__ = [
     "Pointer",
     "Provenance",
     "ProvenanceEvent",
+    "SearchResult",
+    "SearchResults",
     "StorageConfig",
     "StorageHealth",
     "SummarizerConfig",
@@ -59,6 +61,7 @@ class Pointer(_Model):
     version: int
     has_embeddings: bool = False
     embedding_model: str | None = None
+    embedding_storage_path: str | None = None
     created_at: datetime
     updated_at: datetime
     expires_at: datetime | None = None
@@ -156,6 +159,12 @@ class StorageConfig(_Model):
     object_lock: bool | None = None
     is_active: bool = True
     created_at: datetime
+    # Several configurations per tenant: the public id agents name, and residency.
+    storage_config_id: str | None = None
+    name: str | None = None
+    is_default: bool = True
+    declared_region: str | None = None
+    region_verified: bool = False
 
 
 class StorageHealth(_Model):
@@ -178,6 +187,9 @@ class StorageHealth(_Model):
     retention_days: float | None = None
     notes: list[str] = Field(default_factory=list)
     checked_at: datetime
+    storage_config_id: str | None = None
+    declared_region: str | None = None
+    region_verified: bool = False
 
 
 class Event(_Model):
@@ -263,3 +275,28 @@ class Provenance(_Model):
     job_id: str | None = None
     created_at: datetime
     events: list[ProvenanceEvent] = Field(default_factory=list)
+
+
+class SearchResult(_Model):
+    """One search hit: what it is (``memory`` by key, ``entry`` or ``knowledge`` chunk),
+    where it lives, its fused score and its value, verified against its SHA-256 (None when
+    the search asked for no values)."""
+
+    kind: str
+    pointer_id: str
+    scope: str
+    scope_ref: str
+    key: str | None = None
+    title: str | None = None
+    memory_type: str
+    tags: list[str] = Field(default_factory=list)
+    score: float
+    value: Any = None
+
+
+class SearchResults(_Model):
+    """The hits, best first, and the embedder that made the query's vector."""
+
+    results: list[SearchResult]
+    embedder: str
+    took_ms: float

@@ -120,8 +120,8 @@ GENERIC_STORAGE_CLASSES = ("standard", "archive", "cold")
 
 @dataclass(frozen=True, slots=True)
 class StorageClasses:
-    """One backend's storage classes: the generic names mapped to its own, and every name of
-    its own it accepts (compared without regard to case)."""
+    """One backend's storage classes: the generic names (lower case) mapped to its own, and
+    every name of its own it accepts (compared without regard to case)."""
 
     standard: str
     archive: str
@@ -140,8 +140,8 @@ class StorageClasses:
     def native(self, name: str) -> str:
         """The backend's name for ``name``: a generic name or one of the backend's own."""
         wanted = (name or "").strip()
-        if wanted.lower() in GENERIC_STORAGE_CLASSES:
-            return str(getattr(self, wanted.lower()))
+        if wanted in GENERIC_STORAGE_CLASSES:  # lower case only: Azure has an "Archive" tier
+            return str(getattr(self, wanted))
         for accepted in self.accepted:
             if accepted.lower() == wanted.lower():
                 return accepted

@@ -103,6 +103,7 @@ class GCSAdapter:
         if not bucket:
             raise ValueError("a GCS store needs 'bucket'")
         self.storage_classes = CLASSES.with_overrides(archive_class, cold_class)
+        self._versioning: bool | None = None
         if endpoint_policy is not None and endpoint:
             try:
                 endpoint_policy.check_endpoint(endpoint)
@@ -245,9 +246,25 @@ class GCSAdapter:
                                "storage class was being set") from None
         except Exception as exc:
             self._raise(exc, path)
-        if old is not None and blob.generation != old:
+        if old is not None and blob.generation != old and self._keeps_versions():
             self._delete_one((key, old))
+        kept = blob.storage_class or self.storage_classes.standard
+        if kept != native:  # the rewrite's answer says what the object has now
+            raise StorageError(f"gs://{self.bucket}/{key}: the store kept the object in "
+                               f"{kept} when asked for {native}")
         return native
+
+    def _keeps_versions(self) -> bool:
+        """Whether the bucket keeps noncurrent generations (object versioning), looked up
+        once: only then does a rewrite leave the previous generation behind."""
+        if self._versioning is None:
+            try:
+                bucket = self._client("describe").get_bucket(
+                    self.bucket, retry=self._retry, timeout=self._timeout)
+            except Exception as exc:
+                self._raise(exc, "", object_call=False)
+            self._versioning = bool(bucket.versioning_enabled)
+        return self._versioning
 
     def delete_many(self, paths: Iterable[str]) -> int:
         keys = ((self._key(p), None) for p in paths)

@@ -149,7 +149,7 @@ def _move(target: Target, item: Item, native: str) -> _Moved:
     except storage.ObjectNotFound:
         return _Moved(item, None, "missing")
     except storage.StorageError as exc:
-        return _Moved(item, None, storage.problem_code(exc))
+        return _Moved(item, None, _problem(exc))
     if item.embedding_path:
         try:
             target.adapter.set_storage_class(item.embedding_path, native)
@@ -158,8 +158,16 @@ def _move(target: Target, item: Item, native: str) -> _Moved:
         except storage.StorageError as exc:
             # The content object is colder already; the row stays unmarked, so the next run
             # moves the vector and records both.
-            return _Moved(item, None, storage.problem_code(exc))
+            return _Moved(item, None, _problem(exc))
     return _Moved(item, now)
+
+
+def _problem(exc: storage.StorageError) -> str:
+    """A generic code for the audit row: never the message, which may quote the remote."""
+    if isinstance(exc, storage.StorageUnavailable | storage.StorageAuthError):
+        return storage.problem_code(exc)
+    # The store answered but did not do it (kept the old class, the object changed meanwhile).
+    return "store_refused"
 
 
 def _record(session: Session, plane: DataPlane, actor: Actor, moved: list[_Moved],

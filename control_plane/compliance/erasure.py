@@ -90,6 +90,7 @@ from ..holds.service import ensure_subject_not_held
 from ..jobs.service import JobContext
 from ..kit import request_id_var
 from ..memories import repository as memories_repo
+from ..search.indexer import forget_pointers as forget_in_search
 from ..storage_config.plane import Target, storage_errors
 from . import receipts, subjects
 
@@ -213,6 +214,8 @@ class _Erasure:
                                  .execution_options(synchronize_session=False))
             self.session.commit()
             self.ctx.checkpoint("after_mark")
+            forget_in_search(self.session, self.ctx.plane, self.ctx.settings,
+                             self.ctx.tenant_id, ids)
             objects = versions = orphans = outside = 0
             by_config: dict[uuid.UUID, list[Any]] = defaultdict(list)
             for pointer in batch:
@@ -271,6 +274,8 @@ class _Erasure:
                                  .values(sync_status="pending_delete", updated_at=utcnow())
                                  .execution_options(synchronize_session=False))
             self.session.commit()
+            forget_in_search(self.session, self.ctx.plane, self.ctx.settings,
+                             self.ctx.tenant_id, [e.id for e in entries])
             objects = 0
             for config_id, paths in _paths_by_config(
                     (e.storage_config_id, path) for e in entries

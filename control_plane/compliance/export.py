@@ -217,7 +217,8 @@ def _build(ctx: JobContext, spool: IO[bytes], items_file: IO[bytes], events_file
             after = page[-1].id
         _export_events(ctx, archive, events_file, counts, not_exported)
         not_exported.append({"what": "embeddings",
-                             "why": "derived vectors, recomputable from the exported values"})
+                             "why": "derived vectors (and the search snapshots holding "
+                                    "them), recomputable from the exported values"})
         not_exported.append({"what": "access audit rows",
                              "why": "records about access, not the subject's memories; "
                                     "available to the controller through GET /v1/audit"})

@@ -15,6 +15,9 @@ A receipt is a JSON object (schema ``memplane-erasure-receipt/1``)::
       "layers": {<layer>: {"deleted"/"destroyed": int, "verified_by": str, ...}},
       "retention": [{"location", "backend", "bucket", "versioning", "soft_delete_days",
                      "object_lock", "retention_days", "retained_until", "statement"}],
+      "buckets": [{"storage_config_id": "sc_…", "name", "storage_type", "bucket",
+                   "prefix", "region", "is_default"}],    # every bucket the erasure walked
+                                                        # (no credentials)
       "limits": [str],                                  # what the receipt cannot prove
       "audit": {"first_seq": int, "last_seq": int,      # the audit chain rows of the erasure
                 "head_seq": int, "head_hash": hex},     # the chain's head when it was signed
@@ -47,9 +50,10 @@ from storage_adapters.base import BucketDescription
 from ..audit import service as audit
 from ..audit.service import Actor
 from ..db.engine import begin_write
-from ..db.models import AccessLog, AuditHead, ErasureReceipt
+from ..db.models import AccessLog, AuditHead, ErasureReceipt, StorageConfig
 from ..errors import NotFound
 from ..settings import Settings
+from ..storage_config.plane import public_id
 from . import subjects
 from .signing import signing_key
 
@@ -146,11 +150,23 @@ def build(session: Session, *, receipt_id: uuid.UUID, job_id: uuid.UUID,
             "keys": keys,
         },
         "retention": [_retention(config_id, d, finished) for config_id, d in descriptions],
+        "buckets": _buckets(session, tenant_id, [config_id for config_id, _ in descriptions]),
         "limits": LIMITS,
         "audit": {"first_seq": first_seq, "last_seq": last_seq,
                   "head_seq": int(head_seq), "head_hash": head_hash},
         "key_id": "",
     }
+
+
+def _buckets(session: Session, tenant_id: uuid.UUID,
+             config_ids: list[uuid.UUID]) -> list[dict[str, Any]]:
+    """Each storage configuration the erasure walked, as the tenant knows it (no secrets)."""
+    rows = {row.id: row for row in session.scalars(select(StorageConfig).where(
+        StorageConfig.tenant_id == tenant_id, StorageConfig.id.in_(config_ids)))}
+    return [{"storage_config_id": public_id(row.id), "name": row.name,
+             "storage_type": row.storage_type, "bucket": row.bucket, "prefix": row.prefix,
+             "region": row.region, "is_default": bool(row.is_active)}
+            for row in (rows[config_id] for config_id in config_ids if config_id in rows)]
 
 
 def _seqs(session: Session, first_id: int, last_id: int) -> tuple[int, int]:

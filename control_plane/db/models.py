@@ -76,6 +76,10 @@ class StorageConfig(Base):
     object_lock: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     is_active: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # A named configuration (POST /v1/storage/configs) stays listed while not the default;
+    # retired_at marks a row that is no longer offered (replaced unnamed default, deleted).
+    name: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class MemoryPointer(Base):
@@ -441,6 +445,26 @@ class SearchSegment(Base):
     storage_path: Mapped[str] = mapped_column(String(1024))
     rows: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class AgentSettings(Base):
+    """An agent as a resource: its name and its user-memory settings (the seed's
+    ``agents.update({memory: {userMemory: {...}}})``). No row: user memory enabled, the
+    tenant's default storage, no retention of its own."""
+
+    __tablename__ = "agents"
+    __table_args__ = (UniqueConstraint("tenant_id", "agent_id"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    agent_id: Mapped[str] = mapped_column(String(256))
+    name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    user_memory_enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    user_memory_retention_days: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    user_memory_storage_config_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("storage_configs.id"), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class RetentionPolicy(Base):

@@ -135,7 +135,8 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
             return replay
         item_bytes = serialise(item)
         for attempt in range(1, 5):
-            target = plane.active(session, actor.tenant_id)
+            target = plane.for_memory(session, actor.tenant_id, address.scope, meta.agent_id,
+                                      meta.user_id)
             binding = _bind(session, plane, actor, address, meta,
                             repo.get(session, actor.tenant_id, address))
             session.commit()
@@ -219,7 +220,8 @@ def _write(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddr
         fast = _write_fast(session, plane, actor, address, payload, meta)
         if fast is not None:
             return _after_commit(session, plane, fast)
-    target = plane.active(session, actor.tenant_id)
+    target = plane.for_memory(session, actor.tenant_id, address.scope, meta.agent_id,
+                              meta.user_id)
     binding = _bind(session, plane, actor, address, meta,
                     repo.get(session, actor.tenant_id, address))
     # No transaction may stay open across bucket I/O.
@@ -287,7 +289,8 @@ def prepare_fast(session: Session, plane: DataPlane, actor: Actor, address: Memo
                  payload: bytes, meta: MemoryMeta) -> tuple[Target, hotpath.WriteRequest] | None:
     """Steps 1–2 of the fast path: the one-statement lookup, then the put; what step 3
     (``hotpath.commit_write`` / ``commit_writes``) needs. None: take the general path."""
-    target = plane.active(session, actor.tenant_id)
+    target = plane.for_memory(session, actor.tenant_id, address.scope, meta.agent_id,
+                              meta.user_id)
     found = hotpath.lookup_for_write(session, actor.tenant_id, address, meta.user_id)
     if found.blocked_by is not None:
         raise erasure_in_progress(found.blocked_by)

@@ -13,6 +13,7 @@ import re
 import threading
 import uuid
 from collections import Counter, OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,12 +146,57 @@ class _Lru:
             self._size = 0
 
 
+def newest_rows(segments: list[Segment]) -> list[np.ndarray]:
+    """Per segment, which rows count: a pointer found in several segments (a snapshot and a
+    later delta) counts once, at its newest version."""
+    masks = [np.zeros(len(s), dtype=bool) for s in segments]
+    best: dict[uuid.UUID, tuple[int, int, int]] = {}
+    for s, segment in enumerate(segments):
+        for i, (pid, version) in enumerate(zip(segment.ids, segment.versions.tolist(),
+                                               strict=True)):
+            found = best.get(pid)
+            if found is None or found[0] < version:
+                best[pid] = (version, s, i)
+    for _, s, i in best.values():
+        masks[s][i] = True
+    return masks
+
+
 class SearchCache:
-    """Loaded segments (bounded by their total rows) and verified values (by bytes)."""
+    """Loaded segments (bounded by their total rows), the deduplication of each set of
+    segments searched together, and verified values (by bytes)."""
 
     def __init__(self, max_rows: int, max_value_bytes: int) -> None:
         self.segments = _Lru(max_rows)
+        self.views = _Lru(max_rows)
         self.values = _Lru(max_value_bytes)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
+    def pool(self) -> ThreadPoolExecutor:
+        """Threads for object reads side by side (values, segments, the indexer's I/O)."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=8,
+                                                thread_name_prefix="memplane-search-io")
+            return self._pool
+
+    def close(self) -> None:
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+
+    def view(self, segments: list[Segment]) -> list[np.ndarray]:
+        """``newest_rows`` of these segments, computed once per set (read-only arrays)."""
+        key = tuple(s.id for s in segments)
+        found: list[np.ndarray] | None = self.views.get(key)
+        if found is None:
+            found = newest_rows(segments)
+            for mask in found:
+                mask.flags.writeable = False
+            self.views.put(key, found, max(1, sum(len(s) for s in segments) // 8))
+        return found
 
     def segment(self, segment_id: uuid.UUID) -> Segment | None:
         found: Segment | None = self.segments.get(segment_id)
@@ -168,4 +214,5 @@ class SearchCache:
 
     def clear(self) -> None:
         self.segments.clear()
+        self.views.clear()
         self.values.clear()

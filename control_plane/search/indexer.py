@@ -27,10 +27,11 @@ import logging
 import threading
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
@@ -59,6 +60,8 @@ if TYPE_CHECKING:
     from ..settings import Settings
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+R = TypeVar("R")
 
 BATCH = 64
 COMPACT_AFTER = 6  # deltas; a cold search reads at most 1 snapshot + COMPACT_AFTER deltas
@@ -113,8 +116,26 @@ def _read_text(session: Session, plane: DataPlane, pointer: MemoryPointer) -> st
     return None
 
 
+def _io(pool: ThreadPoolExecutor | None, sessions: sessionmaker[Session] | None,
+        fn: Callable[[Session, T], R], items: Sequence[T], session: Session) -> Iterator[R]:
+    """``fn(session, item)`` for each item: on the pool, each call in a session of its own,
+    when both are given; else one after another in ``session``."""
+    if pool is None or sessions is None or len(items) < 2:
+        for item in items:
+            yield fn(session, item)
+        return
+
+    def call(item: T) -> R:
+        with sessions() as own:
+            return fn(own, item)
+
+    yield from pool.map(call, items)
+
+
 def embed_batch(session: Session, plane: DataPlane, runtime: Runtime | Settings,
-                pointers: Sequence[MemoryPointer], report: RoundReport) -> set[tuple[str, str]]:
+                pointers: Sequence[MemoryPointer], report: RoundReport, *,
+                pool: ThreadPoolExecutor | None = None,
+                sessions: sessionmaker[Session] | None = None) -> set[tuple[str, str]]:
     """Steps 1-5 for one tenant's pointers; the scopes that got a delta."""
     if not pointers:
         return set()
@@ -123,8 +144,10 @@ def embed_batch(session: Session, plane: DataPlane, runtime: Runtime | Settings,
     session.commit()
     texts: list[str] = []
     todo: list[MemoryPointer] = []
-    for pointer in pointers:
-        text = _read_text(session, plane, pointer)
+    # Object I/O side by side, each thread with its own session (sessions are not shared).
+    read = list(_io(pool, sessions, lambda own, p: _read_text(own, plane, p), pointers,
+                    session))
+    for pointer, text in zip(pointers, read, strict=True):
         if text is None:
             report.corrupt += 1
             continue
@@ -133,12 +156,19 @@ def embed_batch(session: Session, plane: DataPlane, runtime: Runtime | Settings,
     if not todo:
         return set()
     vectors = embedder.embed(texts)
-    put: list[tuple[MemoryPointer, str, int]] = []
-    for i, pointer in enumerate(todo):
-        target = plane.by_id(session, pointer.storage_config_id)
-        path = store.put_vector(session, plane, target, pointer, codec.Rows(
-            embedder.name, [pointer.id], [pointer.version], [texts[i]], vectors[i:i + 1]))
-        put.append((pointer, path, i))
+    for pointer in todo:  # every subject key exists before the puts (created if need be)
+        store.vector_key(session, plane, pointer)
+
+    def put_one(own: Session, item: tuple[int, MemoryPointer]) -> str:
+        i, pointer = item
+        return store.put_vector(own, plane, plane.by_id(own, pointer.storage_config_id),
+                                pointer, codec.Rows(embedder.name, [pointer.id],
+                                                    [pointer.version], [texts[i]],
+                                                    vectors[i:i + 1]))
+
+    paths = list(_io(pool, sessions, put_one, list(enumerate(todo)), session))
+    put = [(pointer, path, i) for i, (pointer, path) in enumerate(zip(todo, paths,
+                                                                     strict=True))]
     begin_write(session)
     adopted: list[tuple[MemoryPointer, int]] = []
     superseded: list[tuple[uuid.UUID, str]] = []
@@ -202,12 +232,35 @@ def _write_delta(session: Session, plane: DataPlane, tenant_id: uuid.UUID, scope
     return True
 
 
+def compact_due(session: Session, plane: DataPlane, cache: SearchCache | None,
+                tenant_id: uuid.UUID, scope: str, scope_ref: str, model: str,
+                compact_after: int = COMPACT_AFTER) -> bool:
+    """Compact the scope if it has ``compact_after`` deltas or more, keeping a cold search
+    at 1 + ``compact_after`` reads at most. Size-tiered, so the cost stays about linear in
+    the rows written: when the deltas hold a quarter of the snapshot's rows or more, all
+    segments become one new snapshot; else the deltas but the largest merge into one."""
+    found = list(repo.segments(session, tenant_id, scope, scope_ref))
+    session.commit()
+    deltas = [s for s in found if s.kind == "delta"]
+    if len(deltas) < compact_after:
+        return False
+    snapshot_rows = sum(s.rows for s in found if s.kind == "snapshot")
+    if sum(s.rows for s in deltas) * 4 >= snapshot_rows:
+        return compact_scope(session, plane, cache, tenant_id, scope, scope_ref, model)
+    largest = max(deltas, key=lambda s: s.rows)
+    return compact_scope(session, plane, cache, tenant_id, scope, scope_ref, model,
+                         only=[s for s in deltas if s.id != largest.id])
+
+
 def compact_scope(session: Session, plane: DataPlane, cache: SearchCache | None,
-                  tenant_id: uuid.UUID, scope: str, scope_ref: str, model: str) -> bool:
+                  tenant_id: uuid.UUID, scope: str, scope_ref: str, model: str,
+                  only: Sequence[SearchSegment] | None = None) -> bool:
     """Replace the scope's segments by one snapshot of its live vectors (none if it has
     none). Live pointers missing from every segment are read from their vector objects.
-    False if another compaction of the scope won the race (nothing changed then)."""
-    existing = list(repo.segments(session, tenant_id, scope, scope_ref))
+    With ``only``, just those deltas merge into one delta of their live rows. False if
+    another compaction of the scope won the race (nothing changed then)."""
+    existing = list(only) if only is not None else list(
+        repo.segments(session, tenant_id, scope, scope_ref))
     live = repo.live_in_scope(session, tenant_id, scope, scope_ref, model)
     session.commit()
     latest: dict[uuid.UUID, tuple[int, np.ndarray, str]] = {}
@@ -230,6 +283,8 @@ def compact_scope(session: Session, plane: DataPlane, cache: SearchCache | None,
     vectors: list[np.ndarray] = []
     for pointer in live:
         have = latest.get(pointer.id)
+        if only is not None and (have is None or have[0] != pointer.version):
+            continue  # a merge of deltas keeps what they hold, nothing more
         if have is None or have[0] != pointer.version:
             try:
                 rows = store.read_vector(session, plane,
@@ -253,7 +308,9 @@ def compact_scope(session: Session, plane: DataPlane, cache: SearchCache | None,
         path = store.put_segment(session, plane, target, tenant_id, scope, scope_ref,
                                  segment_id, codec.Rows(model, ids, versions, texts, matrix))
         new_row = SearchSegment(id=segment_id, tenant_id=tenant_id, scope_type=scope,
-                                scope_ref=scope_ref, kind="snapshot", embedding_model=model,
+                                scope_ref=scope_ref,
+                                kind="snapshot" if only is None else "delta",
+                                embedding_model=model,
                                 storage_config_id=target.config_id, storage_path=path,
                                 rows=len(ids), created_at=utcnow())
     begin_write(session)
@@ -304,7 +361,9 @@ def index_round(session: Session, plane: DataPlane, runtime: Runtime | Settings,
         by_tenant[pointer.tenant_id].append(pointer)
     for tenant_id, found in by_tenant.items():
         try:
-            scopes = embed_batch(session, plane, runtime, found, report)
+            scopes = embed_batch(session, plane, runtime, found, report,
+                                 pool=cache.pool() if cache is not None else None,
+                                 sessions=getattr(runtime, "sessions", None))
         except EmbedderFailed as exc:
             session.rollback()
             log.warning("embedding failed for a tenant (%s); retrying later", exc.code)
@@ -312,10 +371,8 @@ def index_round(session: Session, plane: DataPlane, runtime: Runtime | Settings,
         model = embedder_for(session, runtime, tenant_id).name
         session.commit()
         for scope, scope_ref in scopes:
-            deltas = repo.delta_counts(session, tenant_id, scope, scope_ref)
-            session.commit()
-            if deltas >= compact_after and compact_scope(session, plane, cache, tenant_id,
-                                                         scope, scope_ref, model):
+            if compact_due(session, plane, cache, tenant_id, scope, scope_ref, model,
+                           compact_after):
                 report.compacted += 1
     return report
 
@@ -365,3 +422,20 @@ class Indexer:
         with self.sessions() as session:
             report = index_round(session, self.plane, self.runtime, self.cache, since=since)
         return report.embedded + report.skipped + report.corrupt > 0
+
+
+def forget_pointers(session: Session, plane: DataPlane, runtime: Runtime | Settings,
+                    tenant_id: uuid.UUID, pointer_ids: Sequence[uuid.UUID]) -> int:
+    """Rebuild the snapshots of every scope holding these pointers, which are no longer
+    ``synced`` (an erasure marked them ``pending_delete``): no segment keeps their vectors or
+    texts afterwards. Idempotent: an erasure resumed after a crash calls it again."""
+    if not pointer_ids:
+        return 0
+    from sqlalchemy import select
+
+    scopes = {(r.scope_type, r.scope_ref) for r in session.execute(
+        select(MemoryPointer.scope_type, MemoryPointer.scope_ref)
+        .where(MemoryPointer.tenant_id == tenant_id, MemoryPointer.id.in_(pointer_ids))
+        .distinct())}
+    session.commit()
+    return rebuild_scopes(session, plane, runtime, tenant_id, scopes)

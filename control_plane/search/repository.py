@@ -84,10 +84,6 @@ def segments_of_tenant(session: Session, tenant_id: uuid.UUID, scope: str | None
                                           SearchSegment.created_at, SearchSegment.id)).all()
 
 
-def delta_counts(session: Session, tenant_id: uuid.UUID, scope: str, scope_ref: str) -> int:
-    return len([s for s in segments(session, tenant_id, scope, scope_ref) if s.kind == "delta"])
-
-
 def lock_live(session: Session, ids: Sequence[uuid.UUID]) -> set[tuple[uuid.UUID, int]]:
     """(id, version) of the synced pointers among ``ids``, share-locked: an erasure or delete
     marking one of them waits until this transaction ends."""
@@ -132,14 +128,20 @@ def named_segment_paths(session: Session, config_id: uuid.UUID,
                SearchSegment.storage_path.in_(paths))).all())
 
 
+# What a search result needs of its pointer (rows, not ORM objects: cheaper to load).
+LIVE_COLUMNS = (P.id, P.version, P.scope_type, P.scope_ref, P.key, P.title, P.memory_type,
+                P.tags, P.subject_user_id, P.storage_config_id, P.storage_path,
+                P.content_sha256, P.expires_at)
+
+
 def candidates(session: Session, tenant_id: uuid.UUID, ids: Sequence[uuid.UUID] | None,
                scopes: Sequence[tuple[str, str]], *, now: datetime, user_id: str | None,
                memory_type: str | None, tags: Sequence[str], access: Access
-               ) -> Sequence[MemoryPointer]:
+               ) -> Sequence[Any]:
     """The live pointers (synced, not expired, in the key's scopes, matching the filters)
     among ``ids`` (None: all of ``scopes``): one query."""
-    query = select(P).where(P.tenant_id == tenant_id, P.sync_status == "synced",
-                            or_(P.expires_at.is_(None), P.expires_at > now))
+    query = select(*LIVE_COLUMNS).where(P.tenant_id == tenant_id, P.sync_status == "synced",
+                                        or_(P.expires_at.is_(None), P.expires_at > now))
     from ..retention.repository import visible_pointers  # past a policy: hidden until the run
 
     kept = visible_pointers(session, tenant_id, now)
@@ -157,7 +159,7 @@ def candidates(session: Session, tenant_id: uuid.UUID, ids: Sequence[uuid.UUID] 
     where = access.where(P.scope_type, P.scope_ref)
     if where is not None:
         query = query.where(where)
-    rows = session.scalars(query).all()
+    rows = session.execute(query).all()
     if tags:  # tags are a JSON list: filtered here, portably, on the few candidates left
         wanted = set(tags)
         rows = [r for r in rows if wanted.issubset(r.tags or [])]

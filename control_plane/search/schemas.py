@@ -15,7 +15,9 @@ Kind = Literal["memory", "entry", "knowledge"]
 
 
 class SearchIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"query": "what language does the user prefer", "scope": "user", "scope_ref": "u-42",
+         "limit": 5}]})
 
     query: Query = Field(description="What to look for, in plain words (never stored or "
                          "logged).", examples=["what language does the user prefer"])
@@ -36,13 +38,13 @@ class SearchIn(BaseModel):
 
 class SearchResultOut(BaseModel):
     kind: Kind = Field(description="memory (by key), entry or knowledge (a chunk).")
-    pointer_id: uuid.UUID
-    scope: str
-    scope_ref: str
-    key: str | None
-    title: str | None
-    memory_type: str
-    tags: list[str]
+    pointer_id: uuid.UUID = Field(description="The pointer's id.")
+    scope: str = Field(description="The memory's scope.")
+    scope_ref: str = Field(description="The memory's scope ref.")
+    key: str | None = Field(description="The memory's key; null for an entry.")
+    title: str | None = Field(description="The memory's title, if any.")
+    memory_type: str = Field(description="The memory's type (knowledge, entry, fact, ...).")
+    tags: list[str] = Field(description="The memory's tags.")
     score: float = Field(description="Fused rank score (reciprocal rank fusion of the vector "
                          "and keyword ranks); higher is better.")
     value: Any = Field(None, description="The verified value (null when include_values is "
@@ -50,6 +52,6 @@ class SearchResultOut(BaseModel):
 
 
 class SearchOut(BaseModel):
-    results: list[SearchResultOut]
+    results: list[SearchResultOut] = Field(description="The hits, best first.")
     embedder: str = Field(description="The embedder that made the query's vector.")
-    took_ms: float
+    took_ms: float = Field(description="Time the search took on the server, in ms.")

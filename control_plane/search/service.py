@@ -23,7 +23,6 @@ import json
 import time
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +36,7 @@ from ..audit import service as audit
 from ..audit.service import Actor, audited
 from ..db.base import utcnow
 from ..db.engine import begin_write
-from ..db.models import MemoryPointer, SearchSegment
+from ..db.models import SearchSegment
 from ..embedders import EmbedderFailed, embedder_for
 from ..errors import InvalidInput, StorageUnavailable
 from ..keys import service as keys
@@ -57,7 +56,6 @@ if TYPE_CHECKING:
 
 RRF_K = 60
 _POOL = 8  # candidates taken from each ranking: limit * _POOL (at least 64)
-_READERS = 8
 
 
 @dataclass(frozen=True)
@@ -73,7 +71,9 @@ class SearchHit:
     score: float
     value: Any
     text: str
-    pointer: MemoryPointer = field(repr=False)
+    #: The pointer's row as the live filter read it (id, version, storage_path,
+    #: content_sha256, subject_user_id, …): attribute access like a MemoryPointer.
+    pointer: Any = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class SearchResults:
     took_ms: float
 
 
-def kind_of(pointer: MemoryPointer) -> str:
+def kind_of(pointer: Any) -> str:
     if pointer.key is None and pointer.memory_type == "entry":
         return "entry"
     return "knowledge" if pointer.memory_type == "knowledge" else "memory"
@@ -133,7 +133,7 @@ def search(session: Session, runtime: Runtime, actor: Actor, request: SearchIn, 
         except EmbedderFailed as exc:
             raise StorageUnavailable(f"the embedder is unavailable right now ({exc.code}); "
                                      "retry later") from None
-        hits = _rank(session, actor, access, request, segments, query,
+        hits = _rank(session, cache, actor, access, request, segments, query,
                      [(r.scope_type, r.scope_ref) for r in rows])
         if request.include_values:
             hits = _with_values(session, runtime, cache, actor, hits)
@@ -157,8 +157,7 @@ def _load(session: Session, runtime: Runtime, cache: SearchCache,
           rows: Sequence[SearchSegment]) -> list[Segment]:
     missing = [r for r in rows if cache.segment(r.id) is None]
     if len(missing) > 1:  # cold: read the segments side by side
-        with ThreadPoolExecutor(max_workers=min(_READERS, len(missing))) as pool:
-            list(pool.map(lambda r: _load_one(runtime, cache, r), missing))
+        list(cache.pool().map(lambda r: _load_one(runtime, cache, r), missing))
     found = []
     for row in rows:
         try:
@@ -184,34 +183,24 @@ def _top(scores: np.ndarray, n: int) -> np.ndarray:
     return part[np.argsort(-scores[part], kind="stable")]
 
 
-def _rank(session: Session, actor: Actor, access: Access, request: SearchIn,
-          segments: list[Segment], query: np.ndarray,
+def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
+          request: SearchIn, segments: list[Segment], query: np.ndarray,
           scopes: list[tuple[str, str]]) -> list[SearchHit]:
     if not segments:
         return []
     now = utcnow()
     filtered = (request.user_id is not None or request.memory_type is not None
                 or bool(request.tags))
-    # Every (segment, row) of a pointer: the row of its newest version wins.
-    newest: dict[uuid.UUID, tuple[int, int, int]] = {}
-    for s, segment in enumerate(segments):
-        for i, pid in enumerate(segment.ids):
-            version = int(segment.versions[i])
-            if pid not in newest or newest[pid][0] < version:
-                newest[pid] = (version, s, i)
-    masks = [np.zeros(len(seg), dtype=bool) for seg in segments]
-    for _, s, i in newest.values():
-        masks[s][i] = True
-    live: dict[uuid.UUID, MemoryPointer] | None = None
+    # A pointer in several segments counts once, at its newest version (cached per set).
+    masks = cache.view(segments)
+    live: dict[uuid.UUID, Any] | None = None
     if filtered:  # filters first: ranking only what passes them (one query)
         live = {p.id: p for p in repo.candidates(
             session, actor.tenant_id, None, sorted(set(scopes)), now=now,
             user_id=request.user_id, memory_type=request.memory_type, tags=request.tags,
             access=access)}
-        for s, segment in enumerate(segments):
-            for i, pid in enumerate(segment.ids):
-                if masks[s][i] and pid not in live:
-                    masks[s][i] = False
+        masks = [m & np.fromiter((pid in live for pid in seg.ids), dtype=bool, count=len(seg))
+                 for seg, m in zip(segments, masks, strict=True)]
     cosine = [np.where(m, seg.vectors @ query, -np.inf) for seg, m in zip(segments, masks,
                                                                              strict=True)]
     keyword = bm25(segments, masks, request.query)
@@ -269,10 +258,9 @@ def _with_values(session: Session, runtime: Runtime, cache: SearchCache, actor: 
             todo.append(hit)
     failed: list[tuple[SearchHit, str | None, str | None]] = []
     if todo:
-        with ThreadPoolExecutor(max_workers=min(_READERS, len(todo))) as pool:
-            opened = list(pool.map(lambda h: _open(runtime, actor, h.pointer), todo))
+        opened = list(cache.pool().map(lambda h: _open(runtime, actor, h.pointer), todo))
         for hit, (data, actual, problem) in zip(todo, opened, strict=True):
-            if actual == hit.pointer.content_sha256:
+            if actual is not None and actual == hit.pointer.content_sha256:
                 value = json.loads(data)
                 values[hit.pointer_id] = value
                 cache.keep_value(actual, value, len(data))
@@ -295,8 +283,7 @@ def _with_values(session: Session, runtime: Runtime, cache: SearchCache, actor: 
             for h in hits if h.pointer_id in values]
 
 
-def _open(runtime: Runtime, actor: Actor, pointer: MemoryPointer
-          ) -> tuple[bytes, str | None, str | None]:
+def _open(runtime: Runtime, actor: Actor, pointer: Any) -> tuple[bytes, str | None, str | None]:
     with runtime.sessions() as session:
         target = runtime.plane.by_id(session, pointer.storage_config_id)
         try:

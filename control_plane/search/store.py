@@ -45,13 +45,20 @@ def _put(target: Target, path: str, blob: bytes) -> None:
             target.adapter.put(path, blob)
 
 
+def vector_key(session: Session, plane: DataPlane,
+               pointer: MemoryPointer) -> keys.SubjectKeyHandle | None:
+    """The key a pointer's vector is sealed under: its content's subject key."""
+    key = _key(session, plane, pointer.tenant_id,
+               keys.subject_of(pointer.scope_type, pointer.scope_ref, pointer.subject_user_id))
+    session.commit()
+    return key
+
+
 def put_vector(session: Session, plane: DataPlane, target: Target, pointer: MemoryPointer,
                rows: codec.Rows) -> str:
     """Seal one pointer's vector (a one-row ``Rows``) and put it beside its content."""
     path = vector_path(pointer.storage_path)
-    key = _key(session, plane, pointer.tenant_id,
-               keys.subject_of(pointer.scope_type, pointer.scope_ref, pointer.subject_user_id))
-    session.commit()
+    key = vector_key(session, plane, pointer)
     blob = keys.seal_object(keyring_of(plane), pointer.tenant_id, key, path, pointer.id,
                             codec.encode(rows))
     _put(target, path, blob)

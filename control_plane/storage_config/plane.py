@@ -34,8 +34,15 @@ from storage_adapters import base as storage
 from storage_adapters.netguard import CLOUD_STORAGE_HOSTS, EndpointPolicy
 from storage_adapters.registry import from_config, from_url
 
-from ..db.models import StorageConfig
-from ..errors import HashMismatch, InvalidInput, NotFound, StorageMisconfigured, StorageUnavailable
+from ..db.models import AgentSettings, StorageConfig
+from ..errors import (
+    Conflict,
+    HashMismatch,
+    InvalidInput,
+    NotFound,
+    StorageMisconfigured,
+    StorageUnavailable,
+)
 from .credentials import CredentialBox, CredentialsUnreadable, associated_data
 
 if TYPE_CHECKING:
@@ -46,6 +53,21 @@ if TYPE_CHECKING:
 DEFAULT = "default"
 DEFAULT_PREFIX = "memplane"
 ACTIVE_TTL_SECONDS = 5.0
+
+
+class UserMemoryDisabled(Conflict):
+    code = "user_memory_disabled"
+
+
+@dataclass(frozen=True)
+class AgentRoute:
+    """An agent's user-memory settings as the write path needs them."""
+
+    enabled: bool
+    config_id: uuid.UUID | None
+
+
+AGENT_CACHE_SIZE = 100_000
 
 
 @dataclass(frozen=True)
@@ -95,6 +117,9 @@ class DataPlane:
         # tenant -> (active configuration, ``clock`` time the entry expires)
         self._active: dict[uuid.UUID, tuple[uuid.UUID, float]] = {}
         self._active_ttl = active_ttl_seconds
+        # (tenant, agent id) -> (its user-memory route or None, ``clock`` time it expires):
+        # a memory write asks this instead of the database (control_plane/agents).
+        self._agents: dict[tuple[uuid.UUID, str], tuple[AgentRoute | None, float]] = {}
         # Monotonic seconds; tests pass their own clock and move it instead of sleeping.
         self._clock = clock
         self._lock = threading.Lock()
@@ -134,6 +159,43 @@ class DataPlane:
             raise StorageMisconfigured("the tenant has no storage configuration")
         self._active[tenant_id] = (config_id, now + self._active_ttl)
         return self.by_id(session, config_id)
+
+    def for_memory(self, session: Session, tenant_id: uuid.UUID, scope: str,
+                   agent_id: str | None, user_id: str | None) -> Target:
+        """Where a new memory version goes: an agent's user memories (scope ``user``, or
+        written with a ``user_id``) go to the storage its settings name, else the default.
+        A user memory the agent has disabled is refused."""
+        if agent_id is not None and (scope == "user" or user_id is not None):
+            route = self.agent_route(session, tenant_id, agent_id)
+            if route is not None and not route.enabled:
+                raise UserMemoryDisabled(
+                    f"user memory is disabled for agent {agent_id!r}, so it may not write "
+                    "user memories; an admin can enable it (PUT /v1/agents/{agent_id} with "
+                    "memory.user_memory.enabled = true), or write without a user")
+            if route is not None and route.config_id is not None:
+                return self.by_id(session, route.config_id)
+        return self.active(session, tenant_id)
+
+    def agent_route(self, session: Session, tenant_id: uuid.UUID,
+                    agent_id: str) -> AgentRoute | None:
+        """The agent's user-memory settings, cached like the active configuration."""
+        now = self._clock()
+        cached = self._agents.get((tenant_id, agent_id))
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        row = session.execute(
+            select(AgentSettings.user_memory_enabled,
+                   AgentSettings.user_memory_storage_config_id)
+            .where(AgentSettings.tenant_id == tenant_id, AgentSettings.agent_id == agent_id)
+        ).first()
+        route = None if row is None else AgentRoute(bool(row[0]), row[1])
+        if len(self._agents) >= AGENT_CACHE_SIZE:
+            self._agents.clear()
+        self._agents[(tenant_id, agent_id)] = (route, now + self._active_ttl)
+        return route
+
+    def forget_agent(self, tenant_id: uuid.UUID, agent_id: str) -> None:
+        self._agents.pop((tenant_id, agent_id), None)
 
     def by_id(self, session: Session, config_id: uuid.UUID) -> Target:
         """Where content written under one (possibly older) configuration lives."""
@@ -202,6 +264,26 @@ class DataPlane:
                 self._default.close()
             self._targets.clear()
             self._default = None
+
+
+PUBLIC_ID_PREFIX = "sc_"
+
+
+def public_id(config_id: uuid.UUID) -> str:
+    """A configuration's public id, ``sc_<32 hex digits>``."""
+    return f"{PUBLIC_ID_PREFIX}{config_id.hex}"
+
+
+def parse_public_id(value: str) -> uuid.UUID:
+    """The configuration id behind ``sc_…``; a malformed one is the caller's 422."""
+    if value.startswith(PUBLIC_ID_PREFIX):
+        try:
+            return uuid.UUID(hex=value[len(PUBLIC_ID_PREFIX):])
+        except ValueError:
+            pass
+    raise InvalidInput(f"{value!r} is not a storage config id: they look like 'sc_' followed "
+                       "by 32 hex digits (see GET /v1/storage/configs)",
+                       problem="bad_storage_config_id")
 
 
 def object_prefix(user_prefix: str | None, tenant_id: uuid.UUID) -> str:

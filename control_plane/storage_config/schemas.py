@@ -52,6 +52,8 @@ AzureContainer = Annotated[Name, _named(
     "and ending with a letter or digit")]
 Prefix = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200,
                                           pattern=r"^[A-Za-z0-9._\-/]*$")]
+Region = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64,
+                                          pattern=r"^[A-Za-z0-9][A-Za-z0-9\-]*$")]
 Url = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255,
                                        pattern=r"^https?://")]
 
@@ -185,6 +187,10 @@ class GCSConnection(_Connection):
     anonymous: bool = Field(False, description="No credentials at all (public buckets).")
     use_batch: bool = Field(
         True, description="Delete in batch requests (real GCS); emulators need false.")
+    region: Region | None = Field(
+        None, description="The bucket's location (data residency), e.g. europe-west1 or EU; "
+        "checked against the bucket's own location, case-insensitively.",
+        examples=["europe-west1"])
 
     @field_validator("credentials_info", mode="before")
     @classmethod
@@ -228,6 +234,10 @@ class GCSConnection(_Connection):
         return self.bucket
 
     @property
+    def region_name(self) -> str | None:
+        return self.region
+
+    @property
     def endpoint_name(self) -> str | None:
         return self.endpoint
 
@@ -247,6 +257,10 @@ class AzureConnection(_Connection):
                                           "encrypted.")
     sas_token: SecretStr | None = Field(None, description="A SAS token for the container; "
                                         "stored encrypted.")
+    region: Region | None = Field(
+        None, description="The storage account's region (data residency), e.g. westeurope. "
+        "Azure's data plane does not report it, so it is recorded as declared.",
+        examples=["westeurope"])
 
     @model_validator(mode="after")
     def _one_way_in(self) -> AzureConnection:
@@ -268,6 +282,10 @@ class AzureConnection(_Connection):
     @property
     def bucket_name(self) -> str | None:
         return self.container
+
+    @property
+    def region_name(self) -> str | None:
+        return self.region
 
     @property
     def endpoint_name(self) -> str | None:
@@ -361,6 +379,64 @@ class StorageConfigOut(BaseModel):
     object_lock: bool | None = Field(description="Whether object lock / immutability is on.")
     is_active: bool = Field(description="True for the configuration new writes use.")
     created_at: datetime = Field(description="When it was configured (UTC).")
+    storage_config_id: str = Field(description="The configuration's public id, 'sc_…' (what "
+                                   "an agent's user memory names).")
+    name: str | None = Field(None, description="The configuration's name, if it has one.")
+    is_default: bool = Field(description="True for the tenant's default configuration (the "
+                             "same as is_active).")
+    declared_region: str | None = Field(None, description="The region given in "
+                                        "connection_config, if any.")
+    region_verified: bool = Field(description="True when the bucket itself reported its "
+                                  "region (S3, GCS); false when it is only declared (Azure) "
+                                  "or unknown.")
+
+
+class StorageConfigPage(BaseModel):
+    items: list[StorageConfigOut] = Field(description="The tenant's storage configurations, "
+                                          "the default first, then by creation.")
+    next_cursor: str | None = Field(None, description="Always null: a tenant has few "
+                                    "configurations and they come in one page.")
+
+
+ConfigName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
+                                              max_length=100, pattern=r"^[^\x00-\x1f\x7f]+$")]
+_NAME = "A name for this configuration, unique among the tenant's configurations."
+_MAKE_DEFAULT = "Make it the tenant's default (where new memories go) at once."
+
+
+class NamedS3ConfigIn(S3ConfigIn):
+    name: ConfigName = Field(description=_NAME, examples=["eu-archive"])
+    make_default: bool = Field(False, description=_MAKE_DEFAULT)
+
+
+class NamedGCSConfigIn(GCSConfigIn):
+    name: ConfigName = Field(description=_NAME, examples=["eu-gcs"])
+    make_default: bool = Field(False, description=_MAKE_DEFAULT)
+
+
+class NamedAzureConfigIn(AzureConfigIn):
+    name: ConfigName = Field(description=_NAME, examples=["eu-azure"])
+    make_default: bool = Field(False, description=_MAKE_DEFAULT)
+
+
+class NamedLocalConfigIn(LocalConfigIn):
+    name: ConfigName = Field(description=_NAME, examples=["on-prem"])
+    make_default: bool = Field(False, description=_MAKE_DEFAULT)
+
+
+NamedStorageConfigIn = Annotated[
+    NamedS3ConfigIn | NamedGCSConfigIn | NamedAzureConfigIn | NamedLocalConfigIn,
+    Field(discriminator="storage_type"),
+]
+
+
+class StorageConfigRename(BaseModel):
+    """What ``PUT /v1/storage/configs/{id}`` may change. The bucket, prefix and credentials of
+    a configuration never change in place (pointers name it): create a new one instead."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"name": "eu-archive"}]})
+    name: ConfigName = Field(description=_NAME)
 
 
 class StorageHealthOut(BaseModel):
@@ -385,3 +461,10 @@ class StorageHealthOut(BaseModel):
     notes: list[str] = Field(description="What an erasure on this bucket will and will not "
                              "reach (versions, soft delete, locks), in sentences.")
     checked_at: datetime = Field(description="When the probe ran (UTC).")
+    storage_config_id: str | None = Field(None, description="The probed configuration's "
+                                          "public id, 'sc_…'.")
+    declared_region: str | None = Field(None, description="The region declared in the "
+                                        "configuration, if any.")
+    region_verified: bool = Field(False, description="True when the bucket reported its own "
+                                  "region and it matches the declared one (or none was "
+                                  "declared); false when the backend does not report it.")

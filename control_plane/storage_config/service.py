@@ -37,7 +37,7 @@ from ..db.models import StorageConfig
 from ..errors import InvalidInput, StorageMisconfigured
 from . import repository as repo
 from .credentials import CredentialBox, CredentialsUnreadable, associated_data
-from .plane import DataPlane, Target, build_adapter, object_prefix
+from .plane import DataPlane, Target, build_adapter, object_prefix, public_id
 from .schemas import StorageConfigIn, StorageConfigOut, StorageHealthOut
 
 log = logging.getLogger(__name__)
@@ -55,44 +55,79 @@ def _check_local_root(root: Path, allowed: list[Path]) -> None:
 def configure(session: Session, plane: DataPlane, actor: Actor, body: StorageConfigIn, *,
               allow_local: bool, local_roots: list[Path]) -> StorageConfigOut:
     """Validate the bucket and make it the tenant's active storage."""
-    connection = body.connection_config
     with audited(session, actor, "storage_configure",
                  detail=f"storage_type={body.storage_type}"):
         session.commit()  # no transaction may stay open across bucket I/O
-        if body.storage_type == "local" and not allow_local:
-            raise InvalidInput(
-                "storage_type 'local' is not allowed on this server; configure s3, gcs or "
-                "azure (an operator may allow it with MEMPLANE_ALLOW_LOCAL_STORAGE=true)")
-        if body.storage_type == "local":
-            _check_local_root(Path(str(connection.bucket_name)), local_roots)
-        box = _box(plane)
-        prefix = object_prefix(connection.prefix, actor.tenant_id)
-        public, secrets = connection.public(), connection.secrets()
-        description = _probe(plane, body.storage_type, public, secrets, prefix,
-                             actor.tenant_id)
-
-        config_id = new_id()
-        config = StorageConfig(
-            id=config_id, tenant_id=actor.tenant_id, storage_type=body.storage_type,
-            bucket=connection.bucket_name, prefix=prefix,
-            region=description.region or connection.region_name,
-            endpoint=connection.endpoint_name, connection_config=public,
-            credentials_encrypted=(box.seal(secrets, aad=associated_data(actor.tenant_id,
-                                                                         config_id))
-                                   if secrets else None),
-            versioning=description.versioning, soft_delete_days=description.soft_delete_days,
-            object_lock=description.object_lock, created_at=utcnow(),
-        )
+        config, secrets = validated_row(plane, actor, body, allow_local=allow_local,
+                                        local_roots=local_roots)
         begin_write(session)
         repo.replace_active(session, actor.tenant_id, config)
         audit.record(session, actor, "storage_configure",
-                     detail=f"config {config_id}: storage_type={config.storage_type} "
-                            f"bucket={config.bucket} prefix={prefix} region={config.region} "
-                            f"versioning={config.versioning} "
-                            f"secrets={','.join(sorted(secrets)) or 'none'}")
+                     detail=configured_detail(config, secrets))
         session.commit()
     plane.forget_tenant(actor.tenant_id)
     return _out(config, sorted(secrets))
+
+
+def validated_row(plane: DataPlane, actor: Actor, body: StorageConfigIn, *, allow_local: bool,
+                  local_roots: list[Path]) -> tuple[StorageConfig, dict[str, str]]:
+    """Probe the bucket (no transaction open) and check its region; the unsaved row and the
+    secrets it seals. Nothing is saved when a check fails."""
+    connection = body.connection_config
+    if body.storage_type == "local" and not allow_local:
+        raise InvalidInput(
+            "storage_type 'local' is not allowed on this server; configure s3, gcs or "
+            "azure (an operator may allow it with MEMPLANE_ALLOW_LOCAL_STORAGE=true)")
+    if body.storage_type == "local":
+        _check_local_root(Path(str(connection.bucket_name)), local_roots)
+    box = _box(plane)
+    prefix = object_prefix(connection.prefix, actor.tenant_id)
+    public, secrets = connection.public(), connection.secrets()
+    description = _probe(plane, body.storage_type, public, secrets, prefix, actor.tenant_id)
+    check_residency(connection.region_name, description.region)
+    config_id = new_id()
+    config = StorageConfig(
+        id=config_id, tenant_id=actor.tenant_id, storage_type=body.storage_type,
+        bucket=connection.bucket_name, prefix=prefix,
+        region=description.region or connection.region_name,
+        endpoint=connection.endpoint_name, connection_config=public,
+        credentials_encrypted=(box.seal(secrets, aad=associated_data(actor.tenant_id,
+                                                                     config_id))
+                               if secrets else None),
+        versioning=description.versioning, soft_delete_days=description.soft_delete_days,
+        object_lock=description.object_lock, created_at=utcnow(),
+    )
+    return config, secrets
+
+
+def configured_detail(config: StorageConfig, secrets: dict[str, str]) -> str:
+    return (f"config {config.id}: storage_type={config.storage_type} "
+            f"bucket={config.bucket} prefix={config.prefix} region={config.region} "
+            f"versioning={config.versioning} "
+            f"secrets={','.join(sorted(secrets)) or 'none'}")
+
+
+# S3's legacy LocationConstraint values and the regions they mean.
+_LEGACY_S3_LOCATIONS = {"eu": "eu-west-1"}
+
+
+def same_region(declared: str, reported: str) -> bool:
+    """Regions compare case-insensitively (GCS reports ``EUROPE-WEST1``)."""
+    def norm(region: str) -> str:
+        folded = region.strip().casefold()
+        return _LEGACY_S3_LOCATIONS.get(folded, folded)
+
+    return norm(declared) == norm(reported)
+
+
+def check_residency(declared: str | None, reported: str | None) -> None:
+    """Refuse a bucket whose own location is not the declared region (data residency)."""
+    if declared and reported and not same_region(declared, reported):
+        raise InvalidInput(
+            f"the bucket is in region {reported!r} but the configuration declares region "
+            f"{declared!r}; nothing was saved — declare the bucket's real region, or choose a "
+            f"bucket in {declared!r}", problem="region_mismatch", declared_region=declared,
+            bucket_region=reported)
 
 
 def get_active(session: Session, plane: DataPlane, actor: Actor) -> StorageConfigOut:
@@ -143,7 +178,9 @@ def check_health(session: Session, plane: DataPlane, actor: Actor) -> StorageHea
                               else config.soft_delete_days),
             object_lock=described.object_lock if described else config.object_lock,
             retention_days=described.retention_days if described else None,
-            notes=notes, checked_at=utcnow(),
+            notes=notes, checked_at=utcnow(), storage_config_id=public_id(config.id),
+            declared_region=declared_region(config),
+            region_verified=_region_verified(config, described),
         )
         begin_write(session)
         audit.record(session, actor, "storage_health", success=report.ok,
@@ -211,8 +248,29 @@ def _redact(text: str, secrets: dict[str, str]) -> str:
     return text
 
 
+def declared_region(config: StorageConfig) -> str | None:
+    region = (config.connection_config or {}).get("region")
+    return str(region) if region else None
+
+
+def _region_verified(config: StorageConfig,
+                     described: storage.BucketDescription | None) -> bool:
+    if described is None or not described.region:
+        return False
+    declared = declared_region(config)
+    return declared is None or same_region(declared, described.region)
+
+
 def _drift(config: StorageConfig, described: storage.BucketDescription) -> list[str]:
     notes = []
+    declared = declared_region(config)
+    if declared and described.region and not same_region(declared, described.region):
+        notes.append(f"the bucket now reports region {described.region!r} but the "
+                     f"configuration declares {declared!r}: data residency is not as "
+                     "configured")
+    elif declared and not described.region:
+        notes.append(f"region {declared!r} is declared; the {config.storage_type} data plane "
+                     "does not report the bucket's region, so it is not verified")
     if bool(config.versioning) != described.versioning:
         notes.append(f"versioning is now {'on' if described.versioning else 'off'} but was "
                      f"{'on' if config.versioning else 'off'} when configured; configure the "
@@ -243,5 +301,8 @@ def _out(config: StorageConfig, secret_names: list[str]) -> StorageConfigOut:
         connection_config=dict(config.connection_config), secrets_set=secret_names,
         versioning=config.versioning, soft_delete_days=config.soft_delete_days,
         object_lock=config.object_lock, is_active=config.is_active,
-        created_at=config.created_at,
+        created_at=config.created_at, storage_config_id=public_id(config.id),
+        name=config.name, is_default=config.is_active,
+        declared_region=declared_region(config),
+        region_verified=(config.storage_type in ("s3", "gcs") and config.region is not None),
     )

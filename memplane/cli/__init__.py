@@ -13,7 +13,18 @@ from typing import Annotated
 import typer
 
 from .._version import __version__
-from . import compact, compliance, crypto, entries, events, hygiene, local, memory
+from . import (
+    compact,
+    compliance,
+    crypto,
+    entries,
+    events,
+    hygiene,
+    local,
+    memory,
+    residency,
+    search,
+)
 
 app = typer.Typer(help="memplane: memory for AI agents, content in your own bucket.",
                   no_args_is_help=True, add_completion=False)
@@ -52,6 +63,7 @@ app.command("worker")(compliance.worker)
 app.command("export")(compliance.export)
 app.command("erase")(compliance.erase)
 app.command("compact")(compact.compact)
+app.command("search")(search.search)
 
 receipt_app = typer.Typer(help="Signed erasure receipts.", no_args_is_help=True)
 receipt_app.command("verify")(compliance.receipt_verify)
@@ -95,6 +107,26 @@ entries_app.command("update")(entries.entries_update)
 entries_app.command("delete")(entries.entries_delete)
 entries_app.command("list")(entries.entries_list)
 app.add_typer(entries_app, name="entries")
+
+storage_app = typer.Typer(help="A tenant's storage, on the database directly (operators).",
+                          no_args_is_help=True)
+configs_app = typer.Typer(help="Named storage configurations ('sc_…').", no_args_is_help=True)
+configs_app.command("list")(residency.configs_list)
+configs_app.command("show")(residency.configs_show)
+configs_app.command("create")(residency.configs_create)
+configs_app.command("rename")(residency.configs_rename)
+configs_app.command("default")(residency.configs_default)
+configs_app.command("delete")(residency.configs_delete)
+storage_app.add_typer(configs_app, name="configs")
+app.add_typer(storage_app, name="storage")
+
+agents_app = typer.Typer(help="Agents and their memory settings, on the database directly "
+                         "(operators).", no_args_is_help=True)
+agents_app.command("set")(residency.agents_set)
+agents_app.command("get")(residency.agents_get)
+agents_app.command("list")(residency.agents_list)
+agents_app.command("delete")(residency.agents_delete)
+app.add_typer(agents_app, name="agents")
 
 retention_app = typer.Typer(help="Retention policies and runs of a tenant, on the database "
                             "directly (operators).", no_args_is_help=True)

@@ -53,7 +53,9 @@ def test_set_many_then_get_many_round_trips_typed_results(tenant: Tenant) -> Non
 def test_more_than_1000_items_go_in_several_requests_in_order(tenant: Tenant) -> None:
     items = [{"scope": "agent", "scope_ref": "bot", "key": f"k{i:04d}", "value": i}
              for i in range(1001)]
-    with tenant.client() as client:
+    # A thousand items per request: on a loaded test machine one takes longer than the
+    # SDK's default 30 s timeout, which this test is not about.
+    with tenant.client(timeout=300) as client:
         written = client.memory.set_many(items, idempotency_key="many-1")
         again = client.memory.set_many(items, idempotency_key="many-1")
         read = client.memory.get_many([("agent", "bot", "k0000"), ("agent", "bot", "k1000")])

@@ -1,0 +1,275 @@
+"""Semantic search: warm and cold search latency against a plain numpy top-k floor, object
+reads of a cold search, and acknowledged write throughput with the background indexer on
+and off (control_plane/search).
+
+In-process (services, no HTTP), local bucket, SQLite (NORMAL) or PostgreSQL (started here),
+the built-in hashing embedder (512 dimensions). For each size (default 10,000 and 100,000
+memories in one scope) the scope is filled through the write service's batch protocol
+(sealed put per memory, one commit per 500 memories, as ``POST /v1/memories:batch``),
+indexed by ``indexer.drain`` in batches of 1,024 and compacted into one snapshot. Then, over
+``--rounds`` rounds of ``--queries`` queries each:
+- floor: a plain numpy top-k over the same vectors in memory (one matrix product, an
+  argpartition, a sort of the k best);
+- warm: ``search.service.search`` with the index in the cache — query embedding, ranking
+  (vector + BM25, fused), the one SQL query of the live filter and the audit row's commit
+  included; without values, and with values (verified values cached by hash);
+- cold: the cache emptied before each search; the adapter's RequestStats count its reads.
+Write throughput: rounds alternate writes of ``--write-ops`` memories with the indexer
+thread running and without it; the figure is acknowledged writes per second, and the ratio
+on/off per round (the bar is ≥ 0.9). Prints figures and ratios; asserts nothing.
+
+    .venv/bin/python -m bench.search [--database sqlite|postgres] [--sizes 10000,100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import secrets
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.harness import summarize
+from control_plane.audit.service import Actor
+from control_plane.embedders.hashing import HashingEmbedder
+from control_plane.memories import service as memories
+from control_plane.memories.addresses import MemoryAddress, Scope
+from control_plane.memories.schemas import MemoryMeta
+from control_plane.runtime import Runtime
+from control_plane.search import indexer
+from control_plane.search import repository as search_repo
+from control_plane.search import service as search
+from control_plane.search.schemas import SearchIn
+from control_plane.settings import Settings
+from control_plane.tenants.service import create_tenant
+
+VOCABULARY = [f"w{i}" for i in range(3000)]
+WEIGHTS = [1 / (i + 1) ** 0.8 for i in range(len(VOCABULARY))]
+K = 10
+
+
+def _text(rng: random.Random) -> str:
+    return " ".join(rng.choices(VOCABULARY, WEIGHTS, k=14))
+
+
+@contextmanager
+def _runtime(database: str) -> Iterator[Runtime]:
+    pg = None
+    with tempfile.TemporaryDirectory() as tmp:
+        values: dict[str, Any] = {"data_dir": Path(tmp), "sqlite_synchronous": "NORMAL",
+                                  "run_background": False, "embed_on_write": False}
+        if database == "postgres":
+            from tests.support.postgres import PostgresCluster
+
+            pg = PostgresCluster(durable=True).start()
+            values |= {"database_url": pg.create_database(),
+                       "server_key": secrets.token_hex(24), "allow_local_storage": True,
+                       "default_bucket_url": f"file://{Path(tmp) / 'bucket'}"}
+        runtime = Runtime(Settings(**values))
+        runtime.migrate()
+        try:
+            yield runtime
+        finally:
+            runtime.close()
+            if pg is not None:
+                pg.stop()
+
+
+def _fill(runtime: Runtime, actor: Actor, ref: str, texts: list[str], chunk: int = 500) -> float:
+    """The scope filled through the write service's batch protocol (``write.prepare_fast``:
+    lookup and sealed put per memory, then ``hotpath.commit_writes``: one transaction per
+    ``chunk`` memories, each with its audit row) — as ``POST /v1/memories:batch`` does."""
+    from control_plane.memories import hotpath, write
+
+    began = time.perf_counter()
+    with runtime.sessions() as session:
+        for first in range(0, len(texts), chunk):
+            prepared = []
+            for i in range(first, min(first + chunk, len(texts))):
+                found = write.prepare_fast(session, runtime.plane, actor,
+                                           MemoryAddress.parse(Scope.agent, ref, f"m{i}"),
+                                           write.serialise(texts[i]), MemoryMeta())
+                if found is None:  # the scope's key did not exist yet: the general path
+                    _write(runtime, actor, ref, [texts[i]], i)
+                    continue
+                prepared.append(found[1])
+            hotpath.commit_writes(session, prepared)
+    return time.perf_counter() - began
+
+
+def _write(runtime: Runtime, actor: Actor, ref: str, texts: list[str], start: int = 0) -> float:
+    """Seconds for these writes (each acknowledged, i.e. committed)."""
+    began = time.perf_counter()
+    with runtime.sessions() as session:
+        for i, text in enumerate(texts, start=start):
+            memories.set_value(session, runtime.plane, actor,
+                               MemoryAddress.parse(Scope.agent, ref, f"m{i}"), text,
+                               MemoryMeta())
+    return time.perf_counter() - began
+
+
+def _ms(fn: Callable[[], Any]) -> float:
+    began = time.perf_counter()
+    fn()
+    return (time.perf_counter() - began) * 1000
+
+
+def _gets(runtime: Runtime, tenant_id: Any) -> int:
+    with runtime.sessions() as session:
+        adapter = runtime.plane.active(session, tenant_id).adapter
+    return int(adapter.stats.counts.get("get", 0))
+
+
+def _p50(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def run_size(database: str, n: int, rounds: int, queries: int) -> None:
+    rng = random.Random(n)
+    with _runtime(database) as runtime:
+        with runtime.sessions() as session:
+            tenant, _ = create_tenant(session, "bench")
+        actor = Actor(tenant.id, "api", "bench")
+        texts = [_text(rng) for _ in range(n)]
+        fill = _fill(runtime, actor, "bench", texts)
+        began = time.perf_counter()
+        with runtime.sessions() as session:
+            report = indexer.drain(session, runtime.plane, runtime, runtime.search_cache,
+                                   batch=1024)
+            before = [(s.kind, s.rows) for s in search_repo.segments(
+                session, tenant.id, "agent", "bench")]
+            indexer.compact_scope(session, runtime.plane, runtime.search_cache, tenant.id,
+                                  "agent", "bench", HashingEmbedder.name)
+        index_s = time.perf_counter() - began
+        print(f"[{database} n={n}] fill {n / fill:.0f} writes/s ({fill:.1f} s); indexing "
+              f"{n / index_s:.0f} memories/s ({index_s:.1f} s, {report.deltas} deltas, "
+              f"{report.compacted} compactions; segments before the last compaction: "
+              f"{len(before)})")
+
+        def request(query: str, values: bool) -> SearchIn:
+            return SearchIn(query=query, scope=Scope.agent, scope_ref="bench", limit=K,
+                            include_values=values)
+
+        def do_search(query: str, values: bool = False) -> search.SearchResults:
+            with runtime.sessions() as session:
+                return search.search(session, runtime, actor, request(query, values))
+
+        # Cold: the cache emptied before each search; reads counted by the adapter.
+        cold_ms: list[float] = []
+        cold_reads: list[int] = []
+        cold_value_reads: list[int] = []
+        for r in range(max(3, rounds)):
+            query = _text(rng)[:40]
+            runtime.search_cache.clear()
+            gets = _gets(runtime, tenant.id)
+            cold_ms.append(_ms(lambda q=query: do_search(q)))  # type: ignore[misc]
+            cold_reads.append(_gets(runtime, tenant.id) - gets)
+            runtime.search_cache.clear()
+            gets = _gets(runtime, tenant.id)
+            do_search(query, True)
+            cold_value_reads.append(_gets(runtime, tenant.id) - gets)
+            del r
+        # The floor: the same vectors, in memory, one matrix.
+        with runtime.sessions() as session:
+            rows = search_repo.segments(session, tenant.id, "agent", "bench")
+            from control_plane.search import store
+
+            matrix = np.vstack([store.load_segment(session, runtime.plane,
+                                                   runtime.search_cache, row).vectors
+                                for row in rows])
+        embedder = HashingEmbedder()
+        floor_p50: list[float] = []
+        warm_p50: list[float] = []
+        warm_values_p50: list[float] = []
+        found_gets: list[int] = []
+        for _ in range(rounds):
+            batch = [_text(rng)[:40] for _ in range(queries)]
+            vectors = embedder.embed(batch)
+
+            def floor(v: np.ndarray) -> np.ndarray:
+                scores = matrix @ v
+                top = np.argpartition(-scores, K)[:K]
+                return top[np.argsort(-scores[top])]
+
+            floor_p50.append(_p50([_ms(lambda v=v: floor(v)) for v in vectors]))  # type: ignore[misc]
+            for q in batch[:2]:
+                do_search(q, True)  # fill the value cache for these queries
+            gets = _gets(runtime, tenant.id)
+            warm_p50.append(_p50([_ms(lambda q=q: do_search(q)) for q in batch]))  # type: ignore[misc]
+            warm_values_p50.append(_p50([_ms(lambda q=q: do_search(q, True))  # type: ignore[misc]
+                                         for q in batch[:2] * (queries // 2)]))
+            found_gets.append(_gets(runtime, tenant.id) - gets)
+        floor_s = summarize(floor_p50)
+        warm = summarize(warm_p50)
+        warm_v = summarize(warm_values_p50)
+        ratio = summarize([w / f for w, f in zip(warm_p50, floor_p50, strict=True)])
+        print(f"[{database} n={n}] floor (numpy top-{K}, vectors in memory): p50 "
+              f"{floor_s.median:.2f} ms (rounds {floor_s.low:.2f}-{floor_s.high:.2f})")
+        print(f"[{database} n={n}] warm search, no values: p50 {warm.median:.2f} ms "
+              f"(rounds {warm.low:.2f}-{warm.high:.2f}); ratio to floor {ratio.median:.2f}x "
+              f"(spread {ratio.spread:.2f}); with cached verified values: p50 "
+              f"{warm_v.median:.2f} ms; bucket reads during warm searches: {sum(found_gets)}")
+        print(f"[{database} n={n}] cold search: p50 {_p50(cold_ms):.0f} ms; object reads "
+              f"{sorted(set(cold_reads))} without values, {sorted(set(cold_value_reads))} "
+              f"with {K} values (1 snapshot + {K} value reads)")
+
+
+def run_writes(database: str, rounds: int, ops: int) -> None:
+    rng = random.Random(7)
+    with _runtime(database) as runtime:
+        with runtime.sessions() as session:
+            tenant, _ = create_tenant(session, "bench-writes")
+        actor = Actor(tenant.id, "api", "bench")
+        _write(runtime, actor, "warmup", [_text(rng) for _ in range(100)])
+        on: list[float] = []
+        off: list[float] = []
+        start = 0
+        for r in range(rounds):
+            for mode in (("on", "off") if r % 2 == 0 else ("off", "on")):
+                texts = [_text(rng) for _ in range(ops)]
+                stop = threading.Event()
+                thread = None
+                if mode == "on":
+                    worker = indexer.Indexer(runtime.sessions, runtime.plane, runtime,
+                                             runtime.search_cache)
+                    thread = threading.Thread(target=worker.run_forever, args=(stop,))
+                    thread.start()
+                seconds = _write(runtime, actor, f"w{r}{mode}", texts, start)
+                start += ops
+                stop.set()
+                if thread is not None:
+                    thread.join()
+                (on if mode == "on" else off).append(ops / seconds)
+            with runtime.sessions() as session:  # index what the off rounds left
+                indexer.drain(session, runtime.plane, runtime, runtime.search_cache)
+        ratio = summarize([a / b for a, b in zip(on, off, strict=True)])
+        print(f"[{database}] acknowledged writes: {summarize(on).median:.0f}/s with the "
+              f"indexer running, {summarize(off).median:.0f}/s without; ratio "
+              f"{ratio.median:.2f}x (rounds {ratio.low:.2f}-{ratio.high:.2f}, bar >= 0.9)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--database", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--queries", type=int, default=40)
+    parser.add_argument("--write-ops", type=int, default=300)
+    parser.add_argument("--skip-writes", action="store_true")
+    args = parser.parse_args()
+    for size in (int(s) for s in args.sizes.split(",") if s):
+        run_size(args.database, size, args.rounds, args.queries)
+    if not args.skip_writes:
+        run_writes(args.database, args.rounds, args.write_ops)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Request builders and models for named storage configurations and agents.
+
+Like ``_layer_calls.py`` they only describe an exchange (a ``Call``); the sync and async
+clients send them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from ._base import (
+    Call,
+    _idempotency,
+    _query,
+    _without_none,
+    parse_model,
+    parse_nothing,
+    path_segment,
+)
+from ._models import Page, StorageConfig, _Model
+
+
+class UserMemorySettings(_Model):
+    """An agent's user-memory settings."""
+
+    enabled: bool = True
+    retention: str | None = None
+    retention_days: int | None = None
+    storage_config_id: str | None = None
+
+
+class AgentMemorySettings(_Model):
+    user_memory: UserMemorySettings
+
+
+class Agent(_Model):
+    """An agent as a resource: its name and memory settings."""
+
+    agent_id: str
+    name: str | None = None
+    memory: AgentMemorySettings
+    created_at: datetime
+    updated_at: datetime
+
+
+def seed_storage_config(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The seed's flat shape ``{"type": "gcs", "bucket": ..., "region": ...}`` as
+    (storage_type, connection_config)."""
+    fields = dict(config)
+    storage_type = fields.pop("type", None) or fields.pop("storage_type", None)
+    if not isinstance(storage_type, str):
+        raise ValueError("the storage configuration needs a 'type': s3, gcs, azure or local")
+    nested = fields.pop("connection_config", None)
+    return storage_type, {**(dict(nested) if nested else {}), **fields}
+
+
+def _config_id(value: str) -> str:
+    return path_segment(str(value), name="storage_config_id")
+
+
+def config_create(*, name: str, storage_type: str, connection_config: Mapping[str, Any],
+                  make_default: bool, idempotency_key: str | None) -> Call[StorageConfig]:
+    return Call("POST", "/v1/storage/configs", parse_model(StorageConfig),
+                json={"name": name, "storage_type": storage_type,
+                      "connection_config": dict(connection_config),
+                      "make_default": make_default},
+                headers=_idempotency(idempotency_key))
+
+
+def config_list() -> Call[Page[StorageConfig]]:
+    return Call("GET", "/v1/storage/configs", parse_model(Page[StorageConfig]))
+
+
+def config_get(storage_config_id: str) -> Call[StorageConfig]:
+    return Call("GET", f"/v1/storage/configs/{_config_id(storage_config_id)}",
+                parse_model(StorageConfig))
+
+
+def config_rename(storage_config_id: str, name: str) -> Call[StorageConfig]:
+    return Call("PUT", f"/v1/storage/configs/{_config_id(storage_config_id)}",
+                parse_model(StorageConfig), json={"name": name})
+
+
+def config_make_default(storage_config_id: str) -> Call[StorageConfig]:
+    return Call("POST", f"/v1/storage/configs/{_config_id(storage_config_id)}/default",
+                parse_model(StorageConfig))
+
+
+def config_delete(storage_config_id: str) -> Call[None]:
+    return Call("DELETE", f"/v1/storage/configs/{_config_id(storage_config_id)}",
+                parse_nothing)
+
+
+def _agent_id(value: str) -> str:
+    return path_segment(str(value), name="agent_id")
+
+
+def agent_update(agent_id: str, settings: Mapping[str, Any] | None, *, name: str | None,
+                 user_memory_enabled: bool | None, retention: str | None,
+                 storage_config_id: str | None) -> Call[Agent]:
+    if settings is not None:
+        body = dict(settings)  # the seed's shape, camelCase or snake_case, as given
+    else:
+        user_memory = _without_none({"enabled": user_memory_enabled, "retention": retention,
+                                     "storage_config_id": storage_config_id})
+        body = _without_none({"name": name, "memory": {"user_memory": user_memory}})
+    return Call("PUT", f"/v1/agents/{_agent_id(agent_id)}", parse_model(Agent), json=body)
+
+
+def agent_get(agent_id: str) -> Call[Agent]:
+    return Call("GET", f"/v1/agents/{_agent_id(agent_id)}", parse_model(Agent))
+
+
+def agent_list(*, limit: int | None, cursor: str | None) -> Call[Page[Agent]]:
+    return Call("GET", "/v1/agents", parse_model(Page[Agent]),
+                params=_query(limit=limit, cursor=cursor))
+
+
+def agent_delete(agent_id: str) -> Call[None]:
+    return Call("DELETE", f"/v1/agents/{_agent_id(agent_id)}", parse_nothing)

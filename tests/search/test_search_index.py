@@ -1,0 +1,238 @@
+"""The search index at the service level, on SQLite and PostgreSQL: deltas compacted into a
+snapshot, cold searches bounded in object reads (counted by the adapter's RequestStats),
+warm searches touching no bucket, the background indexer, orphan GC keeping live vectors and
+segments, and vectors of another embedder never compared."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import select
+
+from control_plane.db.models import MemoryPointer, SearchSegment
+from control_plane.embedders.hashing import HashingEmbedder
+from control_plane.memories import reconcile
+from control_plane.memories import service as memories
+from control_plane.memories.addresses import MemoryAddress, Scope
+from control_plane.memories.schemas import MemoryMeta
+from control_plane.search import indexer
+from control_plane.search import service as search
+from control_plane.search.schemas import SearchIn
+from tests.support.service import ServiceWorld
+
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
+         "juliet", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo"]
+
+
+def _text(i: int) -> str:
+    return f"note {i}: {WORDS[i % 18]} {WORDS[(i * 7) % 18]} item{i}"
+
+
+def _write(world: ServiceWorld, n: int, scope: str = "agent", ref: str = "a-1") -> None:
+    with world.runtime.sessions() as session:
+        for i in range(n):
+            memories.set_value(session, world.runtime.plane, world.actor,
+                               MemoryAddress.parse(Scope(scope), ref, f"k{i}"), _text(i),
+                               MemoryMeta())
+
+
+def _drain(world: ServiceWorld, **options: Any) -> indexer.RoundReport:
+    with world.runtime.sessions() as session:
+        return indexer.drain(session, world.runtime.plane, world.runtime,
+                             world.runtime.search_cache, **options)
+
+
+def _segments(world: ServiceWorld) -> list[tuple[str, int]]:
+    with world.runtime.sessions() as session:
+        return [(s.kind, s.rows) for s in session.scalars(
+            select(SearchSegment).where(SearchSegment.tenant_id == world.tenant_id)
+            .order_by(SearchSegment.created_at, SearchSegment.id))]
+
+
+def _search(world: ServiceWorld, query: str, **body: Any) -> search.SearchResults:
+    with world.runtime.sessions() as session:
+        return search.search(session, world.runtime, world.actor,
+                             SearchIn(query=query, **body))
+
+
+def _gets(world: ServiceWorld) -> int:
+    with world.runtime.sessions() as session:
+        adapter = world.runtime.plane.active(session, world.tenant_id).adapter
+    return int(adapter.stats.counts.get("get", 0))
+
+
+def test_deltas_compact_into_a_snapshot_and_cold_reads_are_bounded(world: ServiceWorld) -> None:
+    _write(world, 300)
+    report = _drain(world, batch=64, compact_after=3)
+    segments = _segments(world)
+    world.runtime.search_cache.clear()
+    before = _gets(world)
+    cold = _search(world, "item123", scope="agent", scope_ref="a-1", include_values=False)
+    cold_reads = _gets(world) - before
+    warm = _search(world, "item123", scope="agent", scope_ref="a-1", include_values=False)
+    warm_reads = _gets(world) - before - cold_reads
+    valued = _search(world, "item123", scope="agent", scope_ref="a-1", limit=3)
+    value_reads = _gets(world) - before - cold_reads - warm_reads
+    again = _search(world, "item123", scope="agent", scope_ref="a-1", limit=3)
+    again_reads = _gets(world) - before - cold_reads - warm_reads - value_reads
+
+    assert (report.embedded, report.deltas, report.compacted) == (300, 5, 1)
+    assert segments == [("snapshot", 192), ("delta", 64), ("delta", 44)]
+    assert cold_reads == 3  # one per segment
+    assert warm_reads == 0
+    assert (value_reads, again_reads) == (3, 0)  # values verified once, then cached by hash
+    assert cold.hits[0].key == "k123" and cold.hits[0].value is None
+    assert [h.pointer_id for h in warm.hits] == [h.pointer_id for h in cold.hits]
+    assert valued.hits[0].value == _text(123)
+    assert [h.value for h in again.hits] == [h.value for h in valued.hits]
+
+
+def test_a_compaction_keeps_only_live_versions(world: ServiceWorld) -> None:
+    _write(world, 10)
+    _drain(world)
+    with world.runtime.sessions() as session:
+        memories.delete_value(session, world.runtime.plane, world.actor,
+                              MemoryAddress.parse(Scope.agent, "a-1", "k3"))
+        memories.set_value(session, world.runtime.plane, world.actor,
+                           MemoryAddress.parse(Scope.agent, "a-1", "k4"), "replaced text",
+                           MemoryMeta())
+    _drain(world)
+    with world.runtime.sessions() as session:
+        assert indexer.compact_scope(session, world.runtime.plane, world.runtime.search_cache,
+                                     world.tenant_id, "agent", "a-1", HashingEmbedder.name)
+    found = _search(world, "replaced text", scope="agent", scope_ref="a-1", limit=20)
+
+    assert _segments(world) == [("snapshot", 9)]
+    assert found.hits[0].key == "k4"
+    assert sorted(h.key or "" for h in found.hits) == sorted(
+        f"k{i}" for i in range(10) if i != 3)
+
+
+def test_the_background_indexer_embeds_after_the_write(world: ServiceWorld) -> None:
+    _write(world, 3, ref="bg")
+    with world.runtime.sessions() as session:
+        waiting = session.scalars(select(MemoryPointer.has_embeddings).where(
+            MemoryPointer.tenant_id == world.tenant_id)).all()
+    worker = indexer.Indexer(world.runtime.sessions, world.runtime.plane, world.runtime,
+                             world.runtime.search_cache)
+    first = worker.run_once()
+    second = worker.run_once()
+    found = _search(world, "item1", scope="agent", scope_ref="bg")
+    assert waiting == [False, False, False]
+    assert (first, second) == (True, False)
+    assert found.hits[0].key == "k1"
+
+
+def test_the_indexer_thread_runs_until_stopped(world: ServiceWorld) -> None:
+    _write(world, 2, ref="thread")
+    stop = threading.Event()
+    rounds = threading.Semaphore(0)
+    worker = indexer.Indexer(world.runtime.sessions, world.runtime.plane, world.runtime,
+                             world.runtime.search_cache, interval=0.01)
+    run_once = worker.run_once
+
+    def counted() -> bool:
+        busy = run_once()
+        if not busy:
+            rounds.release()  # an idle round: everything written so far is indexed
+        return busy
+
+    worker.run_once = counted  # type: ignore[method-assign]
+    thread = threading.Thread(target=worker.run_forever, args=(stop,))
+    thread.start()
+    try:
+        assert rounds.acquire(timeout=60)
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    with world.runtime.sessions() as session:
+        ready = session.scalars(select(MemoryPointer.has_embeddings).where(
+            MemoryPointer.tenant_id == world.tenant_id)).all()
+    assert ready == [True, True]
+    assert not thread.is_alive()
+
+
+def test_orphan_gc_keeps_live_vectors_and_segments_and_removes_stale_ones(
+        world: ServiceWorld) -> None:
+    _write(world, 4, ref="gc")
+    _drain(world)
+    with world.runtime.sessions() as session:
+        old = session.scalar(select(MemoryPointer).where(
+            MemoryPointer.tenant_id == world.tenant_id, MemoryPointer.key == "k0"))
+        assert old is not None
+        memories.set_value(session, world.runtime.plane, world.actor,
+                           MemoryAddress.parse(Scope.agent, "gc", "k0"), "new", MemoryMeta())
+    stale = old.embedding_storage_path
+    with world.runtime.sessions() as session:
+        target = world.runtime.plane.active(session, world.tenant_id)
+        reconcile.collect_orphans(session, world.runtime.plane, grace_seconds=0,
+                                  tenant_id=world.tenant_id)
+        left = {i.path for i in target.adapter.list(target.path("memories") + "/")}
+        live = session.execute(select(MemoryPointer.key, MemoryPointer.embedding_storage_path)
+                               .where(MemoryPointer.tenant_id == world.tenant_id)).all()
+        segs = session.scalars(select(SearchSegment.storage_path).where(
+            SearchSegment.tenant_id == world.tenant_id)).all()
+    assert stale not in left
+    assert {p for k, p in live if k != "k0"} <= left
+    assert set(segs) <= left and len(segs) == 1
+
+
+class _OtherEmbedder:
+    name = "other-embedder-v1"
+    dim = 8
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        out[:, 0] = 1.0
+        return out
+
+
+@pytest.fixture
+def other_embedder(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for module in (indexer, search):
+        monkeypatch.setattr(module, "embedder_for", lambda *_: _OtherEmbedder())
+    yield
+
+
+def test_vectors_of_another_embedder_are_never_compared(world: ServiceWorld,
+                                                        request: pytest.FixtureRequest) -> None:
+    _write(world, 3, ref="model")
+    _drain(world)
+    request.getfixturevalue("other_embedder")
+    switched = _search(world, "item1", scope="agent", scope_ref="model")
+    with world.runtime.sessions() as session:
+        queued = session.scalars(select(MemoryPointer.has_embeddings).where(
+            MemoryPointer.tenant_id == world.tenant_id)).all()
+    _drain(world)
+    again = _search(world, "item1", scope="agent", scope_ref="model")
+    with world.runtime.sessions() as session:
+        models = set(session.scalars(select(MemoryPointer.embedding_model).where(
+            MemoryPointer.tenant_id == world.tenant_id)))
+    assert (switched.embedder, switched.hits) == ("other-embedder-v1", [])
+    assert queued == [False, False, False]
+    assert models == {"other-embedder-v1"}
+    assert again.hits[0].key == "k1"  # the keyword ranking still finds it
+    assert len(again.hits) == 3
+
+
+def test_unknown_pointer_ids_are_no_results(world: ServiceWorld) -> None:
+    assert _search(world, "nothing here").hits == []
+    assert uuid.UUID(int=0) not in {h.pointer_id for h in _search(world, "x").hits}
+
+
+def test_tiered_compaction_keeps_segments_bounded_and_rows_whole(world: ServiceWorld) -> None:
+    _write(world, 200, ref="tiers")
+    report = _drain(world, batch=10, compact_after=3)
+    segments = _segments(world)
+    found = _search(world, "item137", scope="agent", scope_ref="tiers", limit=1,
+                    include_values=False)
+    assert report.embedded == 200 and report.deltas == 20
+    assert len([s for s in segments if s[0] == "delta"]) < 3
+    assert len([s for s in segments if s[0] == "snapshot"]) == 1
+    assert sum(rows for _, rows in segments) == 200  # each live row once
+    assert found.hits[0].key == "k137"
