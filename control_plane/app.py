@@ -26,11 +26,13 @@ from .entries.router import router as entries_router
 from .errors import DomainError
 from .events.router import router as events_router
 from .health import router as health_router
+from .holds.router import router as holds_router
 from .integrity.router import router as integrity_router
 from .keys.router import router as keys_router
 from .knowledge.router import router as knowledge_router
 from .memories.router import router as memories_router
 from .observability import Metrics, RequestContext
+from .retention.router import router as retention_router
 from .runtime import Runtime
 from .search.router import router as search_router
 from .seed.router import router as seed_router
@@ -99,6 +101,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(embedder_router)
     app.include_router(knowledge_router)
     app.include_router(conversations_router)
+    app.include_router(retention_router)
+    app.include_router(holds_router)
     _install_error_handlers(app)
     return app
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # Hosted OpenAI-compatible APIs a tenant's summariser may use by default.
@@ -114,12 +114,19 @@ class Settings(BaseSettings):
         "this is summarised into several entries of about equal size, so one summary never "
         "reads an unbounded number of events.")
 
-    @field_validator("compactor_schedule")
+    # Retention (control_plane/retention): when the worker queues the daily retention run.
+    retention_schedule: str = Field(
+        "30 3 * * *", description="When job workers queue each tenant's daily retention run "
+        "(policies and the ttl_days purge): a cron expression in UTC (five fields), or 'off'. "
+        "At most one run per tenant and UTC day however many workers tick.")
+
+    @field_validator("compactor_schedule", "retention_schedule")
     @classmethod
-    def _cron(cls, value: str) -> str:
+    def _cron(cls, value: str, info: ValidationInfo) -> str:
         from .compactor.schedule import parse_schedule
 
-        parse_schedule(value)  # a bad expression is refused at start, naming it
+        # a bad expression is refused at start, naming it
+        parse_schedule(value, f"MEMPLANE_{(info.field_name or '').upper()}")
         return value.strip()
 
     # Summarisers (control_plane/summarizers): the compactor's OpenAI-compatible endpoints.

@@ -37,6 +37,7 @@ from ._exceptions import (
     TransportError,
     Unauthorized,
 )
+from ._hygiene import CleanupItem, CleanupResult, LegalHold, RetentionPolicy
 from ._models import (
     AuditEntry,
     AuditVerification,
@@ -68,6 +69,8 @@ __all__ = [
     "AuditVerification",
     "BadRequest",
     "BatchResult",
+    "CleanupItem",
+    "CleanupResult",
     "Client",
     "CompactorConfig",
     "Conflict",
@@ -84,6 +87,7 @@ __all__ = [
     "HashMismatch",
     "InvalidResponse",
     "Job",
+    "LegalHold",
     "Memory",
     "MemplaneError",
     "Message",
@@ -95,6 +99,7 @@ __all__ = [
     "Provenance",
     "ProvenanceEvent",
     "Receipt",
+    "RetentionPolicy",
     "SearchResult",
     "SearchResults",
     "ServerError",

@@ -10,11 +10,13 @@ from typing import Any, TypeVar
 import httpx
 
 from . import _base, _batch, _compliance
+from . import _hygiene as hygiene
 from ._base import Call, ClientConfig
 from ._batch import BatchResult
 from ._compliance import AsyncExportsAPI, AsyncJobsAPI, AsyncReceiptsAPI, Job
 from ._config_calls import seed_storage_config
 from ._exceptions import TransportError
+from ._hygiene import CleanupResult, RetentionPolicy, parse_days
 from ._layer_async import (
     AsyncAgentsAPI,
     AsyncCompactorAPI,
@@ -23,7 +25,9 @@ from ._layer_async import (
     AsyncEntriesAPI,
     AsyncEventsAPI,
     AsyncKnowledgeAPI,
+    AsyncLegalHoldsAPI,
     AsyncMemorySearchAPI,
+    AsyncRetentionAPI,
     AsyncStorageConfigsAPI,
     AsyncSummarizerAPI,
 )
@@ -90,6 +94,8 @@ class AsyncClient:
         self.summarizer = AsyncSummarizerAPI(self)
         self.embedder = AsyncEmbedderAPI(self)
         self.conversations = AsyncConversationsAPI(self)
+        self.retention = AsyncRetentionAPI(self)
+        self.legal_holds = AsyncLegalHoldsAPI(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._config.base_url!r})"
@@ -268,6 +274,31 @@ class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
             chunk: list[BatchResult] = await self._client._send(call)
             results.extend(chunk)
         return results
+
+    async def cleanup(self, *, older_than: str | int | None = None,
+                      older_than_days: int | None = None, agent_id: str | None = None,
+                      scope: str | None = None, scope_ref: str | None = None,
+                      exclude_keys: Sequence[str] | None = None,
+                      dry_run: bool = False) -> CleanupResult | Job:
+        """Delete the memories by key last written ``older_than`` ago or more (``'180d'``,
+        ``180``, ``'26w'``; or ``older_than_days``), of one agent and/or scope, except
+        ``exclude_keys`` and held ones. Returns the counts (a dry run also lists what would
+        go), or the ``Job`` it became when more than 1,000 memories would go."""
+        if (older_than is None) == (older_than_days is None):
+            raise ValueError("give older_than (such as '180d') or older_than_days, not both")
+        days = older_than_days if older_than_days is not None else parse_days(older_than or 0)
+        return await self._client._send(hygiene.cleanup(
+            scope=scope, scope_ref=scope_ref, agent_id=agent_id, older_than_days=days,
+            exclude_keys=exclude_keys, dry_run=dry_run))
+
+    async def set_retention_policy(self, *, scope: str, retention_days: int,
+                                   auto_delete: bool, memory_type: str | None = None,
+                                   archive_after_days: int | None = None
+                                   ) -> RetentionPolicy:
+        """The seed's ``memory.setRetentionPolicy``: ``client.retention.set_policy``."""
+        return await self._client.retention.set_policy(
+            scope=scope, retention_days=retention_days, auto_delete=auto_delete,
+            memory_type=memory_type, archive_after_days=archive_after_days)
 
     async def clear(self, *, scope: str, scope_ref: str | None = None) -> int:
         """Delete every memory in the scope; returns how many were deleted."""

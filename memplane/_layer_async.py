@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from . import _config_calls as config_calls
 from . import _conversations as conversations
+from . import _hygiene as hygiene
 from . import _layer_calls as calls
 from ._compliance import Job
 from ._config_calls import Agent
 from ._conversations import ContextWindow, Conversation, Message, MessageAdded
+from ._hygiene import LegalHold, RetentionPolicy
 from ._models import (
     CompactorConfig,
     EmbedderConfig,
@@ -38,9 +40,9 @@ if TYPE_CHECKING:
     from ._async_client import AsyncClient
 
 __all__ = ["AsyncAgentsAPI", "AsyncCompactorAPI", "AsyncConversationsAPI", "AsyncEmbedderAPI",
-           "AsyncEntriesAPI",
-           "AsyncEventsAPI", "AsyncKnowledgeAPI", "AsyncMemorySearchAPI",
-           "AsyncStorageConfigsAPI", "AsyncSummarizerAPI"]
+           "AsyncEntriesAPI", "AsyncEventsAPI", "AsyncKnowledgeAPI", "AsyncLegalHoldsAPI",
+           "AsyncMemorySearchAPI", "AsyncRetentionAPI", "AsyncStorageConfigsAPI",
+           "AsyncSummarizerAPI"]
 
 
 class AsyncEventsAPI:
@@ -442,3 +444,68 @@ class AsyncConversationsAPI:
     async def delete(self, conversation_id: str) -> None:
         """Delete the conversation: its messages, its summary and its state."""
         await self._client._send(conversations.delete(conversation_id))
+
+
+class AsyncRetentionAPI:
+    """Retention policies and runs; reached as ``client.retention`` (admin changes them,
+    compliance may read them)."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def set_policy(self, *, scope: str, retention_days: int, auto_delete: bool,
+                         memory_type: str | None = None,
+                         archive_after_days: int | None = None) -> RetentionPolicy:
+        """Create or replace the policy of ``scope`` and ``memory_type`` (None: every type of
+        the scope that no policy of its own covers; ``event``: raw events; ``entry``: curated
+        entries). With ``auto_delete`` the daily run deletes what was last written
+        ``retention_days`` ago or more, on both planes with every object version; without it
+        the run only reports what is due. ``archive_after_days`` moves older objects to the
+        bucket's colder class first."""
+        return await self._client._send(hygiene.retention_put({
+            "scope": scope, "memory_type": memory_type, "retention_days": retention_days,
+            "archive_after_days": archive_after_days, "auto_delete": auto_delete}))
+
+    async def list_policies(self) -> list[RetentionPolicy]:
+        """The tenant's policies."""
+        page = await self._client._send(hygiene.retention_list())
+        return list(page.items)
+
+    async def delete_policy(self, policy_id: str) -> None:
+        """Delete a policy; ``NotFound`` if absent."""
+        await self._client._send(hygiene.retention_delete(policy_id))
+
+    async def run(self, *, dry_run: bool = False) -> Job:
+        """Apply the policies and purge expired ``ttl_days`` memories now; returns the queued
+        job (wait with ``client.jobs.wait(job.id)``): its ``result`` counts, per policy, what
+        was due, deleted, held and archived. ``dry_run`` only counts."""
+        return await self._client._send(hygiene.retention_run(dry_run=dry_run))
+
+
+class AsyncLegalHoldsAPI:
+    """Legal holds (admin or compliance); reached as ``client.legal_holds``."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def place(self, *, reason: str, user_id: str | None = None,
+                    scope: str | None = None, scope_ref: str | None = None,
+                    tenant: bool = False, idempotency_key: str | None = None) -> LegalHold:
+        """Hold a data subject (``user_id``), a scope ref (``scope`` + ``scope_ref``) or the
+        whole tenant (``tenant=True``); ``reason`` is litigation, regulatory, investigation,
+        audit or other. Retention and cleanup pass over what it covers, deletes of it raise
+        ``Conflict`` (``legal_hold``), and the subject's erasure is refused until it is
+        lifted."""
+        return await self._client._send(hygiene.hold_place({
+            "reason": reason, "user_id": user_id, "scope": scope, "scope_ref": scope_ref,
+            "tenant": tenant or None}, idempotency_key))
+
+    async def list(self) -> list[LegalHold]:
+        """Every hold of the tenant, active and lifted, oldest first."""
+        page = await self._client._send(hygiene.hold_list())
+        return list(page.items)
+
+    async def lift(self, hold_id: str) -> LegalHold:
+        """Lift a hold (audited with the key and the time); the held subject's id is then
+        kept only as a salted hash."""
+        return await self._client._send(hygiene.hold_lift(hold_id))

@@ -50,7 +50,7 @@ def run_key(day: date) -> str:
     return f"compact:{day.isoformat()}"
 
 
-def parse_schedule(text: str) -> Schedule:
+def parse_schedule(text: str, setting: str = "MEMPLANE_COMPACTOR_SCHEDULE") -> Schedule:
     """``off``, or a five-field cron expression (minute hour day month weekday) or an alias
     such as ``@daily``, in UTC; anything else raises ValueError with a sentence."""
     expression = " ".join(text.split())
@@ -59,10 +59,10 @@ def parse_schedule(text: str) -> Schedule:
     fields = expression.split(" ")
     if not expression.startswith("@") and len(fields) != 5:
         raise ValueError(
-            f"MEMPLANE_COMPACTOR_SCHEDULE {text!r} is not a cron expression of five fields "
+            f"{setting} {text!r} is not a cron expression of five fields "
             "(minute hour day-of-month month day-of-week, UTC), e.g. '17 6 * * *', or 'off'")
     if not croniter.is_valid(expression):
         raise ValueError(
-            f"MEMPLANE_COMPACTOR_SCHEDULE {text!r} is not a valid cron expression (a field is "
+            f"{setting} {text!r} is not a valid cron expression (a field is "
             "out of range or malformed); e.g. '17 6 * * *' for 06:17 UTC daily, or 'off'")
     return Schedule(expression)

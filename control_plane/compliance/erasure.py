@@ -87,6 +87,7 @@ from ..db.models import (
     SubjectKey,
 )
 from ..events import repository as events_repo
+from ..holds.service import ensure_subject_not_held
 from ..jobs.service import JobContext
 from ..kit import request_id_var
 from ..memories import repository as memories_repo
@@ -110,6 +111,11 @@ def run(ctx: JobContext) -> dict[str, Any]:
     if "receipt_id" in ctx.progress and "result" in ctx.progress:
         return dict(ctx.progress["result"])
     assert ctx.subject is not None
+    if "start_audit_id" not in ctx.progress:
+        # A hold placed after the request refuses the erasure before anything is deleted;
+        # once it has started, placing a hold on the subject is refused instead (holds).
+        ensure_subject_not_held(ctx.session, ctx.tenant_id, ctx.subject)
+        ctx.session.rollback()
     run = _Erasure(ctx)
     run.start()
     run.block()

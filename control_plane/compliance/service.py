@@ -13,6 +13,7 @@ from ..audit.service import Actor
 from ..db.engine import begin_write
 from ..db.models import Job, SubjectErasure, Tenant
 from ..errors import Conflict, InvalidInput
+from ..holds.service import ensure_subject_not_held
 from ..jobs import repository as jobs_repo
 from ..jobs.service import enqueue
 from ..memories.addresses import (
@@ -77,6 +78,8 @@ def start_erasure(session: Session, actor: Actor, user_id: str, dry_run: bool) -
             if job.kind == "erase" and bool(job.params.get("dry_run")) == dry_run:
                 session.rollback()
                 return job
+        if not dry_run:
+            ensure_subject_not_held(session, actor.tenant_id, subject)
         if not dry_run and any(job.kind == "export" for job in running):
             raise Conflict("an export of this subject is still running; erase it once the "
                            "export has completed (its archive is erased too)")

@@ -532,3 +532,44 @@ class ConversationMessage(Base):
     role: Mapped[str] = mapped_column(String(16))
     tokens: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class RetentionPolicy(Base):
+    """How long a scope's memories (of one memory type, or all of them; ``event`` covers the
+    raw events) are kept; the daily retention run deletes or archives what is past it."""
+
+    __tablename__ = "retention_policies"
+    __table_args__ = (UniqueConstraint("tenant_id", "scope_type", "memory_type"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    scope_type: Mapped[str] = mapped_column(String(16))
+    memory_type: Mapped[str] = mapped_column(String(64))  # "*": every type, events included
+    retention_days: Mapped[int] = mapped_column(Integer)
+    archive_after_days: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    auto_delete: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class LegalHold(Base):
+    """A legal hold on a data subject, a (scope, scope ref) or the whole tenant: retention,
+    cleanup, deletes and erasure leave what it covers alone until it is lifted. While active
+    it names the subject (or scope ref) in clear to match rows; lifting replaces that with a
+    salted hash (``subject_hash``), so an erased subject leaves no clear id here."""
+
+    __tablename__ = "legal_holds"
+    __table_args__ = (Index(None, "tenant_id", "lifted_at"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    target: Mapped[str] = mapped_column(String(16))  # subject | scope | tenant
+    user_id: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    scope_type: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    scope_ref: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    subject_hash: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    reason: Mapped[str] = mapped_column(String(32))
+    created_by: Mapped[str] = mapped_column(String(256))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    lifted_by: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    lifted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

@@ -3,12 +3,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, func, insert, or_, select
 from sqlalchemy.orm import Session
 
+from ..db.base import utcnow
 from ..db.models import EntryTerm, MemoryPointer
 from ..memories.hotpath import as_table
 from ..memories.repository import has_tag
+from ..retention.repository import visible_pointers
 from ..tenants.access import EVERYTHING, Access
 
 ENTRY = "entry"
@@ -38,7 +40,11 @@ def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
     query = select(MemoryPointer).where(
         MemoryPointer.tenant_id == tenant_id, MemoryPointer.key.is_(None),
         MemoryPointer.memory_type == ENTRY,
-        MemoryPointer.sync_status.in_(("synced", "corrupt")))
+        MemoryPointer.sync_status.in_(("synced", "corrupt")),
+        or_(MemoryPointer.expires_at.is_(None), MemoryPointer.expires_at > utcnow()))
+    kept = visible_pointers(session, tenant_id, utcnow())  # past a policy: hidden until the run
+    if kept is not None:
+        query = query.where(kept)
     visible = access.where(MemoryPointer.scope_type, MemoryPointer.scope_ref)
     if visible is not None:
         query = query.where(visible)

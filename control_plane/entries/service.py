@@ -35,6 +35,7 @@ from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
 from ..errors import Conflict, Forbidden, HashMismatch, InvalidInput, NotFound
+from ..holds.service import ensure_not_held
 from ..idempotency import Idempotency, Replay
 from ..keys import service as keys
 from ..kit import decode_uuid_cursor, encode_cursor, page_limit, sha256_hex
@@ -334,6 +335,9 @@ def delete_entry(session: Session, plane: DataPlane, actor: Actor, entry_id: uui
         pointer = _find(session, actor, access, entry_id, "delete", for_update=True)
         ensure_writable(session, actor.tenant_id, pointer.subject_user_id,
                         pointer.scope_ref if pointer.scope_type == "user" else None)
+        ensure_not_held(session, actor.tenant_id, scope=pointer.scope_type,
+                        scope_ref=pointer.scope_ref, subject=pointer.subject_user_id,
+                        what="this entry")
         pointer.sync_status, pointer.updated_at = "pending_delete", utcnow()
         session.commit()
         plane.checkpoint("delete:after_mark")

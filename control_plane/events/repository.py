@@ -11,6 +11,7 @@ from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
+from ..db.base import utcnow
 from ..db.models import MemoryEvent
 from ..tenants.access import EVERYTHING, Access
 
@@ -28,6 +29,11 @@ def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
               access: Access = EVERYTHING) -> Sequence[MemoryEvent]:
     query = select(MemoryEvent).where(MemoryEvent.tenant_id == tenant_id,
                                       MemoryEvent.sync_status != "pending_delete")
+    from ..retention.repository import visible_events  # past a policy: hidden until the run
+
+    kept = visible_events(session, tenant_id, utcnow())
+    if kept is not None:
+        query = query.where(kept)
     if scope is not None:
         query = query.where(MemoryEvent.scope_type == scope)
     if scope_ref is not None:

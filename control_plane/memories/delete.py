@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 
 from sqlalchemy.orm import Session
 
@@ -17,6 +18,7 @@ from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
 from ..errors import NotFound
+from ..holds.service import ensure_not_held, ensure_scope_not_held
 from ..storage_config.plane import DataPlane, storage_errors
 from ..tenants.access import EVERYTHING, Access
 from . import repository as repo
@@ -43,6 +45,8 @@ def delete_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
             raise NotFound(f"no memory at {address.describe()}")
         ensure_writable(session, actor.tenant_id, pointer.subject_user_id,
                         address.scope_ref if address.scope == "user" else None)
+        ensure_not_held(session, actor.tenant_id, scope=address.scope,
+                        scope_ref=address.scope_ref, subject=pointer.subject_user_id)
         pointer.sync_status, pointer.updated_at = "pending_delete", utcnow()
         session.commit()
         plane.checkpoint("delete:after_mark")
@@ -55,6 +59,7 @@ def clear_scope(session: Session, plane: DataPlane, actor: Actor, address: Memor
     deleted = 0
     with audited(session, actor, "clear", detail=address.scope, private=address.personal):
         ensure_visible(session, actor, access, address, "clear")
+        ensure_scope_not_held(session, actor.tenant_id, address.scope, address.scope_ref)
         while True:
             session.commit()
             begin_write(session)
@@ -82,7 +87,14 @@ def clear_scope(session: Session, plane: DataPlane, actor: Actor, address: Memor
 
 
 def _finish_deletes(session: Session, plane: DataPlane, actor: Actor,
-                    pointers: list[MemoryPointer], operation: str) -> int:
+                    pointers: list[MemoryPointer], operation: str, *,
+                    detail: str | None = None,
+                    before_commit: Callable[[int], None] | None = None) -> int:
+    """Delete the objects of pointers marked ``pending_delete`` (every version on a versioned
+    bucket, ``Target.delete``), then the rows still pending with one audit row each; shared
+    by deletes, clears, entries, retention and cleanup. ``detail`` replaces the rows' detail;
+    ``before_commit(removed)`` runs in the rows' transaction (a job saves its counts there, so
+    a crash never counts a deletion twice)."""
     by_target: dict[uuid.UUID, list[str]] = {}
     for pointer in pointers:
         by_target.setdefault(pointer.storage_config_id, []).append(pointer.storage_path)
@@ -98,7 +110,9 @@ def _finish_deletes(session: Session, plane: DataPlane, actor: Actor,
     removed = repo.delete_pending(session, [p.id for p in pointers])
     for pointer in pointers:
         audit.record(session, actor, operation, pointer_id=pointer.id,
-                     detail=f"{pointer.scope_type} v{pointer.version}")
+                     detail=detail or f"{pointer.scope_type} v{pointer.version}")
+    if before_commit is not None:
+        before_commit(removed)
     session.commit()
     return removed
 

@@ -126,6 +126,11 @@ def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
     if now is not None:
         query = query.where(or_(MemoryPointer.expires_at.is_(None),
                                 MemoryPointer.expires_at > now))
+        from ..retention.repository import visible_pointers  # policies' due rows: hidden
+
+        kept = visible_pointers(session, tenant_id, now)
+        if kept is not None:
+            query = query.where(kept)
     visible = access.where(MemoryPointer.scope_type, MemoryPointer.scope_ref)
     if visible is not None:
         query = query.where(visible)

@@ -142,6 +142,11 @@ def candidates(session: Session, tenant_id: uuid.UUID, ids: Sequence[uuid.UUID] 
     among ``ids`` (None: all of ``scopes``): one query."""
     query = select(*LIVE_COLUMNS).where(P.tenant_id == tenant_id, P.sync_status == "synced",
                                         or_(P.expires_at.is_(None), P.expires_at > now))
+    from ..retention.repository import visible_pointers  # past a policy: hidden until the run
+
+    kept = visible_pointers(session, tenant_id, now)
+    if kept is not None:
+        query = query.where(kept)
     if ids is not None:
         query = query.where(P.id.in_(ids))
     if scopes:

@@ -20,6 +20,7 @@ from . import (
     crypto,
     entries,
     events,
+    hygiene,
     local,
     memory,
     residency,
@@ -141,6 +142,20 @@ knowledge_app.command("add")(knowledge_cli.knowledge_add)
 knowledge_app.command("list")(knowledge_cli.knowledge_list)
 knowledge_app.command("delete")(knowledge_cli.knowledge_delete)
 app.add_typer(knowledge_app, name="knowledge")
+
+retention_app = typer.Typer(help="Retention policies and runs of a tenant, on the database "
+                            "directly (operators).", no_args_is_help=True)
+retention_app.command("run")(hygiene.retention_run)
+retention_app.command("policies")(hygiene.retention_policies)
+app.add_typer(retention_app, name="retention")
+app.command("cleanup")(hygiene.cleanup)
+
+holds_app = typer.Typer(help="Legal holds of a tenant, on the database directly "
+                        "(operators).", no_args_is_help=True)
+holds_app.command("list")(hygiene.holds_list)
+holds_app.command("place")(hygiene.holds_place)
+holds_app.command("lift")(hygiene.holds_lift)
+app.add_typer(holds_app, name="holds")
 
 
 def main() -> None:

@@ -1,0 +1,117 @@
+"""SQL of retention: the tenant's policies, and which rows each one makes due.
+
+A policy governs a scope's memories of one type, or (``memory_type`` ``*``) every type of
+the scope that no policy of its own type governs; ``event`` governs the scope's raw events
+and ``*`` covers them too unless an ``event`` policy exists. Age is the last write
+(``updated_at``) of a memory or entry and ``occurred_at`` of an event.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from sqlalchemy import ColumnElement, and_, false, not_, or_, select, true
+from sqlalchemy.orm import Session
+
+from ..db.models import MemoryEvent, MemoryPointer, RetentionPolicy
+from .schemas import ALL_TYPES
+
+EVENT = "event"
+LIVE = ("synced", "corrupt", "pending_delete")
+
+
+def policies(session: Session, tenant_id: uuid.UUID) -> Sequence[RetentionPolicy]:
+    return session.scalars(select(RetentionPolicy).where(RetentionPolicy.tenant_id == tenant_id)
+                           .order_by(RetentionPolicy.scope_type,
+                                     RetentionPolicy.memory_type)).all()
+
+
+def get(session: Session, tenant_id: uuid.UUID, policy_id: uuid.UUID, *,
+        scope: str | None = None, memory_type: str | None = None) -> RetentionPolicy | None:
+    return session.scalar(select(RetentionPolicy).where(
+        RetentionPolicy.tenant_id == tenant_id, RetentionPolicy.id == policy_id))
+
+
+def find(session: Session, tenant_id: uuid.UUID, scope: str,
+         memory_type: str) -> RetentionPolicy | None:
+    return session.scalar(select(RetentionPolicy).where(
+        RetentionPolicy.tenant_id == tenant_id, RetentionPolicy.scope_type == scope,
+        RetentionPolicy.memory_type == memory_type).with_for_update())
+
+
+def pointer_scope(policy: RetentionPolicy,
+                  all_policies: Sequence[RetentionPolicy]) -> ColumnElement[bool]:
+    """The pointers (memories and entries) ``policy`` governs, whatever their age."""
+    if policy.memory_type == EVENT:
+        return false()
+    if policy.memory_type != ALL_TYPES:
+        return and_(MemoryPointer.scope_type == policy.scope_type,
+                    MemoryPointer.memory_type == policy.memory_type)
+    others = [p.memory_type for p in all_policies if p.scope_type == policy.scope_type
+              and p.memory_type not in (ALL_TYPES, EVENT)]
+    return and_(MemoryPointer.scope_type == policy.scope_type,
+                MemoryPointer.memory_type.not_in(others) if others else true())
+
+
+def event_scope(policy: RetentionPolicy,
+                all_policies: Sequence[RetentionPolicy]) -> ColumnElement[bool]:
+    """The raw events ``policy`` governs, whatever their age."""
+    if policy.memory_type == EVENT:
+        return MemoryEvent.scope_type == policy.scope_type
+    if policy.memory_type == ALL_TYPES and not any(
+            p.scope_type == policy.scope_type and p.memory_type == EVENT for p in all_policies):
+        return MemoryEvent.scope_type == policy.scope_type
+    return false()
+
+
+def cutoff(days: int, now: datetime) -> datetime:
+    return now - timedelta(days=days)
+
+
+def expired_pointers(session: Session, tenant_id: uuid.UUID,
+                     now: datetime) -> ColumnElement[bool] | None:
+    """Pointers of the tenant past an auto-deleting policy's retention at ``now`` or past
+    their own ``ttl_days``: lists leave them out while they wait for the next run. None when
+    nothing is."""
+    found = [p for p in policies(session, tenant_id)]
+    terms = [and_(pointer_scope(p, found), MemoryPointer.updated_at < cutoff(
+        p.retention_days, now)) for p in found if p.auto_delete]
+    return or_(*terms) if terms else None
+
+
+def visible_pointers(session: Session, tenant_id: uuid.UUID,
+                     now: datetime) -> ColumnElement[bool] | None:
+    """The condition a pointer list adds (None: no policy hides anything)."""
+    expired = expired_pointers(session, tenant_id, now)
+    return None if expired is None else not_(expired)
+
+
+def visible_events(session: Session, tenant_id: uuid.UUID,
+                   now: datetime) -> ColumnElement[bool] | None:
+    """The condition an event list adds (None: no policy hides anything)."""
+    found = list(policies(session, tenant_id))
+    terms = [and_(event_scope(p, found), MemoryEvent.occurred_at < cutoff(
+        p.retention_days, now)) for p in found if p.auto_delete]
+    return not_(or_(*terms)) if terms else None
+
+
+def due_pointers(session: Session, tenant_id: uuid.UUID, governed: ColumnElement[bool],
+                 before: datetime, held: ColumnElement[bool], limit: int,
+                 ttl: bool = False) -> Sequence[MemoryPointer]:
+    age = (and_(MemoryPointer.expires_at.is_not(None), MemoryPointer.expires_at <= before)
+           if ttl else MemoryPointer.updated_at < before)
+    return session.scalars(select(MemoryPointer).where(
+        MemoryPointer.tenant_id == tenant_id, governed, age,
+        MemoryPointer.sync_status.in_(LIVE), not_(held))
+        .order_by(MemoryPointer.id).limit(limit)).all()
+
+
+def due_events(session: Session, tenant_id: uuid.UUID, governed: ColumnElement[bool],
+               before: datetime, held: ColumnElement[bool],
+               limit: int) -> Sequence[MemoryEvent]:
+    return session.scalars(select(MemoryEvent).where(
+        MemoryEvent.tenant_id == tenant_id, governed, MemoryEvent.occurred_at < before,
+        MemoryEvent.sync_status.in_(LIVE), not_(held))
+        .order_by(MemoryEvent.id).limit(limit)).all()
