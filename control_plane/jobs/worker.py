@@ -206,7 +206,7 @@ class Worker:
             params=dict(job.params or {}), progress=dict(job.progress or {}),
             attempts=job.attempts, owner=self.owner, session=session, sessions=self.sessions,
             plane=self.plane, settings=self.settings, lease_seconds=self.lease_seconds,
-            lost=heartbeat.lost.is_set,
+            lost=heartbeat.lost.is_set, clock=self.clock,
         )
         heartbeat.start()
         started, outcome = time.perf_counter(), "completed"
