@@ -156,33 +156,40 @@ def embed_batch(session: Session, plane: DataPlane, runtime: Runtime | Settings,
     if not todo:
         return set()
     vectors = embedder.embed(texts)
-    for pointer in todo:  # every subject key exists before the puts (created if need be)
-        store.vector_key(session, plane, pointer)
+    handles: dict[tuple[str, str], keys.SubjectKeyHandle | None] = {}
+    for pointer in todo:  # each subject's key once, before the puts (created if need be)
+        subject = keys.subject_of(pointer.scope_type, pointer.scope_ref,
+                                  pointer.subject_user_id)
+        if subject not in handles:
+            handles[subject] = store.vector_key(session, plane, pointer)
 
     def put_one(own: Session, item: tuple[int, MemoryPointer]) -> str:
         i, pointer = item
+        subject = keys.subject_of(pointer.scope_type, pointer.scope_ref,
+                                  pointer.subject_user_id)
         return store.put_vector(own, plane, plane.by_id(own, pointer.storage_config_id),
                                 pointer, codec.Rows(embedder.name, [pointer.id],
                                                     [pointer.version], [texts[i]],
-                                                    vectors[i:i + 1]))
+                                                    vectors[i:i + 1]), handles[subject])
 
     paths = list(_io(pool, sessions, put_one, list(enumerate(todo)), session))
     put = [(pointer, path, i) for i, (pointer, path) in enumerate(zip(todo, paths,
                                                                      strict=True))]
     begin_write(session)
+    marked = repo.mark_vectors(session, [(p.id, p.version, p.storage_path) for p, _, _ in put],
+                               embedder.name)
+    session.commit()
     adopted: list[tuple[MemoryPointer, int]] = []
     superseded: list[tuple[uuid.UUID, str]] = []
     unadopted: list[tuple[uuid.UUID, str]] = []
     for pointer, path, i in put:
-        if repo.mark_vector(session, pointer.id, pointer.version, pointer.storage_path,
-                            embedder.name):
+        if (pointer.id, pointer.version) in marked:
             adopted.append((pointer, i))
             old = pointer.embedding_storage_path
             if old and old != path:
                 superseded.append((pointer.storage_config_id, old))
         else:
             unadopted.append((pointer.storage_config_id, path))
-    session.commit()
     _delete_paths(session, plane, superseded + unadopted)
     report.embedded += len(adopted)
     report.skipped += len(unadopted)

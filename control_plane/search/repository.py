@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, false, or_, select, true, update
+from sqlalchemy import and_, bindparam, delete, false, or_, select, true, update
 from sqlalchemy.orm import Session
 
 from ..db.models import MemoryPointer, SearchSegment
@@ -40,16 +40,26 @@ def needing_vectors(session: Session, since: datetime | None, limit: int
     return session.scalars(query.order_by(P.updated_at).limit(limit)).all()
 
 
-def mark_vector(session: Session, pointer_id: uuid.UUID, version: int, storage_path: str,
-                model: str) -> bool:
-    """Record the pointer's vector, if the pointer is still at the content it was made from."""
-    result = session.execute(
-        update(P).where(P.id == pointer_id, P.version == version,
-                        P.storage_path == storage_path, P.sync_status == "synced")
+def mark_vectors(session: Session, made: Sequence[tuple[uuid.UUID, int, str]],
+                 model: str) -> set[tuple[uuid.UUID, int]]:
+    """Record each (pointer id, version, content path)'s vector, if the pointer is still at
+    the content it was made from (one statement for all); which ones were recorded."""
+    if not made:
+        return set()
+    table = MemoryPointer.__table__  # core: one executemany, no ORM bookkeeping
+    session.execute(
+        update(table).where(table.c.id == bindparam("b_id"),  # type: ignore[arg-type]
+                            table.c.version == bindparam("b_version"),
+                            table.c.storage_path == bindparam("b_path"),
+                            table.c.sync_status == "synced")
         .values(has_embeddings=True, embedding_model=model,
-                embedding_storage_path=vector_path(storage_path))
-        .execution_options(synchronize_session=False))
-    return bool(result.rowcount)  # type: ignore[attr-defined]
+                embedding_storage_path=bindparam("b_vector")),
+        [{"b_id": pid, "b_version": version, "b_path": path, "b_vector": vector_path(path)}
+         for pid, version, path in made])
+    rows = session.execute(select(P.id, P.version).where(
+        P.id.in_([m[0] for m in made]), P.embedding_model == model, vector_ready())).all()
+    wanted = {(pid, version) for pid, version, _ in made}
+    return {(r.id, r.version) for r in rows} & wanted
 
 
 def reembed_other_models(session: Session, tenant_id: uuid.UUID, scope: str, scope_ref: str,

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from ..runtime import Runtime
 
 RRF_K = 60
-_POOL = 8  # candidates taken from each ranking: limit * _POOL (at least 64)
+_POOL = 4  # candidates taken from each ranking: limit * _POOL (at least 32)
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
     cosine = [np.where(m, seg.vectors @ query, -np.inf) for seg, m in zip(segments, masks,
                                                                              strict=True)]
     keyword = bm25(segments, masks, request.query)
-    pool = max(64, request.limit * _POOL)
+    pool = max(32, request.limit * _POOL)
     vec_all = np.concatenate(cosine)
     kw_all = np.concatenate(keyword)
     offsets = np.cumsum([0] + [len(s) for s in segments])

@@ -55,10 +55,10 @@ def vector_key(session: Session, plane: DataPlane,
 
 
 def put_vector(session: Session, plane: DataPlane, target: Target, pointer: MemoryPointer,
-               rows: codec.Rows) -> str:
-    """Seal one pointer's vector (a one-row ``Rows``) and put it beside its content."""
+               rows: codec.Rows, key: keys.SubjectKeyHandle | None) -> str:
+    """Seal one pointer's vector (a one-row ``Rows``) under ``key`` (``vector_key``) and put
+    it beside its content."""
     path = vector_path(pointer.storage_path)
-    key = vector_key(session, plane, pointer)
     blob = keys.seal_object(keyring_of(plane), pointer.tenant_id, key, path, pointer.id,
                             codec.encode(rows))
     _put(target, path, blob)

@@ -40,6 +40,8 @@ def make_env(database_url: str, data_dir: Path, bucket_url: str | None = None) -
         "MEMPLANE_DATA_DIR": str(data_dir), "MEMPLANE_ADMIN_KEY": ADMIN_KEY,
         "MEMPLANE_DEFAULT_BUCKET_URL": bucket_url or f"file://{data_dir / 'bucket'}",
         "MEMPLANE_RECONCILE_GRACE_SECONDS": "0",
+        # No background search indexer: these tests count the bucket's objects exactly.
+        "MEMPLANE_EMBED_ON_WRITE": "false",
     }
 
 

@@ -67,6 +67,7 @@ def _gets(world: ServiceWorld) -> int:
 
 
 def test_deltas_compact_into_a_snapshot_and_cold_reads_are_bounded(world: ServiceWorld) -> None:
+    _drain(world)  # what earlier tests on this database left unindexed
     _write(world, 300)
     report = _drain(world, batch=64, compact_after=3)
     segments = _segments(world)
@@ -114,6 +115,7 @@ def test_a_compaction_keeps_only_live_versions(world: ServiceWorld) -> None:
 
 
 def test_the_background_indexer_embeds_after_the_write(world: ServiceWorld) -> None:
+    _drain(world)  # what earlier tests on this database left unindexed
     _write(world, 3, ref="bg")
     with world.runtime.sessions() as session:
         waiting = session.scalars(select(MemoryPointer.has_embeddings).where(
@@ -226,6 +228,7 @@ def test_unknown_pointer_ids_are_no_results(world: ServiceWorld) -> None:
 
 
 def test_tiered_compaction_keeps_segments_bounded_and_rows_whole(world: ServiceWorld) -> None:
+    _drain(world)  # what earlier tests on this database left unindexed
     _write(world, 200, ref="tiers")
     report = _drain(world, batch=10, compact_after=3)
     segments = _segments(world)
