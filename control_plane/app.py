@@ -20,6 +20,8 @@ from .agents.router import router as agents_router
 from .audit.router import router as audit_router
 from .compactor.router import router as compactor_router
 from .compliance.router import router as compliance_router
+from .conversations.router import router as conversations_router
+from .embedders.router import router as embedder_router
 from .entries.router import router as entries_router
 from .errors import DomainError
 from .events.router import router as events_router
@@ -27,6 +29,7 @@ from .health import router as health_router
 from .holds.router import router as holds_router
 from .integrity.router import router as integrity_router
 from .keys.router import router as keys_router
+from .knowledge.router import router as knowledge_router
 from .memories.router import router as memories_router
 from .observability import Metrics, RequestContext
 from .retention.router import router as retention_router
@@ -95,6 +98,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(compactor_router)
     app.include_router(search_router)
     app.include_router(agents_router)
+    app.include_router(embedder_router)
+    app.include_router(knowledge_router)
+    app.include_router(conversations_router)
     app.include_router(retention_router)
     app.include_router(holds_router)
     _install_error_handlers(app)

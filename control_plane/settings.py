@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -146,6 +146,24 @@ class Settings(BaseSettings):
         48_000, ge=1000, description="Longest event text sent in one summariser call; longer "
         "buckets are reduced to their essential sentences first.")
     summarizer_max_output_tokens: int = Field(1024, ge=16, le=32_768)
+    # Conversations (control_plane/conversations).
+    summarize_at: float = Field(
+        0.8, gt=0, le=1, description="A conversation needs summarising once the tokens of its "
+        "messages not covered by its summary reach this share of its context window limit; a "
+        "summarisation job is then queued.")
+    conversation_keep_recent: float = Field(
+        0.25, ge=0, lt=1, description="Summarising keeps the newest messages whose tokens fit "
+        "in this share of the context window limit word for word; older ones go into the "
+        "summary.")
+
+    # Embedders (control_plane/embedders): the server's default for semantic search.
+    embedder: Literal["hash", "semantic"] = Field(
+        "hash", description="The embedder of tenants without an embeddings endpoint of their "
+        "own: 'hash' (built in, offline, word overlap only) or 'semantic' (the all-MiniLM-L6-v2 "
+        "sentence model of the [semantic] extra, offline on CPU).")
+    embedder_max_batch: int = Field(
+        64, ge=1, le=2048, description="Most texts sent in one call to a tenant's embeddings "
+        "endpoint; larger batches are split.")
 
     @field_validator("allowed_endpoints", "kek_aws_allowed_key_refs", mode="before")
     @classmethod
@@ -180,6 +198,18 @@ class Settings(BaseSettings):
         if networks:
             raise ValueError("MEMPLANE_SUMMARIZER_PUBLIC_HOSTS takes host patterns only; put "
                              "networks in MEMPLANE_ALLOWED_ENDPOINTS")
+        return value
+
+    @field_validator("embedder")
+    @classmethod
+    def _embedder_installed(cls, value: str) -> str:
+        if value == "semantic":
+            from .embedders.semantic import SemanticUnavailable, check_available
+
+            try:
+                check_available()  # refused at start, with the install hint
+            except SemanticUnavailable as missing:
+                raise ValueError(str(missing)) from None
         return value
 
     @property

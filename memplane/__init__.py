@@ -13,6 +13,14 @@ from ._batch import BatchResult
 from ._client import Client
 from ._compliance import Job, Receipt
 from ._config_calls import Agent
+from ._conversations import (
+    ContextItem,
+    ContextSection,
+    ContextWindow,
+    Conversation,
+    Message,
+    MessageAdded,
+)
 from ._exceptions import (
     APIError,
     BadRequest,
@@ -66,6 +74,10 @@ __all__ = [
     "Client",
     "CompactorConfig",
     "Conflict",
+    "ContextItem",
+    "ContextSection",
+    "ContextWindow",
+    "Conversation",
     "CreatedKey",
     "CreatedTenant",
     "Entry",
@@ -78,6 +90,8 @@ __all__ = [
     "LegalHold",
     "Memory",
     "MemplaneError",
+    "Message",
+    "MessageAdded",
     "NotFound",
     "Page",
     "PayloadTooLarge",

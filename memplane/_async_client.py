@@ -20,8 +20,11 @@ from ._hygiene import CleanupResult, RetentionPolicy, parse_days
 from ._layer_async import (
     AsyncAgentsAPI,
     AsyncCompactorAPI,
+    AsyncConversationsAPI,
+    AsyncEmbedderAPI,
     AsyncEntriesAPI,
     AsyncEventsAPI,
+    AsyncKnowledgeAPI,
     AsyncLegalHoldsAPI,
     AsyncMemorySearchAPI,
     AsyncRetentionAPI,
@@ -91,6 +94,8 @@ class AsyncClient:
         self.summarizer = AsyncSummarizerAPI(self)
         self.retention = AsyncRetentionAPI(self)
         self.legal_holds = AsyncLegalHoldsAPI(self)
+        self.embedder = AsyncEmbedderAPI(self)
+        self.conversations = AsyncConversationsAPI(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._config.base_url!r})"
@@ -149,7 +154,7 @@ class _Namespace:
         self._client = client
 
 
-class AsyncMemoryAPI(AsyncMemorySearchAPI, _Namespace):
+class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
     """Memories addressed by ``(scope, scope_ref, key)``; reached as ``client.memory``.
 
     ``scope_ref`` may be omitted for the ``tenant`` and ``institutional`` scopes.

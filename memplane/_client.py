@@ -20,8 +20,11 @@ from ._hygiene import CleanupResult, RetentionPolicy, parse_days
 from ._layer_sync import (
     AgentsAPI,
     CompactorAPI,
+    ConversationsAPI,
+    EmbedderAPI,
     EntriesAPI,
     EventsAPI,
+    KnowledgeAPI,
     LegalHoldsAPI,
     MemorySearchAPI,
     RetentionAPI,
@@ -84,6 +87,8 @@ class Client:
         self.summarizer = SummarizerAPI(self)
         self.retention = RetentionAPI(self)
         self.legal_holds = LegalHoldsAPI(self)
+        self.embedder = EmbedderAPI(self)
+        self.conversations = ConversationsAPI(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._config.base_url!r})"
@@ -141,7 +146,7 @@ class _Namespace:
         self._client = client
 
 
-class MemoryAPI(MemorySearchAPI, _Namespace):
+class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
     """Memories addressed by ``(scope, scope_ref, key)``; reached as ``client.memory``.
 
     ``scope_ref`` may be omitted for the ``tenant`` and ``institutional`` scopes.

@@ -1,6 +1,7 @@
 """The memory layer's namespaces for ``AsyncClient``: ``client.events``, ``client.entries``,
-``client.compactor``, ``client.summarizer``, ``client.agents``, ``client.retention`` and
-``client.legal_holds``, and the named storage configurations of ``client.storage``.
+``client.compactor``, ``client.summarizer``, ``client.agents``, ``client.conversations``,
+``client.retention`` and ``client.legal_holds``, and the named storage configurations of
+``client.storage``.
 
 This file is the one written by hand; ``_layer_sync.py`` is generated from it by
 ``scripts/unasync.py`` (a test fails when the two drift apart), so each method exists once.
@@ -13,16 +14,22 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from . import _config_calls as config_calls
+from . import _conversations as conversations
 from . import _hygiene as hygiene
 from . import _layer_calls as calls
 from ._compliance import Job
 from ._config_calls import Agent
+from ._conversations import ContextWindow, Conversation, Message, MessageAdded
 from ._hygiene import LegalHold, RetentionPolicy
 from ._models import (
     CompactorConfig,
+    EmbedderConfig,
     Entry,
     Event,
     EventWithBody,
+    KnowledgeAdded,
+    KnowledgeDeleted,
+    KnowledgeDocument,
     Page,
     Provenance,
     SearchResults,
@@ -33,9 +40,10 @@ from ._models import (
 if TYPE_CHECKING:
     from ._async_client import AsyncClient
 
-__all__ = ["AsyncAgentsAPI", "AsyncCompactorAPI", "AsyncEntriesAPI", "AsyncEventsAPI",
-           "AsyncLegalHoldsAPI", "AsyncMemorySearchAPI", "AsyncRetentionAPI",
-           "AsyncStorageConfigsAPI", "AsyncSummarizerAPI"]
+__all__ = ["AsyncAgentsAPI", "AsyncCompactorAPI", "AsyncConversationsAPI", "AsyncEmbedderAPI",
+           "AsyncEntriesAPI", "AsyncEventsAPI", "AsyncKnowledgeAPI", "AsyncLegalHoldsAPI",
+           "AsyncMemorySearchAPI", "AsyncRetentionAPI", "AsyncStorageConfigsAPI",
+           "AsyncSummarizerAPI"]
 
 
 class AsyncEventsAPI:
@@ -319,6 +327,124 @@ class AsyncMemorySearchAPI:
         return await self._client._send(calls.memory_search(
             query=query, scope=scope, scope_ref=scope_ref, user_id=user_id,
             memory_type=memory_type, tags=tags, limit=limit, include_values=include_values))
+
+
+class AsyncKnowledgeAPI:
+    """Knowledge documents of an agent (the seed's addKnowledge); mixed into
+    ``client.memory`` as ``add_knowledge``, ``list_knowledge``, ``iter_knowledge`` and
+    ``delete_knowledge``."""
+
+    _client: AsyncClient
+
+    async def add_knowledge(self, agent_id: str, documents: Sequence[Mapping[str, Any]], *,
+                            idempotency_key: str | None = None) -> KnowledgeAdded:
+        """Store documents (``{"title", "content", "metadata"}``, up to 20 of up to 200,000
+        characters) the agent then retrieves through search: each gets an id and is cut into
+        chunks of at most 800 characters (100 of overlap), each an encrypted memory of the
+        agent. A retry with the same ``idempotency_key`` writes only what is missing and
+        answers as the first time."""
+        return await self._client._send(calls.knowledge_add(
+            agent_id=agent_id, documents=documents, idempotency_key=idempotency_key))
+
+    async def list_knowledge(self, agent_id: str, *, limit: int | None = None,
+                             cursor: str | None = None) -> Page[KnowledgeDocument]:
+        """One page of the agent's documents (id, title, chunk count, size), in id order."""
+        return await self._client._send(calls.knowledge_list(agent_id=agent_id, limit=limit,
+                                                             cursor=cursor))
+
+    def iter_knowledge(self, agent_id: str, *,
+                       limit: int | None = None) -> AsyncIterator[KnowledgeDocument]:
+        """Every document of the agent, fetching pages of ``limit`` lazily."""
+        return self._client._iterate(lambda cursor: calls.knowledge_list(
+            agent_id=agent_id, limit=limit, cursor=cursor))
+
+    async def delete_knowledge(self, document_id: str) -> KnowledgeDeleted:
+        """Delete a document and all its chunks; ``NotFound`` if there is none."""
+        return await self._client._send(calls.knowledge_delete(document_id))
+
+
+class AsyncEmbedderAPI:
+    """The tenant's embedder for search (admin to change, compliance may read); reached as
+    ``client.embedder``."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def get_config(self) -> EmbedderConfig:
+        """The configured embeddings endpoint, without its API key (the server's default
+        embedder if none)."""
+        return await self._client._send(calls.embedder_get_config())
+
+    async def set_config(self, *, base_url: str, model: str, api_key: str | None = None,
+                         timeout_seconds: float | None = None,
+                         max_retries: int | None = None) -> EmbedderConfig:
+        """Embed the tenant's memories and queries with an OpenAI-compatible embeddings
+        endpoint (``base_url`` like ``https://api.openai.com/v1``). The server probes it
+        first, under the same network rules as storage endpoints, and raises ``BadRequest``
+        naming what failed, saving nothing; the API key is stored sealed, never returned."""
+        return await self._client._send(calls.embedder_set_config({
+            "base_url": base_url, "model": model, "api_key": api_key,
+            "timeout_seconds": timeout_seconds, "max_retries": max_retries}))
+
+    async def delete_config(self) -> EmbedderConfig:
+        """Go back to the server's default embedder (the stored key is deleted)."""
+        return await self._client._send(calls.embedder_delete_config())
+
+
+class AsyncConversationsAPI:
+    """Conversations and their context windows; reached as ``client.conversations``.
+
+    Each message is stored encrypted in the tenant's bucket (scope ``conversation``, the
+    user as data subject); the server counts tokens with the model's tokenizer, flags
+    ``needs_summarization`` near the limit and summarises older messages on its own.
+    """
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def add_message(self, conversation_id: str, role: str, content: str, *,
+                          user_id: str | None = None, agent_id: str | None = None,
+                          model: str | None = None, context_window_limit: int | None = None,
+                          idempotency_key: str | None = None) -> MessageAdded:
+        """Add a message (``role`` system, user, assistant or tool); the first one creates
+        the conversation and fixes its ``model`` (default gpt-4o) and data subject
+        ``user_id``. A retry with the same ``idempotency_key`` returns the first answer."""
+        return await self._client._send(conversations.add_message(
+            conversation_id, role=role, content=content, user_id=user_id, agent_id=agent_id,
+            model=model, context_window_limit=context_window_limit,
+            idempotency_key=idempotency_key))
+
+    async def get(self, conversation_id: str) -> Conversation:
+        """The conversation's state (token usage, summary); ``NotFound`` if absent."""
+        return await self._client._send(conversations.get(conversation_id))
+
+    async def messages(self, conversation_id: str, *, after: int | None = None,
+                       limit: int | None = None, cursor: str | None = None) -> Page[Message]:
+        """One page of messages in seq order (after seq ``after``), each verified."""
+        return await self._client._send(conversations.messages(
+            conversation_id, after=after, limit=limit, cursor=cursor))
+
+    async def context(self, conversation_id: str, *, system_prompt: str, message: str,
+                      token_budget: int, model: str | None = None,
+                      memory_scopes: Sequence[tuple[str, str]] | None = None,
+                      memory_limit: int | None = None) -> ContextWindow:
+        """Assemble the window for the next model call within ``token_budget``: system
+        prompt, current message, relevant memories of ``memory_scopes`` ((scope,
+        scope_ref) pairs), recent messages, then the summary; ``report`` says what was
+        included, summarized or dropped and why."""
+        return await self._client._send(conversations.context(
+            conversation_id, system_prompt=system_prompt, message=message,
+            token_budget=token_budget, model=model, memory_scopes=memory_scopes,
+            memory_limit=memory_limit))
+
+    async def summarize(self, conversation_id: str) -> Job:
+        """Summarise the older messages now: the queued job (wait with
+        ``client.jobs.wait(job.id)``)."""
+        return await self._client._send(conversations.summarize(conversation_id))
+
+    async def delete(self, conversation_id: str) -> None:
+        """Delete the conversation: its messages, its summary and its state."""
+        await self._client._send(conversations.delete(conversation_id))
 
 
 class AsyncRetentionAPI:

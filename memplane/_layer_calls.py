@@ -23,9 +23,13 @@ from ._base import (
 from ._compliance import Job
 from ._models import (
     CompactorConfig,
+    EmbedderConfig,
     Entry,
     Event,
     EventWithBody,
+    KnowledgeAdded,
+    KnowledgeDeleted,
+    KnowledgeDocument,
     Page,
     Provenance,
     SearchResults,
@@ -156,3 +160,35 @@ def memory_search(*, query: str, scope: str | None, scope_ref: str | None,
                           "tags": list(tags) if tags is not None else None, "limit": limit,
                           "include_values": include_values})
     return Call("POST", "/v1/search", parse_model(SearchResults), json=body)
+# -- knowledge and the tenant's embedder ------------------------------------------------------
+
+
+def knowledge_add(*, agent_id: str, documents: Sequence[Mapping[str, Any]],
+                  idempotency_key: str | None) -> Call[KnowledgeAdded]:
+    return Call("POST", "/v1/knowledge", parse_model(KnowledgeAdded),
+                json={"agent_id": agent_id, "documents": [dict(d) for d in documents]},
+                headers=_idempotency(idempotency_key))
+
+
+def knowledge_list(*, agent_id: str, limit: int | None,
+                   cursor: str | None) -> Call[Page[KnowledgeDocument]]:
+    return Call("GET", "/v1/knowledge", parse_model(Page[KnowledgeDocument]),
+                params=_query(agent_id=agent_id, limit=limit, cursor=cursor))
+
+
+def knowledge_delete(document_id: str) -> Call[KnowledgeDeleted]:
+    return Call("DELETE", f"/v1/knowledge/{_id(document_id, 'document_id')}",
+                parse_model(KnowledgeDeleted))
+
+
+def embedder_get_config() -> Call[EmbedderConfig]:
+    return Call("GET", "/v1/embedder/config", parse_model(EmbedderConfig))
+
+
+def embedder_set_config(settings: Mapping[str, Any]) -> Call[EmbedderConfig]:
+    return Call("PUT", "/v1/embedder/config", parse_model(EmbedderConfig),
+                json=_without_none(settings))
+
+
+def embedder_delete_config() -> Call[EmbedderConfig]:
+    return Call("DELETE", "/v1/embedder/config", parse_model(EmbedderConfig))

@@ -300,3 +300,51 @@ class SearchResults(_Model):
     results: list[SearchResult]
     embedder: str
     took_ms: float
+
+
+class KnowledgeDocumentAdded(_Model):
+    """A document ``add_knowledge`` stored: its id and how many chunks it was cut into."""
+
+    document_id: str
+    title: str
+    chunk_count: int
+    characters: int
+
+
+class KnowledgeAdded(_Model):
+    """What ``add_knowledge`` answers: the agent and its new documents, in request order."""
+
+    agent_id: str
+    documents: list[KnowledgeDocumentAdded]
+
+
+class KnowledgeDocument(_Model):
+    """One of an agent's knowledge documents, as listed (no content)."""
+
+    document_id: str
+    title: str | None = None
+    chunk_count: int
+    size: int
+    created_at: datetime
+
+
+class KnowledgeDeleted(_Model):
+    """What ``delete_knowledge`` answers: the document and how many chunks went with it."""
+
+    document_id: str
+    deleted_chunks: int
+
+
+class EmbedderConfig(_Model):
+    """The tenant's embedder: an OpenAI-compatible embeddings endpoint, or the server's
+    default (``provider`` 'hash' or 'semantic'). The API key is never returned:
+    ``has_api_key`` says whether one is stored."""
+
+    provider: str
+    base_url: str | None = None
+    model: str
+    dim: int
+    has_api_key: bool = False
+    timeout_seconds: float | None = None
+    max_retries: int | None = None
+    configured_at: datetime | None = None

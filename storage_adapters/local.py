@@ -7,7 +7,8 @@ two writers can never overwrite each other) and the directory entry is fsynced.
 A directory has no storage classes, so the class an object was moved to is recorded in a
 small file under ``.memplane-class/`` mirroring the object's path (portable, unlike extended
 attributes). That tree is never listed or served as content; deleting an object deletes its
-record, and a put clears a record a crash may have left at the same path.
+record (the record first, so nothing unlisted outlives a crash), and a put clears a record
+left at the same path.
 """
 
 from __future__ import annotations
@@ -241,13 +242,15 @@ class LocalAdapter:
             target = self._file(path)
             self.stats.add("delete")
             n += 1
+            # The record first: a crash in between leaves the object, which listings (and so
+            # erasure's verification and GC) still see, never a record nothing lists.
+            self._forget_class(path)
             try:
                 target.unlink()
             except (FileNotFoundError, NotADirectoryError):
                 pass
             except OSError as exc:
                 raise StorageUnavailable(f"local delete failed: {exc.strerror}") from exc
-            self._forget_class(path)
         return n
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:

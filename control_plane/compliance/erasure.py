@@ -73,6 +73,7 @@ from storage_adapters import base as storage
 
 from .. import idempotency
 from ..audit import service as audit
+from ..conversations import repository as conversations
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write, scrub_freed
 from ..db.models import (
@@ -554,6 +555,8 @@ class _Erasure:
             .values(scope_ref=hashed))
         idempotency.forget_subject(self.session, self.ctx.tenant_id, self.user_id)
         idempotency.purge_expired(self.session)
+        # The subject's conversations: their messages and summaries went with the pointers.
+        conversations.forget_subject(self.session, self.ctx.tenant_id, self.user_id)
         result: dict[str, Any] = {"receipt_id": str(receipt_id), "work_done": work_done,
                                   "counts": {**counts, "keys": self.p["keys"]["destroyed"]}}
         if not work_done:

@@ -12,6 +12,7 @@ query with the same embedder that wrote the scope's vectors.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -25,14 +26,14 @@ if TYPE_CHECKING:
     from ..runtime import Runtime
     from ..settings import Settings
 
-__all__ = ["EmbedderFailed", "Embedder", "embedder_for"]
+__all__ = ["SENTENCES", "EmbedderFailed", "Embedder", "default_embedder", "embedder_for"]
 
 
 @runtime_checkable
 class Embedder(Protocol):
     """Synchronous, thread-safe, called with batches of texts."""
 
-    #: Stable identifier stored with every vector, e.g. ``memplane-hash-v1``,
+    #: Stable identifier stored with every vector, e.g. ``memplane-hash-v2``,
     #: ``all-MiniLM-L6-v2``, ``openai:text-embedding-3-small``.
     name: str
     #: Vector length.
@@ -57,9 +58,54 @@ class EmbedderFailed(Exception):
         self.code = code
 
 
+SENTENCES = {
+    "timeout": "the embeddings endpoint did not answer in time",
+    "unreachable": "the embeddings endpoint could not be reached",
+    "rate_limited": "the embeddings endpoint kept answering 429 (rate limited)",
+    "server_error": "the embeddings endpoint kept failing with a server error",
+    "auth_failed": "the embeddings endpoint rejected the API key",
+    "endpoint_refused": "the embeddings endpoint refused the request (check the base URL and "
+                        "the model name)",
+    "endpoint_not_allowed": "the embeddings endpoint is not allowed on this server: use a "
+                            "public endpoint, or one the operator lists in "
+                            "MEMPLANE_ALLOWED_ENDPOINTS (loopback, private, link-local and "
+                            "metadata addresses are refused)",
+    "malformed_answer": "the embeddings endpoint did not answer as an OpenAI-compatible "
+                        "embeddings list",
+    "credentials_unreadable": "the stored embeddings API key does not decrypt with this "
+                              "server's key; configure the embedder again",
+    "embedder_unavailable": "the server's embedder is not installed",
+}
+
+_DEFAULTS: dict[str, Embedder] = {}
+_DEFAULTS_LOCK = threading.Lock()
+
+
+def default_embedder(kind: str) -> Embedder:
+    """The server's default embedder (``MEMPLANE_EMBEDDER``): one shared instance per
+    process, so the sentence model is loaded once."""
+    with _DEFAULTS_LOCK:
+        embedder = _DEFAULTS.get(kind)
+        if embedder is None:
+            if kind == "semantic":
+                from .semantic import SemanticEmbedder
+
+                embedder = SemanticEmbedder()
+            elif kind == "hash":
+                from .hashing import HashingEmbedder
+
+                embedder = HashingEmbedder()
+            else:
+                raise ValueError(f"unknown embedder {kind!r}; use 'hash' or 'semantic'")
+            _DEFAULTS[kind] = embedder
+        return embedder
+
+
 def embedder_for(session: Session, runtime_or_settings: Runtime | Settings,
                  tenant_id: uuid.UUID) -> Embedder:
-    """The embedder for this tenant's new vectors and queries."""
-    from .hashing import HashingEmbedder
+    """The embedder for this tenant's new vectors and queries: the OpenAI-compatible
+    embeddings endpoint the tenant configured (``PUT /v1/embedder/config``), else the
+    server's default (``MEMPLANE_EMBEDDER``). Reads one row; sends nothing."""
+    from .service import build_for_tenant
 
-    return HashingEmbedder()
+    return build_for_tenant(session, runtime_or_settings, tenant_id)

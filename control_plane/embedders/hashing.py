@@ -1,7 +1,17 @@
-"""The built-in offline embedder: feature hashing of words and character trigrams.
+"""The built-in offline embedder: feature hashing of words, word stems and character
+trigrams. It needs nothing beyond numpy and the standard library.
 
-It needs nothing beyond numpy and knows no synonyms: it finds texts that share words or
-word pieces with the query, and does no better than a keyword search on paraphrases.
+What it is: every text becomes a bag of features — its words (lower-cased, common English
+stop words left out), their light stems (plural and -ing/-ed/-ly endings cut) and the
+character trigrams of each word — hashed into 512 signed buckets and L2-normalised. A query
+and a memory score high when they share words, word forms or word pieces.
+
+How well it does: it knows no synonyms and no meaning. On the labelled recall set in
+tests/search/labelled (queries paraphrased so that word overlap alone does not find their
+memories) its recall@5 is 0.42 (0.32 for plain words and trigrams), against 0.95 for the
+``[semantic]`` sentence model; on queries that repeat the memory's own words it does as well
+as a keyword search. Use the ``[semantic]`` extra or a tenant's embeddings endpoint when
+paraphrases matter.
 """
 
 from __future__ import annotations
@@ -14,25 +24,53 @@ import numpy as np
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
+STOP_WORDS = frozenset("""
+a about after all also am an and any are as at be been before being but by can could did
+do does doing for from had has have having he her here hers him his how i if in into is it
+its itself just me more most my no not of on once only or other our ours out over own same
+she should so some such than that the their theirs them then there these they this those
+through to too under until up very was we were what when where which while who whom why will
+with would you your yours
+""".split())
+
+
+def stem(word: str) -> str:
+    """A light, rule-based English stem: enough to meet 'deploys' with 'deploy' and
+    'running' with 'run', never a dictionary form."""
+    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("ly", ""), ("es", ""),
+                         ("s", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            base = word[: len(word) - len(suffix)] + keep
+            if suffix in ("ing", "ed") and len(base) > 3 and base[-1] == base[-2]:
+                base = base[:-1]  # running -> run, planned -> plan
+            return base
+    return word
+
 
 class HashingEmbedder:
-    name = "memplane-hash-v1"
+    name = "memplane-hash-v2"
     dim = 512
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
-            for feature in _features(text):
+            for feature, weight in _features(text):
                 digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
                 value = int.from_bytes(digest, "little")
-                out[row, value % self.dim] += 1.0 if value >> 63 else -1.0
+                out[row, value % self.dim] += weight if value >> 63 else -weight
             norm = float(np.linalg.norm(out[row]))
             if norm:
                 out[row] /= norm
         return out
 
 
-def _features(text: str) -> list[str]:
-    words = [w.lower() for w in _WORD.findall(text)]
-    grams = [f"#{w[i:i + 3]}" for w in words for i in range(max(1, len(w) - 2))]
-    return words + grams
+def _features(text: str) -> list[tuple[str, float]]:
+    words = [w for w in (w.lower() for w in _WORD.findall(text)) if w not in STOP_WORDS]
+    features: list[tuple[str, float]] = []
+    for word in words:
+        root = stem(word)
+        features.append((f"w:{word}", 1.0))
+        features.append((f"s:{root}", 1.0))
+        padded = f"<{root}>"
+        features.extend((f"g:{padded[i:i + 3]}", 0.5) for i in range(len(padded) - 2))
+    return features

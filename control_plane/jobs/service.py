@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -94,6 +94,9 @@ class JobContext:
     settings: Settings
     lease_seconds: float
     lost: Callable[[], bool] = field(default=lambda: False)
+    # The worker's clock: a lease renewed by saving progress expires on the same clock the
+    # other workers read when they look for expired leases.
+    clock: Callable[[], datetime] = field(default=utcnow)
 
     @property
     def actor(self) -> Actor:
@@ -119,7 +122,7 @@ class JobContext:
         if job is None or job.lease_owner != self.owner or job.state != "running":
             raise LeaseLost(str(self.job_id))
         self.progress = change(dict(job.progress or {}))
-        now = utcnow()
+        now = self.clock()
         job.progress = self.progress
         job.updated_at = now
         job.lease_expires_at = now + timedelta(seconds=self.lease_seconds)

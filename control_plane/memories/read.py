@@ -191,22 +191,25 @@ def _report_corrupt(session: Session, actor: Actor, pointer: MemoryPointer,
 def list_pointers(session: Session, actor: Actor, *, scope: str | None, scope_ref: str | None,
                   user_id: str | None, memory_type: str | None, sync_status: str | None,
                   cursor: str | None, limit: int | None, access: Access = EVERYTHING,
-                  tag: str | None = None) -> tuple[list[MemoryPointer], str | None]:
+                  tag: str | None = None, key_prefix: str | None = None,
+                  ) -> tuple[list[MemoryPointer], str | None]:
     """One page of the pointers the key may see (a scoped key's list is filtered in SQL);
     an expired memory (``ttl_days`` ran out) is not listed, as it is not read."""
     size = page_limit(limit)
     after = decode_uuid_cursor(cursor)
-    scope_ref, user_id = (nfc(v) if v is not None else None for v in (scope_ref, user_id))
+    scope_ref, user_id, key_prefix = (nfc(v) if v is not None else None
+                                      for v in (scope_ref, user_id, key_prefix))
     rows = list(repo.list_page(session, actor.tenant_id, scope=scope, scope_ref=scope_ref,
                                user_id=user_id, memory_type=memory_type,
                                sync_status=sync_status, after=after, limit=size + 1,
-                               access=access, now=utcnow(), tag=tag))
+                               access=access, now=utcnow(), tag=tag, key_prefix=key_prefix))
     next_cursor = encode_cursor(str(rows[size - 1].id)) if len(rows) > size else None
     session.commit()
     begin_write(session)
     # Filters by scope ref or user are personal: the row says only whether one was given.
     audit.record(session, actor, "list", detail=f"pointers scope={scope} ref={given(scope_ref)} "
                                                 f"user={given(user_id)} tag={given(tag)} "
+                                                f"prefix={given(key_prefix)} "
                                                 f"-> {min(len(rows), size)}")
     session.commit()
     return rows[:size], next_cursor

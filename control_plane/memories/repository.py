@@ -116,7 +116,8 @@ def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
               scope_ref: str | None, user_id: str | None, memory_type: str | None,
               sync_status: str | None, after: uuid.UUID | None,
               limit: int, access: Access = EVERYTHING,
-              now: datetime | None = None, tag: str | None = None) -> Sequence[MemoryPointer]:
+              now: datetime | None = None, tag: str | None = None,
+              key_prefix: str | None = None) -> Sequence[MemoryPointer]:
     """Keyset paging on the pointer's id, which a row keeps for life: a row that exists
     throughout a walk is on exactly one page whatever is inserted or deleted meanwhile.
     With ``now``, memories whose ``ttl_days`` ran out by then are left out, as reads refuse
@@ -145,6 +146,8 @@ def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
         query = query.where(MemoryPointer.sync_status == sync_status)
     if tag is not None:
         query = query.where(has_tag(session, tag))
+    if key_prefix is not None:
+        query = query.where(MemoryPointer.key.startswith(key_prefix, autoescape=True))
     if after is not None:
         query = query.where(MemoryPointer.id > after)
     return session.scalars(query.order_by(MemoryPointer.id).limit(limit)).all()

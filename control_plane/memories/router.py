@@ -112,13 +112,18 @@ def list_pointers(caller: ReaderCaller, session: SessionDep,
                                                    description="Only pointers carrying this "
                                                                "tag.")] = None,
                   limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
-                  cursor: str | None = None) -> PointerPage:
+                  cursor: str | None = None,
+                  key_prefix: Annotated[str | None, Query(
+                      min_length=1, max_length=255, pattern=PLAIN_TEXT,
+                      description="Only pointers whose key starts with this text "
+                                  "(taken literally: % and _ are not wildcards).")] = None,
+                  ) -> PointerPage:
     """List pointers (metadata, no values) of the caller's tenant, filtered by scope, scope ref,
-    user, memory type, sync status or tag; paginated with `cursor`."""
+    user, memory type, sync status, tag or key prefix; paginated with `cursor`."""
     rows, next_cursor = memories.list_pointers(
         session, caller.actor, scope=scope.canonical if scope else None, scope_ref=scope_ref,
         user_id=user_id, memory_type=memory_type, sync_status=sync_status, cursor=cursor,
-        limit=limit, access=caller.access, tag=tag,
+        limit=limit, access=caller.access, tag=tag, key_prefix=key_prefix,
     )
     return PointerPage(items=[PointerOut.of(p) for p in rows], next_cursor=next_cursor)
 

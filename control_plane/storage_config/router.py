@@ -114,3 +114,11 @@ def delete_storage_config(storage_config_id: ConfigId, caller: AdminCaller,
     only."""
     named.delete(session, plane, caller.actor, storage_config_id)
     return Response(status_code=204)
+
+
+@router.get("/v1/storage/configs/{storage_config_id}/health", response_model=StorageHealthOut)
+def named_storage_health(storage_config_id: ConfigId, caller: AdminCaller, session: SessionDep,
+                         plane: PlaneDep) -> StorageHealthOut:
+    """Probe one configuration's bucket like `GET /v1/storage/health`, with its declared and
+    reported region."""
+    return storage_config.check_health(session, plane, caller.actor, storage_config_id)

@@ -34,10 +34,17 @@ from ..audit.service import Actor, audited
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import StorageConfig
-from ..errors import InvalidInput, StorageMisconfigured
+from ..errors import InvalidInput, NotFound, StorageMisconfigured
 from . import repository as repo
 from .credentials import CredentialBox, CredentialsUnreadable, associated_data
-from .plane import DataPlane, Target, build_adapter, object_prefix, public_id
+from .plane import (
+    DataPlane,
+    Target,
+    build_adapter,
+    object_prefix,
+    parse_public_id,
+    public_id,
+)
 from .schemas import StorageConfigIn, StorageConfigOut, StorageHealthOut
 
 log = logging.getLogger(__name__)
@@ -143,12 +150,20 @@ def get_active(session: Session, plane: DataPlane, actor: Actor) -> StorageConfi
     return _out(config, names)
 
 
-def check_health(session: Session, plane: DataPlane, actor: Actor) -> StorageHealthOut:
-    """Probe the active bucket: write, read and delete an object; report what it keeps."""
+def check_health(session: Session, plane: DataPlane, actor: Actor,
+                 storage_config_id: str | None = None) -> StorageHealthOut:
+    """Probe the active bucket (or the configuration ``sc_…``): write, read and delete an
+    object; report what it keeps and whether its region is as declared."""
     with audited(session, actor, "storage_health"):
-        config = repo.active(session, actor.tenant_id)
-        if config is None:
-            raise StorageMisconfigured("the tenant has no storage configuration")
+        if storage_config_id is None:
+            config = repo.active(session, actor.tenant_id)
+            if config is None:
+                raise StorageMisconfigured("the tenant has no storage configuration")
+        else:
+            config_id = parse_public_id(storage_config_id)
+            config = repo.get_listed(session, actor.tenant_id, config_id)
+            if config is None:
+                raise NotFound(f"no storage configuration {public_id(config_id)}")
         try:
             target: Target | None = plane.by_id(session, config.id)
         except StorageMisconfigured as exc:

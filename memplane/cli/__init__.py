@@ -16,6 +16,7 @@ from .._version import __version__
 from . import (
     compact,
     compliance,
+    conversations,
     crypto,
     entries,
     events,
@@ -25,6 +26,7 @@ from . import (
     residency,
     search,
 )
+from . import knowledge as knowledge_cli
 
 app = typer.Typer(help="memplane: memory for AI agents, content in your own bucket.",
                   no_args_is_help=True, add_completion=False)
@@ -108,6 +110,13 @@ entries_app.command("delete")(entries.entries_delete)
 entries_app.command("list")(entries.entries_list)
 app.add_typer(entries_app, name="entries")
 
+conversations_app = typer.Typer(help="Conversations of a tenant, on the database directly "
+                                "(operators).", no_args_is_help=True)
+conversations_app.command("add")(conversations.conversations_add)
+conversations_app.command("show")(conversations.conversations_show)
+conversations_app.command("context")(conversations.conversations_context)
+app.add_typer(conversations_app, name="conversations")
+
 storage_app = typer.Typer(help="A tenant's storage, on the database directly (operators).",
                           no_args_is_help=True)
 configs_app = typer.Typer(help="Named storage configurations ('sc_…').", no_args_is_help=True)
@@ -127,6 +136,12 @@ agents_app.command("get")(residency.agents_get)
 agents_app.command("list")(residency.agents_list)
 agents_app.command("delete")(residency.agents_delete)
 app.add_typer(agents_app, name="agents")
+knowledge_app = typer.Typer(help="Knowledge documents of an agent, on the database directly "
+                            "(operators).", no_args_is_help=True)
+knowledge_app.command("add")(knowledge_cli.knowledge_add)
+knowledge_app.command("list")(knowledge_cli.knowledge_list)
+knowledge_app.command("delete")(knowledge_cli.knowledge_delete)
+app.add_typer(knowledge_app, name="knowledge")
 
 retention_app = typer.Typer(help="Retention policies and runs of a tenant, on the database "
                             "directly (operators).", no_args_is_help=True)

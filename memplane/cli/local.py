@@ -227,7 +227,7 @@ def db_upgrade() -> None:
     from control_plane.db.migrate import current_revision
 
     with _runtime(migrate=True, database_only=True) as runtime:
-        out.print(f"database at revision {current_revision(runtime.engine)}")
+        out.print(f"database at revision {current_revision(runtime.engine)}", soft_wrap=True)
 
 
 def keys_create(

@@ -59,9 +59,9 @@ def test_a_write_is_indexed_after_its_commit_and_found(tenant: Tenant) -> None:
                         limit=2)
 
     assert pointer["has_embeddings"] is True
-    assert pointer["embedding_model"] == "memplane-hash-v1"
+    assert pointer["embedding_model"] == "memplane-hash-v2"
     assert pointer["embedding_storage_path"] == pointer["storage_path"] + ".vec"
-    assert found["embedder"] == "memplane-hash-v1"
+    assert found["embedder"] == "memplane-hash-v2"
     assert _keys(found)[0] == "pet"
     top = found["results"][0]
     assert (top["kind"], top["scope"], top["scope_ref"]) == ("memory", "user", "u-1")

@@ -35,7 +35,7 @@ def test_sync_client_searches_with_filters(tenant: Tenant) -> None:
     assert isinstance(found, memplane.SearchResults)
     assert [(r.kind, r.key, r.value) for r in found.results] == [
         ("memory", "pet", FACTS["pet"])]
-    assert found.embedder == "memplane-hash-v1"
+    assert found.embedder == "memplane-hash-v2"
     assert {r.scope_ref for r in everywhere.results} == {"u-sdk"}
     assert all(r.value is None for r in everywhere.results)
     assert pointer.has_embeddings is True
@@ -66,5 +66,5 @@ def test_cli_search_prints_results(tenant: Tenant) -> None:
     (line,) = as_json.output.splitlines()
     assert (json.loads(line)["key"], json.loads(line)["value"]) == ("food", FACTS["food"])
     assert table.exit_code == 0, table.output
-    assert "2 results (memplane-hash-v1" in table.output and "peanuts" in table.output
+    assert "2 results (memplane-hash-v2" in table.output and "peanuts" in table.output
     assert bad.exit_code == 1 and "scope_ref needs scope" in bad.output

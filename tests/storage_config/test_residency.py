@@ -72,3 +72,22 @@ def test_a_malformed_region_is_a_422_sentence(tenant: Tenant,
     put = call(tenant, "PUT", "/v1/storage/config", json=_gcs(eu_gcs_server, "europe west/1"))
     assert put.status_code == 422
     assert put.json()["detail"].startswith("body.gcs.connection_config.region: ")
+
+
+def test_each_named_config_has_its_own_health_check(tenant: Tenant,
+                                                    eu_gcs_server: EuropeanGcsServer) -> None:
+    made = call(tenant, "POST", "/v1/storage/configs",
+                json={"name": "eu", **_gcs(eu_gcs_server, "EUROPE-WEST1")})
+    assert made.status_code == 201, made.text
+    sc = made.json()["storage_config_id"]
+    health = call(tenant, "GET", f"/v1/storage/configs/{sc}/health").json()
+    assert (health["ok"], health["storage_config_id"], health["storage_type"],
+            health["region"], health["region_verified"]) == (
+        True, sc, "gcs", "EUROPE-WEST1", True)
+    default = call(tenant, "GET", "/v1/storage/health").json()
+    assert (default["storage_type"], default["storage_config_id"]) == (
+        "default", call(tenant, "GET", "/v1/storage/config").json()["storage_config_id"])
+    bad = call(tenant, "GET", "/v1/storage/configs/nope/health")
+    assert bad.status_code == 422
+    failures = call(tenant, "GET", "/v1/audit", params={"operation": "storage_health"}).json()
+    assert [row["success"] for row in failures["items"]] == [True, True, False]

@@ -8,6 +8,10 @@ recorded (path, headers, JSON body) for the test to check. Answers for the failu
 :func:`trickle` (the answer one byte at a time),
 :func:`not_json`, :func:`no_choices`, :func:`empty_content`, and any status.
 Remote error bodies carry :data:`REMOTE_SECRET` so tests can prove it is never repeated.
+
+It also answers ``POST /v1/embeddings`` (the embedder tests): :func:`embeddings` answers
+every text of the request with a deterministic unit vector of ``dim`` numbers (the same text
+always gets the same vector); the failure answers above apply as well.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ class Answer:
     headers: dict[str, str] = field(default_factory=dict)
     stall: bool = False
     trickle: bool = False  # send the body one byte every 50 ms
+    embed_dim: int | None = None  # answer the request's texts with vectors of this length
 
 
 @dataclass
@@ -89,6 +94,27 @@ def empty_content() -> Answer:
     return Answer(200, completion("   "))
 
 
+def vector_for(text: str, dim: int) -> list[float]:
+    """The fake endpoint's vector for ``text``: deterministic, unit length."""
+    import hashlib
+    import math
+
+    raw = [b - 127.5 for b in hashlib.shake_256(text.encode()).digest(dim)]
+    norm = math.sqrt(sum(x * x for x in raw))
+    return [x / norm for x in raw]
+
+
+def embeddings(dim: int = 8) -> Answer:
+    return Answer(200, b"", {"Content-Type": "application/json"}, embed_dim=dim)
+
+
+def embedding_list(vectors: list[Any]) -> Answer:
+    """An embeddings answer with exactly these ``embedding`` values (malformed cases)."""
+    body = {"object": "list", "data": [{"object": "embedding", "index": i, "embedding": v}
+                                       for i, v in enumerate(vectors)], "note": REMOTE_SECRET}
+    return Answer(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
+
+
 class FakeLLM:
     """The server; use as a context manager. ``base_url`` ends in ``/v1``."""
 
@@ -116,8 +142,18 @@ class FakeLLM:
                 with fake._lock:
                     fake.seen.append(Seen("POST", self.path, dict(self.headers), body))
                     answer = fake.script.popleft() if fake.script else fake.default
-                if self.path != "/v1/chat/completions":
+                if self.path not in ("/v1/chat/completions", "/v1/embeddings"):
                     answer = error(404)
+                if answer.embed_dim is not None:
+                    texts = body.get("input") if isinstance(body, dict) else None
+                    texts = [texts] if isinstance(texts, str) else texts or []
+                    answer = Answer(200, json.dumps({
+                        "object": "list", "model": "fake-embed",
+                        "data": [{"object": "embedding", "index": i,
+                                  "embedding": vector_for(str(t), answer.embed_dim)}
+                                 for i, t in enumerate(texts)],
+                        "usage": {"prompt_tokens": 3, "total_tokens": 3}}).encode(),
+                        answer.headers)
                 if answer.stall:
                     # Hold the answer until the server stops; the client gives up first.
                     fake._release.wait(timeout=60)

@@ -1,0 +1,164 @@
+"""What the store and the checkpointer send, written once for the sync and async clients.
+
+Each operation is a generator that yields the SDK's ``Call``s and receives their answers
+(sans-IO): :func:`run_sync` drives it with a ``memplane.Client``, :func:`run_async` with a
+``memplane.AsyncClient``. So every key layout, batch and listing is written once.
+
+Key components are encoded reversibly (:func:`encode`): ``%``, ``/`` and ``#`` become
+``%25``, ``%2F`` and ``%23``, control characters their UTF-8 percent form, and a bare ``.``
+or ``..`` ``%2E``; ``/`` then separates components. A key that would exceed the server's
+255-byte limit cannot be made: a component longer than its caller's limit is replaced by
+``#`` and 32 hex digits of its SHA-256 (a rule on the component alone, so keys and prefixes
+agree), and the value always carries the original names, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, TypeVar
+from urllib.parse import quote, unquote
+
+from ..._base import Call, _query, parse_model
+from ..._batch import BatchResult
+from ..._batch import calls as batch_calls
+from ..._models import Page, Pointer
+
+R = TypeVar("R")
+Step = Generator[Call[Any], Any, R]
+
+MAX_KEY_BYTES = 255
+PAGE = 1000
+_HASHED = "#"
+
+
+def encode(component: str) -> str:
+    """One key component, reversibly, with no ``/`` left in it."""
+    out = []
+    for ch in component:
+        if ch in "%/#" or unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            out.append(quote(ch, safe=""))
+        else:
+            out.append(ch)
+    text = "".join(out)
+    if text in (".", ".."):
+        text = text.replace(".", "%2E")
+    return text
+
+
+def encode_ref(ref: str) -> str:
+    """A scope ref (or user id), reversibly: only ``%``, control characters and a leading
+    ``/`` are percent-encoded (a scope ref is one path segment, ``/`` included), so plain
+    ids such as ``u-42`` or ``org/7`` stay as they are."""
+    out = []
+    for n, ch in enumerate(ref):
+        if ch == "%" or (n == 0 and ch == "/") or unicodedata.category(ch) in (
+                "Cc", "Cf", "Cs", "Zl", "Zp"):
+            out.append(quote(ch, safe=""))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def decode(component: str) -> str:
+    return unquote(component)
+
+
+def hashed(component: str) -> str:
+    return _HASHED + hashlib.sha256(component.encode()).hexdigest()[:32]
+
+
+def is_hashed(component: str) -> bool:
+    return component.startswith(_HASHED)
+
+
+def key_bytes(key: str) -> int:
+    """The length the server checks: the key as one percent-encoded path segment."""
+    return len(quote(unicodedata.normalize("NFC", key), safe=""))
+
+
+def component(part: str, limit: int) -> str:
+    """``part`` encoded, or its hash when the encoding is longer than ``limit`` bytes (a
+    rule on the part alone, so every key and prefix made from it agree)."""
+    encoded = encode(part)
+    return encoded if key_bytes(encoded) <= limit else hashed(part)
+
+
+def join(fixed: str, parts: Sequence[str], *, limit: int) -> str:
+    """``fixed`` followed by the parts (each through :func:`component`) joined with ``/``."""
+    key = fixed + "/".join(component(p, limit) for p in parts)
+    if key_bytes(key) > MAX_KEY_BYTES:
+        raise ValueError("this namespace, thread or key is too deep or too long for a "
+                         f"memplane key ({MAX_KEY_BYTES} bytes once encoded); shorten it")
+    return key
+
+
+def prefix_of(fixed: str, parts: Sequence[str], *, limit: int) -> str:
+    """The prefix of every key :func:`join` makes from ``parts`` followed by more parts."""
+    return fixed + "".join(component(p, limit) + "/" for p in parts)
+
+
+def list_pointers(*, scope: str | None = None, scope_ref: str | None = None,
+                  key_prefix: str | None = None, tag: str | None = None,
+                  user_id: str | None = None) -> Step[list[Pointer]]:
+    """Every pointer matching, page after page (``GET /v1/pointers``)."""
+    found: list[Pointer] = []
+    cursor: str | None = None
+    while True:
+        params = _query(scope=scope, scope_ref=scope_ref, key_prefix=key_prefix, tag=tag,
+                        user_id=user_id, limit=PAGE, cursor=cursor)
+        page: Page[Pointer] = yield Call("GET", "/v1/pointers", parse_model(Page[Pointer]),
+                                         params=params)
+        found.extend(page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            return found
+
+
+def batch(ops: list[dict[str, Any]]) -> Step[list[BatchResult]]:
+    """Run set / get / delete operations through ``POST /v1/memories:batch`` (1,000 a
+    request), one result per operation, in order."""
+    results: list[BatchResult] = []
+    if not ops:
+        return results
+    for call in batch_calls(ops, None):
+        chunk: list[BatchResult] = yield call
+        results.extend(chunk)
+    return results
+
+
+def checked(results: list[BatchResult], *, missing_ok: bool = False) -> list[BatchResult]:
+    """Raise the first failure's exception (404 allowed with ``missing_ok``)."""
+    for result in results:
+        if not result.ok and not (missing_ok and result.status == 404):
+            result.raise_for_error()
+    return results
+
+
+def run_sync(send: Callable[[Call[Any]], Any], step: Step[R]) -> R:
+    try:
+        call = next(step)
+        while True:
+            try:
+                answer = send(call)
+            except Exception as exc:
+                call = step.throw(exc)
+            else:
+                call = step.send(answer)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+async def run_async(send: Callable[[Call[Any]], Any], step: Step[R]) -> R:
+    try:
+        call = next(step)
+        while True:
+            try:
+                answer = await send(call)
+            except Exception as exc:
+                call = step.throw(exc)
+            else:
+                call = step.send(answer)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
