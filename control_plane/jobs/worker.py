@@ -81,6 +81,9 @@ class Worker:
         self.pause = pause
         self.schedule = parse_schedule(settings.compactor_schedule)
         self._scheduled_day: date | None = None
+        self.retention_schedule = parse_schedule(settings.retention_schedule,
+                                                 "MEMPLANE_RETENTION_SCHEDULE")
+        self._retention_day: date | None = None
 
     def tick_schedule(self) -> int:
         """Queue today's compaction runs once the schedule's fire time has passed (at most
@@ -95,6 +98,20 @@ class Worker:
         self._scheduled_day = due.date()
         if queued:
             log.info("queued %d scheduled compaction run(s) for %s", queued, due.date())
+        return queued
+
+    def tick_retention(self) -> int:
+        """Queue today's retention runs once ``MEMPLANE_RETENTION_SCHEDULE`` has fired (one
+        run per tenant and UTC day across workers, by the unique job key)."""
+        from ..retention.service import queue_daily_runs
+
+        due = self.retention_schedule.due_today(self.clock())
+        if due is None or self._retention_day == due.date():
+            return 0
+        queued = queue_daily_runs(self.sessions, due.date(), self.owner)
+        self._retention_day = due.date()
+        if queued:
+            log.info("queued %d scheduled retention run(s) for %s", queued, due.date())
         return queued
 
     def run_forever(self, stop: threading.Event) -> None:
@@ -115,6 +132,10 @@ class Worker:
                 self.tick_schedule()
             except Exception:
                 log.warning("could not queue the scheduled compaction runs; retrying")
+            try:
+                self.tick_retention()
+            except Exception:
+                log.warning("could not queue the scheduled retention runs; retrying")
             try:
                 ran = self.run_once()
             except Exception:
