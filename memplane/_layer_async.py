@@ -1,6 +1,7 @@
 """The memory layer's namespaces for ``AsyncClient``: ``client.events``, ``client.entries``,
-``client.compactor``, ``client.summarizer``, ``client.agents`` and ``client.conversations``,
-and the named storage configurations of ``client.storage``.
+``client.compactor``, ``client.summarizer``, ``client.agents``, ``client.conversations``,
+``client.retention`` and ``client.legal_holds``, and the named storage configurations of
+``client.storage``.
 
 This file is the one written by hand; ``_layer_sync.py`` is generated from it by
 ``scripts/unasync.py`` (a test fails when the two drift apart), so each method exists once.
