@@ -193,12 +193,16 @@ def embed_batch(session: Session, plane: DataPlane, runtime: Runtime | Settings,
     _delete_paths(session, plane, superseded + unadopted)
     report.embedded += len(adopted)
     report.skipped += len(unadopted)
-    by_scope: dict[tuple[str, str], list[tuple[MemoryPointer, int]]] = defaultdict(list)
+    # A scope's segments are kept per storage configuration: vectors and texts of memories
+    # in one bucket (an agent's, in its region) never land in another.
+    by_scope: dict[tuple[str, str, uuid.UUID], list[tuple[MemoryPointer, int]]] = (
+        defaultdict(list))
     for pointer, i in adopted:
-        by_scope[(pointer.scope_type, pointer.scope_ref)].append((pointer, i))
+        by_scope[(pointer.scope_type, pointer.scope_ref, pointer.storage_config_id)].append(
+            (pointer, i))
     written = set()
-    for (scope, scope_ref), rows in by_scope.items():
-        if _write_delta(session, plane, tenant_id, scope, scope_ref, embedder.name,
+    for (scope, scope_ref, config_id), rows in by_scope.items():
+        if _write_delta(session, plane, tenant_id, scope, scope_ref, config_id, embedder.name,
                         codec.Rows(embedder.name, [p.id for p, _ in rows],
                                    [p.version for p, _ in rows], [texts[i] for _, i in rows],
                                    vectors[[i for _, i in rows]])):
@@ -218,8 +222,8 @@ def _delete_paths(session: Session, plane: DataPlane,
 
 
 def _write_delta(session: Session, plane: DataPlane, tenant_id: uuid.UUID, scope: str,
-                 scope_ref: str, model: str, rows: codec.Rows) -> bool:
-    target = plane.active(session, tenant_id)
+                 scope_ref: str, config_id: uuid.UUID, model: str, rows: codec.Rows) -> bool:
+    target = plane.by_id(session, config_id)
     segment_id = new_id()
     path = store.put_segment(session, plane, target, tenant_id, scope, scope_ref, segment_id,
                              rows)
@@ -246,29 +250,54 @@ def compact_due(session: Session, plane: DataPlane, cache: SearchCache | None,
     at 1 + ``compact_after`` reads at most. Size-tiered, so the cost stays about linear in
     the rows written: when the deltas hold a quarter of the snapshot's rows or more, all
     segments become one new snapshot; else the deltas but the largest merge into one."""
-    found = list(repo.segments(session, tenant_id, scope, scope_ref))
+    by_config: dict[uuid.UUID, list[SearchSegment]] = defaultdict(list)
+    for segment in repo.segments(session, tenant_id, scope, scope_ref):
+        by_config[segment.storage_config_id].append(segment)
     session.commit()
-    deltas = [s for s in found if s.kind == "delta"]
-    if len(deltas) < compact_after:
-        return False
-    snapshot_rows = sum(s.rows for s in found if s.kind == "snapshot")
-    if sum(s.rows for s in deltas) * 4 >= snapshot_rows:
-        return compact_scope(session, plane, cache, tenant_id, scope, scope_ref, model)
-    largest = max(deltas, key=lambda s: s.rows)
-    return compact_scope(session, plane, cache, tenant_id, scope, scope_ref, model,
-                         only=[s for s in deltas if s.id != largest.id])
+    compacted = False
+    for config_id, found in by_config.items():
+        deltas = [s for s in found if s.kind == "delta"]
+        if len(deltas) < compact_after:
+            continue
+        snapshot_rows = sum(s.rows for s in found if s.kind == "snapshot")
+        if sum(s.rows for s in deltas) * 4 >= snapshot_rows:
+            compacted |= compact_scope(session, plane, cache, tenant_id, scope, scope_ref,
+                                       model, config_id=config_id)
+            continue
+        largest = max(deltas, key=lambda s: s.rows)
+        compacted |= compact_scope(session, plane, cache, tenant_id, scope, scope_ref, model,
+                                   only=[s for s in deltas if s.id != largest.id],
+                                   config_id=config_id)
+    return compacted
 
 
 def compact_scope(session: Session, plane: DataPlane, cache: SearchCache | None,
                   tenant_id: uuid.UUID, scope: str, scope_ref: str, model: str,
-                  only: Sequence[SearchSegment] | None = None) -> bool:
-    """Replace the scope's segments by one snapshot of its live vectors (none if it has
-    none). Live pointers missing from every segment are read from their vector objects.
-    With ``only``, just those deltas merge into one delta of their live rows. False if
-    another compaction of the scope won the race (nothing changed then)."""
-    existing = list(only) if only is not None else list(
-        repo.segments(session, tenant_id, scope, scope_ref))
-    live = repo.live_in_scope(session, tenant_id, scope, scope_ref, model)
+                  only: Sequence[SearchSegment] | None = None,
+                  config_id: uuid.UUID | None = None) -> bool:
+    """Replace the scope's segments in one storage configuration by one snapshot of the
+    live vectors of its memories there (none if it has none), written to that same bucket;
+    without ``config_id``, each configuration the scope has segments or memories in.
+    Live pointers missing from every segment are read from their vector objects. With
+    ``only``, just those deltas merge into one delta of their live rows. False if another
+    compaction of the scope won the race (nothing changed then)."""
+    if config_id is None:
+        configs = {s.storage_config_id for s in (only if only is not None else
+                                                 repo.segments(session, tenant_id, scope,
+                                                               scope_ref))}
+        configs |= {p.storage_config_id
+                    for p in repo.live_in_scope(session, tenant_id, scope, scope_ref, model)}
+        session.commit()
+        results = [compact_scope(session, plane, cache, tenant_id, scope, scope_ref, model,
+                                 [s for s in only if s.storage_config_id == config]
+                                 if only is not None else None, config)
+                   for config in sorted(configs)]
+        return all(results)
+    existing = list(only) if only is not None else [
+        s for s in repo.segments(session, tenant_id, scope, scope_ref)
+        if s.storage_config_id == config_id]
+    live = [p for p in repo.live_in_scope(session, tenant_id, scope, scope_ref, model)
+            if p.storage_config_id == config_id]
     session.commit()
     latest: dict[uuid.UUID, tuple[int, np.ndarray, str]] = {}
     throwaway = SearchCache(max_rows=0, max_value_bytes=0)
@@ -307,7 +336,7 @@ def compact_scope(session: Session, plane: DataPlane, cache: SearchCache | None,
         vectors.append(have[1])
         texts.append(have[2])
     new_row = None
-    target = plane.active(session, tenant_id)
+    target = plane.by_id(session, config_id)
     session.commit()
     if ids:
         segment_id = new_id()

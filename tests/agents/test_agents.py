@@ -171,3 +171,51 @@ def test_a_disabled_user_memory_refuses_writes_with_a_sentence(tenant: Tenant) -
     call(tenant, "PUT", f"/v1/agents/{BOT}", json={"memory": {"userMemory": {"enabled": True}}})
     with tenant.stack.http(bot) as http:  # seen at once through this process
         assert http.put("/v1/memories/user/u1/pref", json={"value": "x"}).status_code == 200
+
+
+def test_search_vectors_stay_in_the_bucket_of_the_memories_they_come_from(
+        tenant: Tenant, moto_server: MotoServer) -> None:
+    """A scope whose memories sit in two buckets (written before and after its agent was
+    routed elsewhere) keeps a search segment per bucket: the texts and vectors of the routed
+    memories never land in the default bucket, nor the others' in the agent's."""
+    from control_plane.db.models import SearchSegment
+    from control_plane.search import indexer, store
+
+    bucket, config = _s3_config(tenant, moto_server, "eu-users")
+    s3_id = uuid.UUID(config["id"])
+    bot = _agent_key(tenant, BOT)
+    with tenant.stack.client(bot) as client:
+        early = client.memory.set(scope="user", scope_ref="u1", key="early", value="in the default")
+    call(tenant, "PUT", f"/v1/agents/{BOT}", json={
+        "memory": {"userMemory": {"enabled": True, "storageConfigId":
+                                  config["storage_config_id"]}}})
+    with tenant.stack.client(bot) as client:
+        pref = client.memory.set(scope="user", scope_ref="u1", key="pref", value="in the EU")
+    runtime = tenant.stack.runtime
+    by_config: dict[uuid.UUID, set[uuid.UUID]] = {}
+
+    def segments() -> dict[uuid.UUID, set[uuid.UUID]]:
+        with runtime.sessions() as session:
+            rows = list(session.scalars(select(SearchSegment).where(
+                SearchSegment.tenant_id == tenant.id, SearchSegment.scope_ref == "u1")))
+            found: dict[uuid.UUID, set[uuid.UUID]] = {}
+            for row in rows:
+                loaded = store.load_segment(session, runtime.plane, runtime.search_cache, row)
+                found.setdefault(row.storage_config_id, set()).update(loaded.ids)
+            return found
+
+    with runtime.sessions() as session:
+        indexer.drain(session, runtime.plane, runtime, runtime.search_cache)
+    default_id = _config_of(tenant, early.id)
+    assert default_id is not None and default_id != s3_id
+    by_config = segments()
+    assert by_config == {default_id: {uuid.UUID(early.id)}, s3_id: {uuid.UUID(pref.id)}}
+    with runtime.sessions() as session:  # a compaction keeps them apart too
+        assert indexer.compact_scope(session, runtime.plane, runtime.search_cache, tenant.id,
+                                     "user", "u1", "memplane-hash-v2")
+    assert segments() == by_config
+    with runtime.sessions() as session:
+        s3_paths = {row.storage_path for row in session.scalars(select(SearchSegment).where(
+            SearchSegment.tenant_id == tenant.id, SearchSegment.storage_config_id == s3_id))}
+    assert len(s3_paths) == 1
+    assert {f"{config['prefix']}/{p}" for p in s3_paths} <= set(bucket.keys(config["prefix"]))
