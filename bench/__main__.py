@@ -29,6 +29,10 @@ def main() -> int:
         from .compactor import run as compactor_case
 
         results |= compactor_case(quick=args.quick)
+    if not only or any("langgraph".startswith(p) for p in only):
+        from .langgraph import run as langgraph_case
+
+        results |= langgraph_case(quick=args.quick)
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
     (out / "latest.json").write_text(json.dumps(results, indent=2))
