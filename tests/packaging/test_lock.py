@@ -23,6 +23,8 @@ def _lock() -> dict[str, Version]:
         if not line:
             continue
         requirement = Requirement(line)
+        if requirement.marker is not None and not requirement.marker.evaluate():
+            continue  # a pin for another Python or platform (numpy has one per Python)
         (spec,) = requirement.specifier
         assert spec.operator == "==", line
         pins[canonicalize_name(requirement.name)] = Version(spec.version)
