@@ -60,8 +60,8 @@ def get_conversation(conversation_id: ConversationId, caller: ReaderCaller,
 @router.get("/v1/conversations/{conversation_id}/messages", response_model=MessagePage)
 def list_messages(conversation_id: ConversationId, caller: ReaderCaller, session: SessionDep,
                   plane: PlaneDep,
-                  after: Annotated[int | None, Query(ge=0, description="Only messages after "
-                                                     "this seq.")] = None,
+                  after: Annotated[int | None, Query(ge=0, le=2**31 - 1, description="Only "
+                                                     "messages after this seq.")] = None,
                   limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
                   cursor: str | None = None) -> MessagePage:
     """Messages in seq order, each read from the bucket and verified against its SHA-256;

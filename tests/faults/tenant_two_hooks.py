@@ -74,8 +74,11 @@ def tenant_one_stays_hidden(ctx: Any, response: Any, case: Any) -> bool | None:
         assert not shown, f"{operation} showed the first tenant's rows: {shown}"
         assert body.get("deleted", 0) == 0, f"{operation} deleted the first tenant's memories"
         return None
+    # A conversation or agent id is a name the caller chooses, like a memory address: the
+    # second tenant reaching one under the same string reaches its own (its first message
+    # creates it), never the first tenant's.
     named = {k: v for k, v in (case.path_parameters or {}).items() if str(v) in NAMES
-             and k != "scope"}
+             and k not in ("scope", "conversation_id", "agent_id")}
     assert not named, (f"the second tenant got {response.status_code} on {operation} with the "
                        f"first tenant's {named}")
     return None

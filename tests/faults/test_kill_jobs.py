@@ -122,9 +122,11 @@ def _wait_job(http: httpx.Client, job_id: str, timeout: float = 180) -> dict[str
 
 
 def _files(root: Path) -> set[str]:
-    """The bucket's files, less the audit checkpoints the server anchors on its own clock."""
+    """The bucket's files, less the audit checkpoints the server anchors on its own clock
+    and the temporary file of a put in flight at that moment."""
     return {path for p in root.rglob("*") if p.is_file()
-            if "/audit/checkpoints/" not in (path := p.relative_to(root).as_posix())}
+            if "/audit/checkpoints/" not in (path := p.relative_to(root).as_posix())
+            and not path.startswith(".memplane-tmp/")}
 
 
 def _no_temporaries(env: dict[str, str], bucket: Path) -> None:
