@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, func, not_, select, true, update
+from sqlalchemy import ColumnElement, and_, delete, func, not_, or_, select, true, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..archive import service as archive_tier
@@ -46,6 +46,7 @@ from ..audit.service import Actor, audited
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import (
+    AgentSettings,
     CompactionEvent,
     Job,
     LegalHold,
@@ -160,7 +161,10 @@ def queue_daily_runs(sessions: sessionmaker[Session], day: date, owner: str) -> 
     with sessions() as session:
         tenants = sorted(set(session.scalars(select(RetentionPolicy.tenant_id).distinct()))
                          | set(session.scalars(select(MemoryPointer.tenant_id).distinct()
-                                               .where(MemoryPointer.expires_at.is_not(None)))))
+                                               .where(MemoryPointer.expires_at.is_not(None))))
+                         | set(session.scalars(
+                             select(AgentSettings.tenant_id).distinct().where(
+                                 AgentSettings.user_memory_retention_days.is_not(None)))))
         session.rollback()
         for tenant_id in tenants:
             begin_write(session)
@@ -238,6 +242,7 @@ class _Run:
                             "due": counts["due"], "deleted": counts["deleted"],
                             "held": counts["held"], "archived": counts["archived"],
                             "archive_failed": counts["archive_failed"]})
+        agents = self._agents(held_pointers)
         ttl = defaultdict(int, self._saved("ttl"))
         everything = true()
         ttl["held"] = self._count_pointers(everything, self.now, held_pointers, ttl=True)
@@ -247,16 +252,47 @@ class _Run:
         else:
             self._delete_pointers("ttl", ttl, everything, self.now, held_pointers,
                                   "ttl_days expired", ttl_purge=True)
-        result = {"dry_run": self.dry_run, "policies": results,
+        result = {"dry_run": self.dry_run, "policies": results, "agents": agents,
                   "ttl": {"due": ttl["due"], "deleted": ttl["deleted"], "held": ttl["held"]},
-                  "deleted": sum(r["deleted"] for r in results) + ttl["deleted"],
-                  "held": sum(r["held"] for r in results) + ttl["held"]}
+                  "deleted": (sum(r["deleted"] for r in results) + ttl["deleted"]
+                              + sum(a["deleted"] for a in agents)),
+                  "held": (sum(r["held"] for r in results) + ttl["held"]
+                           + sum(a["held"] for a in agents))}
         begin_write(self.session)
         audit.record(self.session, self.actor, "retention_run",
                      detail=f"{'dry run' if self.dry_run else 'run'}: {result['deleted']} "
                             f"deleted, {result['held']} held")
         self.session.commit()
         return result
+
+    def _agents(self, held: ColumnElement[bool]) -> list[dict[str, Any]]:
+        """The seed's per-agent ``userMemory.retention``: an agent's user memories (scope
+        ``user``, or written with a data subject) last written longer ago are deleted like
+        a policy's, with one audit row each naming the agent."""
+        settings = list(self.session.scalars(
+            select(AgentSettings).where(AgentSettings.tenant_id == self.tenant_id,
+                                        AgentSettings.user_memory_retention_days.is_not(None))
+            .order_by(AgentSettings.agent_id)))
+        self.session.commit()
+        results: list[dict[str, Any]] = []
+        for agent in settings:
+            days = int(agent.user_memory_retention_days or 0)
+            name = f"agent:{agent.agent_id}"
+            counts = defaultdict(int, self._saved(name))
+            before = repo.cutoff(days, self.now)
+            governed = and_(MemoryPointer.agent_id == agent.agent_id,
+                            or_(MemoryPointer.scope_type == "user",
+                                MemoryPointer.subject_user_id.is_not(None)))
+            counts["held"] = self._count_pointers(governed, before, held)
+            if self.dry_run:
+                counts["due"] = self._count_pointers(governed, before, not_(held))
+            else:
+                self._delete_pointers(name, counts, governed, before, held,
+                                      f"agent user-memory retention ({days} days)")
+            results.append({"agent_id": agent.agent_id, "retention_days": days,
+                            "due": counts["due"], "deleted": counts["deleted"],
+                            "held": counts["held"]})
+        return results
 
     def _count_pointers(self, governed: ColumnElement[bool], before: datetime,
                         held: ColumnElement[bool], ttl: bool = False) -> int:

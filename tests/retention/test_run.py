@@ -171,3 +171,35 @@ def test_archive_after_days_moves_older_objects_to_the_colder_class_once(
     assert {k: p.storage_class is not None for k, p in found.items()} == {
         "a": True, "b": True, "c": False}
     assert run(world, clock())["policies"][0]["archived"] == 0
+
+
+def test_an_agents_user_memory_retention_deletes_its_old_user_memories_only(
+        world: ServiceWorld) -> None:
+    """The seed's ``agents.update({memory: {userMemory: {retention: '90d'}}})``: the run
+    deletes that agent's user memories (scope ``user``, or written with a data subject) once
+    they are older, and nothing of other agents or without a subject."""
+    from control_plane.db.models import AgentSettings
+
+    clock = ManualWallClock()
+    with world.runtime.sessions() as session:
+        session.add(AgentSettings(tenant_id=world.tenant_id, agent_id="bot",
+                                  user_memory_enabled=True, user_memory_retention_days=90))
+        session.commit()
+    due = [put(world, "user", "u1", "pref", agent_id="bot"),
+           put(world, "conversation", "c1", "note", agent_id="bot", user_id="u1")]
+    other_agent = put(world, "user", "u1", "other", agent_id="helper")
+    no_subject = put(world, "team", "t1", "plan", agent_id="bot")
+
+    clock.advance(91 * 86400)
+    planned = run(world, clock(), dry_run=True)
+    assert planned["agents"] == [{"agent_id": "bot", "retention_days": 90, "due": 2,
+                                  "deleted": 0, "held": 0}]
+    assert len(pointers(world)) == 4
+
+    done = run(world, clock())
+    assert (done["deleted"], done["agents"][0]["deleted"]) == (2, 2)
+    assert set(pointers(world)) == {"other", "plan"}
+    assert objects(world, "memories") == {other_agent.storage_path, no_subject.storage_path}
+    rows = deletes(world)
+    assert sorted(r.pointer_id for r in rows) == sorted(p.id for p in due)  # type: ignore[type-var]
+    assert {r.detail for r in rows} == {"agent user-memory retention (90 days)"}
