@@ -45,6 +45,7 @@ from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer, SearchSegment
 from ..embedders import EmbedderFailed, embedder_for
+from ..errors import DomainError
 from ..keys import service as keys
 from ..kit import sha256_hex
 from ..memories import repository as memories_repo
@@ -76,6 +77,7 @@ class RoundReport:
     corrupt: int = 0
     deltas: int = 0
     compacted: int = 0
+    failed_tenants: int = 0
 
 
 def _system(tenant_id: uuid.UUID) -> Actor:
@@ -387,10 +389,14 @@ def rebuild_scopes(session: Session, plane: DataPlane, runtime: Runtime | Settin
 
 def index_round(session: Session, plane: DataPlane, runtime: Runtime | Settings,
                 cache: SearchCache | None = None, *, since: datetime | None = None,
-                batch: int = BATCH, compact_after: int = COMPACT_AFTER) -> RoundReport:
-    """One batch of pointers waiting for vectors (all tenants), then any compaction due."""
+                batch: int = BATCH, compact_after: int = COMPACT_AFTER,
+                skip: set[uuid.UUID] | None = None) -> RoundReport:
+    """One batch of pointers waiting for vectors (all tenants), then any compaction due.
+    A tenant whose bucket or keys fail is added to ``skip`` and left out of later rounds that
+    share it, so one tenant's broken storage never holds up the others' indexing."""
     report = RoundReport()
-    pointers = list(repo.needing_vectors(session, since, batch))
+    skip = skip if skip is not None else set()
+    pointers = list(repo.needing_vectors(session, since, batch, sorted(skip)))
     session.commit()
     by_tenant: dict[uuid.UUID, list[MemoryPointer]] = defaultdict(list)
     for pointer in pointers:
@@ -403,6 +409,15 @@ def index_round(session: Session, plane: DataPlane, runtime: Runtime | Settings,
         except EmbedderFailed as exc:
             session.rollback()
             log.warning("embedding failed for a tenant (%s); retrying later", exc.code)
+            skip.add(tenant_id)
+            report.failed_tenants += 1
+            continue
+        except (DomainError, storage.StorageError) as exc:
+            session.rollback()
+            log.warning("indexing a tenant's memories failed (%s); retrying later",
+                        type(exc).__name__)
+            skip.add(tenant_id)
+            report.failed_tenants += 1
             continue
         model = embedder_for(session, runtime, tenant_id).name
         session.commit()
@@ -418,12 +433,14 @@ def drain(session: Session, plane: DataPlane, runtime: Runtime | Settings,
           compact_after: int = COMPACT_AFTER) -> RoundReport:
     """Index until nothing waits (tests, the CLI, the bench)."""
     total = RoundReport()
+    skip: set[uuid.UUID] = set()
     while True:
         report = index_round(session, plane, runtime, cache, batch=batch,
-                             compact_after=compact_after)
-        for name in ("embedded", "skipped", "corrupt", "deltas", "compacted"):
+                             compact_after=compact_after, skip=skip)
+        for name in ("embedded", "skipped", "corrupt", "deltas", "compacted",
+                     "failed_tenants"):
             setattr(total, name, getattr(total, name) + getattr(report, name))
-        if report.embedded + report.skipped + report.corrupt == 0:
+        if report.embedded + report.skipped + report.corrupt + report.failed_tenants == 0:
             return total
 
 
@@ -437,6 +454,7 @@ class Indexer:
         self.interval = interval
         self.clock = clock
         self._last_full: datetime | None = None
+        self._failing: set[uuid.UUID] = set()  # tenants whose storage failed this pass
 
     def run_forever(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -455,9 +473,11 @@ class Indexer:
             since = now - _LOOKBACK
         else:
             self._last_full = now
+            self._failing.clear()  # each full pass tries every tenant again
         with self.sessions() as session:
-            report = index_round(session, self.plane, self.runtime, self.cache, since=since)
-        return report.embedded + report.skipped + report.corrupt > 0
+            report = index_round(session, self.plane, self.runtime, self.cache, since=since,
+                                 skip=self._failing)
+        return report.embedded + report.skipped + report.corrupt + report.failed_tenants > 0
 
 
 def forget_pointers(session: Session, plane: DataPlane, runtime: Runtime | Settings,

@@ -28,15 +28,18 @@ def vector_ready() -> Any:
                 P.embedding_storage_path == P.storage_path.concat(VECTOR_SUFFIX))
 
 
-def needing_vectors(session: Session, since: datetime | None, limit: int
-                    ) -> Sequence[MemoryPointer]:
+def needing_vectors(session: Session, since: datetime | None, limit: int,
+                    skip: Sequence[uuid.UUID] = ()) -> Sequence[MemoryPointer]:
     """Synced pointers whose vector is missing or made for older content, oldest first;
-    ``since`` limits the look to rows written from then on (an index serves it)."""
+    ``since`` limits the look to rows written from then on (an index serves it); tenants in
+    ``skip`` (whose bucket failed this pass) are left out."""
     query = select(P).where(P.sync_status == "synced",
                             or_(P.has_embeddings == false(), P.embedding_storage_path.is_(None),
                                 P.embedding_storage_path != P.storage_path.concat(VECTOR_SUFFIX)))
     if since is not None:
         query = query.where(P.updated_at >= since)
+    if skip:
+        query = query.where(P.tenant_id.not_in(list(skip)))
     return session.scalars(query.order_by(P.updated_at).limit(limit)).all()
 
 

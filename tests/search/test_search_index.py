@@ -239,3 +239,49 @@ def test_tiered_compaction_keeps_segments_bounded_and_rows_whole(world: ServiceW
     assert len([s for s in segments if s[0] == "snapshot"]) == 1
     assert sum(rows for _, rows in segments) == 200  # each live row once
     assert found.hits[0].key == "k137"
+
+
+def test_a_tenant_whose_bucket_fails_never_holds_up_the_others(world: ServiceWorld) -> None:
+    """A tenant whose stored bucket credentials no longer decrypt (a server key changed, a
+    config restored from elsewhere) is skipped for the pass; every other tenant is indexed."""
+    from datetime import timedelta
+
+    from control_plane.db.base import new_id, utcnow
+    from control_plane.db.models import StorageConfig
+    from control_plane.tenants.service import create_tenant
+
+    _drain(world)  # what earlier tests on this database left unindexed
+    with world.runtime.sessions() as session:
+        broken, _ = create_tenant(session, f"broken-{uuid.uuid4().hex[:6]}")
+        config = StorageConfig(id=new_id(), tenant_id=broken.id, storage_type="s3",
+                               bucket="elsewhere", prefix="p",
+                               credentials_encrypted=b"not sealed with this server's key",
+                               is_active=True)
+        session.add(config)
+        session.flush()
+        stale = utcnow() - timedelta(days=1)  # oldest first: it comes first in every batch
+        for i in range(3):
+            session.add(MemoryPointer(
+                id=new_id(), tenant_id=broken.id, scope_type="agent", scope_ref="x",
+                key=f"k{i}", memory_type="fact", tags=[], storage_config_id=config.id,
+                storage_path=f"memories/agent/x/k{i}/v.json", content_sha256="0" * 64,
+                content_size=1, sync_status="synced", version=1, has_embeddings=False,
+                created_at=stale, updated_at=stale))
+        session.commit()
+    try:
+        _write(world, 2, ref="healthy")
+        report = _drain(world, batch=2)
+        assert report.failed_tenants == 1
+        assert report.embedded >= 2
+        with world.runtime.sessions() as session:
+            ready = {(p.scope_ref, p.key): p.has_embeddings for p in session.scalars(
+                select(MemoryPointer).where(
+                    MemoryPointer.tenant_id.in_([world.tenant_id, broken.id]),
+                    MemoryPointer.scope_ref.in_(["healthy", "x"])))}
+        assert ready == {("healthy", "k0"): True, ("healthy", "k1"): True,
+                         ("x", "k0"): False, ("x", "k1"): False, ("x", "k2"): False}
+    finally:
+        with world.runtime.sessions() as session:
+            session.execute(MemoryPointer.__table__.delete().where(
+                MemoryPointer.tenant_id == broken.id))
+            session.commit()
