@@ -62,6 +62,9 @@ def make_settings(database: str, data_dir: Path, **overrides: Any) -> Settings:
         # tests' old events behind their backs (tests/compactor runs it on databases of
         # its own).
         compactor_schedule="off",
+        # Nor a scheduled retention run: it would delete other tests' expired memories behind
+        # their backs and take SQLite's write lock meanwhile (tests/retention turn it on).
+        retention_schedule="off",
         # No background search indexer on the shared servers: its vectors and segments
         # would appear in other tests' bucket listings (tests/search turn it on).
         embed_on_write=False,
