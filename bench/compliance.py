@@ -218,7 +218,10 @@ def _rss_mib() -> float:
 
 
 def _peak_mib() -> float:
-    """This process's peak RSS (VmHWM)."""
+    """This process's peak RSS (VmHWM): that of its own address space. Not ``ru_maxrss``,
+    which Linux carries over ``execve`` — and ``subprocess`` starts this process with
+    ``vfork``, so it began at the *parent's* peak: the bench driver's own few hundred MiB
+    after the other cases, which is what made an export look like it grew by 157 MiB."""
     with open("/proc/self/status") as status:
         for line in status:
             if line.startswith("VmHWM:"):
