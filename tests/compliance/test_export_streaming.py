@@ -70,7 +70,7 @@ def cloud(request: pytest.FixtureRequest, database: str,
     if database == "sqlite":
         runtime.migrate()
     adapter: Any = runtime.plane.default_adapter
-    adapter.part_size = part
+    getattr(adapter, "inner", adapter).part_size = part  # under the metrics wrapper, if any
     try:
         yield runtime, part
     finally:
