@@ -88,6 +88,7 @@ log = logging.getLogger(__name__)
 
 DELETE_BATCH_LIMIT = 1000
 MIN_PART_BYTES = 5 << 20  # S3 refuses smaller parts, except the last
+PART_SIZE_META = "memplane-part-size"  # put_file's part size, to check the parts on reads
 _PARALLEL_DELETES = 4
 
 _KINDS = {
@@ -243,7 +244,8 @@ class S3Adapter:
             raise ObjectExists(path)
         try:
             upload_id = self._client.create_multipart_upload(
-                Bucket=self.bucket, Key=key, ChecksumAlgorithm="SHA256")["UploadId"]
+                Bucket=self.bucket, Key=key, ChecksumAlgorithm="SHA256",
+                Metadata={PART_SIZE_META: str(size)})["UploadId"]
         except (ClientError, BotoCoreError) as exc:
             self._raise(exc, path)
         try:
@@ -284,9 +286,12 @@ class S3Adapter:
                         type(exc).__name__)
 
     def iter_chunks(self, path: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
-        """The object in chunks of ``chunk_size`` from one streamed GET; an object put in
-        one request has its SHA-256 checked by botocore as the last chunk is read
-        (IntegrityError), a multipart one has each part's checked on upload."""
+        """The object in chunks of ``chunk_size`` from one streamed GET, its SHA-256 checked
+        after the last chunk (IntegrityError): botocore checks an object put in one request;
+        for a multipart one S3 keeps a checksum of the parts' checksums, recomputed here
+        while streaming from the part size ``put_file`` recorded in the object's metadata (a
+        multipart object written otherwise is served unchecked, like one without a
+        checksum: the service's own SHA-256 is the final guard)."""
         if chunk_size <= 0:
             raise ValueError("chunk_size must be positive")
         key = self._key(path)
@@ -294,14 +299,21 @@ class S3Adapter:
             response = self._client.get_object(Bucket=self.bucket, Key=key,
                                                ChecksumMode="ENABLED")
             body = response["Body"]
+            composite = _Composite.of(response)
             try:
-                yield from rechunk(body.iter_chunks(chunk_size), chunk_size)
+                for chunk in rechunk(body.iter_chunks(chunk_size), chunk_size):
+                    if composite is not None:
+                        composite.update(chunk)
+                    yield chunk
             finally:
                 body.close()
         except FlexibleChecksumError as exc:
             raise IntegrityError(f"s3://{self.bucket}/{key}: {exc}") from exc
         except (ClientError, BotoCoreError) as exc:
             self._raise(exc, path)
+        if composite is not None and not composite.matches():
+            raise IntegrityError(f"s3://{self.bucket}/{key}: the parts do not match their "
+                                 f"SHA-256 checksum {composite.stored}")
 
     def get(self, path: str) -> bytes:
         key = self._key(path)
@@ -517,6 +529,42 @@ class S3Adapter:
                 f"{where}: cannot reach {self.endpoint_url or 'S3'}: {type(exc).__name__}"
             ) from exc
         raise StorageError(f"{where}: {type(exc).__name__}: {exc}") from exc
+
+
+class _Composite:
+    """S3's checksum of a multipart object (``<base64 SHA-256 of the parts' SHA-256s>-<n>``),
+    recomputed from the streamed bytes and the part size they were uploaded with."""
+
+    def __init__(self, stored: str, part_size: int) -> None:
+        self.stored = stored
+        self._part_size = part_size
+        self._digests: list[bytes] = []
+        self._part = hashlib.sha256()
+        self._filled = 0
+
+    @classmethod
+    def of(cls, response: Mapping[str, Any]) -> _Composite | None:
+        stored = str(response.get("ChecksumSHA256") or "")
+        size = str((response.get("Metadata") or {}).get(PART_SIZE_META, ""))
+        if "-" not in stored or not size.isdigit() or int(size) <= 0:
+            return None
+        return cls(stored, int(size))
+
+    def update(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            take = min(len(view), self._part_size - self._filled)
+            self._part.update(view[:take])
+            self._filled += take
+            view = view[take:]
+            if self._filled == self._part_size:
+                self._digests.append(self._part.digest())
+                self._part, self._filled = hashlib.sha256(), 0
+
+    def matches(self) -> bool:
+        digests = self._digests + ([self._part.digest()] if self._filled else [])
+        whole = base64.b64encode(hashlib.sha256(b"".join(digests)).digest()).decode()
+        return f"{whole}-{len(digests)}" == self.stored
 
 
 def _assumed_role_session(role_arn: str, external_id: str, region: str | None

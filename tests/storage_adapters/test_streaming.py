@@ -10,6 +10,7 @@ Parts are kept small (S3's 5 MiB minimum; 256 KiB elsewhere), so each test moves
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import os
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from storage_adapters.base import (
+    IntegrityError,
     ObjectExists,
     ObjectNotFound,
     StorageUnavailable,
@@ -236,6 +238,53 @@ class TestS3Streaming(StreamingContract):
         adapter.put_file("two/object", io.BytesIO(b"z" * (S3_PART + 1)))
         assert dict(adapter.stats.counts) == {"head": 1, "put_start": 1, "put_part": 2,
                                               "put_complete": 1}
+
+
+    def test_the_parts_checksum_is_recomputed_while_streaming(self, adapter: Any) -> None:
+        """S3 keeps a multipart object's SHA-256 as the SHA-256 of its parts' SHA-256s; the
+        read recomputes it from the bytes it streams: the stored one for the true bytes, a
+        different one for bytes with one bit flipped."""
+        from storage_adapters.s3 import PART_SIZE_META, _Composite
+
+        data = os.urandom(S3_PART * 2 + 9)
+        adapter.put_file("sum/object", io.BytesIO(data))
+        response = self.raw.get_object(Bucket=self.bucket, Key="sum/object",
+                                       ChecksumMode="ENABLED")
+        response["Body"].close()
+        assert response["Metadata"] == {PART_SIZE_META: str(S3_PART)}
+        assert response["ChecksumSHA256"].endswith("-3")
+        for altered, expected in ((data, True), (data[:-1] + bytes([data[-1] ^ 1]), False)):
+            composite = _Composite.of(response)
+            assert composite is not None
+            for start in range(0, len(altered), 777_777):  # chunks that straddle parts
+                composite.update(altered[start:start + 777_777])
+            assert composite.matches() is expected
+
+    def test_a_multipart_object_that_does_not_add_up_is_refused_at_its_end(
+            self, adapter: Any) -> None:
+        """Parts that do not give the stored checksum (here: recorded with another part
+        size than they have) are refused after the last chunk, with IntegrityError."""
+        from storage_adapters.s3 import PART_SIZE_META
+
+        data = os.urandom(S3_PART + 100)
+        upload = self.raw.create_multipart_upload(
+            Bucket=self.bucket, Key="bad/multipart", ChecksumAlgorithm="SHA256",
+            Metadata={PART_SIZE_META: str(S3_PART - 1)})["UploadId"]
+        done = []
+        for number, part in enumerate([data[:S3_PART], data[S3_PART:]], 1):
+            digest = base64.b64encode(hashlib.sha256(part).digest()).decode()
+            answer = self.raw.upload_part(
+                Bucket=self.bucket, Key="bad/multipart", UploadId=upload, PartNumber=number,
+                Body=part, ChecksumAlgorithm="SHA256", ChecksumSHA256=digest)
+            done.append({"PartNumber": number, "ETag": answer["ETag"],
+                         "ChecksumSHA256": digest})
+        self.raw.complete_multipart_upload(Bucket=self.bucket, Key="bad/multipart",
+                                           UploadId=upload, MultipartUpload={"Parts": done})
+        received = []
+        with pytest.raises(IntegrityError, match="do not match"):
+            for chunk in adapter.iter_chunks("bad/multipart", 1 << 20):
+                received.append(chunk)
+        assert b"".join(received) == data  # every byte came, and then the refusal
 
 
 class TestGCSStreaming(StreamingContract):
