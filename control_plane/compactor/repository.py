@@ -16,6 +16,7 @@ from ..db.models import (
     CompactorSettings,
     MemoryEvent,
 )
+from ..entries.repository import insert_rows
 from ..memories.hotpath import as_table
 
 EVENTS = as_table(MemoryEvent.__table__)
@@ -91,10 +92,10 @@ def mark_compressed(session: Session, tenant_id: uuid.UUID, event_ids: Sequence[
 
 def add_provenance(session: Session, compaction: Compaction,
                    hashes: Sequence[tuple[uuid.UUID, str]]) -> None:
-    """Core inserts (the row, then its events in one executemany): nothing to flush."""
+    """Core inserts (the row, then its events in one multi-row INSERT): nothing to flush."""
     session.execute(insert(COMPACTIONS).values(
         {column.key: getattr(compaction, column.key) for column in COMPACTIONS.columns}))
-    session.execute(insert(COMPACTION_EVENTS), [
+    insert_rows(session, COMPACTION_EVENTS, [
         {"compaction_id": compaction.id, "event_id": event_id, "event_sha256": digest}
         for event_id, digest in hashes])
 
