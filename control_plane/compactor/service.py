@@ -463,7 +463,7 @@ class _Run:
         self.plane.checkpoint("compact:marking")
         ensure_writable(session, self.tenant_id, *subjects)
         ids = [e.id for e in events]
-        marked = repo.mark_compressed(session, self.tenant_id, ids, utcnow())
+        marked = repo.mark_compressed(session, self.tenant_id, bucket, events, utcnow())
         if marked != len(ids):
             raise AlreadyCompacted(
                 f"{len(ids) - marked} of the {len(ids)} events were compacted (or erased) by "
