@@ -16,6 +16,7 @@ from ..db.models import (
     CompactorSettings,
     MemoryEvent,
 )
+from ..entries.repository import insert_rows
 from ..memories.hotpath import as_table
 
 EVENTS = as_table(MemoryEvent.__table__)
@@ -75,15 +76,26 @@ def bucket_events(session: Session, tenant_id: uuid.UUID, bucket: Bucket, *,
     ))
 
 
-def mark_compressed(session: Session, tenant_id: uuid.UUID, event_ids: Sequence[uuid.UUID],
-                    now: datetime) -> int:
-    """Set ``compressed_at`` on those of the events that have none yet; how many did."""
+def mark_compressed(session: Session, tenant_id: uuid.UUID, bucket: Bucket,
+                    events: Sequence[MemoryEvent], now: datetime) -> int:
+    """Set ``compressed_at`` on those of ``events`` (all of ``bucket``) that have none yet;
+    how many did.
+
+    The statement names the bucket and the events' time range as well as their ids — always
+    true of those events (an event's scope and time never change) —, so the database finds
+    them by a short range of ``ix_memory_events_uncompressed``. With the ids alone SQLite
+    chose that index by its tenant prefix and walked every uncompressed event of the tenant
+    for each entry: a run's marking cost grew with the square of its events."""
     # Core, not ORM: no session objects to synchronise, so no ORM bulk-update work.
-    events = EVENTS.c
+    columns = EVENTS.c
+    times = [event.occurred_at for event in events]
     result = session.execute(
         update(EVENTS)
-        .where(events.tenant_id == tenant_id, events.id.in_(event_ids),
-               events.compressed_at.is_(None))
+        .where(columns.tenant_id == tenant_id, columns.scope_type == bucket.scope,
+               columns.scope_ref == bucket.scope_ref,
+               columns.occurred_at >= min(times), columns.occurred_at <= max(times),
+               columns.id.in_([event.id for event in events]),
+               columns.compressed_at.is_(None))
         .values(compressed_at=now)
     )
     return int(result.rowcount)  # type: ignore[attr-defined]
@@ -91,10 +103,10 @@ def mark_compressed(session: Session, tenant_id: uuid.UUID, event_ids: Sequence[
 
 def add_provenance(session: Session, compaction: Compaction,
                    hashes: Sequence[tuple[uuid.UUID, str]]) -> None:
-    """Core inserts (the row, then its events in one executemany): nothing to flush."""
+    """Core inserts (the row, then its events in one multi-row INSERT): nothing to flush."""
     session.execute(insert(COMPACTIONS).values(
         {column.key: getattr(compaction, column.key) for column in COMPACTIONS.columns}))
-    session.execute(insert(COMPACTION_EVENTS), [
+    insert_rows(session, COMPACTION_EVENTS, [
         {"compaction_id": compaction.id, "event_id": event_id, "event_sha256": digest}
         for event_id, digest in hashes])
 

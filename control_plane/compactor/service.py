@@ -463,7 +463,7 @@ class _Run:
         self.plane.checkpoint("compact:marking")
         ensure_writable(session, self.tenant_id, *subjects)
         ids = [e.id for e in events]
-        marked = repo.mark_compressed(session, self.tenant_id, ids, utcnow())
+        marked = repo.mark_compressed(session, self.tenant_id, bucket, events, utcnow())
         if marked != len(ids):
             raise AlreadyCompacted(
                 f"{len(ids) - marked} of the {len(ids)} events were compacted (or erased) by "
@@ -635,8 +635,10 @@ class _Reader:
                 events = repo.bucket_events(session, run.tenant_id, bucket,
                                             cutoff=self.cutoff, limit=bucket.events)
                 session.commit()
-                for event in events:
-                    session.expunge(event)
+                # Detach the rows (the session holds nothing else between buckets): one
+                # expunge_all, not an expunge per row, whose cascade walk costs more than the
+                # row's load.
+                session.expunge_all()
                 if len(events) < run.limits.min_events:
                     if not self._put(_Item(bucket, True)):
                         return

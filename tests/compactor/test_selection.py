@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import event, select, update
 
 from control_plane.audit.service import Actor
 from control_plane.compactor import repository as repo
@@ -108,3 +109,68 @@ def test_the_selection_reads_only_the_partial_index(runtime: Runtime) -> None:
         rows = connection.exec_driver_sql(f"EXPLAIN {compiled}", compiled.params).all()
     plan = "\n".join(row[0] for row in rows)
     assert "Index Only Scan using ix_memory_events_uncompressed" in plan, plan
+
+
+def _bucket_rows(runtime: Runtime, tenant: object, scope: str, scope_ref: str
+                 ) -> list[MemoryEvent]:
+    with runtime.sessions() as session:
+        rows = repo.bucket_events(session, tenant, repo.Bucket(scope, scope_ref, 0),  # type: ignore[arg-type]
+                                  cutoff=utcnow(), limit=100)
+        session.expunge_all()
+        return rows
+
+
+def test_marking_sets_exactly_the_chunks_events(runtime: Runtime) -> None:
+    tenant, other = new_tenant(runtime), new_tenant(runtime)
+    raw_events(runtime, tenant, 8, scope="entity", scope_ref="ent_acme")
+    # Same times, other buckets and another tenant: inside the statement's time range.
+    raw_events(runtime, tenant, 8, scope="entity", scope_ref="ent_beta")
+    raw_events(runtime, tenant, 8, scope="project", scope_ref="ent_acme")
+    raw_events(runtime, other, 8, scope="entity", scope_ref="ent_acme")
+    acme = _bucket_rows(runtime, tenant, "entity", "ent_acme")
+    chunk = acme[2:6]  # a middle chunk: events of the bucket before and after it stay
+    with runtime.sessions() as session:
+        marked = repo.mark_compressed(session, tenant, repo.Bucket("entity", "ent_acme", 8),  # type: ignore[arg-type]
+                                      list(reversed(chunk)), utcnow())
+        session.commit()
+    assert marked == 4
+    with runtime.sessions() as session:
+        compressed = set(session.scalars(select(MemoryEvent.id).where(
+            MemoryEvent.compressed_at.is_not(None))))
+    assert compressed == {event.id for event in chunk}
+    with runtime.sessions() as session:  # a second run over the same chunk marks none
+        again = repo.mark_compressed(session, tenant, repo.Bucket("entity", "ent_acme", 8),  # type: ignore[arg-type]
+                                     chunk, utcnow())
+        session.commit()
+    assert again == 0
+
+
+@pytest.mark.databases("sqlite")
+def test_marking_reads_the_buckets_range_not_the_tenants_events(runtime: Runtime) -> None:
+    tenant = new_tenant(runtime)
+    # As many ids as a compactor entry has: with many ids SQLite's planner preferred the
+    # partial index by its tenant prefix to one id lookup each.
+    raw_events(runtime, tenant, 100, scope="entity", scope_ref="ent_acme")
+    events = _bucket_rows(runtime, tenant, "entity", "ent_acme")
+    assert len(events) == 100
+    with runtime.sessions() as session:
+        connection = session.connection()
+        seen: list[str] = []
+
+        @event.listens_for(connection, "before_cursor_execute")
+        def explain(conn: object, cursor: Any, statement: str, parameters: Any,
+                    context: object, executemany: bool) -> None:
+            if statement.startswith("UPDATE memory_events"):
+                cursor.execute("EXPLAIN QUERY PLAN " + statement, parameters)
+                seen.extend(row[3] for row in cursor.fetchall())
+
+        marked = repo.mark_compressed(session, tenant, repo.Bucket("entity", "ent_acme", 100),  # type: ignore[arg-type]
+                                      events, utcnow())
+        assert marked == 100
+        session.rollback()
+    # Either the bucket's range of the partial index or the events' ids; never the
+    # tenant's prefix alone (every uncompressed event of the tenant, for each entry).
+    assert len(seen) == 1, seen
+    assert ("ix_memory_events_uncompressed (tenant_id=? AND scope_type=? AND scope_ref=? "
+            "AND occurred_at>? AND occurred_at<?)" in seen[0]
+            or "sqlite_autoindex_memory_events_1 (id=?)" in seen[0]), seen
