@@ -18,13 +18,24 @@ batches:
 
 A crash anywhere leaves at worst a vector or segment no row names (orphan GC removes it)
 or a pointer whose vector is in no segment (the next compaction reads its vector object).
+
+Where it runs follows the jobs: a thread of ``memplane worker`` processes, and of the server
+only when the server runs jobs itself (the embedded default); API replicas with
+``MEMPLANE_RUN_JOBS=false`` spend nothing on it. Several indexers on PostgreSQL split the
+work: each claims its batch with advisory locks held by a transaction of its own until the
+batch is recorded, skips what another holds, and re-checks what it got (``Claims``).
+Inside the server the indexer yields to requests (``ForegroundActivity``): it waits while
+a request committed in the last ``MEMPLANE_INDEX_YIELD_MS``, unless its work has waited
+``MEMPLANE_INDEX_MAX_LAG_SECONDS``, and then catches up in larger batches.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -34,6 +45,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
+from sqlalchemy import Connection, Engine, event, false, or_, select
+from sqlalchemy import text as sql
 from sqlalchemy.orm import Session, sessionmaker
 
 from storage_adapters import base as storage
@@ -65,6 +78,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 BATCH = 64
+CATCH_UP_BATCH = 256  # a lagging indexer's rounds: fewer commits and deltas per memory
 COMPACT_AFTER = 6  # deltas; a cold search reads at most 1 snapshot + COMPACT_AFTER deltas
 _LOOKBACK = timedelta(seconds=60)
 _FULL_SCAN_EVERY = timedelta(seconds=30)
@@ -390,14 +404,29 @@ def rebuild_scopes(session: Session, plane: DataPlane, runtime: Runtime | Settin
 def index_round(session: Session, plane: DataPlane, runtime: Runtime | Settings,
                 cache: SearchCache | None = None, *, since: datetime | None = None,
                 batch: int = BATCH, compact_after: int = COMPACT_AFTER,
-                skip: set[uuid.UUID] | None = None) -> RoundReport:
+                skip: set[uuid.UUID] | None = None, claims: Claims | None = None
+                ) -> RoundReport:
     """One batch of pointers waiting for vectors (all tenants), then any compaction due.
     A tenant whose bucket or keys fail is added to ``skip`` and left out of later rounds that
-    share it, so one tenant's broken storage never holds up the others' indexing."""
-    report = RoundReport()
+    share it, so one tenant's broken storage never holds up the others' indexing. With
+    ``claims`` (PostgreSQL), only pointers no other indexer holds, held until the round ends."""
     skip = skip if skip is not None else set()
-    pointers = list(repo.needing_vectors(session, since, batch, sorted(skip)))
-    session.commit()
+    if claims is None:
+        pointers = list(repo.needing_vectors(session, since, batch, sorted(skip)))
+        session.commit()
+        return _index(session, plane, runtime, cache, pointers, compact_after, skip)
+    try:
+        pointers = claims.take(session, list(repo.needing_vectors(
+            session, since, batch * 4, sorted(skip))), batch)
+        return _index(session, plane, runtime, cache, pointers, compact_after, skip)
+    finally:
+        claims.release()
+
+
+def _index(session: Session, plane: DataPlane, runtime: Runtime | Settings,
+           cache: SearchCache | None, pointers: Sequence[MemoryPointer], compact_after: int,
+           skip: set[uuid.UUID]) -> RoundReport:
+    report = RoundReport()
     by_tenant: dict[uuid.UUID, list[MemoryPointer]] = defaultdict(list)
     for pointer in pointers:
         by_tenant[pointer.tenant_id].append(pointer)
@@ -444,27 +473,156 @@ def drain(session: Session, plane: DataPlane, runtime: Runtime | Settings,
             return total
 
 
+_CLAIM_CLASS = 0x4D505658  # "MPVX": the first key of the indexer's advisory locks
+
+
+def _lock_key(pointer_id: uuid.UUID) -> int:
+    return int.from_bytes(pointer_id.bytes[-4:], "big", signed=True)  # the random bits
+
+
+class Claims:
+    """The pointers an indexer works on, on PostgreSQL: transaction-scoped advisory locks
+    (``pg_try_advisory_xact_lock``) taken on a connection of their own, held until the
+    batch is recorded, so another indexer skips them. Advisory locks never block
+    a write to the pointer rows; a crashed indexer's connection ends and its locks go."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._connection: Connection | None = None
+
+    def take(self, session: Session, candidates: Sequence[MemoryPointer],
+             limit: int) -> list[MemoryPointer]:
+        """Up to ``limit`` of ``candidates`` locked for this indexer and still waiting for
+        their vector (another indexer may have recorded it between the candidates' read and
+        the lock)."""
+        session.commit()
+        if not candidates:
+            return []
+        if self._connection is None:
+            self._connection = self.engine.connect()
+        connection = self._connection
+        held: list[uuid.UUID] = []
+        for pointer in candidates:
+            if connection.execute(sql("SELECT pg_try_advisory_xact_lock(:c, :k)"),
+                                  {"c": _CLAIM_CLASS, "k": _lock_key(pointer.id)}).scalar():
+                held.append(pointer.id)
+                if len(held) == limit:
+                    break
+        if not held:
+            return []
+        P = MemoryPointer
+        fresh = session.scalars(
+            select(P).where(P.id.in_(held), P.sync_status == "synced",
+                            or_(P.has_embeddings == false(), P.embedding_storage_path.is_(None),
+                                P.embedding_storage_path
+                                != P.storage_path.concat(repo.VECTOR_SUFFIX)))
+            .order_by(P.updated_at)).all()
+        session.commit()
+        return list(fresh)
+
+    def release(self) -> None:
+        """End the claim's transaction (its advisory locks go) and return its connection."""
+        if self._connection is not None:
+            try:
+                self._connection.close()  # back to the pool, rolled back
+            finally:
+                self._connection = None
+
+    close = release
+
+
+_BACKGROUND_THREADS = ("memplane-", "job-lease-")
+
+
+class ForegroundActivity:
+    """When this process last committed a transaction outside its background threads (the
+    server's request threads; not the sealer, job worker, indexer or search I/O threads,
+    which are all named ``memplane-...``): an engine ``commit`` listener, one clock read
+    per commit."""
+
+    def __init__(self, engine: Engine,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.last = -math.inf
+        self.ignored: set[int] = set()  # thread idents whose commits do not count
+        event.listen(engine, "commit", self._committed)
+
+    def _committed(self, connection: Connection) -> None:
+        thread = threading.current_thread()
+        if thread.ident in self.ignored or thread.name.startswith(_BACKGROUND_THREADS):
+            return
+        self.last = self.clock()
+
+    def quiet_for(self) -> float:
+        """Seconds since the last foreground commit (infinite if none yet)."""
+        return self.clock() - self.last
+
+    def close(self) -> None:
+        if event.contains(self.engine, "commit", self._committed):
+            event.remove(self.engine, "commit", self._committed)
+
+
 class Indexer:
-    """The background loop: a round whenever there is work, else a short wait."""
+    """The background loop: a round whenever there is work, else a short wait.
+
+    With ``yield_ms`` (inside the server), it waits while a foreground commit happened in
+    the last ``yield_ms`` milliseconds, but never lets its work wait more than ``max_lag``
+    seconds: past that, it runs rounds of ``CATCH_UP_BATCH`` until one finds nothing."""
 
     def __init__(self, sessions: sessionmaker[Session], plane: DataPlane,
                  runtime: Runtime, cache: SearchCache, *, interval: float = 0.2,
-                 clock: Callable[[], datetime] = utcnow) -> None:
+                 clock: Callable[[], datetime] = utcnow, yield_ms: float = 0.0,
+                 max_lag: float = 5.0, monotonic: Callable[[], float] = time.monotonic,
+                 claims: bool = True) -> None:
         self.sessions, self.plane, self.runtime, self.cache = sessions, plane, runtime, cache
         self.interval = interval
         self.clock = clock
+        self.monotonic = monotonic
+        self.yield_s = yield_ms / 1000
+        self.max_lag = max_lag
         self._last_full: datetime | None = None
         self._failing: set[uuid.UUID] = set()  # tenants whose storage failed this pass
+        engine = runtime.engine
+        self.claims = (Claims(engine) if claims and engine.dialect.name == "postgresql"
+                       else None)
+        self.activity = (ForegroundActivity(engine, monotonic) if self.yield_s > 0
+                         else None)
+        self._caught_up = monotonic()  # when a round last found nothing waiting
+        self.catching_up = False
 
     def run_forever(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            busy = False
-            try:
-                busy = self.run_once()
-            except Exception:
-                log.exception("search indexing failed; retrying")
-            if not busy:
-                stop.wait(self.interval)
+        if self.activity is not None:
+            self.activity.ignored.add(threading.get_ident())
+        try:
+            while not stop.is_set():
+                wait = self.should_wait()
+                if wait > 0:
+                    stop.wait(wait)
+                    continue
+                busy = False
+                try:
+                    busy = self.run_once()
+                except Exception:
+                    log.exception("search indexing failed; retrying")
+                if not busy:
+                    stop.wait(self.interval)
+        finally:
+            self.close()
+
+    def should_wait(self) -> float:
+        """Seconds to wait before the next round so as not to compete with requests (0: run
+        now); sets ``catching_up`` when the lag bound forces a round."""
+        if self.activity is None or self.catching_up:
+            return 0.0
+        quiet = self.activity.quiet_for()
+        if quiet >= self.yield_s:
+            return 0.0
+        lagging = self.monotonic() - self._caught_up
+        if lagging >= self.max_lag:
+            self.catching_up = True
+            return 0.0
+        return min(self.yield_s - quiet, self.max_lag - lagging)
 
     def run_once(self) -> bool:
         now = self.clock()
@@ -476,8 +634,19 @@ class Indexer:
             self._failing.clear()  # each full pass tries every tenant again
         with self.sessions() as session:
             report = index_round(session, self.plane, self.runtime, self.cache, since=since,
-                                 skip=self._failing)
-        return report.embedded + report.skipped + report.corrupt + report.failed_tenants > 0
+                                 skip=self._failing, claims=self.claims,
+                                 batch=CATCH_UP_BATCH if self.catching_up else BATCH)
+        busy = report.embedded + report.skipped + report.corrupt + report.failed_tenants > 0
+        if not busy:
+            self._caught_up = self.monotonic()
+            self.catching_up = False
+        return busy
+
+    def close(self) -> None:
+        if self.claims is not None:
+            self.claims.close()
+        if self.activity is not None:
+            self.activity.close()
 
 
 def forget_pointers(session: Session, plane: DataPlane, runtime: Runtime | Settings,
@@ -487,8 +656,6 @@ def forget_pointers(session: Session, plane: DataPlane, runtime: Runtime | Setti
     texts afterwards. Idempotent: an erasure resumed after a crash calls it again."""
     if not pointer_ids:
         return 0
-    from sqlalchemy import select
-
     scopes = {(r.scope_type, r.scope_ref) for r in session.execute(
         select(MemoryPointer.scope_type, MemoryPointer.scope_ref)
         .where(MemoryPointer.tenant_id == tenant_id, MemoryPointer.id.in_(pointer_ids))
