@@ -38,7 +38,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -50,20 +50,21 @@ from sqlalchemy import text as sql
 from sqlalchemy.orm import Session, sessionmaker
 
 from storage_adapters import base as storage
+from storage_adapters import envelope
 from storage_adapters.envelope import DecryptionError
 
 from ..audit import service as audit
 from ..audit.service import Actor
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
-from ..db.models import MemoryPointer, SearchSegment
+from ..db.models import MemoryPointer, SearchSegment, SubjectKey
 from ..embedders import EmbedderFailed, embedder_for
 from ..errors import DomainError
 from ..keys import service as keys
 from ..kit import sha256_hex
 from ..memories import repository as memories_repo
 from ..memories.shared import delete_quietly, keyring_of
-from ..storage_config.plane import DataPlane
+from ..storage_config.plane import DataPlane, Target
 from . import codec, store
 from . import repository as repo
 from .index import SearchCache
@@ -98,24 +99,65 @@ def _system(tenant_id: uuid.UUID) -> Actor:
     return Actor(tenant_id=tenant_id, accessor_type="system", accessor_id="search-indexer")
 
 
-def _read_text(session: Session, plane: DataPlane, pointer: MemoryPointer) -> str | None:
-    """The pointer's searchable text from its verified content; None if it does not verify
-    (the pointer is then marked corrupt and the failure audited, as a read does)."""
-    target = plane.by_id(session, pointer.storage_config_id)
-    session.commit()
-    problem = None
-    actual = None
+_MISSING = object()  # a content object the bucket does not have
+
+
+def _fetch(target: Target, pointer: MemoryPointer) -> bytes | object:
+    """The stored bytes of the pointer's content, as they are (no session: runs on the I/O
+    pool); ``_MISSING`` if the bucket has no such object."""
     try:
         with store.storage_errors(pointer.id):
-            blob = target.adapter.get(pointer.storage_path)
-        data = keys.open_object(session, keyring_of(plane), pointer.tenant_id,
-                                pointer.storage_path, pointer.id, blob)
-        actual = sha256_hex(data)
+            return target.adapter.get(pointer.storage_path)
     except storage.ObjectNotFound:
-        data = b""
-    except DecryptionError as exc:
-        data, problem = b"", str(exc)
+        return _MISSING
+
+
+def _live_keys(session: Session, tenant_id: uuid.UUID, blobs: Iterable[bytes | object]
+               ) -> dict[uuid.UUID, tuple[uuid.UUID, bytes, uuid.UUID]]:
+    """The subject keys the blobs' envelopes name, read in one query (id -> (id, wrapped
+    key, KEK version), as ``keys.open_object`` takes them): no lookup per object."""
+    wanted = set()
+    for blob in blobs:
+        if isinstance(blob, bytes) and envelope.is_envelope(blob):
+            try:
+                wanted.add(envelope.read_header(blob).key_id)
+            except DecryptionError:
+                continue  # opening it reports the damage
+    if not wanted:
+        return {}
+    rows = session.execute(select(SubjectKey.id, SubjectKey.wrapped_key,
+                                  SubjectKey.kek_version_id)
+                           .where(SubjectKey.tenant_id == tenant_id,
+                                  SubjectKey.id.in_(sorted(wanted)))).all()
     session.commit()
+    return {r.id: (r.id, bytes(r.wrapped_key), r.kek_version_id) for r in rows
+            if r.wrapped_key is not None}  # a destroyed key: open_object says so
+
+
+def _verified_text(session: Session, plane: DataPlane, pointer: MemoryPointer,
+                   blob: bytes | object,
+                   live: dict[uuid.UUID, tuple[uuid.UUID, bytes, uuid.UUID]]) -> str | None:
+    """The pointer's searchable text from its content, opened and checked against the
+    pointer's hash (I3); None if it does not verify (the pointer is then marked corrupt and
+    the failure audited, as a read does)."""
+    problem = None
+    actual = None
+    data = b""
+    if isinstance(blob, bytes):
+        key_id = None
+        if envelope.is_envelope(blob):
+            try:
+                key_id = envelope.read_header(blob).key_id
+            except DecryptionError:
+                key_id = None
+        try:
+            data = keys.open_object(session, keyring_of(plane), pointer.tenant_id,
+                                    pointer.storage_path, pointer.id, blob,
+                                    live.get(key_id) if key_id is not None else None)
+            actual = sha256_hex(data)
+        except DecryptionError as exc:
+            data, problem = b"", str(exc)
+        session.commit()
     if actual == pointer.content_sha256:
         return searchable_text(json.loads(data), pointer.title)
     begin_write(session)
@@ -132,38 +174,34 @@ def _read_text(session: Session, plane: DataPlane, pointer: MemoryPointer) -> st
     return None
 
 
-def _io(pool: ThreadPoolExecutor | None, sessions: sessionmaker[Session] | None,
-        fn: Callable[[Session, T], R], items: Sequence[T], session: Session) -> Iterator[R]:
-    """``fn(session, item)`` for each item: on the pool, each call in a session of its own,
-    when both are given; else one after another in ``session``."""
-    if pool is None or sessions is None or len(items) < 2:
-        for item in items:
-            yield fn(session, item)
-        return
-
-    def call(item: T) -> R:
-        with sessions() as own:
-            return fn(own, item)
-
-    yield from pool.map(call, items)
+def _io(pool: ThreadPoolExecutor | None, fn: Callable[[T], R],
+        items: Sequence[T]) -> list[R]:
+    """``fn(item)`` for each item, side by side on the pool if there is one. ``fn`` uses no
+    session (sessions are not shared between threads): object I/O and sealing only."""
+    if pool is None or len(items) < 2:
+        return [fn(item) for item in items]
+    return list(pool.map(fn, items))
 
 
 def embed_batch(session: Session, plane: DataPlane, runtime: Runtime | Settings,
                 pointers: Sequence[MemoryPointer], report: RoundReport, *,
-                pool: ThreadPoolExecutor | None = None,
-                sessions: sessionmaker[Session] | None = None) -> set[tuple[str, str]]:
+                pool: ThreadPoolExecutor | None = None) -> set[tuple[str, str]]:
     """Steps 1-5 for one tenant's pointers; the scopes that got a delta."""
     if not pointers:
         return set()
     tenant_id = pointers[0].tenant_id
     embedder = embedder_for(session, runtime, tenant_id)
+    targets = {config_id: plane.by_id(session, config_id)
+               for config_id in {p.storage_config_id for p in pointers}}
     session.commit()
     texts: list[str] = []
     todo: list[MemoryPointer] = []
-    # Object I/O side by side, each thread with its own session (sessions are not shared).
-    read = list(_io(pool, sessions, lambda own, p: _read_text(own, plane, p), pointers,
-                    session))
-    for pointer, text in zip(pointers, read, strict=True):
+    # The reads side by side on the pool; the keys they need in one query; opening and
+    # verifying here, in this session (a failure is recorded as a read's would be).
+    blobs = _io(pool, lambda p: _fetch(targets[p.storage_config_id], p), pointers)
+    live = _live_keys(session, tenant_id, blobs)
+    for pointer, blob in zip(pointers, blobs, strict=True):
+        text = _verified_text(session, plane, pointer, blob, live)
         if text is None:
             report.corrupt += 1
             continue
@@ -179,16 +217,17 @@ def embed_batch(session: Session, plane: DataPlane, runtime: Runtime | Settings,
         if subject not in handles:
             handles[subject] = store.vector_key(session, plane, pointer)
 
-    def put_one(own: Session, item: tuple[int, MemoryPointer]) -> str:
+    def put_one(item: tuple[int, MemoryPointer]) -> str:
         i, pointer = item
         subject = keys.subject_of(pointer.scope_type, pointer.scope_ref,
                                   pointer.subject_user_id)
-        return store.put_vector(own, plane, plane.by_id(own, pointer.storage_config_id),
+        # put_vector seals and puts; it runs no SQL (the session is not used off-thread).
+        return store.put_vector(session, plane, targets[pointer.storage_config_id],
                                 pointer, codec.Rows(embedder.name, [pointer.id],
                                                     [pointer.version], [texts[i]],
                                                     vectors[i:i + 1]), handles[subject])
 
-    paths = list(_io(pool, sessions, put_one, list(enumerate(todo)), session))
+    paths = _io(pool, put_one, list(enumerate(todo)))
     put = [(pointer, path, i) for i, (pointer, path) in enumerate(zip(todo, paths,
                                                                      strict=True))]
     begin_write(session)
@@ -433,8 +472,7 @@ def _index(session: Session, plane: DataPlane, runtime: Runtime | Settings,
     for tenant_id, found in by_tenant.items():
         try:
             scopes = embed_batch(session, plane, runtime, found, report,
-                                 pool=cache.pool() if cache is not None else None,
-                                 sessions=getattr(runtime, "sessions", None))
+                                 pool=cache.pool() if cache is not None else None)
         except EmbedderFailed as exc:
             session.rollback()
             log.warning("embedding failed for a tenant (%s); retrying later", exc.code)

@@ -204,3 +204,35 @@ def test_background_threads_commits_do_not_hold_the_indexer_back(world: ServiceW
         worker.close()
     assert after_background == 0.0
     assert after_foreground == pytest.approx(0.05)
+
+
+def test_the_indexer_verifies_each_object_it_reads(world: ServiceWorld,
+                                                   vector_puts: list[str]) -> None:
+    from control_plane.db.models import AccessLog
+
+    _drain(world)
+    _write(world, 3, "verify")
+    with world.runtime.sessions() as session:
+        found = {p.key: p for p in session.scalars(select(MemoryPointer).where(
+            MemoryPointer.tenant_id == world.tenant_id, MemoryPointer.scope_ref == "verify"))}
+        adapter = world.runtime.plane.by_id(session, found["k0"].storage_config_id).adapter
+    tampered = adapter.get(found["k0"].storage_path)
+    adapter.delete_many([found["k0"].storage_path, found["k1"].storage_path])
+    adapter.put(found["k0"].storage_path, tampered[:-3] + bytes(b ^ 1 for b in tampered[-3:]))
+    vector_puts.clear()
+    report = _drain(world)
+    with world.runtime.sessions() as session:
+        status = {p.key: (p.sync_status, p.has_embeddings) for p in session.scalars(
+            select(MemoryPointer).where(MemoryPointer.tenant_id == world.tenant_id,
+                                        MemoryPointer.scope_ref == "verify"))}
+        failures = sorted(session.scalars(select(AccessLog.detail).where(
+            AccessLog.tenant_id == world.tenant_id, AccessLog.operation == "read",
+            AccessLog.success.is_(False))))
+
+    assert (report.embedded, report.corrupt) == (1, 2)
+    assert status == {"k0": ("corrupt", False), "k1": ("corrupt", False),
+                      "k2": ("synced", True)}
+    assert [f.split(";")[0] for f in failures] == [
+        "hash_mismatch (search indexer): object could not be decrypted",
+        "hash_mismatch (search indexer): object is missing from the bucket"]
+    assert vector_puts == [found["k2"].storage_path + search_repo.VECTOR_SUFFIX]
