@@ -222,17 +222,26 @@ def run_size(database: str, n: int, rounds: int, queries: int) -> None:
               f"with {K} values (1 snapshot + {K} value reads)")
 
 
-def _index_in_worker(settings: Settings, ready: Any, stop: Any) -> None:
+def _index_in_worker(settings: Settings, ready: Any, stop: Any, cpu: Any) -> None:
     """A worker process's indexer (as ``memplane worker`` runs it): its own runtime on the
-    same database and bucket, flat out (no yielding: nothing else runs in it)."""
+    same database and bucket, flat out (no yielding: nothing else runs in it). ``cpu``
+    receives the process's CPU seconds from ready to stop."""
     runtime = Runtime(settings)
     try:
         worker = indexer.Indexer(runtime.sessions, runtime.plane, runtime,
                                  runtime.search_cache)
+        began = time.process_time()
         ready.set()
         worker.run_forever(stop)
+        cpu.value = time.process_time() - began
     finally:
         runtime.close()
+
+
+def _index_in_thread(worker: indexer.Indexer, stop: threading.Event, cpu: list[float]) -> None:
+    began = time.thread_time()
+    worker.run_forever(stop)
+    cpu.append(time.thread_time() - began)
 
 
 def _indexed(runtime: Runtime, tenant_id: Any) -> tuple[int, int]:
@@ -270,6 +279,7 @@ def run_writes(database: str, rounds: int, ops: int,
         modes = ("off", *shapes)
         rates: dict[str, list[float]] = {mode: [] for mode in modes}
         catch_up: dict[str, list[float]] = {mode: [] for mode in shapes}
+        cpu_ms: dict[str, list[float]] = {mode: [] for mode in shapes}  # per memory
         start = 0
         for r in range(rounds):
             for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
@@ -278,10 +288,11 @@ def run_writes(database: str, rounds: int, ops: int,
                 texts = [_text(rng) for _ in range(ops)]
                 stop: Any = None
                 worker: Any = None
+                cpu: Any = None
                 if mode == "worker":
-                    stop, ready = spawn.Event(), spawn.Event()
+                    stop, ready, cpu = spawn.Event(), spawn.Event(), spawn.Value("d", 0.0)
                     worker = spawn.Process(target=_index_in_worker,
-                                           args=(settings, ready, stop))
+                                           args=(settings, ready, stop, cpu))
                     worker.start()
                     ready.wait(120)
                 elif mode == "embedded":
@@ -290,8 +301,10 @@ def run_writes(database: str, rounds: int, ops: int,
                         runtime.sessions, runtime.plane, runtime, runtime.search_cache,
                         yield_ms=settings.index_yield_ms,
                         max_lag=settings.index_max_lag_seconds)
-                    worker = threading.Thread(target=thread_indexer.run_forever,
-                                              args=(stop,), name="memplane-search-indexer")
+                    cpu = []
+                    worker = threading.Thread(target=_index_in_thread,
+                                              args=(thread_indexer, stop, cpu),
+                                              name="memplane-search-indexer")
                     worker.start()
                 seconds = _write(runtime, actor, f"w{r}{mode}", texts, start)
                 start += ops
@@ -306,6 +319,8 @@ def run_writes(database: str, rounds: int, ops: int,
                     catch_up[mode].append(time.perf_counter() - began)
                     stop.set()
                     worker.join()
+                    cpu_ms[mode].append(
+                        (cpu.value if mode == "worker" else cpu[0]) * 1000 / ops)
                     if total != ready_rows:
                         print(f"[{database}] {mode}: {total - ready_rows} memories left "
                               f"unindexed after 300 s")
@@ -323,7 +338,8 @@ def run_writes(database: str, rounds: int, ops: int,
                   f"ratio {ratio.median:.2f}x (rounds {ratio.low:.2f}-{ratio.high:.2f}, "
                   f"bar >= 0.9); all indexed {summarize(catch_up[mode]).median:.2f} s after "
                   f"the last write (rounds {min(catch_up[mode]):.2f}-"
-                  f"{max(catch_up[mode]):.2f})")
+                  f"{max(catch_up[mode]):.2f}); indexer CPU "
+                  f"{summarize(cpu_ms[mode]).median:.2f} ms per memory")
         with runtime.sessions() as session:
             indexer.drain(session, runtime.plane, runtime, runtime.search_cache)
         total, ready_rows = _indexed(runtime, tenant.id)

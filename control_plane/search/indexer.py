@@ -606,7 +606,9 @@ class Indexer:
 
     With ``yield_ms`` (inside the server), it waits while a foreground commit happened in
     the last ``yield_ms`` milliseconds, but never lets its work wait more than ``max_lag``
-    seconds: past that, it runs rounds of ``CATCH_UP_BATCH`` until one finds nothing."""
+    seconds: past that, it runs rounds of ``CATCH_UP_BATCH`` until one takes all that
+    waits. A round short of a full batch is followed by a wait of ``interval``, so that
+    trickling writes are indexed in batches, not one by one."""
 
     def __init__(self, sessions: sessionmaker[Session], plane: DataPlane,
                  runtime: Runtime, cache: SearchCache, *, interval: float = 0.2,
@@ -628,6 +630,7 @@ class Indexer:
                          else None)
         self._caught_up = monotonic()  # when a round last found nothing waiting
         self.catching_up = False
+        self.full = False  # the last round took a full batch: more may wait
 
     def run_forever(self, stop: threading.Event) -> None:
         if self.activity is not None:
@@ -638,12 +641,16 @@ class Indexer:
                 if wait > 0:
                     stop.wait(wait)
                     continue
-                busy = False
+                self.full = False
                 try:
-                    busy = self.run_once()
+                    self.run_once()
                 except Exception:
                     log.exception("search indexing failed; retrying")
-                if not busy:
+                if not self.full:
+                    # A round short of a full batch took all that waited: let the next
+                    # writes gather for ``interval`` rather than index them one by one
+                    # (each round costs a query, a delta segment and, every few, a
+                    # compaction whatever its size).
                     stop.wait(self.interval)
         finally:
             self.close()
@@ -670,12 +677,14 @@ class Indexer:
         else:
             self._last_full = now
             self._failing.clear()  # each full pass tries every tenant again
+        batch = CATCH_UP_BATCH if self.catching_up else BATCH
         with self.sessions() as session:
             report = index_round(session, self.plane, self.runtime, self.cache, since=since,
-                                 skip=self._failing, claims=self.claims,
-                                 batch=CATCH_UP_BATCH if self.catching_up else BATCH)
-        busy = report.embedded + report.skipped + report.corrupt + report.failed_tenants > 0
-        if not busy:
+                                 skip=self._failing, claims=self.claims, batch=batch)
+        taken = report.embedded + report.skipped + report.corrupt
+        self.full = taken >= batch
+        busy = taken + report.failed_tenants > 0
+        if not self.full:  # it took all that waited
             self._caught_up = self.monotonic()
             self.catching_up = False
         return busy

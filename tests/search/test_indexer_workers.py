@@ -177,7 +177,7 @@ def test_the_embedded_indexer_waits_for_requests_within_its_lag(world: ServiceWo
     assert busy == pytest.approx(0.04)
     assert after_quiet == 0.0
     assert (forced, catching_up) == (0.0, True)
-    assert (first, still) == (True, True)
+    assert (first, still) == (True, False)  # that round took all that waited
     assert (second, done) == (False, False)
     assert _ready(world) == 5
 
@@ -236,3 +236,20 @@ def test_the_indexer_verifies_each_object_it_reads(world: ServiceWorld,
         "hash_mismatch (search indexer): object could not be decrypted",
         "hash_mismatch (search indexer): object is missing from the bucket"]
     assert vector_puts == [found["k2"].storage_path + search_repo.VECTOR_SUFFIX]
+
+
+def test_a_round_short_of_a_batch_lets_writes_gather(world: ServiceWorld) -> None:
+    _drain(world)
+    _write(world, indexer.BATCH + 3, "gather")
+    worker = indexer.Indexer(world.runtime.sessions, world.runtime.plane, world.runtime,
+                             world.runtime.search_cache)
+    try:
+        first = (worker.run_once(), worker.full)
+        second = (worker.run_once(), worker.full)
+        third = (worker.run_once(), worker.full)
+    finally:
+        worker.close()
+    assert first == (True, True)  # a full batch: the next round follows at once
+    assert second == (True, False)  # the rest: the loop waits its interval next
+    assert third == (False, False)
+    assert _ready(world) == indexer.BATCH + 3
