@@ -280,6 +280,7 @@ def run_writes(database: str, rounds: int, ops: int,
         rates: dict[str, list[float]] = {mode: [] for mode in modes}
         catch_up: dict[str, list[float]] = {mode: [] for mode in shapes}
         cpu_ms: dict[str, list[float]] = {mode: [] for mode in shapes}  # per memory
+        writer_ms: dict[str, list[float]] = {mode: [] for mode in modes}  # CPU per write
         start = 0
         for r in range(rounds):
             for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
@@ -306,7 +307,9 @@ def run_writes(database: str, rounds: int, ops: int,
                                               args=(thread_indexer, stop, cpu),
                                               name="memplane-search-indexer")
                     worker.start()
+                writer_cpu = time.thread_time()
                 seconds = _write(runtime, actor, f"w{r}{mode}", texts, start)
+                writer_ms[mode].append((time.thread_time() - writer_cpu) * 1000 / ops)
                 start += ops
                 rates[mode].append(ops / seconds)
                 if worker is not None:
@@ -327,7 +330,8 @@ def run_writes(database: str, rounds: int, ops: int,
         off = rates["off"]
         total, ready_rows = _indexed(runtime, tenant.id)
         print(f"[{database}] acknowledged writes, {ops} per round, {rounds} rounds: "
-              f"{summarize(off).median:.0f}/s with no indexer")
+              f"{summarize(off).median:.0f}/s with no indexer (writer CPU "
+              f"{summarize(writer_ms['off']).median:.2f} ms per write)")
         labels = {"worker": "indexer in a worker process (production shape)",
                   "embedded": f"indexer thread in the writing process (embedded default, "
                               f"yield {settings.index_yield_ms:g} ms, max lag "
@@ -339,7 +343,8 @@ def run_writes(database: str, rounds: int, ops: int,
                   f"bar >= 0.9); all indexed {summarize(catch_up[mode]).median:.2f} s after "
                   f"the last write (rounds {min(catch_up[mode]):.2f}-"
                   f"{max(catch_up[mode]):.2f}); indexer CPU "
-                  f"{summarize(cpu_ms[mode]).median:.2f} ms per memory")
+                  f"{summarize(cpu_ms[mode]).median:.2f} ms per memory, writer CPU "
+                  f"{summarize(writer_ms[mode]).median:.2f} ms per write")
         with runtime.sessions() as session:
             indexer.drain(session, runtime.plane, runtime, runtime.search_cache)
         total, ready_rows = _indexed(runtime, tenant.id)
