@@ -443,27 +443,29 @@ def rebuild_scopes(session: Session, plane: DataPlane, runtime: Runtime | Settin
 def index_round(session: Session, plane: DataPlane, runtime: Runtime | Settings,
                 cache: SearchCache | None = None, *, since: datetime | None = None,
                 batch: int = BATCH, compact_after: int = COMPACT_AFTER,
-                skip: set[uuid.UUID] | None = None, claims: Claims | None = None
-                ) -> RoundReport:
+                skip: set[uuid.UUID] | None = None, claims: Claims | None = None,
+                parallel_io: bool = True) -> RoundReport:
     """One batch of pointers waiting for vectors (all tenants), then any compaction due.
     A tenant whose bucket or keys fail is added to ``skip`` and left out of later rounds that
     share it, so one tenant's broken storage never holds up the others' indexing. With
     ``claims`` (PostgreSQL), only pointers no other indexer holds, held until the round ends."""
     skip = skip if skip is not None else set()
+    pool = cache.pool() if cache is not None and parallel_io else None
     if claims is None:
         pointers = list(repo.needing_vectors(session, since, batch, sorted(skip)))
         session.commit()
-        return _index(session, plane, runtime, cache, pointers, compact_after, skip)
+        return _index(session, plane, runtime, cache, pool, pointers, compact_after, skip)
     try:
         pointers = claims.take(session, list(repo.needing_vectors(
             session, since, batch * 4, sorted(skip))), batch)
-        return _index(session, plane, runtime, cache, pointers, compact_after, skip)
+        return _index(session, plane, runtime, cache, pool, pointers, compact_after, skip)
     finally:
         claims.release()
 
 
 def _index(session: Session, plane: DataPlane, runtime: Runtime | Settings,
-           cache: SearchCache | None, pointers: Sequence[MemoryPointer], compact_after: int,
+           cache: SearchCache | None, pool: ThreadPoolExecutor | None,
+           pointers: Sequence[MemoryPointer], compact_after: int,
            skip: set[uuid.UUID]) -> RoundReport:
     report = RoundReport()
     by_tenant: dict[uuid.UUID, list[MemoryPointer]] = defaultdict(list)
@@ -471,8 +473,7 @@ def _index(session: Session, plane: DataPlane, runtime: Runtime | Settings,
         by_tenant[pointer.tenant_id].append(pointer)
     for tenant_id, found in by_tenant.items():
         try:
-            scopes = embed_batch(session, plane, runtime, found, report,
-                                 pool=cache.pool() if cache is not None else None)
+            scopes = embed_batch(session, plane, runtime, found, report, pool=pool)
         except EmbedderFailed as exc:
             session.rollback()
             log.warning("embedding failed for a tenant (%s); retrying later", exc.code)
@@ -573,10 +574,11 @@ _BACKGROUND_THREADS = ("memplane-", "job-lease-")
 
 
 class ForegroundActivity:
-    """When this process last committed a transaction outside its background threads (the
+    """When this process last used the database outside its background threads (the
     server's request threads; not the sealer, job worker, indexer or search I/O threads,
-    which are all named ``memplane-...``): an engine ``commit`` listener, one clock read
-    per commit."""
+    which are all named ``memplane-...``): listeners on the engine's connection checkouts
+    and commits, one clock read each. Checkouts catch the PostgreSQL hot path too, whose
+    single statements run on raw connections (``db.direct``) that fire no commit event."""
 
     def __init__(self, engine: Engine,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -584,28 +586,30 @@ class ForegroundActivity:
         self.clock = clock
         self.last = -math.inf
         self.ignored: set[int] = set()  # thread idents whose commits do not count
-        event.listen(engine, "commit", self._committed)
+        event.listen(engine, "checkout", self._used)
+        event.listen(engine, "commit", self._used)
 
-    def _committed(self, connection: Connection) -> None:
+    def _used(self, *_: object) -> None:
         thread = threading.current_thread()
         if thread.ident in self.ignored or thread.name.startswith(_BACKGROUND_THREADS):
             return
         self.last = self.clock()
 
     def quiet_for(self) -> float:
-        """Seconds since the last foreground commit (infinite if none yet)."""
+        """Seconds since the foreground last used the database (infinite if never)."""
         return self.clock() - self.last
 
     def close(self) -> None:
-        if event.contains(self.engine, "commit", self._committed):
-            event.remove(self.engine, "commit", self._committed)
+        for name in ("checkout", "commit"):
+            if event.contains(self.engine, name, self._used):
+                event.remove(self.engine, name, self._used)
 
 
 class Indexer:
     """The background loop: a round whenever there is work, else a short wait.
 
-    With ``yield_ms`` (inside the server), it waits while a foreground commit happened in
-    the last ``yield_ms`` milliseconds, but never lets its work wait more than ``max_lag``
+    With ``yield_ms`` (inside the server), it waits while requests used the database in the
+    last ``yield_ms`` milliseconds, but never lets its work wait more than ``max_lag``
     seconds: past that, it runs rounds of ``CATCH_UP_BATCH`` until one takes all that
     waits. A round short of a full batch is followed by a wait of ``interval``, so that
     trickling writes are indexed in batches, not one by one."""
@@ -631,6 +635,7 @@ class Indexer:
         self._caught_up = monotonic()  # when a round last found nothing waiting
         self.catching_up = False
         self.full = False  # the last round took a full batch: more may wait
+        self.parallel_io = True
 
     def run_forever(self, stop: threading.Event) -> None:
         if self.activity is not None:
@@ -680,7 +685,8 @@ class Indexer:
         batch = CATCH_UP_BATCH if self.catching_up else BATCH
         with self.sessions() as session:
             report = index_round(session, self.plane, self.runtime, self.cache, since=since,
-                                 skip=self._failing, claims=self.claims, batch=batch)
+                                 skip=self._failing, claims=self.claims, batch=batch,
+                                 parallel_io=self.parallel_io)
         taken = report.embedded + report.skipped + report.corrupt
         self.full = taken >= batch
         busy = taken + report.failed_tenants > 0

@@ -182,7 +182,7 @@ def test_the_embedded_indexer_waits_for_requests_within_its_lag(world: ServiceWo
     assert _ready(world) == 5
 
 
-def test_background_threads_commits_do_not_hold_the_indexer_back(world: ServiceWorld) -> None:
+def test_only_foreground_database_use_holds_the_indexer_back(world: ServiceWorld) -> None:
     clock = _Clock()
     worker = indexer.Indexer(world.runtime.sessions, world.runtime.plane, world.runtime,
                              world.runtime.search_cache, yield_ms=50, max_lag=2.0,
@@ -200,10 +200,17 @@ def test_background_threads_commits_do_not_hold_the_indexer_back(world: ServiceW
         after_background = worker.should_wait()
         commit()
         after_foreground = worker.should_wait()
+        clock.now += 1.0
+        quiet_again = worker.should_wait()
+        # The PostgreSQL hot path's single statements run on raw connections (db.direct).
+        world.runtime.engine.raw_connection().close()
+        after_raw = worker.should_wait()
     finally:
         worker.close()
     assert after_background == 0.0
     assert after_foreground == pytest.approx(0.05)
+    assert quiet_again == 0.0
+    assert after_raw == pytest.approx(0.05)
 
 
 def test_the_indexer_verifies_each_object_it_reads(world: ServiceWorld,
