@@ -222,38 +222,133 @@ def run_size(database: str, n: int, rounds: int, queries: int) -> None:
               f"with {K} values (1 snapshot + {K} value reads)")
 
 
-def run_writes(database: str, rounds: int, ops: int) -> None:
+def _index_in_worker(settings: Settings, ready: Any, stop: Any, cpu: Any) -> None:
+    """A worker process's indexer (as ``memplane worker`` runs it): its own runtime on the
+    same database and bucket, flat out (no yielding: nothing else runs in it). ``cpu``
+    receives the process's CPU seconds from ready to stop."""
+    runtime = Runtime(settings)
+    try:
+        worker = indexer.Indexer(runtime.sessions, runtime.plane, runtime,
+                                 runtime.search_cache)
+        began = time.process_time()
+        ready.set()
+        worker.run_forever(stop)
+        cpu.value = time.process_time() - began
+    finally:
+        runtime.close()
+
+
+def _index_in_thread(worker: indexer.Indexer, stop: threading.Event, cpu: list[float]) -> None:
+    began = time.thread_time()
+    worker.run_forever(stop)
+    cpu.append(time.thread_time() - began)
+
+
+def _indexed(runtime: Runtime, tenant_id: Any) -> tuple[int, int]:
+    """(pointers of the tenant, those whose vector is ready)."""
+    from sqlalchemy import func, select
+
+    from control_plane.db.models import MemoryPointer as P
+
+    with runtime.sessions() as session:
+        total, ready = session.execute(
+            select(func.count(), func.count().filter(search_repo.vector_ready()))
+            .where(P.tenant_id == tenant_id)).one()
+    return int(total), int(ready)
+
+
+def run_writes(database: str, rounds: int, ops: int,
+               shapes: tuple[str, ...] = ("worker", "embedded")) -> None:
+    """Acknowledged writes per second with the indexer off, in a worker process (the
+    production shape: ``memplane worker`` beside API replicas that run no jobs) and as a
+    thread of the writing process (the embedded default, yielding to requests within
+    MEMPLANE_INDEX_MAX_LAG_SECONDS). The modes take turns within each round, in a rotating
+    order; after an indexed round the indexer runs on until every memory written is indexed
+    (the catch-up, not counted in the writes' time, is printed); before each round what an
+    off round left is drained (untimed)."""
+    import multiprocessing
+
     rng = random.Random(7)
+    spawn = multiprocessing.get_context("spawn")
     with _runtime(database) as runtime:
+        settings = runtime.settings
         with runtime.sessions() as session:
             tenant, _ = create_tenant(session, "bench-writes")
         actor = Actor(tenant.id, "api", "bench")
         _write(runtime, actor, "warmup", [_text(rng) for _ in range(100)])
-        on: list[float] = []
-        off: list[float] = []
+        modes = ("off", *shapes)
+        rates: dict[str, list[float]] = {mode: [] for mode in modes}
+        catch_up: dict[str, list[float]] = {mode: [] for mode in shapes}
+        cpu_ms: dict[str, list[float]] = {mode: [] for mode in shapes}  # per memory
+        writer_ms: dict[str, list[float]] = {mode: [] for mode in modes}  # CPU per write
         start = 0
         for r in range(rounds):
-            for mode in (("on", "off") if r % 2 == 0 else ("off", "on")):
+            for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
+                with runtime.sessions() as session:  # what an off round left
+                    indexer.drain(session, runtime.plane, runtime, runtime.search_cache)
                 texts = [_text(rng) for _ in range(ops)]
-                stop = threading.Event()
-                thread = None
-                if mode == "on":
-                    worker = indexer.Indexer(runtime.sessions, runtime.plane, runtime,
-                                             runtime.search_cache)
-                    thread = threading.Thread(target=worker.run_forever, args=(stop,))
-                    thread.start()
+                stop: Any = None
+                worker: Any = None
+                cpu: Any = None
+                if mode == "worker":
+                    stop, ready, cpu = spawn.Event(), spawn.Event(), spawn.Value("d", 0.0)
+                    worker = spawn.Process(target=_index_in_worker,
+                                           args=(settings, ready, stop, cpu))
+                    worker.start()
+                    ready.wait(120)
+                elif mode == "embedded":
+                    stop = threading.Event()
+                    thread_indexer = indexer.Indexer(
+                        runtime.sessions, runtime.plane, runtime, runtime.search_cache,
+                        yield_ms=settings.index_yield_ms,
+                        max_lag=settings.index_max_lag_seconds)
+                    cpu = []
+                    worker = threading.Thread(target=_index_in_thread,
+                                              args=(thread_indexer, stop, cpu),
+                                              name="memplane-search-indexer")
+                    worker.start()
+                writer_cpu = time.thread_time()
                 seconds = _write(runtime, actor, f"w{r}{mode}", texts, start)
+                writer_ms[mode].append((time.thread_time() - writer_cpu) * 1000 / ops)
                 start += ops
-                stop.set()
-                if thread is not None:
-                    thread.join()
-                (on if mode == "on" else off).append(ops / seconds)
-            with runtime.sessions() as session:  # index what the off rounds left
-                indexer.drain(session, runtime.plane, runtime, runtime.search_cache)
-        ratio = summarize([a / b for a, b in zip(on, off, strict=True)])
-        print(f"[{database}] acknowledged writes: {summarize(on).median:.0f}/s with the "
-              f"indexer running, {summarize(off).median:.0f}/s without; ratio "
-              f"{ratio.median:.2f}x (rounds {ratio.low:.2f}-{ratio.high:.2f}, bar >= 0.9)")
+                rates[mode].append(ops / seconds)
+                if worker is not None:
+                    began = time.perf_counter()
+                    while True:
+                        total, ready_rows = _indexed(runtime, tenant.id)
+                        if total == ready_rows or time.perf_counter() - began > 300:
+                            break
+                        time.sleep(0.05)
+                    catch_up[mode].append(time.perf_counter() - began)
+                    stop.set()
+                    worker.join()
+                    cpu_ms[mode].append(
+                        (cpu.value if mode == "worker" else cpu[0]) * 1000 / ops)
+                    if total != ready_rows:
+                        print(f"[{database}] {mode}: {total - ready_rows} memories left "
+                              f"unindexed after 300 s")
+        off = rates["off"]
+        total, ready_rows = _indexed(runtime, tenant.id)
+        print(f"[{database}] acknowledged writes, {ops} per round, {rounds} rounds: "
+              f"{summarize(off).median:.0f}/s with no indexer (writer CPU "
+              f"{summarize(writer_ms['off']).median:.2f} ms per write)")
+        labels = {"worker": "indexer in a worker process (production shape)",
+                  "embedded": f"indexer thread in the writing process (embedded default, "
+                              f"yield {settings.index_yield_ms:g} ms, max lag "
+                              f"{settings.index_max_lag_seconds:g} s)"}
+        for mode in shapes:
+            ratio = summarize([a / b for a, b in zip(rates[mode], off, strict=True)])
+            print(f"[{database}]   {labels[mode]}: {summarize(rates[mode]).median:.0f}/s; "
+                  f"ratio {ratio.median:.2f}x (rounds {ratio.low:.2f}-{ratio.high:.2f}, "
+                  f"bar >= 0.9); all indexed {summarize(catch_up[mode]).median:.2f} s after "
+                  f"the last write (rounds {min(catch_up[mode]):.2f}-"
+                  f"{max(catch_up[mode]):.2f}); indexer CPU "
+                  f"{summarize(cpu_ms[mode]).median:.2f} ms per memory, writer CPU "
+                  f"{summarize(writer_ms[mode]).median:.2f} ms per write")
+        with runtime.sessions() as session:
+            indexer.drain(session, runtime.plane, runtime, runtime.search_cache)
+        total, ready_rows = _indexed(runtime, tenant.id)
+        print(f"[{database}] check: {ready_rows} of {total} memories have their vector")
 
 
 def main() -> None:
@@ -264,11 +359,15 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--write-ops", type=int, default=300)
     parser.add_argument("--skip-writes", action="store_true")
+    parser.add_argument("--write-shapes", default="worker,embedded",
+                        help="where the indexer runs in the write bench: 'worker' (its own "
+                             "process) and/or 'embedded' (a thread of the writing process)")
     args = parser.parse_args()
     for size in (int(s) for s in args.sizes.split(",") if s):
         run_size(args.database, size, args.rounds, args.queries)
     if not args.skip_writes:
-        run_writes(args.database, args.rounds, args.write_ops)
+        run_writes(args.database, args.rounds, args.write_ops,
+                   tuple(s for s in args.write_shapes.split(",") if s))
 
 
 if __name__ == "__main__":

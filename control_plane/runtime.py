@@ -107,14 +107,20 @@ class Runtime:
         self._threads.append(thread)
         if self.settings.run_jobs:
             self.start_worker()
-        if self.settings.embed_on_write:
-            self.start_indexer()
+            # The indexer goes where the jobs go: an API replica that runs no jobs
+            # (production, beside ``memplane worker`` processes) spends nothing on it.
+            if self.settings.embed_on_write:
+                self.start_indexer(yield_to_requests=True)
 
-    def start_indexer(self) -> None:
-        """The search indexer: embeds what was written, after its commit (search.indexer)."""
+    def start_indexer(self, *, yield_to_requests: bool = False) -> None:
+        """The search indexer: embeds what was written, after its commit (search.indexer).
+        Inside the server it yields to requests (MEMPLANE_INDEX_YIELD_MS, within
+        MEMPLANE_INDEX_MAX_LAG_SECONDS); in a worker process it runs flat out."""
         from .search.indexer import Indexer
 
-        indexer = Indexer(self.sessions, self.plane, self, self.search_cache)
+        indexer = Indexer(self.sessions, self.plane, self, self.search_cache,
+                          yield_ms=self.settings.index_yield_ms if yield_to_requests else 0.0,
+                          max_lag=self.settings.index_max_lag_seconds)
         thread = threading.Thread(target=indexer.run_forever, args=(self._stop,),
                                   name="memplane-search-indexer", daemon=True)
         thread.start()

@@ -164,6 +164,14 @@ class Settings(BaseSettings):
     embedder_max_batch: int = Field(
         64, ge=1, le=2048, description="Most texts sent in one call to a tenant's embeddings "
         "endpoint; larger batches are split.")
+    index_yield_ms: float = Field(
+        50.0, ge=0, description="The search indexer running inside the server (the embedded "
+        "default) waits while this process committed a request's transaction in the last "
+        "this many milliseconds, so embedding does not slow acknowledged writes; 0 never "
+        "waits. `memplane worker` processes never wait.")
+    index_max_lag_seconds: float = Field(
+        5.0, gt=0, description="Longest the waiting indexer lets new writes go unindexed: "
+        "past it, it catches up (in larger batches) even while writes keep arriving.")
 
     @field_validator("allowed_endpoints", "kek_aws_allowed_key_refs", mode="before")
     @classmethod

@@ -18,39 +18,53 @@ batches:
 
 A crash anywhere leaves at worst a vector or segment no row names (orphan GC removes it)
 or a pointer whose vector is in no segment (the next compaction reads its vector object).
+
+Where it runs follows the jobs: a thread of ``memplane worker`` processes, and of the server
+only when the server runs jobs itself (the embedded default); API replicas with
+``MEMPLANE_RUN_JOBS=false`` spend nothing on it. Several indexers on PostgreSQL split the
+work: each claims its batch with advisory locks held by a transaction of its own until the
+batch is recorded, skips what another holds, and re-checks what it got (``Claims``).
+Inside the server the indexer yields to requests (``ForegroundActivity``): it waits while
+a request committed in the last ``MEMPLANE_INDEX_YIELD_MS``, unless its work has waited
+``MEMPLANE_INDEX_MAX_LAG_SECONDS``, and then catches up in larger batches.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
+import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
+from sqlalchemy import Connection, Engine, event, false, or_, select
+from sqlalchemy import text as sql
 from sqlalchemy.orm import Session, sessionmaker
 
 from storage_adapters import base as storage
+from storage_adapters import envelope
 from storage_adapters.envelope import DecryptionError
 
 from ..audit import service as audit
 from ..audit.service import Actor
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
-from ..db.models import MemoryPointer, SearchSegment
+from ..db.models import MemoryPointer, SearchSegment, SubjectKey
 from ..embedders import EmbedderFailed, embedder_for
 from ..errors import DomainError
 from ..keys import service as keys
 from ..kit import sha256_hex
 from ..memories import repository as memories_repo
 from ..memories.shared import delete_quietly, keyring_of
-from ..storage_config.plane import DataPlane
+from ..storage_config.plane import DataPlane, Target
 from . import codec, store
 from . import repository as repo
 from .index import SearchCache
@@ -65,6 +79,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 BATCH = 64
+CATCH_UP_BATCH = 256  # a lagging indexer's rounds: fewer commits and deltas per memory
 COMPACT_AFTER = 6  # deltas; a cold search reads at most 1 snapshot + COMPACT_AFTER deltas
 _LOOKBACK = timedelta(seconds=60)
 _FULL_SCAN_EVERY = timedelta(seconds=30)
@@ -84,24 +99,65 @@ def _system(tenant_id: uuid.UUID) -> Actor:
     return Actor(tenant_id=tenant_id, accessor_type="system", accessor_id="search-indexer")
 
 
-def _read_text(session: Session, plane: DataPlane, pointer: MemoryPointer) -> str | None:
-    """The pointer's searchable text from its verified content; None if it does not verify
-    (the pointer is then marked corrupt and the failure audited, as a read does)."""
-    target = plane.by_id(session, pointer.storage_config_id)
-    session.commit()
-    problem = None
-    actual = None
+_MISSING = object()  # a content object the bucket does not have
+
+
+def _fetch(target: Target, pointer: MemoryPointer) -> bytes | object:
+    """The stored bytes of the pointer's content, as they are (no session: runs on the I/O
+    pool); ``_MISSING`` if the bucket has no such object."""
     try:
         with store.storage_errors(pointer.id):
-            blob = target.adapter.get(pointer.storage_path)
-        data = keys.open_object(session, keyring_of(plane), pointer.tenant_id,
-                                pointer.storage_path, pointer.id, blob)
-        actual = sha256_hex(data)
+            return target.adapter.get(pointer.storage_path)
     except storage.ObjectNotFound:
-        data = b""
-    except DecryptionError as exc:
-        data, problem = b"", str(exc)
+        return _MISSING
+
+
+def _live_keys(session: Session, tenant_id: uuid.UUID, blobs: Iterable[bytes | object]
+               ) -> dict[uuid.UUID, tuple[uuid.UUID, bytes, uuid.UUID]]:
+    """The subject keys the blobs' envelopes name, read in one query (id -> (id, wrapped
+    key, KEK version), as ``keys.open_object`` takes them): no lookup per object."""
+    wanted = set()
+    for blob in blobs:
+        if isinstance(blob, bytes) and envelope.is_envelope(blob):
+            try:
+                wanted.add(envelope.read_header(blob).key_id)
+            except DecryptionError:
+                continue  # opening it reports the damage
+    if not wanted:
+        return {}
+    rows = session.execute(select(SubjectKey.id, SubjectKey.wrapped_key,
+                                  SubjectKey.kek_version_id)
+                           .where(SubjectKey.tenant_id == tenant_id,
+                                  SubjectKey.id.in_(sorted(wanted)))).all()
     session.commit()
+    return {r.id: (r.id, bytes(r.wrapped_key), r.kek_version_id) for r in rows
+            if r.wrapped_key is not None}  # a destroyed key: open_object says so
+
+
+def _verified_text(session: Session, plane: DataPlane, pointer: MemoryPointer,
+                   blob: bytes | object,
+                   live: dict[uuid.UUID, tuple[uuid.UUID, bytes, uuid.UUID]]) -> str | None:
+    """The pointer's searchable text from its content, opened and checked against the
+    pointer's hash (I3); None if it does not verify (the pointer is then marked corrupt and
+    the failure audited, as a read does)."""
+    problem = None
+    actual = None
+    data = b""
+    if isinstance(blob, bytes):
+        key_id = None
+        if envelope.is_envelope(blob):
+            try:
+                key_id = envelope.read_header(blob).key_id
+            except DecryptionError:
+                key_id = None
+        try:
+            data = keys.open_object(session, keyring_of(plane), pointer.tenant_id,
+                                    pointer.storage_path, pointer.id, blob,
+                                    live.get(key_id) if key_id is not None else None)
+            actual = sha256_hex(data)
+        except DecryptionError as exc:
+            data, problem = b"", str(exc)
+        session.commit()
     if actual == pointer.content_sha256:
         return searchable_text(json.loads(data), pointer.title)
     begin_write(session)
@@ -118,38 +174,34 @@ def _read_text(session: Session, plane: DataPlane, pointer: MemoryPointer) -> st
     return None
 
 
-def _io(pool: ThreadPoolExecutor | None, sessions: sessionmaker[Session] | None,
-        fn: Callable[[Session, T], R], items: Sequence[T], session: Session) -> Iterator[R]:
-    """``fn(session, item)`` for each item: on the pool, each call in a session of its own,
-    when both are given; else one after another in ``session``."""
-    if pool is None or sessions is None or len(items) < 2:
-        for item in items:
-            yield fn(session, item)
-        return
-
-    def call(item: T) -> R:
-        with sessions() as own:
-            return fn(own, item)
-
-    yield from pool.map(call, items)
+def _io(pool: ThreadPoolExecutor | None, fn: Callable[[T], R],
+        items: Sequence[T]) -> list[R]:
+    """``fn(item)`` for each item, side by side on the pool if there is one. ``fn`` uses no
+    session (sessions are not shared between threads): object I/O and sealing only."""
+    if pool is None or len(items) < 2:
+        return [fn(item) for item in items]
+    return list(pool.map(fn, items))
 
 
 def embed_batch(session: Session, plane: DataPlane, runtime: Runtime | Settings,
                 pointers: Sequence[MemoryPointer], report: RoundReport, *,
-                pool: ThreadPoolExecutor | None = None,
-                sessions: sessionmaker[Session] | None = None) -> set[tuple[str, str]]:
+                pool: ThreadPoolExecutor | None = None) -> set[tuple[str, str]]:
     """Steps 1-5 for one tenant's pointers; the scopes that got a delta."""
     if not pointers:
         return set()
     tenant_id = pointers[0].tenant_id
     embedder = embedder_for(session, runtime, tenant_id)
+    targets = {config_id: plane.by_id(session, config_id)
+               for config_id in {p.storage_config_id for p in pointers}}
     session.commit()
     texts: list[str] = []
     todo: list[MemoryPointer] = []
-    # Object I/O side by side, each thread with its own session (sessions are not shared).
-    read = list(_io(pool, sessions, lambda own, p: _read_text(own, plane, p), pointers,
-                    session))
-    for pointer, text in zip(pointers, read, strict=True):
+    # The reads side by side on the pool; the keys they need in one query; opening and
+    # verifying here, in this session (a failure is recorded as a read's would be).
+    blobs = _io(pool, lambda p: _fetch(targets[p.storage_config_id], p), pointers)
+    live = _live_keys(session, tenant_id, blobs)
+    for pointer, blob in zip(pointers, blobs, strict=True):
+        text = _verified_text(session, plane, pointer, blob, live)
         if text is None:
             report.corrupt += 1
             continue
@@ -165,16 +217,17 @@ def embed_batch(session: Session, plane: DataPlane, runtime: Runtime | Settings,
         if subject not in handles:
             handles[subject] = store.vector_key(session, plane, pointer)
 
-    def put_one(own: Session, item: tuple[int, MemoryPointer]) -> str:
+    def put_one(item: tuple[int, MemoryPointer]) -> str:
         i, pointer = item
         subject = keys.subject_of(pointer.scope_type, pointer.scope_ref,
                                   pointer.subject_user_id)
-        return store.put_vector(own, plane, plane.by_id(own, pointer.storage_config_id),
+        # put_vector seals and puts; it runs no SQL (the session is not used off-thread).
+        return store.put_vector(session, plane, targets[pointer.storage_config_id],
                                 pointer, codec.Rows(embedder.name, [pointer.id],
                                                     [pointer.version], [texts[i]],
                                                     vectors[i:i + 1]), handles[subject])
 
-    paths = list(_io(pool, sessions, put_one, list(enumerate(todo)), session))
+    paths = _io(pool, put_one, list(enumerate(todo)))
     put = [(pointer, path, i) for i, (pointer, path) in enumerate(zip(todo, paths,
                                                                      strict=True))]
     begin_write(session)
@@ -390,22 +443,37 @@ def rebuild_scopes(session: Session, plane: DataPlane, runtime: Runtime | Settin
 def index_round(session: Session, plane: DataPlane, runtime: Runtime | Settings,
                 cache: SearchCache | None = None, *, since: datetime | None = None,
                 batch: int = BATCH, compact_after: int = COMPACT_AFTER,
-                skip: set[uuid.UUID] | None = None) -> RoundReport:
+                skip: set[uuid.UUID] | None = None, claims: Claims | None = None,
+                parallel_io: bool = True) -> RoundReport:
     """One batch of pointers waiting for vectors (all tenants), then any compaction due.
     A tenant whose bucket or keys fail is added to ``skip`` and left out of later rounds that
-    share it, so one tenant's broken storage never holds up the others' indexing."""
-    report = RoundReport()
+    share it, so one tenant's broken storage never holds up the others' indexing. With
+    ``claims`` (PostgreSQL), only pointers no other indexer holds, held until the round ends."""
     skip = skip if skip is not None else set()
-    pointers = list(repo.needing_vectors(session, since, batch, sorted(skip)))
-    session.commit()
+    pool = cache.pool() if cache is not None and parallel_io else None
+    if claims is None:
+        pointers = list(repo.needing_vectors(session, since, batch, sorted(skip)))
+        session.commit()
+        return _index(session, plane, runtime, cache, pool, pointers, compact_after, skip)
+    try:
+        pointers = claims.take(session, list(repo.needing_vectors(
+            session, since, batch * 4, sorted(skip))), batch)
+        return _index(session, plane, runtime, cache, pool, pointers, compact_after, skip)
+    finally:
+        claims.release()
+
+
+def _index(session: Session, plane: DataPlane, runtime: Runtime | Settings,
+           cache: SearchCache | None, pool: ThreadPoolExecutor | None,
+           pointers: Sequence[MemoryPointer], compact_after: int,
+           skip: set[uuid.UUID]) -> RoundReport:
+    report = RoundReport()
     by_tenant: dict[uuid.UUID, list[MemoryPointer]] = defaultdict(list)
     for pointer in pointers:
         by_tenant[pointer.tenant_id].append(pointer)
     for tenant_id, found in by_tenant.items():
         try:
-            scopes = embed_batch(session, plane, runtime, found, report,
-                                 pool=cache.pool() if cache is not None else None,
-                                 sessions=getattr(runtime, "sessions", None))
+            scopes = embed_batch(session, plane, runtime, found, report, pool=pool)
         except EmbedderFailed as exc:
             session.rollback()
             log.warning("embedding failed for a tenant (%s); retrying later", exc.code)
@@ -444,27 +512,167 @@ def drain(session: Session, plane: DataPlane, runtime: Runtime | Settings,
             return total
 
 
+_CLAIM_CLASS = 0x4D505658  # "MPVX": the first key of the indexer's advisory locks
+
+
+def _lock_key(pointer_id: uuid.UUID) -> int:
+    return int.from_bytes(pointer_id.bytes[-4:], "big", signed=True)  # the random bits
+
+
+class Claims:
+    """The pointers an indexer works on, on PostgreSQL: transaction-scoped advisory locks
+    (``pg_try_advisory_xact_lock``) taken on a connection of their own, held until the
+    batch is recorded, so another indexer skips them. Advisory locks never block
+    a write to the pointer rows; a crashed indexer's connection ends and its locks go."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._connection: Connection | None = None
+
+    def take(self, session: Session, candidates: Sequence[MemoryPointer],
+             limit: int) -> list[MemoryPointer]:
+        """Up to ``limit`` of ``candidates`` locked for this indexer and still waiting for
+        their vector (another indexer may have recorded it between the candidates' read and
+        the lock)."""
+        session.commit()
+        if not candidates:
+            return []
+        if self._connection is None:
+            self._connection = self.engine.connect()
+        connection = self._connection
+        held: list[uuid.UUID] = []
+        for pointer in candidates:
+            if connection.execute(sql("SELECT pg_try_advisory_xact_lock(:c, :k)"),
+                                  {"c": _CLAIM_CLASS, "k": _lock_key(pointer.id)}).scalar():
+                held.append(pointer.id)
+                if len(held) == limit:
+                    break
+        if not held:
+            return []
+        P = MemoryPointer
+        fresh = session.scalars(
+            select(P).where(P.id.in_(held), P.sync_status == "synced",
+                            or_(P.has_embeddings == false(), P.embedding_storage_path.is_(None),
+                                P.embedding_storage_path
+                                != P.storage_path.concat(repo.VECTOR_SUFFIX)))
+            .order_by(P.updated_at)).all()
+        session.commit()
+        return list(fresh)
+
+    def release(self) -> None:
+        """End the claim's transaction (its advisory locks go) and return its connection."""
+        if self._connection is not None:
+            try:
+                self._connection.close()  # back to the pool, rolled back
+            finally:
+                self._connection = None
+
+    close = release
+
+
+_BACKGROUND_THREADS = ("memplane-", "job-lease-")
+
+
+class ForegroundActivity:
+    """When this process last used the database outside its background threads (the
+    server's request threads; not the sealer, job worker, indexer or search I/O threads,
+    which are all named ``memplane-...``): listeners on the engine's connection checkouts
+    and commits, one clock read each. Checkouts catch the PostgreSQL hot path too, whose
+    single statements run on raw connections (``db.direct``) that fire no commit event."""
+
+    def __init__(self, engine: Engine,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.last = -math.inf
+        self.ignored: set[int] = set()  # thread idents whose commits do not count
+        event.listen(engine, "checkout", self._used)
+        event.listen(engine, "commit", self._used)
+
+    def _used(self, *_: object) -> None:
+        thread = threading.current_thread()
+        if thread.ident in self.ignored or thread.name.startswith(_BACKGROUND_THREADS):
+            return
+        self.last = self.clock()
+
+    def quiet_for(self) -> float:
+        """Seconds since the foreground last used the database (infinite if never)."""
+        return self.clock() - self.last
+
+    def close(self) -> None:
+        for name in ("checkout", "commit"):
+            if event.contains(self.engine, name, self._used):
+                event.remove(self.engine, name, self._used)
+
+
 class Indexer:
-    """The background loop: a round whenever there is work, else a short wait."""
+    """The background loop: a round whenever there is work, else a short wait.
+
+    With ``yield_ms`` (inside the server), it waits while requests used the database in the
+    last ``yield_ms`` milliseconds, but never lets its work wait more than ``max_lag``
+    seconds: past that, it runs rounds of ``CATCH_UP_BATCH`` until one takes all that
+    waits. A round short of a full batch is followed by a wait of ``interval``, so that
+    trickling writes are indexed in batches, not one by one."""
 
     def __init__(self, sessions: sessionmaker[Session], plane: DataPlane,
                  runtime: Runtime, cache: SearchCache, *, interval: float = 0.2,
-                 clock: Callable[[], datetime] = utcnow) -> None:
+                 clock: Callable[[], datetime] = utcnow, yield_ms: float = 0.0,
+                 max_lag: float = 5.0, monotonic: Callable[[], float] = time.monotonic,
+                 claims: bool = True) -> None:
         self.sessions, self.plane, self.runtime, self.cache = sessions, plane, runtime, cache
         self.interval = interval
         self.clock = clock
+        self.monotonic = monotonic
+        self.yield_s = yield_ms / 1000
+        self.max_lag = max_lag
         self._last_full: datetime | None = None
         self._failing: set[uuid.UUID] = set()  # tenants whose storage failed this pass
+        engine = runtime.engine
+        self.claims = (Claims(engine) if claims and engine.dialect.name == "postgresql"
+                       else None)
+        self.activity = (ForegroundActivity(engine, monotonic) if self.yield_s > 0
+                         else None)
+        self._caught_up = monotonic()  # when a round last found nothing waiting
+        self.catching_up = False
+        self.full = False  # the last round took a full batch: more may wait
+        self.parallel_io = True
 
     def run_forever(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            busy = False
-            try:
-                busy = self.run_once()
-            except Exception:
-                log.exception("search indexing failed; retrying")
-            if not busy:
-                stop.wait(self.interval)
+        if self.activity is not None:
+            self.activity.ignored.add(threading.get_ident())
+        try:
+            while not stop.is_set():
+                wait = self.should_wait()
+                if wait > 0:
+                    stop.wait(wait)
+                    continue
+                self.full = False
+                try:
+                    self.run_once()
+                except Exception:
+                    log.exception("search indexing failed; retrying")
+                if not self.full:
+                    # A round short of a full batch took all that waited: let the next
+                    # writes gather for ``interval`` rather than index them one by one
+                    # (each round costs a query, a delta segment and, every few, a
+                    # compaction whatever its size).
+                    stop.wait(self.interval)
+        finally:
+            self.close()
+
+    def should_wait(self) -> float:
+        """Seconds to wait before the next round so as not to compete with requests (0: run
+        now); sets ``catching_up`` when the lag bound forces a round."""
+        if self.activity is None or self.catching_up:
+            return 0.0
+        quiet = self.activity.quiet_for()
+        if quiet >= self.yield_s:
+            return 0.0
+        lagging = self.monotonic() - self._caught_up
+        if lagging >= self.max_lag:
+            self.catching_up = True
+            return 0.0
+        return min(self.yield_s - quiet, self.max_lag - lagging)
 
     def run_once(self) -> bool:
         now = self.clock()
@@ -474,10 +682,24 @@ class Indexer:
         else:
             self._last_full = now
             self._failing.clear()  # each full pass tries every tenant again
+        batch = CATCH_UP_BATCH if self.catching_up else BATCH
         with self.sessions() as session:
             report = index_round(session, self.plane, self.runtime, self.cache, since=since,
-                                 skip=self._failing)
-        return report.embedded + report.skipped + report.corrupt + report.failed_tenants > 0
+                                 skip=self._failing, claims=self.claims, batch=batch,
+                                 parallel_io=self.parallel_io)
+        taken = report.embedded + report.skipped + report.corrupt
+        self.full = taken >= batch
+        busy = taken + report.failed_tenants > 0
+        if not self.full:  # it took all that waited
+            self._caught_up = self.monotonic()
+            self.catching_up = False
+        return busy
+
+    def close(self) -> None:
+        if self.claims is not None:
+            self.claims.close()
+        if self.activity is not None:
+            self.activity.close()
 
 
 def forget_pointers(session: Session, plane: DataPlane, runtime: Runtime | Settings,
@@ -487,8 +709,6 @@ def forget_pointers(session: Session, plane: DataPlane, runtime: Runtime | Setti
     texts afterwards. Idempotent: an erasure resumed after a crash calls it again."""
     if not pointer_ids:
         return 0
-    from sqlalchemy import select
-
     scopes = {(r.scope_type, r.scope_ref) for r in session.execute(
         select(MemoryPointer.scope_type, MemoryPointer.scope_ref)
         .where(MemoryPointer.tenant_id == tenant_id, MemoryPointer.id.in_(pointer_ids))

@@ -252,7 +252,8 @@ def worker(
         help="Interface for --metrics-port.")] = "0.0.0.0",
 ) -> None:
     """Run export, erasure and compaction jobs (and the daily compaction schedule) from the
-    configured database until interrupted."""
+    configured database until interrupted; with MEMPLANE_EMBED_ON_WRITE (the default), also
+    the search indexer that embeds what was written."""
     from control_plane.jobs.worker import Worker
     from control_plane.observability import configure_logging
 
@@ -269,6 +270,8 @@ def worker(
             token = runtime.settings.metrics_token
             serve_metrics(runtime.plane.metrics, metrics_host, metrics_port,
                           token.get_secret_value() if token else None)
+        if runtime.settings.embed_on_write:
+            runtime.start_indexer()  # stopped by the runtime's close
         console.print(f"memplane worker {job_worker.owner} waiting for jobs")
         stop = threading.Event()
         try:

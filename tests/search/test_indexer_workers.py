@@ -1,0 +1,262 @@
+"""Where the search indexer runs and how several share the work, on SQLite and PostgreSQL:
+only processes that run jobs start it; indexers on PostgreSQL skip the pointers another one
+holds (each vector put once); inside the server it waits while requests commit, within a
+bounded lag (time injected, no sleeps)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from control_plane.db.models import MemoryPointer
+from control_plane.memories import service as memories
+from control_plane.memories.addresses import MemoryAddress, Scope
+from control_plane.memories.schemas import MemoryMeta
+from control_plane.runtime import Runtime
+from control_plane.search import indexer
+from control_plane.search import repository as search_repo
+from control_plane.settings import Settings
+from storage_adapters import base as storage
+from tests.support.service import ServiceWorld
+
+
+def _write(world: ServiceWorld, n: int, ref: str) -> list[uuid.UUID]:
+    with world.runtime.sessions() as session:
+        for i in range(n):
+            memories.set_value(session, world.runtime.plane, world.actor,
+                               MemoryAddress.parse(Scope.agent, ref, f"k{i}"),
+                               f"note {i} about {ref}", MemoryMeta())
+        return list(session.scalars(select(MemoryPointer.id).where(
+            MemoryPointer.tenant_id == world.tenant_id, MemoryPointer.scope_ref == ref)
+            .order_by(MemoryPointer.updated_at)))
+
+
+def _drain(world: ServiceWorld) -> indexer.RoundReport:
+    with world.runtime.sessions() as session:
+        return indexer.drain(session, world.runtime.plane, world.runtime,
+                             world.runtime.search_cache)
+
+
+def _ready(world: ServiceWorld) -> int:
+    with world.runtime.sessions() as session:
+        return int(session.scalar(select(func.count()).select_from(MemoryPointer).where(
+            MemoryPointer.tenant_id == world.tenant_id, search_repo.vector_ready())) or 0)
+
+
+@pytest.fixture
+def vector_puts(world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every ``.vec`` object put, by path (the indexer puts through ``store._put``)."""
+    from control_plane.search import store
+
+    puts: list[str] = []
+    original = store._put
+
+    def counted(target: storage.StorageAdapter | object, path: str, blob: bytes) -> None:
+        if path.endswith(search_repo.VECTOR_SUFFIX):
+            puts.append(path)
+        original(target, path, blob)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "_put", counted)
+    yield puts
+
+
+def _postgres_only(world: ServiceWorld) -> None:
+    if world.runtime.engine.dialect.name != "postgresql":
+        pytest.skip("advisory-lock claims are PostgreSQL's; SQLite has one writer")
+
+
+def test_two_indexers_on_postgres_never_embed_the_same_pointer(
+        world: ServiceWorld, vector_puts: list[str]) -> None:
+    _postgres_only(world)
+    _drain(world)  # what earlier tests on this database left unindexed
+    ids = _write(world, 10, "split")
+    vector_puts.clear()
+    first, second = indexer.Claims(world.runtime.engine), indexer.Claims(world.runtime.engine)
+    with world.runtime.sessions() as session:
+        candidates = list(search_repo.needing_vectors(session, None, 100))
+        held = first.take(session, candidates, 4)  # indexer A holds four, mid-batch
+    try:
+        with world.runtime.sessions() as session:
+            other = indexer.index_round(session, world.runtime.plane, world.runtime,
+                                        world.runtime.search_cache, claims=second)
+            others_puts = sorted(vector_puts)
+            # A finishes its batch only now: the six B did are not in it.
+            again = first.take(session, candidates, 100)
+    finally:
+        first.release()
+    with world.runtime.sessions() as session:
+        rest = indexer.index_round(session, world.runtime.plane, world.runtime,
+                                   world.runtime.search_cache, claims=first)
+        after = indexer.index_round(session, world.runtime.plane, world.runtime,
+                                    world.runtime.search_cache, claims=second)
+
+    assert len(held) == 4 and {p.id for p in held} < set(ids)
+    assert other.embedded == 6
+    assert len(others_puts) == 6
+    assert {p.id for p in again} == {p.id for p in held}  # B's six no longer wait
+    assert (rest.embedded, after.embedded) == (4, 0)
+    assert len(vector_puts) == len(set(vector_puts)) == 10
+    assert _ready(world) == 10
+
+
+def test_a_claim_rechecks_what_another_indexer_finished(world: ServiceWorld) -> None:
+    _postgres_only(world)
+    _drain(world)
+    _write(world, 3, "late")
+    claims = indexer.Claims(world.runtime.engine)
+    with world.runtime.sessions() as session:
+        candidates = list(search_repo.needing_vectors(session, None, 100))
+    _drain(world)  # another indexer records them between the read and the lock
+    try:
+        with world.runtime.sessions() as session:
+            got = claims.take(session, candidates, 100)
+    finally:
+        claims.release()
+    assert len(candidates) == 3
+    assert got == []
+
+
+def test_indexer_threads_follow_the_jobs(tmp_path: Path) -> None:
+    def threads(**overrides: Any) -> list[str]:
+        runtime = Runtime(Settings(data_dir=tmp_path / uuid.uuid4().hex,
+                                   **overrides))
+        runtime.migrate()
+        try:
+            runtime.start_background()
+            return sorted(t.name for t in runtime._threads)
+        finally:
+            runtime.close()
+
+    api_replica = threads(run_jobs=False)
+    embedded = threads()
+    unindexed = threads(embed_on_write=False)
+    assert api_replica == ["memplane-audit-sealer"]
+    assert embedded == ["memplane-audit-sealer", "memplane-job-worker",
+                        "memplane-search-indexer"]
+    assert unindexed == ["memplane-audit-sealer", "memplane-job-worker"]
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_embedded_indexer_waits_for_requests_within_its_lag(world: ServiceWorld) -> None:
+    _drain(world)
+    clock = _Clock()
+    worker = indexer.Indexer(world.runtime.sessions, world.runtime.plane, world.runtime,
+                             world.runtime.search_cache, yield_ms=50, max_lag=2.0,
+                             monotonic=clock)
+    try:
+        quiet = worker.should_wait()
+        _write(world, 3, "yield")  # a request's commits, in this (foreground) thread
+        clock.now += 0.01
+        busy = worker.should_wait()
+        clock.now += 0.05
+        after_quiet = worker.should_wait()
+        clock.now += 2.0  # requests keep committing for longer than the lag allows
+        _write(world, 2, "yield2")
+        forced = worker.should_wait()
+        catching_up = worker.catching_up
+        first = worker.run_once()
+        still = worker.catching_up
+        second = worker.run_once()
+        done = worker.catching_up
+    finally:
+        worker.close()
+    assert quiet == 0.0
+    assert busy == pytest.approx(0.04)
+    assert after_quiet == 0.0
+    assert (forced, catching_up) == (0.0, True)
+    assert (first, still) == (True, False)  # that round took all that waited
+    assert (second, done) == (False, False)
+    assert _ready(world) == 5
+
+
+def test_only_foreground_database_use_holds_the_indexer_back(world: ServiceWorld) -> None:
+    clock = _Clock()
+    worker = indexer.Indexer(world.runtime.sessions, world.runtime.plane, world.runtime,
+                             world.runtime.search_cache, yield_ms=50, max_lag=2.0,
+                             monotonic=clock)
+
+    def commit() -> None:
+        with world.runtime.sessions() as session:
+            session.execute(select(1))
+            session.commit()
+
+    try:
+        background = threading.Thread(target=commit, name="memplane-audit-sealer")
+        background.start()
+        background.join()
+        after_background = worker.should_wait()
+        commit()
+        after_foreground = worker.should_wait()
+        clock.now += 1.0
+        quiet_again = worker.should_wait()
+        # The PostgreSQL hot path's single statements run on raw connections (db.direct).
+        world.runtime.engine.raw_connection().close()
+        after_raw = worker.should_wait()
+    finally:
+        worker.close()
+    assert after_background == 0.0
+    assert after_foreground == pytest.approx(0.05)
+    assert quiet_again == 0.0
+    assert after_raw == pytest.approx(0.05)
+
+
+def test_the_indexer_verifies_each_object_it_reads(world: ServiceWorld,
+                                                   vector_puts: list[str]) -> None:
+    from control_plane.db.models import AccessLog
+
+    _drain(world)
+    _write(world, 3, "verify")
+    with world.runtime.sessions() as session:
+        found = {p.key: p for p in session.scalars(select(MemoryPointer).where(
+            MemoryPointer.tenant_id == world.tenant_id, MemoryPointer.scope_ref == "verify"))}
+        adapter = world.runtime.plane.by_id(session, found["k0"].storage_config_id).adapter
+    tampered = adapter.get(found["k0"].storage_path)
+    adapter.delete_many([found["k0"].storage_path, found["k1"].storage_path])
+    adapter.put(found["k0"].storage_path, tampered[:-3] + bytes(b ^ 1 for b in tampered[-3:]))
+    vector_puts.clear()
+    report = _drain(world)
+    with world.runtime.sessions() as session:
+        status = {p.key: (p.sync_status, p.has_embeddings) for p in session.scalars(
+            select(MemoryPointer).where(MemoryPointer.tenant_id == world.tenant_id,
+                                        MemoryPointer.scope_ref == "verify"))}
+        failures = sorted(session.scalars(select(AccessLog.detail).where(
+            AccessLog.tenant_id == world.tenant_id, AccessLog.operation == "read",
+            AccessLog.success.is_(False))))
+
+    assert (report.embedded, report.corrupt) == (1, 2)
+    assert status == {"k0": ("corrupt", False), "k1": ("corrupt", False),
+                      "k2": ("synced", True)}
+    assert [f.split(";")[0] for f in failures] == [
+        "hash_mismatch (search indexer): object could not be decrypted",
+        "hash_mismatch (search indexer): object is missing from the bucket"]
+    assert vector_puts == [found["k2"].storage_path + search_repo.VECTOR_SUFFIX]
+
+
+def test_a_round_short_of_a_batch_lets_writes_gather(world: ServiceWorld) -> None:
+    _drain(world)
+    _write(world, indexer.BATCH + 3, "gather")
+    worker = indexer.Indexer(world.runtime.sessions, world.runtime.plane, world.runtime,
+                             world.runtime.search_cache)
+    try:
+        first = (worker.run_once(), worker.full)
+        second = (worker.run_once(), worker.full)
+        third = (worker.run_once(), worker.full)
+    finally:
+        worker.close()
+    assert first == (True, True)  # a full batch: the next round follows at once
+    assert second == (True, False)  # the rest: the loop waits its interval next
+    assert third == (False, False)
+    assert _ready(world) == indexer.BATCH + 3
