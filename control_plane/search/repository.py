@@ -7,10 +7,23 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, false, or_, select, true, update
+from sqlalchemy import (
+    String,
+    and_,
+    bindparam,
+    cast,
+    delete,
+    false,
+    func,
+    not_,
+    or_,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.orm import Session
 
-from ..db.models import MemoryPointer, SearchSegment
+from ..db.models import EmbedderConfig, MemoryPointer, RetentionPolicy, SearchSegment
 from ..tenants.access import Access
 
 P = MemoryPointer
@@ -177,3 +190,104 @@ def candidates(session: Session, tenant_id: uuid.UUID, ids: Sequence[uuid.UUID] 
         wanted = set(tags)
         rows = [r for r in rows if wanted.issubset(r.tags or [])]
     return rows
+
+
+# The warm path: what a search keeps of the control plane between searches (the tenant's
+# embedder row, retention policies and the scope's segment rows), each with a token the
+# database computes from the rows themselves. The one statement of a warm search reads the
+# tokens beside the live pointers, in the same snapshot: a token that changed means the kept
+# state is stale, and the search reads it again and ranks once more before answering.
+
+SEGMENT_COLUMNS = (SearchSegment.id, SearchSegment.tenant_id, SearchSegment.scope_type,
+                   SearchSegment.scope_ref, SearchSegment.embedding_model,
+                   SearchSegment.storage_config_id, SearchSegment.storage_path)
+
+
+def segment_where(tenant_id: uuid.UUID, scope: str | None, scope_ref: str | None,
+                  access: Access) -> list[Any]:
+    """Which segment rows a search reads: the scope's (both given), else every one the key
+    may see (of the scope type, if given)."""
+    where: list[Any] = [SearchSegment.tenant_id == tenant_id]
+    if scope is not None:
+        where.append(SearchSegment.scope_type == scope)
+    if scope_ref is not None:
+        where.append(SearchSegment.scope_ref == scope_ref)
+    else:
+        seen = access.where(SearchSegment.scope_type, SearchSegment.scope_ref)
+        if seen is not None:
+            where.append(seen)
+    return where
+
+
+def segment_rows(session: Session, where: Sequence[Any]) -> Sequence[Any]:
+    return session.execute(
+        select(*SEGMENT_COLUMNS).where(*where)
+        .order_by(SearchSegment.scope_type, SearchSegment.scope_ref,
+                  SearchSegment.created_at, SearchSegment.id)).all()
+
+
+def policy_rows(session: Session, tenant_id: uuid.UUID) -> Sequence[Any]:
+    """The tenant's retention policies as plain rows (what ``expired_under`` reads)."""
+    R = RetentionPolicy
+    return session.execute(
+        select(R.scope_type, R.memory_type, R.retention_days, R.auto_delete)
+        .where(R.tenant_id == tenant_id).order_by(R.scope_type, R.memory_type)).all()
+
+
+def tokens(tenant_id: uuid.UUID, where: Sequence[Any]) -> tuple[Any, Any, Any]:
+    """Scalar subqueries: the embedder row's id (None: the server's default), the retention
+    policies' and the segments' contents as comma-joined strings (order not given: compare
+    them as sets, ``token_set``)."""
+    R = RetentionPolicy
+    embedder = (select(EmbedderConfig.id).where(EmbedderConfig.tenant_id == tenant_id)
+                .scalar_subquery().label("t_embedder"))
+    policy = (select(func.aggregate_strings(
+        cast(R.id, String) + ":" + cast(R.retention_days, String) + ":"
+        + cast(R.auto_delete, String) + ":" + R.scope_type + ":" + R.memory_type, ","))
+        .where(R.tenant_id == tenant_id).scalar_subquery().label("t_policies"))
+    segment = (select(func.aggregate_strings(cast(SearchSegment.id, String), ","))
+               .where(*where).scalar_subquery().label("t_segments"))
+    return embedder, policy, segment
+
+
+def read_tokens(session: Session, tenant_id: uuid.UUID, where: Sequence[Any]) -> Any:
+    return session.execute(select(*tokens(tenant_id, where))).one()
+
+
+def token_set(value: str | None) -> frozenset[str]:
+    return frozenset(value.split(",")) if value else frozenset()
+
+
+def live_with_tokens(session: Session, tenant_id: uuid.UUID, ids: Sequence[uuid.UUID] | None,
+                     scopes: Sequence[tuple[str, str]], *, now: datetime,
+                     policies: Sequence[Any], user_id: str | None, memory_type: str | None,
+                     tags: Sequence[str], access: Access, where: Sequence[Any]
+                     ) -> tuple[Any, list[Any]]:
+    """``candidates`` under ``policies`` (as kept) and the tokens, in ONE statement: a
+    one-row select of the tokens, left-joined to the live pointers. (tokens row, pointers)."""
+    from ..retention.repository import expired_under
+
+    on: list[Any] = [P.tenant_id == tenant_id, P.sync_status == "synced",
+                     or_(P.expires_at.is_(None), P.expires_at > now)]
+    hidden = expired_under(policies, now)
+    if hidden is not None:
+        on.append(not_(hidden))
+    if ids is not None:
+        on.append(P.id.in_(ids) if ids else false())
+    if scopes:
+        on.append(or_(*(and_(P.scope_type == s, P.scope_ref == r) for s, r in scopes)))
+    if user_id is not None:
+        on.append(P.subject_user_id == user_id)
+    if memory_type is not None:
+        on.append(P.memory_type == memory_type)
+    seen = access.where(P.scope_type, P.scope_ref)
+    if seen is not None:
+        on.append(seen)
+    head = select(*tokens(tenant_id, where)).subquery("t")
+    rows = session.connection().execute(
+        select(head, *LIVE_COLUMNS).select_from(head.outerjoin(P, and_(*on)))).all()
+    found = [r for r in rows if r.id is not None]
+    if tags:
+        wanted = set(tags)
+        found = [r for r in found if wanted.issubset(r.tags or [])]
+    return rows[0], found
