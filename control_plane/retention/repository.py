@@ -82,9 +82,15 @@ def expired_under(found: Sequence[RetentionPolicy],
                   now: datetime) -> ColumnElement[bool] | None:
     """``expired_pointers`` for policies already read (anything with the attributes of a
     RetentionPolicy: ``scope_type``, ``memory_type``, ``retention_days``, ``auto_delete``)."""
-    terms = [and_(pointer_scope(p, found), MemoryPointer.updated_at < cutoff(
-        p.retention_days, now)) for p in found if p.auto_delete]
+    terms = [and_(governed, MemoryPointer.updated_at < cutoff(days, now))
+             for governed, days in deleting(found)]
     return or_(*terms) if terms else None
+
+
+def deleting(found: Sequence[RetentionPolicy]) -> list[tuple[ColumnElement[bool], int]]:
+    """(the pointers it governs, its retention days) of each auto-deleting policy: a pointer
+    governed by one and last written before ``cutoff(days, now)`` is hidden at ``now``."""
+    return [(pointer_scope(p, found), p.retention_days) for p in found if p.auto_delete]
 
 
 def visible_pointers(session: Session, tenant_id: uuid.UUID,

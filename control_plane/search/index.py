@@ -173,6 +173,9 @@ class SearchState:
     policies: list[Any]
     rows: list[Any]
     tokens: tuple[Any, frozenset[str], frozenset[str]]
+    scopes: list[tuple[str, str]]
+    #: The live filter's statements, built on first use (by shape: see the search service).
+    statements: dict[Any, Any] = field(default_factory=dict)
 
 
 MAX_STATES = 10_000

@@ -258,36 +258,51 @@ def token_set(value: str | None) -> frozenset[str]:
     return frozenset(value.split(",")) if value else frozenset()
 
 
-def live_with_tokens(session: Session, tenant_id: uuid.UUID, ids: Sequence[uuid.UUID] | None,
-                     scopes: Sequence[tuple[str, str]], *, now: datetime,
-                     policies: Sequence[Any], user_id: str | None, memory_type: str | None,
-                     tags: Sequence[str], access: Access, where: Sequence[Any]
-                     ) -> tuple[Any, list[Any]]:
+def live_statement(tenant_id: uuid.UUID, scopes: Sequence[tuple[str, str]], *,
+                   policies: Sequence[Any], by_ids: bool, user_id: bool, memory_type: bool,
+                   access: Access, where: Sequence[Any]) -> Any:
     """``candidates`` under ``policies`` (as kept) and the tokens, in ONE statement: a
-    one-row select of the tokens, left-joined to the live pointers. (tokens row, pointers)."""
-    from ..retention.repository import expired_under
+    one-row select of the tokens, left-joined to the live pointers. Built once per kept
+    state and shape; its parameters: ``now``, ``cut_<k>`` (``live_parameters``), ``ids``
+    (expanding), ``user_id``, ``memory_type``."""
+    from ..retention.repository import deleting
 
     on: list[Any] = [P.tenant_id == tenant_id, P.sync_status == "synced",
-                     or_(P.expires_at.is_(None), P.expires_at > now)]
-    hidden = expired_under(policies, now)
-    if hidden is not None:
-        on.append(not_(hidden))
-    if ids is not None:
-        on.append(P.id.in_(ids) if ids else false())
+                     or_(P.expires_at.is_(None), P.expires_at > bindparam("now"))]
+    terms = [and_(governed, P.updated_at < bindparam(f"cut_{k}"))
+             for k, (governed, _) in enumerate(deleting(policies))]
+    if terms:
+        on.append(not_(or_(*terms)))
+    if by_ids:
+        on.append(P.id.in_(bindparam("ids", expanding=True)))
     if scopes:
         on.append(or_(*(and_(P.scope_type == s, P.scope_ref == r) for s, r in scopes)))
-    if user_id is not None:
-        on.append(P.subject_user_id == user_id)
-    if memory_type is not None:
-        on.append(P.memory_type == memory_type)
+    if user_id:
+        on.append(P.subject_user_id == bindparam("user_id"))
+    if memory_type:
+        on.append(P.memory_type == bindparam("memory_type"))
     seen = access.where(P.scope_type, P.scope_ref)
     if seen is not None:
         on.append(seen)
     head = select(*tokens(tenant_id, where)).subquery("t")
-    rows = session.connection().execute(
-        select(head, *LIVE_COLUMNS).select_from(head.outerjoin(P, and_(*on)))).all()
+    return select(head, *LIVE_COLUMNS).select_from(head.outerjoin(P, and_(*on)))
+
+
+def live_parameters(policies: Sequence[Any], now: datetime) -> dict[str, Any]:
+    from ..retention.repository import cutoff, deleting
+
+    values: dict[str, Any] = {"now": now}
+    for k, (_, days) in enumerate(deleting(policies)):
+        values[f"cut_{k}"] = cutoff(days, now)
+    return values
+
+
+def live_with_tokens(session: Session, statement: Any, parameters: dict[str, Any],
+                     tags: Sequence[str]) -> tuple[Any, list[Any]]:
+    """Run a ``live_statement``: (the tokens row, the live pointers' rows)."""
+    rows = session.connection().execute(statement, parameters).all()
     found = [r for r in rows if r.id is not None]
-    if tags:
+    if tags:  # tags are a JSON list: filtered here, portably, on the few candidates left
         wanted = set(tags)
         found = [r for r in found if wanted.issubset(r.tags or [])]
     return rows[0], found

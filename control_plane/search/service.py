@@ -168,7 +168,8 @@ def _read_state(session: Session, runtime: Runtime, cache: SearchCache, tenant_i
     session.commit()
     others = {(r.scope_type, r.scope_ref) for r in rows if r.embedding_model != embedder.name}
     rows = [r for r in rows if r.embedding_model == embedder.name]
-    state = SearchState(embedder, policies, rows, _tokens(token))
+    state = SearchState(embedder, policies, rows, _tokens(token),
+                        sorted({(r.scope_type, r.scope_ref) for r in rows}))
     if others:
         begin_write(session)
         for s, ref in sorted(others):
@@ -222,15 +223,24 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
           where: list[Any]) -> list[SearchHit] | None:
     """The hits, ranked; None if the live filter found ``state`` stale (read it again)."""
     now = utcnow()
-    scopes = sorted({(r.scope_type, r.scope_ref) for r in state.rows})
+    scopes = state.scopes
 
     def live_of(ids: Sequence[uuid.UUID] | None) -> dict[uuid.UUID, Any] | None:
         """The live filter, one statement; it also reads the tokens of ``state``."""
-        token, rows = repo.live_with_tokens(
-            session, actor.tenant_id, ids, scopes, now=now, policies=state.policies,
-            user_id=request.user_id if ids is None else None,
-            memory_type=request.memory_type if ids is None else None,
-            tags=request.tags if ids is None else (), access=access, where=where)
+        shape = (ids is not None, ids is None and request.user_id is not None,
+                 ids is None and request.memory_type is not None, access)
+        statement = state.statements.get(shape)
+        if statement is None:
+            statement = state.statements[shape] = repo.live_statement(
+                actor.tenant_id, scopes, policies=state.policies, by_ids=shape[0],
+                user_id=shape[1], memory_type=shape[2], access=access, where=where)
+        parameters = repo.live_parameters(state.policies, now)
+        if ids is not None:
+            parameters["ids"] = list(ids)
+        else:
+            parameters |= {"user_id": request.user_id, "memory_type": request.memory_type}
+        token, rows = repo.live_with_tokens(session, statement, parameters,
+                                            request.tags if ids is None else ())
         session.commit()
         if _tokens(token) != state.tokens:
             return None
