@@ -62,8 +62,8 @@ def _search(runtime: Runtime, world: ServiceWorld, query: str,
                              SearchIn(query=query, scope=Scope.agent, scope_ref=ref, limit=5))
 
 
-def _keys(found: search.SearchResults) -> list[str | None]:
-    return sorted(h.key for h in found.hits)
+def _keys(found: search.SearchResults) -> list[str]:
+    return sorted(h.key or "" for h in found.hits)
 
 
 def _kept(runtime: Runtime, world: ServiceWorld, ref: str = "a-1") -> Any:
