@@ -174,6 +174,7 @@ class SearchState:
     rows: list[Any]
     tokens: tuple[Any, frozenset[str], frozenset[str]]
     scopes: list[tuple[str, str]]
+    where: list[Any]  # the segment rows' condition (``repository.segment_where``)
     #: The live filter's statements, built on first use (by shape: see the search service).
     statements: dict[Any, Any] = field(default_factory=dict)
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     String,
@@ -19,6 +20,7 @@ from sqlalchemy import (
     or_,
     select,
     true,
+    type_coerce,
     update,
 )
 from sqlalchemy.orm import Session
@@ -285,7 +287,7 @@ def live_statement(tenant_id: uuid.UUID, scopes: Sequence[tuple[str, str]], *,
     if seen is not None:
         on.append(seen)
     head = select(*tokens(tenant_id, where)).subquery("t")
-    return select(head, *LIVE_COLUMNS).select_from(head.outerjoin(P, and_(*on)))
+    return select(head, *LIVE_RAW).select_from(head.outerjoin(P, and_(*on)))
 
 
 def live_parameters(policies: Sequence[Any], now: datetime) -> dict[str, Any]:
@@ -304,5 +306,56 @@ def live_with_tokens(session: Session, statement: Any, parameters: dict[str, Any
     found = [r for r in rows if r.id is not None]
     if tags:  # tags are a JSON list: filtered here, portably, on the few candidates left
         wanted = set(tags)
-        found = [r for r in found if wanted.issubset(r.tags or [])]
+        found = [r for r in found if wanted.issubset(tag_list(r.tags))]
     return rows[0], found
+
+
+# The live statement's columns. Ids and tags come as the driver gives them (SQLite: hex and
+# JSON text; PostgreSQL: UUID and list), so a row costs no conversion until it is a hit:
+# ``raw_hex`` keys the rows, ``LivePointer.of`` converts the few hits.
+LIVE_RAW = (type_coerce(P.id, String).label("id"), P.version, P.scope_type, P.scope_ref,
+            P.key, P.title, P.memory_type, type_coerce(P.tags, String).label("tags"),
+            P.subject_user_id,
+            type_coerce(P.storage_config_id, String).label("storage_config_id"),
+            P.storage_path, P.content_sha256, P.expires_at)
+
+
+def raw_hex(value: Any) -> str:
+    return value.hex if isinstance(value, uuid.UUID) else str(value).replace("-", "")
+
+
+def raw_uuid(value: Any) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+
+def tag_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    found = json.loads(value) if isinstance(value, str | bytes) else value
+    return list(found or [])
+
+
+class LivePointer(NamedTuple):
+    """A search result's pointer as the live filter read it (attribute access like a
+    MemoryPointer)."""
+
+    id: uuid.UUID
+    version: int
+    scope_type: str
+    scope_ref: str
+    key: str | None
+    title: str | None
+    memory_type: str
+    tags: list[str]
+    subject_user_id: str | None
+    storage_config_id: uuid.UUID
+    storage_path: str
+    content_sha256: str
+    expires_at: datetime | None
+
+    @classmethod
+    def of(cls, row: Any) -> LivePointer:
+        return cls(raw_uuid(row.id), row.version, row.scope_type, row.scope_ref, row.key,
+                   row.title, row.memory_type, tag_list(row.tags), row.subject_user_id,
+                   raw_uuid(row.storage_config_id), row.storage_path, row.content_sha256,
+                   row.expires_at)

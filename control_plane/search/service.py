@@ -113,20 +113,20 @@ def search(session: Session, runtime: Runtime, actor: Actor, request: SearchIn, 
         if scope is not None and scope_ref is not None:
             access_check(session, actor, access, scope, scope_ref, operation="search",
                          what=f"{scope} scope", missing=f"no scope {scope}/{scope_ref}")
-        where = repo.segment_where(actor.tenant_id, scope, scope_ref, access)
         key = (actor.tenant_id, scope, scope_ref, access if scope_ref is None else None)
         state = cache.state(key)
         for _ in range(_ATTEMPTS):
             if state is None:
-                state = _read_state(session, runtime, cache, actor.tenant_id, where, key)
+                state = _read_state(session, runtime, cache, actor.tenant_id, key,
+                                    repo.segment_where(actor.tenant_id, scope, scope_ref,
+                                                       access))
             segments = _load(session, runtime, cache, state.rows)
             try:
                 query = state.embedder.embed([request.query])[0]
             except EmbedderFailed as exc:
                 raise StorageUnavailable(f"the embedder is unavailable right now "
                                          f"({exc.code}); retry later") from None
-            ranked = _rank(session, cache, actor, access, request, segments, query,
-                           state, where)
+            ranked = _rank(session, cache, actor, access, request, segments, query, state)
             if ranked is not None:
                 hits = ranked
                 break
@@ -153,7 +153,7 @@ def search(session: Session, runtime: Runtime, actor: Actor, request: SearchIn, 
 
 
 def _read_state(session: Session, runtime: Runtime, cache: SearchCache, tenant_id: uuid.UUID,
-                where: list[Any], key: Any) -> SearchState:
+                key: Any, where: list[Any]) -> SearchState:
     """The tenant's embedder, retention policies and the searched segment rows, read from
     the control plane, kept for the next searches unless another model's segments are
     found (those are queued for re-embedding, as on every search until they are gone)."""
@@ -169,7 +169,7 @@ def _read_state(session: Session, runtime: Runtime, cache: SearchCache, tenant_i
     others = {(r.scope_type, r.scope_ref) for r in rows if r.embedding_model != embedder.name}
     rows = [r for r in rows if r.embedding_model == embedder.name]
     state = SearchState(embedder, policies, rows, _tokens(token),
-                        sorted({(r.scope_type, r.scope_ref) for r in rows}))
+                        sorted({(r.scope_type, r.scope_ref) for r in rows}), where)
     if others:
         begin_write(session)
         for s, ref in sorted(others):
@@ -219,21 +219,22 @@ def _top(scores: np.ndarray, n: int) -> np.ndarray:
 
 
 def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
-          request: SearchIn, segments: list[Segment], query: np.ndarray, state: SearchState,
-          where: list[Any]) -> list[SearchHit] | None:
+          request: SearchIn, segments: list[Segment], query: np.ndarray,
+          state: SearchState) -> list[SearchHit] | None:
     """The hits, ranked; None if the live filter found ``state`` stale (read it again)."""
     now = utcnow()
     scopes = state.scopes
 
-    def live_of(ids: Sequence[uuid.UUID] | None) -> dict[uuid.UUID, Any] | None:
-        """The live filter, one statement; it also reads the tokens of ``state``."""
+    def live_of(ids: Sequence[uuid.UUID] | None) -> dict[str, Any] | None:
+        """The live filter, one statement (rows by pointer id in hex); it also reads the
+        tokens of ``state``."""
         shape = (ids is not None, ids is None and request.user_id is not None,
                  ids is None and request.memory_type is not None, access)
         statement = state.statements.get(shape)
         if statement is None:
             statement = state.statements[shape] = repo.live_statement(
                 actor.tenant_id, scopes, policies=state.policies, by_ids=shape[0],
-                user_id=shape[1], memory_type=shape[2], access=access, where=where)
+                user_id=shape[1], memory_type=shape[2], access=access, where=state.where)
         parameters = repo.live_parameters(state.policies, now)
         if ids is not None:
             parameters["ids"] = list(ids)
@@ -244,7 +245,7 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
         session.commit()
         if _tokens(token) != state.tokens:
             return None
-        return {r.id: r for r in rows}
+        return {repo.raw_hex(r.id): r for r in rows}
 
     if not segments:  # nothing to rank; the state is still checked (a segment may be new)
         return None if live_of([]) is None else []
@@ -252,12 +253,14 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
                 or bool(request.tags))
     # A pointer in several segments counts once, at its newest version (cached per set).
     masks = cache.view(segments)
-    live: dict[uuid.UUID, Any] | None = None
+    live: dict[str, Any] | None = None
     if filtered:  # filters first: ranking only what passes them (one query)
         live = live_of(None)
         if live is None:
             return None
-        masks = [m & np.fromiter((pid in live for pid in seg.ids), dtype=bool, count=len(seg))
+        allowed = {repo.raw_uuid(r.id) for r in live.values()}
+        masks = [m & np.fromiter((pid in allowed for pid in seg.ids), dtype=bool,
+                                 count=len(seg))
                  for seg, m in zip(segments, masks, strict=True)]
     vec_all = np.concatenate([np.where(m, seg.vectors @ query, -np.inf)
                               for seg, m in zip(segments, masks, strict=True)])
@@ -273,13 +276,14 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
     seg_of = (np.searchsorted(offsets, at, side="right") - 1).tolist()
     row_of = (at - offsets[seg_of]).tolist() if chosen else []
     ids = [segments[s].ids[i] for s, i in zip(seg_of, row_of, strict=True)]
+    hexes = [pid.hex for pid in ids]
     versions = [int(segments[s].versions[i]) for s, i in zip(seg_of, row_of, strict=True)]
     if live is None:  # the live filter: one statement over the candidates
         live = live_of(ids)
         if live is None:
             return None
     eligible = {j: (s, i, live[pid]) for j, s, i, pid, version
-                in zip(chosen, seg_of, row_of, ids, versions, strict=True)
+                in zip(chosen, seg_of, row_of, hexes, versions, strict=True)
                 if pid in live and live[pid].version == version}
     fused: dict[int, float] = {}
     for ranking in (vec_top, kw_top):
@@ -291,10 +295,11 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
     best = sorted(fused, key=lambda j: (-fused[j], -float(vec_all[j])))[:request.limit]
     hits = []
     for j in best:
-        s, i, pointer = eligible[j]
+        s, i, row = eligible[j]
+        pointer = repo.LivePointer.of(row)
         hits.append(SearchHit(kind_of(pointer), pointer.id, pointer.scope_type,
                               pointer.scope_ref, pointer.key, pointer.title,
-                              pointer.memory_type, list(pointer.tags or []), round(fused[j], 6),
+                              pointer.memory_type, list(pointer.tags), round(fused[j], 6),
                               None, segments[s].texts[i], pointer))
     return hits
 
