@@ -262,11 +262,12 @@ def token_set(value: str | None) -> frozenset[str]:
 
 def live_statement(tenant_id: uuid.UUID, scopes: Sequence[tuple[str, str]], *,
                    policies: Sequence[Any], by_ids: bool, user_id: bool, memory_type: bool,
-                   access: Access, where: Sequence[Any]) -> Any:
+                   access: Access, where: Sequence[Any], hex_ids: bool = False) -> Any:
     """``candidates`` under ``policies`` (as kept) and the tokens, in ONE statement: a
     one-row select of the tokens, left-joined to the live pointers. Built once per kept
     state and shape; its parameters: ``now``, ``cut_<k>`` (``live_parameters``), ``ids``
-    (expanding), ``user_id``, ``memory_type``."""
+    (expanding; ``hex_ids``: given as the hex strings SQLite stores, no conversion each),
+    ``user_id``, ``memory_type``."""
     from ..retention.repository import deleting
 
     on: list[Any] = [P.tenant_id == tenant_id, P.sync_status == "synced",
@@ -276,7 +277,8 @@ def live_statement(tenant_id: uuid.UUID, scopes: Sequence[tuple[str, str]], *,
     if terms:
         on.append(not_(or_(*terms)))
     if by_ids:
-        on.append(P.id.in_(bindparam("ids", expanding=True)))
+        on.append(P.id.in_(bindparam("ids", expanding=True, type_=String)) if hex_ids
+                  else P.id.in_(bindparam("ids", expanding=True)))
     if scopes:
         on.append(or_(*(and_(P.scope_type == s, P.scope_ref == r) for s, r in scopes)))
     if user_id:

@@ -225,7 +225,10 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
     now = utcnow()
     scopes = state.scopes
 
-    def live_of(ids: Sequence[uuid.UUID] | None) -> dict[str, Any] | None:
+    hex_ids = session.get_bind().dialect.name == "sqlite"  # Uuid is CHAR(32) hex there
+
+    def live_of(ids: Sequence[uuid.UUID] | None, hexes: Sequence[str] = ()
+                ) -> dict[str, Any] | None:
         """The live filter, one statement (rows by pointer id in hex); it also reads the
         tokens of ``state``."""
         shape = (ids is not None, ids is None and request.user_id is not None,
@@ -234,10 +237,11 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
         if statement is None:
             statement = state.statements[shape] = repo.live_statement(
                 actor.tenant_id, scopes, policies=state.policies, by_ids=shape[0],
-                user_id=shape[1], memory_type=shape[2], access=access, where=state.where)
+                user_id=shape[1], memory_type=shape[2], access=access, where=state.where,
+                hex_ids=hex_ids)
         parameters = repo.live_parameters(state.policies, now)
         if ids is not None:
-            parameters["ids"] = list(ids)
+            parameters["ids"] = list(hexes) if hex_ids else list(ids)
         else:
             parameters |= {"user_id": request.user_id, "memory_type": request.memory_type}
         token, rows = repo.live_with_tokens(session, statement, parameters,
@@ -279,7 +283,7 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
     hexes = [pid.hex for pid in ids]
     versions = [int(segments[s].versions[i]) for s, i in zip(seg_of, row_of, strict=True)]
     if live is None:  # the live filter: one statement over the candidates
-        live = live_of(ids)
+        live = live_of(ids, hexes)
         if live is None:
             return None
     eligible = {j: (s, i, live[pid]) for j, s, i, pid, version
