@@ -18,6 +18,7 @@ from control_plane.db.base import utcnow
 from control_plane.db.models import AccessLog, MemoryPointer
 from control_plane.embedders import service as embedders
 from control_plane.embedders.schemas import EmbedderConfigIn
+from control_plane.errors import Conflict
 from control_plane.memories import service as memories
 from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
@@ -170,3 +171,19 @@ def test_a_warm_search_runs_one_statement_and_audits_itself(
     assert rows[-1].detail == (f"scope=agent ref=(given) user=None type=None tags=0 "
                                f"-> {len(found.hits)}")
     assert uuid.UUID(int=0) not in {h.pointer_id for h in found.hits}
+
+
+def test_a_state_that_keeps_changing_answers_conflict_and_is_audited(
+        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    _write(world.runtime, world, FACTS)
+    monkeypatch.setattr(search, "_tokens", lambda row: object())  # never the same twice
+    with pytest.raises(Conflict) as refused:
+        _search(world.runtime, world, "dog biscuit")
+    with world.runtime.sessions() as session:
+        rows = session.execute(select(AccessLog.success, AccessLog.detail).where(
+            AccessLog.tenant_id == world.tenant_id, AccessLog.operation == "search")).all()
+
+    assert "kept changing" in refused.value.detail
+    assert [(r.success, r.detail.endswith("conflict: the search index kept changing during "
+                                          "the search; retry")) for r in rows] == [
+        (False, True)]
