@@ -100,18 +100,6 @@ def segments(session: Session, tenant_id: uuid.UUID, scope: str, scope_ref: str
         .order_by(SearchSegment.created_at, SearchSegment.id)).all()
 
 
-def segments_of_tenant(session: Session, tenant_id: uuid.UUID, scope: str | None,
-                       access: Access) -> Sequence[SearchSegment]:
-    query = select(SearchSegment).where(SearchSegment.tenant_id == tenant_id)
-    if scope is not None:
-        query = query.where(SearchSegment.scope_type == scope)
-    where = access.where(SearchSegment.scope_type, SearchSegment.scope_ref)
-    if where is not None:
-        query = query.where(where)
-    return session.scalars(query.order_by(SearchSegment.scope_type, SearchSegment.scope_ref,
-                                          SearchSegment.created_at, SearchSegment.id)).all()
-
-
 def lock_live(session: Session, ids: Sequence[uuid.UUID]) -> set[tuple[uuid.UUID, int]]:
     """(id, version) of the synced pointers among ``ids``, share-locked: an erasure or delete
     marking one of them waits until this transaction ends."""
@@ -154,44 +142,6 @@ def named_segment_paths(session: Session, config_id: uuid.UUID,
         select(SearchSegment.storage_path)
         .where(SearchSegment.storage_config_id == config_id,
                SearchSegment.storage_path.in_(paths))).all())
-
-
-# What a search result needs of its pointer (rows, not ORM objects: cheaper to load).
-LIVE_COLUMNS = (P.id, P.version, P.scope_type, P.scope_ref, P.key, P.title, P.memory_type,
-                P.tags, P.subject_user_id, P.storage_config_id, P.storage_path,
-                P.content_sha256, P.expires_at)
-
-
-def candidates(session: Session, tenant_id: uuid.UUID, ids: Sequence[uuid.UUID] | None,
-               scopes: Sequence[tuple[str, str]], *, now: datetime, user_id: str | None,
-               memory_type: str | None, tags: Sequence[str], access: Access
-               ) -> Sequence[Any]:
-    """The live pointers (synced, not expired, in the key's scopes, matching the filters)
-    among ``ids`` (None: all of ``scopes``): one query."""
-    query = select(*LIVE_COLUMNS).where(P.tenant_id == tenant_id, P.sync_status == "synced",
-                                        or_(P.expires_at.is_(None), P.expires_at > now))
-    from ..retention.repository import visible_pointers  # past a policy: hidden until the run
-
-    kept = visible_pointers(session, tenant_id, now)
-    if kept is not None:
-        query = query.where(kept)
-    if ids is not None:
-        query = query.where(P.id.in_(ids))
-    if scopes:
-        query = query.where(or_(*(and_(P.scope_type == s, P.scope_ref == r)
-                                  for s, r in scopes)))
-    if user_id is not None:
-        query = query.where(P.subject_user_id == user_id)
-    if memory_type is not None:
-        query = query.where(P.memory_type == memory_type)
-    where = access.where(P.scope_type, P.scope_ref)
-    if where is not None:
-        query = query.where(where)
-    rows = session.execute(query).all()
-    if tags:  # tags are a JSON list: filtered here, portably, on the few candidates left
-        wanted = set(tags)
-        rows = [r for r in rows if wanted.issubset(r.tags or [])]
-    return rows
 
 
 # The warm path: what a search keeps of the control plane between searches (the tenant's

@@ -6,15 +6,19 @@ also called by other services (context assembly).
      scope costs 1 + at most ``indexer.COMPACT_AFTER`` object reads, a warm one none;
   3. the query embedded by the tenant's embedder; cosine of every row (one matrix product
      per segment) and BM25 of the rows' texts (held in the cache, never in the database);
-  4. the live filter, one SQL query: a candidate counts only if its pointer is synced, not
-     expired, at the version the vector was made for, in the key's scopes and matching the
-     filters — deletions, overwrites and erasures drop out at once;
+  4. the live filter, one SQL statement: a candidate counts only if its pointer is synced,
+     not expired nor past a retention policy, at the version the vector was made for, in the
+     key's scopes and matching the filters — deletions, overwrites and erasures drop out at
+     once. The tenant's embedder, policies and the scope's segment rows are kept in memory
+     between searches (``SearchState``); the same statement reads their tokens, and a
+     changed token means: read them again and rank again (``_read_state``);
   5. reciprocal rank fusion of the two rankings: score = 1/(60 + vector rank) +
      1/(60 + keyword rank) (a row without any query word has no keyword rank);
   6. values verified like reads (I3), through a cache keyed by SHA-256: a mismatch marks the
      pointer corrupt, audits the failure and drops the result;
   7. one ``search`` audit row (the filters as given/not given and the count, never the
-     query) and one ``read`` row per value served.
+     query; through the group commit reads use when no value is served) and one ``read``
+     row per value served, committed before the answer (I6).
 """
 
 from __future__ import annotations
