@@ -36,24 +36,34 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import re
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, NoReturn
+from typing import Any, BinaryIO, NoReturn
 
+from azure.core import MatchConditions
 from azure.core.exceptions import (
     AzureError,
     ClientAuthenticationError,
     HttpResponseError,
     ResourceExistsError,
+    ResourceModifiedError,
     ResourceNotFoundError,
     ServiceRequestError,
     ServiceResponseError,
 )
-from azure.storage.blob import BlobServiceClient, ContentSettings, LinearRetry
+from azure.storage.blob import (
+    BlobBlock,
+    BlobClient,
+    BlobServiceClient,
+    ContentSettings,
+    LinearRetry,
+)
 
 from .base import (
+    STREAM_PART_BYTES,
     BucketDescription,
     BucketNotFound,
     EndpointRefused,
@@ -72,9 +82,13 @@ from .base import (
     check_path,
     check_prefix,
     chunked,
+    read_block,
+    rechunk,
     timed_probe,
 )
 from .netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
+
+log = logging.getLogger(__name__)
 
 DELETE_BATCH_LIMIT = 256
 CLASSES = StorageClasses("Hot", "Cool", "Cold", ("Hot", "Cool", "Cold"))
@@ -107,6 +121,7 @@ class AzureAdapter:
                              "SharedAccessSignature; this server does not lend its own "
                              "credentials")
         self.container = container
+        self.part_size = STREAM_PART_BYTES
         self.root = check_prefix(prefix.strip("/") + "/") if prefix.strip("/") else ""
         self.stats = RequestStats()
         self._secrets = [s for s in (account_key, sas_token, _conn_key(connection_string)) if s]
@@ -189,6 +204,107 @@ class AzureAdapter:
             raise ObjectExists(path) from None
         except AzureError as exc:
             self._raise(exc, path)
+
+    def put_file(self, path: str, file: BinaryIO) -> None:
+        """Like ``put`` for the rest of ``file``, holding one block in memory at a time.
+
+        Below ``part_size`` it is one ``put``. Otherwise a block blob: blocks of
+        ``part_size`` staged with a transactional MD5 each (the service checks it), under ids
+        unique to this upload, then one create-only commit of the list (``If-None-Match:
+        *``, an existing blob → ObjectExists) that stores the MD5 of the whole, computed
+        while sending, for reads to check. Until the commit nothing is visible; a failed
+        upload's staged blocks are discarded (see :meth:`_discard_blocks`).
+        """
+        key = self._key(path)
+        piece = read_block(file, self.part_size)
+        if len(piece) < self.part_size:
+            self.put(path, piece)
+            return
+        blob = self._container.get_blob_client(key)
+        self._op("head")
+        try:
+            if blob.exists():  # refused before a byte is sent; the commit is the real guard
+                raise ObjectExists(path)
+        except AzureError as exc:
+            self._raise(exc, path)
+        upload = uuid.uuid4().hex
+        md5 = hashlib.md5(usedforsecurity=False)
+        blocks: list[BlobBlock] = []
+        try:
+            while piece:
+                block_id = base64.b64encode(f"{upload}-{len(blocks):08d}".encode()).decode()
+                self._op("put_block")
+                blob.stage_block(block_id, piece, length=len(piece), validate_content=True)
+                md5.update(piece)
+                blocks.append(BlobBlock(block_id=block_id))
+                piece = read_block(file, self.part_size)
+            self._op("put_commit")
+            blob.commit_block_list(
+                blocks, content_settings=ContentSettings(
+                    content_type="application/octet-stream",
+                    content_md5=bytearray(md5.digest())),
+                match_condition=MatchConditions.IfMissing)
+        except BaseException as exc:
+            exists = isinstance(exc, ResourceExistsError | ResourceModifiedError)
+            if not exists:
+                self._discard_blocks(blob)
+            if exists:
+                raise ObjectExists(path) from None
+            if isinstance(exc, AzureError):
+                self._raise(exc, path)
+            raise
+
+    def _discard_blocks(self, blob: BlobClient) -> None:
+        """Drop the blocks a failed upload staged. Azure has no call to delete uncommitted
+        blocks (it collects them after a week); committing an empty list discards them, so
+        where no blob exists an empty one is committed (create-only) and deleted at once by
+        its ETag. Where the blob exists (someone else's), its next commit discards them."""
+        self._op("put_abort")
+        try:
+            done = blob.commit_block_list([], match_condition=MatchConditions.IfMissing)
+            blob.delete_blob(etag=str(done["etag"]), match_condition=MatchConditions.IfNotModified)
+        except (ResourceExistsError, ResourceModifiedError):
+            pass
+        except AzureError as exc:
+            log.warning("could not discard the staged blocks of a failed upload in %s: %s",
+                        self._where(""), type(exc).__name__)
+
+    def iter_chunks(self, path: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+        """The blob in chunks of ``chunk_size``, fetched in ranged requests of ``part_size``
+        pinned to the ETag first looked at (an overwrite meanwhile is an error, never a mix
+        of two blobs); the MD5 of all of it is checked against the stored Content-MD5 after
+        the last chunk (IntegrityError)."""
+        if chunk_size <= 0:
+            raise ValueError("chunk_size must be positive")
+        key = self._key(path)
+        blob = self._container.get_blob_client(key)
+        self._op("head")
+        try:
+            props = blob.get_blob_properties()
+        except AzureError as exc:
+            self._raise(exc, path)
+        total, etag = int(props.size), props.etag
+        stored = props.content_settings.content_md5
+        md5 = hashlib.md5(usedforsecurity=False)
+
+        def ranges() -> Iterator[bytes]:
+            step = max(self.part_size, chunk_size)
+            for start in range(0, total, step):
+                self._op("get")
+                try:
+                    piece = blob.download_blob(
+                        offset=start, length=min(step, total - start), etag=etag,
+                        match_condition=MatchConditions.IfNotModified,
+                        max_concurrency=1).readall()
+                except AzureError as exc:
+                    self._raise(exc, path)
+                md5.update(piece)
+                yield piece
+
+        yield from rechunk(ranges(), chunk_size)
+        if stored and bytes(stored) != md5.digest():
+            raise IntegrityError(f"{self._where(path)}: body does not match its stored MD5 "
+                                 f"{base64.b64encode(bytes(stored)).decode()}")
 
     def get(self, path: str) -> bytes:
         key = self._key(path)

@@ -388,3 +388,44 @@ def iter_object(adapter: StorageAdapter, path: str, chunk_size: int = 1 << 20
     data = adapter.get(path)
     for start in range(0, len(data), chunk_size):
         yield data[start:start + chunk_size]
+
+
+# -- streaming helpers for the cloud adapters ---------------------------------------------
+
+STREAM_PART_BYTES = 8 << 20
+"""What a cloud adapter's ``put_file`` sends per part (S3), block (Azure) or chunk (GCS),
+and its ``iter_chunks`` fetches per ranged request: a streamed object holds at most about
+this much of itself in memory at once. A smaller file goes in one ordinary ``put``."""
+
+
+def read_block(file: BinaryIO, size: int) -> bytes:
+    """The next ``size`` bytes of ``file``, fewer only where it ends (a raw file or a pipe
+    may answer a read with less than was asked before its end)."""
+    first = file.read(size)
+    if not first or len(first) >= size:
+        return bytes(first)
+    parts, have = [first], len(first)
+    while have < size:
+        more = file.read(size - have)
+        if not more:
+            break
+        parts.append(more)
+        have += len(more)
+    return b"".join(parts)
+
+
+def rechunk(pieces: Iterable[bytes], size: int) -> Iterator[bytes]:
+    """The bytes of ``pieces`` in chunks of exactly ``size`` (the last may be shorter)."""
+    if size <= 0:
+        raise ValueError("chunk_size must be positive")
+    pending = bytearray()
+    for piece in pieces:
+        if not pending and len(piece) == size:
+            yield bytes(piece)
+            continue
+        pending += piece
+        while len(pending) >= size:
+            yield bytes(pending[:size])
+            del pending[:size]
+    if pending:
+        yield bytes(pending)

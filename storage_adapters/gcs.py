@@ -36,13 +36,15 @@ Every HTTP response is counted in ``stats`` under the operation that caused it.
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NoReturn
+from typing import Any, BinaryIO, NoReturn
 
+import google_crc32c
 import requests
 from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry
@@ -55,6 +57,7 @@ from google.cloud.storage.exceptions import DataCorruption, InvalidResponse
 from google.cloud.storage.retry import DEFAULT_RETRY
 
 from .base import (
+    STREAM_PART_BYTES,
     BucketDescription,
     BucketNotFound,
     EndpointRefused,
@@ -72,11 +75,14 @@ from .base import (
     StorageUnavailable,
     check_path,
     check_prefix,
+    read_block,
+    rechunk,
     timed_probe,
 )
 from .netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
 
 BATCH_LIMIT = 100
+_RESUMABLE_UNIT = 256 << 10  # a resumable upload's chunks are multiples of 256 KiB
 CLASSES = StorageClasses("STANDARD", "NEARLINE", "COLDLINE",
                          ("STANDARD", "NEARLINE", "COLDLINE", "ARCHIVE"))
 ObjectRefs = list[tuple[str, int | None]]  # (key, generation or None for the live object)
@@ -111,6 +117,7 @@ class GCSAdapter:
                 raise EndpointRefused(str(exc)) from None
         self._policy = endpoint_policy
         self.bucket = bucket
+        self.part_size = STREAM_PART_BYTES
         self.root = check_prefix(prefix.strip("/") + "/") if prefix.strip("/") else ""
         self.endpoint = endpoint
         self.use_batch = use_batch
@@ -208,6 +215,83 @@ class GCSAdapter:
             raise ObjectExists(path) from None
         except Exception as exc:
             self._raise(exc, path)
+
+    def put_file(self, path: str, file: BinaryIO) -> None:
+        """Like ``put`` for the rest of ``file``, holding one chunk in memory at a time.
+
+        Below ``part_size`` it is one ``put``. Otherwise a resumable upload in chunks of
+        ``part_size`` (rounded to 256 KiB), create-only (``if_generation_match=0``: the
+        object appears at finalisation, 412 → ObjectExists), its CRC32C computed while
+        sending and checked against the one GCS stored. An upload that fails is never
+        finalised, so no object appears (GCS drops the session after a week).
+        """
+        key = self._key(path)
+        size = max(_RESUMABLE_UNIT, self.part_size // _RESUMABLE_UNIT * _RESUMABLE_UNIT)
+        start = file.tell() if _seekable(file) else None
+        first = read_block(file, size)
+        if len(first) < size:
+            self.put(path, first)
+            return
+        # A seekable file is sent from where it was (the library rewinds a chunk it must
+        # resend); otherwise what was read is sent first, then the rest.
+        if start is not None:
+            file.seek(start)
+            first = b""
+        stream = _Source(first, file, seekable=start is not None)
+        del first
+        blob = self._client("put").bucket(self.bucket).blob(key, chunk_size=size)
+        try:  # refused before a byte is sent; the finalisation's precondition is the guard
+            if blob.exists(retry=self._retry, timeout=self._timeout):
+                raise ObjectExists(path)
+        except ObjectExists:
+            raise
+        except Exception as exc:
+            self._raise(exc, path)
+        try:
+            blob.upload_from_file(
+                stream, content_type="application/octet-stream",
+                if_generation_match=0, checksum="crc32c", retry=self._retry,
+                timeout=self._timeout)
+        except gexc.PreconditionFailed:
+            raise ObjectExists(path) from None
+        except Exception as exc:
+            if stream.failed is not None:  # the file failed, not the store: its own error
+                raise stream.failed from None
+            self._raise(exc, path)
+
+    def iter_chunks(self, path: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+        """The object in chunks of ``chunk_size``, fetched in ranged requests of
+        ``part_size`` pinned to the generation first looked at (an overwrite meanwhile is
+        an error, never a mix of two objects); the CRC32C of all of it is checked against
+        the stored one after the last chunk (IntegrityError)."""
+        if chunk_size <= 0:
+            raise ValueError("chunk_size must be positive")
+        key = self._key(path)
+        blob = self._blob("get", key)
+        try:
+            blob.reload(retry=self._retry, timeout=self._timeout)
+        except Exception as exc:
+            self._raise(exc, path)
+        total, expected = int(blob.size or 0), blob.crc32c
+        pinned = self._blob("get", key, blob.generation)
+        crc = google_crc32c.Checksum()
+
+        def ranges() -> Iterator[bytes]:
+            step = max(self.part_size, chunk_size)
+            for start in range(0, total, step):
+                try:
+                    self._local.kind = "get"
+                    piece = pinned.download_as_bytes(
+                        start=start, end=min(start + step, total) - 1, checksum=None,
+                        retry=self._retry, timeout=self._timeout)
+                except Exception as exc:
+                    self._raise(exc, path)
+                crc.update(piece)
+                yield piece
+
+        yield from rechunk(ranges(), chunk_size)
+        if expected and base64.b64encode(crc.digest()).decode() != expected:
+            raise IntegrityError(f"gs://{self.bucket}/{key}: CRC32C mismatch on download")
 
     def get(self, path: str) -> bytes:
         blob = self._blob("get", self._key(path))
@@ -464,6 +548,60 @@ def _credentials(info: Mapping[str, Any] | str | None, anonymous: bool,
     return impersonated_credentials.Credentials(
         source_credentials=source, target_principal=impersonate,
         target_scopes=list(_SCOPES), lifetime=3600)
+
+
+def _seekable(file: BinaryIO) -> bool:
+    try:
+        return bool(file.seekable())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+class _Source:
+    """The file a resumable upload reads: ``head`` (already read to decide how to upload),
+    then the rest of ``file``; a read that fails is remembered (``failed``), so the upload's
+    error can be told from the file's."""
+
+    def __init__(self, head: bytes, file: BinaryIO, *, seekable: bool) -> None:
+        self._head: bytes | memoryview = head
+        self._file = file
+        self._seekable = seekable
+        self._offset = 0
+        self.failed: BaseException | None = None
+
+    def read(self, size: int | None = -1) -> bytes:
+        try:
+            return self._read(size)
+        except Exception as exc:
+            self.failed = exc
+            raise
+
+    def _read(self, size: int | None) -> bytes:
+        if self._head:
+            if size is None or size < 0:
+                data = bytes(self._head) + self._file.read()
+                self._head = b""
+            else:
+                data = bytes(self._head[:size])
+                self._head = memoryview(self._head)[size:]
+                if len(data) < size:
+                    data += read_block(self._file, size - len(data))
+        else:
+            data = self._file.read() if size is None or size < 0 else \
+                read_block(self._file, size)
+        self._offset += len(data)
+        return data
+
+    def tell(self) -> int:
+        return self._file.tell() if self._seekable else self._offset
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if not self._seekable:
+            raise OSError("the file cannot seek")
+        return self._file.seek(offset, whence)
+
+    def seekable(self) -> bool:
+        return self._seekable
 
 
 def _batches(items: Iterable[tuple[str, int | None]], size: int) -> Iterator[ObjectRefs]:

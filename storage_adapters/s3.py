@@ -38,10 +38,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NoReturn
+from typing import Any, BinaryIO, NoReturn
 
 import boto3
 import botocore.session
@@ -58,6 +59,7 @@ from botocore.exceptions import (
 )
 
 from .base import (
+    STREAM_PART_BYTES,
     BucketDescription,
     BucketNotFound,
     EndpointRefused,
@@ -76,11 +78,17 @@ from .base import (
     check_path,
     check_prefix,
     chunked,
+    read_block,
+    rechunk,
     timed_probe,
 )
 from .netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
 
+log = logging.getLogger(__name__)
+
 DELETE_BATCH_LIMIT = 1000
+MIN_PART_BYTES = 5 << 20  # S3 refuses smaller parts, except the last
+PART_SIZE_META = "memplane-part-size"  # put_file's part size, to check the parts on reads
 _PARALLEL_DELETES = 4
 
 _KINDS = {
@@ -90,6 +98,8 @@ _KINDS = {
     "GetBucketVersioning": "describe", "GetObjectLockConfiguration": "describe",
     "GetBucketLocation": "describe", "HeadBucket": "bucket_check",
     "CopyObject": "copy", "DeleteObjectVersion": "delete",
+    "CreateMultipartUpload": "put_start", "UploadPart": "put_part",
+    "CompleteMultipartUpload": "put_complete", "AbortMultipartUpload": "put_abort",
 }
 _AUTH_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken",
                "InvalidToken", "AuthorizationHeaderMalformed", "InvalidClientTokenId"}
@@ -124,6 +134,7 @@ class S3Adapter:
             except EndpointNotAllowed as exc:
                 raise EndpointRefused(str(exc)) from None
         self.bucket = bucket
+        self.part_size = STREAM_PART_BYTES
         self.root = check_prefix(prefix.strip("/") + "/") if prefix.strip("/") else ""
         self.endpoint_url = endpoint_url
         self.stats = RequestStats()
@@ -207,6 +218,102 @@ class S3Adapter:
             self._raise(exc, path)
         except BotoCoreError as exc:
             self._raise(exc, path)
+
+    def put_file(self, path: str, file: BinaryIO) -> None:
+        """Like ``put`` for the rest of ``file``, holding one part in memory at a time.
+
+        Below ``part_size`` it is one ``put``. Otherwise a multipart upload: each part
+        carries its SHA-256, which S3 checks; the completion is create-only
+        (``IfNoneMatch='*'``, 412 → ObjectExists), so the object appears whole or not at
+        all; any failure aborts the upload, so no parts are left behind (billed, unlisted).
+        """
+        key = self._key(path)
+        size = max(self.part_size, MIN_PART_BYTES)
+        piece = read_block(file, size)
+        if len(piece) < size:
+            self.put(path, piece)
+            return
+        try:
+            self._client.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if _code(exc) not in _MISSING_CODES:
+                self._raise(exc, path)
+        except BotoCoreError as exc:
+            self._raise(exc, path)
+        else:  # refused before a byte is sent; the completion below is the real guard
+            raise ObjectExists(path)
+        try:
+            upload_id = self._client.create_multipart_upload(
+                Bucket=self.bucket, Key=key, ChecksumAlgorithm="SHA256",
+                Metadata={PART_SIZE_META: str(size)})["UploadId"]
+        except (ClientError, BotoCoreError) as exc:
+            self._raise(exc, path)
+        try:
+            parts: list[dict[str, Any]] = []
+            while piece:
+                digest = base64.b64encode(hashlib.sha256(piece).digest()).decode()
+                answer = self._client.upload_part(
+                    Bucket=self.bucket, Key=key, UploadId=upload_id,
+                    PartNumber=len(parts) + 1, Body=piece, ChecksumAlgorithm="SHA256",
+                    ChecksumSHA256=digest)
+                parts.append({"PartNumber": len(parts) + 1, "ETag": answer["ETag"],
+                              "ChecksumSHA256": digest})
+                piece = read_block(file, size)
+            self._client.complete_multipart_upload(
+                Bucket=self.bucket, Key=key, UploadId=upload_id,
+                MultipartUpload={"Parts": parts}, IfNoneMatch="*")
+        except BaseException as exc:
+            self._abort(key, upload_id)
+            if isinstance(exc, ClientError) and _code(exc) in (
+                    "PreconditionFailed", "ConditionalRequestConflict", "412"):
+                raise ObjectExists(path) from None
+            if isinstance(exc, ClientError | BotoCoreError):
+                self._raise(exc, path)
+            raise
+
+    def _abort(self, key: str, upload_id: str) -> None:
+        """Abort a multipart upload (its parts are deleted); an upload S3 no longer knows
+        is already gone."""
+        try:
+            self._client.abort_multipart_upload(Bucket=self.bucket, Key=key,
+                                                UploadId=upload_id)
+        except ClientError as exc:
+            if _code(exc) != "NoSuchUpload":
+                log.warning("could not abort a multipart upload in s3://%s: %s",
+                            self.bucket, _code(exc))
+        except BotoCoreError as exc:
+            log.warning("could not abort a multipart upload in s3://%s: %s", self.bucket,
+                        type(exc).__name__)
+
+    def iter_chunks(self, path: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+        """The object in chunks of ``chunk_size`` from one streamed GET, its SHA-256 checked
+        after the last chunk (IntegrityError): botocore checks an object put in one request;
+        for a multipart one S3 keeps a checksum of the parts' checksums, recomputed here
+        while streaming from the part size ``put_file`` recorded in the object's metadata (a
+        multipart object written otherwise is served unchecked, like one without a
+        checksum: the service's own SHA-256 is the final guard)."""
+        if chunk_size <= 0:
+            raise ValueError("chunk_size must be positive")
+        key = self._key(path)
+        try:
+            response = self._client.get_object(Bucket=self.bucket, Key=key,
+                                               ChecksumMode="ENABLED")
+            body = response["Body"]
+            composite = _Composite.of(response)
+            try:
+                for chunk in rechunk(body.iter_chunks(chunk_size), chunk_size):
+                    if composite is not None:
+                        composite.update(chunk)
+                    yield chunk
+            finally:
+                body.close()
+        except FlexibleChecksumError as exc:
+            raise IntegrityError(f"s3://{self.bucket}/{key}: {exc}") from exc
+        except (ClientError, BotoCoreError) as exc:
+            self._raise(exc, path)
+        if composite is not None and not composite.matches():
+            raise IntegrityError(f"s3://{self.bucket}/{key}: the parts do not match their "
+                                 f"SHA-256 checksum {composite.stored}")
 
     def get(self, path: str) -> bytes:
         key = self._key(path)
@@ -422,6 +529,42 @@ class S3Adapter:
                 f"{where}: cannot reach {self.endpoint_url or 'S3'}: {type(exc).__name__}"
             ) from exc
         raise StorageError(f"{where}: {type(exc).__name__}: {exc}") from exc
+
+
+class _Composite:
+    """S3's checksum of a multipart object (``<base64 SHA-256 of the parts' SHA-256s>-<n>``),
+    recomputed from the streamed bytes and the part size they were uploaded with."""
+
+    def __init__(self, stored: str, part_size: int) -> None:
+        self.stored = stored
+        self._part_size = part_size
+        self._digests: list[bytes] = []
+        self._part = hashlib.sha256()
+        self._filled = 0
+
+    @classmethod
+    def of(cls, response: Mapping[str, Any]) -> _Composite | None:
+        stored = str(response.get("ChecksumSHA256") or "")
+        size = str((response.get("Metadata") or {}).get(PART_SIZE_META, ""))
+        if "-" not in stored or not size.isdigit() or int(size) <= 0:
+            return None
+        return cls(stored, int(size))
+
+    def update(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            take = min(len(view), self._part_size - self._filled)
+            self._part.update(view[:take])
+            self._filled += take
+            view = view[take:]
+            if self._filled == self._part_size:
+                self._digests.append(self._part.digest())
+                self._part, self._filled = hashlib.sha256(), 0
+
+    def matches(self) -> bool:
+        digests = self._digests + ([self._part.digest()] if self._filled else [])
+        whole = base64.b64encode(hashlib.sha256(b"".join(digests)).digest()).decode()
+        return f"{whole}-{len(digests)}" == self.stored
 
 
 def _assumed_role_session(role_arn: str, external_id: str, region: str | None

@@ -9,15 +9,18 @@ them into a ZIP that goes to the tenant's own bucket at ``<prefix>/exports/<job 
 The archive is built in a spooled temporary file (memory-bounded: small archives stay in
 memory, large ones spill to disk), sealed under the data subject's key like every object
 (envelope encryption, DESIGN §6 and §11: erasure's crypto-shredding covers every copy the
-bucket keeps) and uploaded in one streamed put. The database keeps only counts, the
-archive's path, size and SHA-256 of the ZIP (I7), and when it expires.
+bucket keeps) and uploaded streamed (``put_file``: on S3, GCS and Azure a multipart,
+resumable or block upload of 8 MiB parts, create-only, so the archive is never whole in
+memory on any backend). The database keeps only counts, the archive's path, size and SHA-256
+of the ZIP (I7), and when it expires.
 
-``GET /v1/exports/{job_id}/download`` fetches the sealed archive into a spooled file,
-decrypts it, checks the ZIP's SHA-256 against the job's record and only then serves it; a
-mismatch (or a ciphertext that does not open) answers 409 ``hash_mismatch`` and nothing is
-served. ``MEMPLANE_EXPORT_TTL_HOURS`` (72 by default) after it was built, the job worker
-deletes the archive from the bucket (:func:`expire`, audited as ``export_expire``); a
-download after that time answers 410.
+``GET /v1/exports/{job_id}/download`` fetches the sealed archive in chunks (``iter_chunks``:
+one streamed or several ranged requests, the backend's checksum of the whole checked at its
+end) into a spooled file, decrypts it, checks the ZIP's SHA-256 against the job's record
+and only then serves it; a mismatch (or a ciphertext that does not open) answers 409
+``hash_mismatch`` and nothing is served. ``MEMPLANE_EXPORT_TTL_HOURS`` (72 by default) after
+it was built, the job worker deletes the archive from the bucket (:func:`expire`, audited
+as ``export_expire``); a download after that time answers 410.
 
 Archive layout::
 
