@@ -75,10 +75,22 @@ def expired_pointers(session: Session, tenant_id: uuid.UUID,
     """Pointers of the tenant past an auto-deleting policy's retention at ``now`` or past
     their own ``ttl_days``: lists leave them out while they wait for the next run. None when
     nothing is."""
-    found = [p for p in policies(session, tenant_id)]
-    terms = [and_(pointer_scope(p, found), MemoryPointer.updated_at < cutoff(
-        p.retention_days, now)) for p in found if p.auto_delete]
+    return expired_under(list(policies(session, tenant_id)), now)
+
+
+def expired_under(found: Sequence[RetentionPolicy],
+                  now: datetime) -> ColumnElement[bool] | None:
+    """``expired_pointers`` for policies already read (anything with the attributes of a
+    RetentionPolicy: ``scope_type``, ``memory_type``, ``retention_days``, ``auto_delete``)."""
+    terms = [and_(governed, MemoryPointer.updated_at < cutoff(days, now))
+             for governed, days in deleting(found)]
     return or_(*terms) if terms else None
+
+
+def deleting(found: Sequence[RetentionPolicy]) -> list[tuple[ColumnElement[bool], int]]:
+    """(the pointers it governs, its retention days) of each auto-deleting policy: a pointer
+    governed by one and last written before ``cutoff(days, now)`` is hidden at ``now``."""
+    return [(pointer_scope(p, found), p.retention_days) for p in found if p.auto_delete]
 
 
 def visible_pointers(session: Session, tenant_id: uuid.UUID,

@@ -162,14 +162,36 @@ def newest_rows(segments: list[Segment]) -> list[np.ndarray]:
     return masks
 
 
+@dataclass(frozen=True)
+class SearchState:
+    """What a search keeps of the control plane between searches of one tenant and scope
+    selection: the embedder, the retention policies (plain rows), the segment rows of the
+    embedder's model, and the tokens they were read under (``repository.tokens``). Metadata
+    only; a search uses it only after its live filter found the tokens unchanged."""
+
+    embedder: Any
+    policies: list[Any]
+    rows: list[Any]
+    tokens: tuple[Any, frozenset[str], frozenset[str]]
+    scopes: list[tuple[str, str]]
+    where: list[Any]  # the segment rows' condition (``repository.segment_where``)
+    #: The live filter's statements, built on first use (by shape: see the search service).
+    statements: dict[Any, Any] = field(default_factory=dict)
+
+
+MAX_STATES = 10_000
+
+
 class SearchCache:
     """Loaded segments (bounded by their total rows), the deduplication of each set of
-    segments searched together, and verified values (by bytes)."""
+    segments searched together, verified values (by bytes) and each scope selection's
+    ``SearchState`` (by count)."""
 
     def __init__(self, max_rows: int, max_value_bytes: int) -> None:
         self.segments = _Lru(max_rows)
         self.views = _Lru(max_rows)
         self.values = _Lru(max_value_bytes)
+        self.states = _Lru(MAX_STATES)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
 
@@ -212,7 +234,18 @@ class SearchCache:
     def keep_value(self, sha256: str, value: Any, size: int) -> None:
         self.values.put(sha256, (value,), size)
 
+    def state(self, key: Any) -> SearchState | None:
+        found: SearchState | None = self.states.get(key)
+        return found
+
+    def keep_state(self, key: Any, state: SearchState) -> None:
+        self.states.put(key, state, 1)
+
+    def forget_state(self, key: Any) -> None:
+        self.states.forget([key])
+
     def clear(self) -> None:
         self.segments.clear()
         self.views.clear()
         self.values.clear()
+        self.states.clear()

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import and_, bindparam, delete, false, or_, select, true, update
+from sqlalchemy import (
+    String,
+    and_,
+    bindparam,
+    cast,
+    delete,
+    false,
+    func,
+    not_,
+    or_,
+    select,
+    true,
+    type_coerce,
+    update,
+)
 from sqlalchemy.orm import Session
 
-from ..db.models import MemoryPointer, SearchSegment
+from ..db.models import EmbedderConfig, MemoryPointer, RetentionPolicy, SearchSegment
 from ..tenants.access import Access
 
 P = MemoryPointer
@@ -85,18 +100,6 @@ def segments(session: Session, tenant_id: uuid.UUID, scope: str, scope_ref: str
         .order_by(SearchSegment.created_at, SearchSegment.id)).all()
 
 
-def segments_of_tenant(session: Session, tenant_id: uuid.UUID, scope: str | None,
-                       access: Access) -> Sequence[SearchSegment]:
-    query = select(SearchSegment).where(SearchSegment.tenant_id == tenant_id)
-    if scope is not None:
-        query = query.where(SearchSegment.scope_type == scope)
-    where = access.where(SearchSegment.scope_type, SearchSegment.scope_ref)
-    if where is not None:
-        query = query.where(where)
-    return session.scalars(query.order_by(SearchSegment.scope_type, SearchSegment.scope_ref,
-                                          SearchSegment.created_at, SearchSegment.id)).all()
-
-
 def lock_live(session: Session, ids: Sequence[uuid.UUID]) -> set[tuple[uuid.UUID, int]]:
     """(id, version) of the synced pointers among ``ids``, share-locked: an erasure or delete
     marking one of them waits until this transaction ends."""
@@ -141,39 +144,170 @@ def named_segment_paths(session: Session, config_id: uuid.UUID,
                SearchSegment.storage_path.in_(paths))).all())
 
 
-# What a search result needs of its pointer (rows, not ORM objects: cheaper to load).
-LIVE_COLUMNS = (P.id, P.version, P.scope_type, P.scope_ref, P.key, P.title, P.memory_type,
-                P.tags, P.subject_user_id, P.storage_config_id, P.storage_path,
-                P.content_sha256, P.expires_at)
+# The warm path: what a search keeps of the control plane between searches (the tenant's
+# embedder row, retention policies and the scope's segment rows), each with a token the
+# database computes from the rows themselves. The one statement of a warm search reads the
+# tokens beside the live pointers, in the same snapshot: a token that changed means the kept
+# state is stale, and the search reads it again and ranks once more before answering.
+
+SEGMENT_COLUMNS = (SearchSegment.id, SearchSegment.tenant_id, SearchSegment.scope_type,
+                   SearchSegment.scope_ref, SearchSegment.embedding_model,
+                   SearchSegment.storage_config_id, SearchSegment.storage_path)
 
 
-def candidates(session: Session, tenant_id: uuid.UUID, ids: Sequence[uuid.UUID] | None,
-               scopes: Sequence[tuple[str, str]], *, now: datetime, user_id: str | None,
-               memory_type: str | None, tags: Sequence[str], access: Access
-               ) -> Sequence[Any]:
-    """The live pointers (synced, not expired, in the key's scopes, matching the filters)
-    among ``ids`` (None: all of ``scopes``): one query."""
-    query = select(*LIVE_COLUMNS).where(P.tenant_id == tenant_id, P.sync_status == "synced",
-                                        or_(P.expires_at.is_(None), P.expires_at > now))
-    from ..retention.repository import visible_pointers  # past a policy: hidden until the run
+def segment_where(tenant_id: uuid.UUID, scope: str | None, scope_ref: str | None,
+                  access: Access) -> list[Any]:
+    """Which segment rows a search reads: the scope's (both given), else every one the key
+    may see (of the scope type, if given)."""
+    where: list[Any] = [SearchSegment.tenant_id == tenant_id]
+    if scope is not None:
+        where.append(SearchSegment.scope_type == scope)
+    if scope_ref is not None:
+        where.append(SearchSegment.scope_ref == scope_ref)
+    else:
+        seen = access.where(SearchSegment.scope_type, SearchSegment.scope_ref)
+        if seen is not None:
+            where.append(seen)
+    return where
 
-    kept = visible_pointers(session, tenant_id, now)
-    if kept is not None:
-        query = query.where(kept)
-    if ids is not None:
-        query = query.where(P.id.in_(ids))
+
+def segment_rows(session: Session, where: Sequence[Any]) -> Sequence[Any]:
+    return session.execute(
+        select(*SEGMENT_COLUMNS).where(*where)
+        .order_by(SearchSegment.scope_type, SearchSegment.scope_ref,
+                  SearchSegment.created_at, SearchSegment.id)).all()
+
+
+def policy_rows(session: Session, tenant_id: uuid.UUID) -> Sequence[Any]:
+    """The tenant's retention policies as plain rows (what ``expired_under`` reads)."""
+    R = RetentionPolicy
+    return session.execute(
+        select(R.scope_type, R.memory_type, R.retention_days, R.auto_delete)
+        .where(R.tenant_id == tenant_id).order_by(R.scope_type, R.memory_type)).all()
+
+
+def tokens(tenant_id: uuid.UUID, where: Sequence[Any]) -> tuple[Any, Any, Any]:
+    """Scalar subqueries: the embedder row's id (None: the server's default), the retention
+    policies' and the segments' contents as comma-joined strings (order not given: compare
+    them as sets, ``token_set``)."""
+    R = RetentionPolicy
+    embedder = (select(EmbedderConfig.id).where(EmbedderConfig.tenant_id == tenant_id)
+                .scalar_subquery().label("t_embedder"))
+    policy = (select(func.aggregate_strings(
+        cast(R.id, String) + ":" + cast(R.retention_days, String) + ":"
+        + cast(R.auto_delete, String) + ":" + R.scope_type + ":" + R.memory_type, ","))
+        .where(R.tenant_id == tenant_id).scalar_subquery().label("t_policies"))
+    segment = (select(func.aggregate_strings(cast(SearchSegment.id, String), ","))
+               .where(*where).scalar_subquery().label("t_segments"))
+    return embedder, policy, segment
+
+
+def read_tokens(session: Session, tenant_id: uuid.UUID, where: Sequence[Any]) -> Any:
+    return session.execute(select(*tokens(tenant_id, where))).one()
+
+
+def token_set(value: str | None) -> frozenset[str]:
+    return frozenset(value.split(",")) if value else frozenset()
+
+
+def live_statement(tenant_id: uuid.UUID, scopes: Sequence[tuple[str, str]], *,
+                   policies: Sequence[Any], by_ids: bool, user_id: bool, memory_type: bool,
+                   access: Access, where: Sequence[Any], hex_ids: bool = False) -> Any:
+    """``candidates`` under ``policies`` (as kept) and the tokens, in ONE statement: a
+    one-row select of the tokens, left-joined to the live pointers. Built once per kept
+    state and shape; its parameters: ``now``, ``cut_<k>`` (``live_parameters``), ``ids``
+    (expanding; ``hex_ids``: given as the hex strings SQLite stores, no conversion each),
+    ``user_id``, ``memory_type``."""
+    from ..retention.repository import deleting
+
+    on: list[Any] = [P.tenant_id == tenant_id, P.sync_status == "synced",
+                     or_(P.expires_at.is_(None), P.expires_at > bindparam("now"))]
+    terms = [and_(governed, P.updated_at < bindparam(f"cut_{k}"))
+             for k, (governed, _) in enumerate(deleting(policies))]
+    if terms:
+        on.append(not_(or_(*terms)))
+    if by_ids:
+        on.append(P.id.in_(bindparam("ids", expanding=True, type_=String)) if hex_ids
+                  else P.id.in_(bindparam("ids", expanding=True)))
     if scopes:
-        query = query.where(or_(*(and_(P.scope_type == s, P.scope_ref == r)
-                                  for s, r in scopes)))
-    if user_id is not None:
-        query = query.where(P.subject_user_id == user_id)
-    if memory_type is not None:
-        query = query.where(P.memory_type == memory_type)
-    where = access.where(P.scope_type, P.scope_ref)
-    if where is not None:
-        query = query.where(where)
-    rows = session.execute(query).all()
+        on.append(or_(*(and_(P.scope_type == s, P.scope_ref == r) for s, r in scopes)))
+    if user_id:
+        on.append(P.subject_user_id == bindparam("user_id"))
+    if memory_type:
+        on.append(P.memory_type == bindparam("memory_type"))
+    seen = access.where(P.scope_type, P.scope_ref)
+    if seen is not None:
+        on.append(seen)
+    head = select(*tokens(tenant_id, where)).subquery("t")
+    return select(head, *LIVE_RAW).select_from(head.outerjoin(P, and_(*on)))
+
+
+def live_parameters(policies: Sequence[Any], now: datetime) -> dict[str, Any]:
+    from ..retention.repository import cutoff, deleting
+
+    values: dict[str, Any] = {"now": now}
+    for k, (_, days) in enumerate(deleting(policies)):
+        values[f"cut_{k}"] = cutoff(days, now)
+    return values
+
+
+def live_with_tokens(session: Session, statement: Any, parameters: dict[str, Any],
+                     tags: Sequence[str]) -> tuple[Any, list[Any]]:
+    """Run a ``live_statement``: (the tokens row, the live pointers' rows)."""
+    rows = session.connection().execute(statement, parameters).all()
+    found = [r for r in rows if r.id is not None]
     if tags:  # tags are a JSON list: filtered here, portably, on the few candidates left
         wanted = set(tags)
-        rows = [r for r in rows if wanted.issubset(r.tags or [])]
-    return rows
+        found = [r for r in found if wanted.issubset(tag_list(r.tags))]
+    return rows[0], found
+
+
+# The live statement's columns. Ids and tags come as the driver gives them (SQLite: hex and
+# JSON text; PostgreSQL: UUID and list), so a row costs no conversion until it is a hit:
+# ``raw_hex`` keys the rows, ``LivePointer.of`` converts the few hits.
+LIVE_RAW = (type_coerce(P.id, String).label("id"), P.version, P.scope_type, P.scope_ref,
+            P.key, P.title, P.memory_type, type_coerce(P.tags, String).label("tags"),
+            P.subject_user_id,
+            type_coerce(P.storage_config_id, String).label("storage_config_id"),
+            P.storage_path, P.content_sha256, P.expires_at)
+
+
+def raw_hex(value: Any) -> str:
+    return value.hex if isinstance(value, uuid.UUID) else str(value).replace("-", "")
+
+
+def raw_uuid(value: Any) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+
+def tag_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    found = json.loads(value) if isinstance(value, str | bytes) else value
+    return list(found or [])
+
+
+class LivePointer(NamedTuple):
+    """A search result's pointer as the live filter read it (attribute access like a
+    MemoryPointer)."""
+
+    id: uuid.UUID
+    version: int
+    scope_type: str
+    scope_ref: str
+    key: str | None
+    title: str | None
+    memory_type: str
+    tags: list[str]
+    subject_user_id: str | None
+    storage_config_id: uuid.UUID
+    storage_path: str
+    content_sha256: str
+    expires_at: datetime | None
+
+    @classmethod
+    def of(cls, row: Any) -> LivePointer:
+        return cls(raw_uuid(row.id), row.version, row.scope_type, row.scope_ref, row.key,
+                   row.title, row.memory_type, tag_list(row.tags), row.subject_user_id,
+                   raw_uuid(row.storage_config_id), row.storage_path, row.content_sha256,
+                   row.expires_at)

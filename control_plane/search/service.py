@@ -6,15 +6,19 @@ also called by other services (context assembly).
      scope costs 1 + at most ``indexer.COMPACT_AFTER`` object reads, a warm one none;
   3. the query embedded by the tenant's embedder; cosine of every row (one matrix product
      per segment) and BM25 of the rows' texts (held in the cache, never in the database);
-  4. the live filter, one SQL query: a candidate counts only if its pointer is synced, not
-     expired, at the version the vector was made for, in the key's scopes and matching the
-     filters — deletions, overwrites and erasures drop out at once;
+  4. the live filter, one SQL statement: a candidate counts only if its pointer is synced,
+     not expired nor past a retention policy, at the version the vector was made for, in the
+     key's scopes and matching the filters — deletions, overwrites and erasures drop out at
+     once. The tenant's embedder, policies and the scope's segment rows are kept in memory
+     between searches (``SearchState``); the same statement reads their tokens, and a
+     changed token means: read them again and rank again (``_read_state``);
   5. reciprocal rank fusion of the two rankings: score = 1/(60 + vector rank) +
      1/(60 + keyword rank) (a row without any query word has no keyword rank);
   6. values verified like reads (I3), through a cache keyed by SHA-256: a mismatch marks the
      pointer corrupt, audits the failure and drops the result;
   7. one ``search`` audit row (the filters as given/not given and the count, never the
-     query) and one ``read`` row per value served.
+     query; through the group commit reads use when no value is served) and one ``read``
+     row per value served, committed before the answer (I6).
 """
 
 from __future__ import annotations
@@ -36,9 +40,8 @@ from ..audit import service as audit
 from ..audit.service import Actor, audited
 from ..db.base import utcnow
 from ..db.engine import begin_write
-from ..db.models import SearchSegment
 from ..embedders import EmbedderFailed, embedder_for
-from ..errors import InvalidInput, StorageUnavailable
+from ..errors import Conflict, InvalidInput, StorageUnavailable
 from ..keys import service as keys
 from ..kit import sha256_hex
 from ..memories import repository as memories_repo
@@ -48,7 +51,7 @@ from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo
 from . import store
-from .index import SearchCache, Segment, bm25
+from .index import SearchCache, SearchState, Segment, bm25
 from .schemas import SearchIn
 
 if TYPE_CHECKING:
@@ -56,6 +59,7 @@ if TYPE_CHECKING:
 
 RRF_K = 60
 _POOL = 4  # candidates taken from each ranking: limit * _POOL (at least 32)
+_ATTEMPTS = 3  # rankings of one search whose kept state the live filter found stale
 
 
 @dataclass(frozen=True)
@@ -113,62 +117,97 @@ def search(session: Session, runtime: Runtime, actor: Actor, request: SearchIn, 
         if scope is not None and scope_ref is not None:
             access_check(session, actor, access, scope, scope_ref, operation="search",
                          what=f"{scope} scope", missing=f"no scope {scope}/{scope_ref}")
-        try:
-            embedder = embedder_for(session, runtime, actor.tenant_id)
-        except EmbedderFailed as exc:
-            raise StorageUnavailable(f"the embedder is unavailable right now ({exc.code}); "
-                                     "retry later") from None
-        rows = _segment_rows(session, actor.tenant_id, scope, scope_ref, access)
-        others = {(r.scope_type, r.scope_ref) for r in rows if r.embedding_model != embedder.name}
-        rows = [r for r in rows if r.embedding_model == embedder.name]
-        session.commit()
-        if others:
-            begin_write(session)
-            for s, ref in sorted(others):
-                repo.reembed_other_models(session, actor.tenant_id, s, ref, embedder.name)
-            session.commit()
-        segments = _load(session, runtime, cache, rows)
-        try:
-            query = embedder.embed([request.query])[0]
-        except EmbedderFailed as exc:
-            raise StorageUnavailable(f"the embedder is unavailable right now ({exc.code}); "
-                                     "retry later") from None
-        hits = _rank(session, cache, actor, access, request, segments, query,
-                     [(r.scope_type, r.scope_ref) for r in rows])
+        key = (actor.tenant_id, scope, scope_ref, access if scope_ref is None else None)
+        state = cache.state(key)
+        for _ in range(_ATTEMPTS):
+            if state is None:
+                state = _read_state(session, runtime, cache, actor.tenant_id, key,
+                                    repo.segment_where(actor.tenant_id, scope, scope_ref,
+                                                       access))
+            segments = _load(session, runtime, cache, state.rows)
+            try:
+                query = state.embedder.embed([request.query])[0]
+            except EmbedderFailed as exc:
+                raise StorageUnavailable(f"the embedder is unavailable right now "
+                                         f"({exc.code}); retry later") from None
+            ranked = _rank(session, cache, actor, access, request, segments, query, state)
+            if ranked is not None:
+                hits = ranked
+                break
+            cache.forget_state(key)  # the kept state is stale: read it again, rank again
+            state = None
+        else:
+            raise Conflict("the search index kept changing during the search; retry")
         if request.include_values:
             hits = _with_values(session, runtime, cache, actor, hits)
+        batcher = runtime.plane.audit_batcher
+        if not request.include_values and batcher is not None:
+            # One audit row, committed (group commit, as reads do) before the answer (I6).
+            batcher.record(actor.tenant_id, actor.accessor_type, actor.accessor_id, "search",
+                           detail=f"{detail} -> {len(hits)}", agent_id=actor.agent_id)
+        else:
+            begin_write(session)
+            audit.record(session, actor, "search", detail=f"{detail} -> {len(hits)}")
+            if request.include_values:
+                audit.record_many(session, actor, "read", [
+                    (h.pointer_id, f"{h.scope} v{h.pointer.version} search result")
+                    for h in hits])
+            session.commit()
+    return SearchResults(hits, state.embedder.name, (time.perf_counter() - started) * 1000.0)
+
+
+def _read_state(session: Session, runtime: Runtime, cache: SearchCache, tenant_id: uuid.UUID,
+                key: Any, where: list[Any]) -> SearchState:
+    """The tenant's embedder, retention policies and the searched segment rows, read from
+    the control plane, kept for the next searches unless another model's segments are
+    found (those are queued for re-embedding, as on every search until they are gone)."""
+    token = repo.read_tokens(session, tenant_id, where)  # first: a change after it shows
+    try:
+        embedder = embedder_for(session, runtime, tenant_id)
+    except EmbedderFailed as exc:
+        raise StorageUnavailable(f"the embedder is unavailable right now ({exc.code}); "
+                                 "retry later") from None
+    policies = list(repo.policy_rows(session, tenant_id))
+    rows = list(repo.segment_rows(session, where))
+    session.commit()
+    others = {(r.scope_type, r.scope_ref) for r in rows if r.embedding_model != embedder.name}
+    rows = [r for r in rows if r.embedding_model == embedder.name]
+    state = SearchState(embedder, policies, rows, _tokens(token),
+                        sorted({(r.scope_type, r.scope_ref) for r in rows}), where)
+    if others:
         begin_write(session)
-        audit.record(session, actor, "search", detail=f"{detail} -> {len(hits)}")
-        if request.include_values:
-            audit.record_many(session, actor, "read", [
-                (h.pointer_id, f"{h.scope} v{h.pointer.version} search result") for h in hits])
+        for s, ref in sorted(others):
+            repo.reembed_other_models(session, tenant_id, s, ref, embedder.name)
         session.commit()
-    return SearchResults(hits, embedder.name, (time.perf_counter() - started) * 1000.0)
+    else:
+        cache.keep_state(key, state)
+    return state
 
 
-def _segment_rows(session: Session, tenant_id: uuid.UUID, scope: str | None,
-                  scope_ref: str | None, access: Access) -> list[SearchSegment]:
-    if scope is not None and scope_ref is not None:
-        return list(repo.segments(session, tenant_id, scope, scope_ref))
-    return list(repo.segments_of_tenant(session, tenant_id, scope, access))
+def _tokens(row: Any) -> tuple[Any, frozenset[str], frozenset[str]]:
+    return (row.t_embedder, repo.token_set(row.t_policies), repo.token_set(row.t_segments))
 
 
 def _load(session: Session, runtime: Runtime, cache: SearchCache,
-          rows: Sequence[SearchSegment]) -> list[Segment]:
+          rows: Sequence[Any]) -> list[Segment]:
     missing = [r for r in rows if cache.segment(r.id) is None]
     if len(missing) > 1:  # cold: read the segments side by side
         list(cache.pool().map(lambda r: _load_one(runtime, cache, r), missing))
     found = []
     for row in rows:
-        try:
-            found.append(store.load_segment(session, runtime.plane, cache, row))
-        except store.IndexObjectUnreadable:
-            continue  # replaced by a compaction meanwhile, or damaged: rebuilt by the next one
-    session.commit()
+        segment = cache.segment(row.id)
+        if segment is None:
+            try:
+                segment = store.load_segment(session, runtime.plane, cache, row)
+            except store.IndexObjectUnreadable:
+                continue  # replaced by a compaction meanwhile, or damaged: rebuilt by the next
+        found.append(segment)
+    if session.in_transaction():
+        session.commit()
     return found
 
 
-def _load_one(runtime: Runtime, cache: SearchCache, row: SearchSegment) -> None:
+def _load_one(runtime: Runtime, cache: SearchCache, row: Any) -> None:
     with runtime.sessions() as session:
         try:
             store.load_segment(session, runtime.plane, cache, row)
@@ -185,61 +224,90 @@ def _top(scores: np.ndarray, n: int) -> np.ndarray:
 
 def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
           request: SearchIn, segments: list[Segment], query: np.ndarray,
-          scopes: list[tuple[str, str]]) -> list[SearchHit]:
-    if not segments:
-        return []
+          state: SearchState) -> list[SearchHit] | None:
+    """The hits, ranked; None if the live filter found ``state`` stale (read it again)."""
     now = utcnow()
+    scopes = state.scopes
+
+    hex_ids = session.get_bind().dialect.name == "sqlite"  # Uuid is CHAR(32) hex there
+
+    def live_of(ids: Sequence[uuid.UUID] | None, hexes: Sequence[str] = ()
+                ) -> dict[str, Any] | None:
+        """The live filter, one statement (rows by pointer id in hex); it also reads the
+        tokens of ``state``."""
+        shape = (ids is not None, ids is None and request.user_id is not None,
+                 ids is None and request.memory_type is not None, access)
+        statement = state.statements.get(shape)
+        if statement is None:
+            statement = state.statements[shape] = repo.live_statement(
+                actor.tenant_id, scopes, policies=state.policies, by_ids=shape[0],
+                user_id=shape[1], memory_type=shape[2], access=access, where=state.where,
+                hex_ids=hex_ids)
+        parameters = repo.live_parameters(state.policies, now)
+        if ids is not None:
+            parameters["ids"] = list(hexes) if hex_ids else list(ids)
+        else:
+            parameters |= {"user_id": request.user_id, "memory_type": request.memory_type}
+        token, rows = repo.live_with_tokens(session, statement, parameters,
+                                            request.tags if ids is None else ())
+        session.commit()
+        if _tokens(token) != state.tokens:
+            return None
+        return {repo.raw_hex(r.id): r for r in rows}
+
+    if not segments:  # nothing to rank; the state is still checked (a segment may be new)
+        return None if live_of([]) is None else []
     filtered = (request.user_id is not None or request.memory_type is not None
                 or bool(request.tags))
     # A pointer in several segments counts once, at its newest version (cached per set).
     masks = cache.view(segments)
-    live: dict[uuid.UUID, Any] | None = None
+    live: dict[str, Any] | None = None
     if filtered:  # filters first: ranking only what passes them (one query)
-        live = {p.id: p for p in repo.candidates(
-            session, actor.tenant_id, None, sorted(set(scopes)), now=now,
-            user_id=request.user_id, memory_type=request.memory_type, tags=request.tags,
-            access=access)}
-        masks = [m & np.fromiter((pid in live for pid in seg.ids), dtype=bool, count=len(seg))
+        live = live_of(None)
+        if live is None:
+            return None
+        allowed = {repo.raw_uuid(r.id) for r in live.values()}
+        masks = [m & np.fromiter((pid in allowed for pid in seg.ids), dtype=bool,
+                                 count=len(seg))
                  for seg, m in zip(segments, masks, strict=True)]
-    cosine = [np.where(m, seg.vectors @ query, -np.inf) for seg, m in zip(segments, masks,
-                                                                             strict=True)]
-    keyword = bm25(segments, masks, request.query)
+    vec_all = np.concatenate([np.where(m, seg.vectors @ query, -np.inf)
+                              for seg, m in zip(segments, masks, strict=True)])
+    kw_all = np.concatenate(bm25(segments, masks, request.query))
     pool = max(32, request.limit * _POOL)
-    vec_all = np.concatenate(cosine)
-    kw_all = np.concatenate(keyword)
-    offsets = np.cumsum([0] + [len(s) for s in segments])
-    vec_top = [int(j) for j in _top(vec_all, pool) if np.isfinite(vec_all[j])]
-    kw_top = [int(j) for j in _top(kw_all, pool) if kw_all[j] > 0]
-
-    def locate(j: int) -> tuple[int, int]:
-        s = int(np.searchsorted(offsets, j, side="right") - 1)
-        return s, j - int(offsets[s])
-
+    vec_top = _top(vec_all, pool)
+    vec_top = vec_top[np.isfinite(vec_all[vec_top])].tolist()
+    kw_top = _top(kw_all, pool)
+    kw_top = kw_top[kw_all[kw_top] > 0].tolist()
     chosen = list(dict.fromkeys(vec_top + kw_top))
-    ids = [segments[s].ids[i] for s, i in map(locate, chosen)]
-    if live is None:  # the live filter: one query over the candidates
-        live = {p.id: p for p in repo.candidates(
-            session, actor.tenant_id, ids, sorted(set(scopes)), now=now, user_id=None,
-            memory_type=None, tags=(), access=access)}
-    session.commit()
-    eligible = set()
-    for j, pid in zip(chosen, ids, strict=True):
-        s, i = locate(j)
-        pointer = live.get(pid)
-        if pointer is not None and pointer.version == int(segments[s].versions[i]):
-            eligible.add(j)
+    at = np.asarray(chosen, dtype=np.int64)
+    offsets = np.cumsum([0] + [len(seg) for seg in segments])
+    seg_of = (np.searchsorted(offsets, at, side="right") - 1).tolist()
+    row_of = (at - offsets[seg_of]).tolist() if chosen else []
+    ids = [segments[s].ids[i] for s, i in zip(seg_of, row_of, strict=True)]
+    hexes = [pid.hex for pid in ids]
+    versions = [int(segments[s].versions[i]) for s, i in zip(seg_of, row_of, strict=True)]
+    if live is None:  # the live filter: one statement over the candidates
+        live = live_of(ids, hexes)
+        if live is None:
+            return None
+    eligible = {j: (s, i, live[pid]) for j, s, i, pid, version
+                in zip(chosen, seg_of, row_of, hexes, versions, strict=True)
+                if pid in live and live[pid].version == version}
     fused: dict[int, float] = {}
-    for ranking in ([j for j in vec_top if j in eligible], [j for j in kw_top if j in eligible]):
-        for rank, j in enumerate(ranking, start=1):
-            fused[j] = fused.get(j, 0.0) + 1.0 / (RRF_K + rank)
+    for ranking in (vec_top, kw_top):
+        rank = 0
+        for j in ranking:
+            if j in eligible:
+                rank += 1
+                fused[j] = fused.get(j, 0.0) + 1.0 / (RRF_K + rank)
     best = sorted(fused, key=lambda j: (-fused[j], -float(vec_all[j])))[:request.limit]
     hits = []
     for j in best:
-        s, i = locate(j)
-        pointer = live[segments[s].ids[i]]
+        s, i, row = eligible[j]
+        pointer = repo.LivePointer.of(row)
         hits.append(SearchHit(kind_of(pointer), pointer.id, pointer.scope_type,
                               pointer.scope_ref, pointer.key, pointer.title,
-                              pointer.memory_type, list(pointer.tags or []), round(fused[j], 6),
+                              pointer.memory_type, list(pointer.tags), round(fused[j], 6),
                               None, segments[s].texts[i], pointer))
     return hits
 

@@ -8,6 +8,7 @@ in the associated data), exactly as its content; a scope's segments under the sc
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -89,8 +90,9 @@ def put_segment(session: Session, plane: DataPlane, target: Target, tenant_id: u
 
 
 def load_segment(session: Session, plane: DataPlane, cache: SearchCache,
-                 row: SearchSegment) -> Segment:
-    """The segment from the cache, else read (one object read), opened and indexed."""
+                 row: SearchSegment | Any) -> Segment:
+    """The segment from the cache, else read (one object read), opened and indexed; ``row``
+    a SearchSegment or a row with its columns (``repository.SEGMENT_COLUMNS``)."""
     found = cache.segment(row.id)
     if found is not None:
         return found

@@ -1,0 +1,189 @@
+"""What a warm search keeps of the control plane between searches (the tenant's embedder,
+retention policies and the scope's segment rows), on SQLite and PostgreSQL: a change made
+through another runtime on the same database — another server process — is seen by the
+very next search of this one, and the search itself still runs one live-filter statement
+and writes its audit row."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import event, select, update
+
+from control_plane.db.base import utcnow
+from control_plane.db.models import AccessLog, MemoryPointer
+from control_plane.embedders import service as embedders
+from control_plane.embedders.schemas import EmbedderConfigIn
+from control_plane.errors import Conflict
+from control_plane.memories import service as memories
+from control_plane.memories.addresses import MemoryAddress, Scope
+from control_plane.memories.schemas import MemoryMeta
+from control_plane.retention import service as retention
+from control_plane.retention.schemas import PolicyIn
+from control_plane.runtime import Runtime
+from control_plane.search import indexer
+from control_plane.search import service as search
+from control_plane.search.schemas import SearchIn
+from tests.support import fake_llm as llm
+from tests.support.fake_llm import FakeLLM
+from tests.support.service import ServiceWorld
+
+FACTS = {"pet": "the dog is called biscuit and fears thunder",
+         "job": "works night shifts as a nurse at the hospital",
+         "food": "allergic to peanuts and loves thai curry"}
+
+
+@pytest.fixture
+def other(world: ServiceWorld) -> Iterator[Runtime]:
+    """A second runtime on the same database and bucket: another server process."""
+    runtime = Runtime(world.runtime.settings)
+    try:
+        yield runtime
+    finally:
+        runtime.close()
+
+
+def _write(runtime: Runtime, world: ServiceWorld, facts: dict[str, str],
+           ref: str = "a-1") -> None:
+    with runtime.sessions() as session:
+        for key, text in facts.items():
+            memories.set_value(session, runtime.plane, world.actor,
+                               MemoryAddress.parse(Scope.agent, ref, key), text, MemoryMeta())
+        indexer.drain(session, runtime.plane, runtime, runtime.search_cache)
+
+
+def _search(runtime: Runtime, world: ServiceWorld, query: str,
+            ref: str = "a-1") -> search.SearchResults:
+    with runtime.sessions() as session:
+        return search.search(session, runtime, world.actor,
+                             SearchIn(query=query, scope=Scope.agent, scope_ref=ref, limit=5))
+
+
+def _keys(found: search.SearchResults) -> list[str]:
+    return sorted(h.key or "" for h in found.hits)
+
+
+def _kept(runtime: Runtime, world: ServiceWorld, ref: str = "a-1") -> Any:
+    return runtime.search_cache.state((world.tenant_id, "agent", ref, None))
+
+
+def test_a_new_retention_policy_hides_at_once_in_another_runtime(
+        world: ServiceWorld, other: Runtime) -> None:
+    _write(world.runtime, world, FACTS)
+    before = _search(other, world, "dog biscuit nurse peanuts")
+    kept = _kept(other, world)
+    with world.runtime.sessions() as session:  # "pet" was last written 40 days ago
+        session.execute(update(MemoryPointer).where(
+            MemoryPointer.tenant_id == world.tenant_id, MemoryPointer.key == "pet")
+            .values(updated_at=utcnow() - timedelta(days=40)))
+        session.commit()
+    aged = _search(other, world, "dog biscuit nurse peanuts")
+    with world.runtime.sessions() as session:  # through the first runtime
+        retention.put_policy(session, world.actor, PolicyIn(
+            scope=Scope.agent, retention_days=30, auto_delete=True))
+    after = _search(other, world, "dog biscuit nurse peanuts")
+    with world.runtime.sessions() as session:  # the policy stops deleting: seen again
+        retention.put_policy(session, world.actor, PolicyIn(
+            scope=Scope.agent, retention_days=30, auto_delete=False))
+    relaxed = _search(other, world, "dog biscuit nurse peanuts")
+
+    assert kept is not None and kept.policies == []
+    assert _keys(before) == _keys(aged) == ["food", "job", "pet"]
+    assert _keys(after) == ["food", "job"]
+    assert _kept(other, world).policies[0].retention_days == 30
+    assert _keys(relaxed) == ["food", "job", "pet"]
+
+
+def test_new_segments_and_deletes_of_another_runtime_show_at_once(
+        world: ServiceWorld, other: Runtime) -> None:
+    _write(world.runtime, world, FACTS)
+    before = _search(other, world, "dog biscuit thunder kayak")
+    kept = _kept(other, world)
+    _write(world.runtime, world, {"boat": "paddles a red kayak on the lake"})
+    with world.runtime.sessions() as session:
+        memories.delete_value(session, world.runtime.plane, world.actor,
+                        MemoryAddress.parse(Scope.agent, "a-1", "pet"))
+    after = _search(other, world, "dog biscuit thunder kayak")
+
+    assert "pet" in _keys(before) and "boat" not in _keys(before)
+    assert len(kept.rows) == 1
+    assert "boat" in _keys(after) and "pet" not in _keys(after)
+    assert len(_kept(other, world).rows) == 2  # the new delta was read
+
+
+@pytest.fixture
+def embed_server() -> Iterator[FakeLLM]:
+    with FakeLLM() as server:
+        server.default = llm.embeddings(dim=16)
+        yield server
+
+
+def test_an_embedder_configured_through_another_runtime_is_used_by_the_next_search(
+        world: ServiceWorld, other: Runtime, embed_server: FakeLLM) -> None:
+    _write(world.runtime, world, FACTS)
+    before = _search(other, world, "dog biscuit")
+    with world.runtime.sessions() as session:
+        embedders.configure(session, world.runtime, world.actor, EmbedderConfigIn(
+            base_url=embed_server.base_url, model="fake-embed", timeout_seconds=5,
+            max_retries=0))
+    configured = _search(other, world, "dog biscuit")
+    with world.runtime.sessions() as session:
+        queued = session.scalars(select(MemoryPointer.has_embeddings).where(
+            MemoryPointer.tenant_id == world.tenant_id)).all()
+        embedders.delete_config(session, world.runtime, world.actor)
+        # the vectors made again with the server's default, as after any change back
+        indexer.drain(session, world.runtime.plane, world.runtime, world.runtime.search_cache)
+    removed = _search(other, world, "dog biscuit")
+
+    assert (before.embedder, before.hits[0].key) == ("memplane-hash-v2", "pet")
+    assert (configured.embedder, configured.hits) == ("openai:fake-embed", [])
+    assert queued == [False, False, False]  # another model's vectors: queued again
+    assert (removed.embedder, removed.hits[0].key) == ("memplane-hash-v2", "pet")
+
+
+def test_a_warm_search_runs_one_statement_and_audits_itself(
+        world: ServiceWorld) -> None:
+    _write(world.runtime, world, FACTS)
+    _search(world.runtime, world, "dog biscuit")  # reads and keeps the state
+    seen: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        seen.append(statement.split(None, 1)[0].upper())
+
+    engine = world.runtime.engine
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        found = _search(world.runtime, world, "nurse hospital")
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    with world.runtime.sessions() as session:
+        rows = session.execute(select(AccessLog.operation, AccessLog.detail).where(
+            AccessLog.tenant_id == world.tenant_id, AccessLog.operation == "search")
+            .order_by(AccessLog.accessed_at, AccessLog.id)).all()
+
+    assert found.hits[0].key == "job"
+    assert seen.count("SELECT") == 1
+    assert len(rows) == 2
+    assert rows[-1].detail == (f"scope=agent ref=(given) user=None type=None tags=0 "
+                               f"-> {len(found.hits)}")
+    assert uuid.UUID(int=0) not in {h.pointer_id for h in found.hits}
+
+
+def test_a_state_that_keeps_changing_answers_conflict_and_is_audited(
+        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    _write(world.runtime, world, FACTS)
+    monkeypatch.setattr(search, "_tokens", lambda row: object())  # never the same twice
+    with pytest.raises(Conflict) as refused:
+        _search(world.runtime, world, "dog biscuit")
+    with world.runtime.sessions() as session:
+        rows = session.execute(select(AccessLog.success, AccessLog.detail).where(
+            AccessLog.tenant_id == world.tenant_id, AccessLog.operation == "search")).all()
+
+    assert "kept changing" in refused.value.detail
+    assert [(r.success, r.detail.endswith("conflict: the search index kept changing during "
+                                          "the search; retry")) for r in rows] == [
+        (False, True)]
