@@ -26,7 +26,7 @@ from sqlalchemy import select
 import memplane
 from control_plane.audit.service import Actor
 from control_plane.compliance import export
-from control_plane.db.engine import make_engine, make_session_factory
+from control_plane.db.engine import begin_write, make_engine, make_session_factory
 from control_plane.db.migrate import upgrade
 from control_plane.db.models import AccessLog, Job
 from control_plane.jobs.worker import Worker
@@ -261,6 +261,9 @@ def test_a_second_export_of_a_subject_returns_the_job_already_queued_or_running(
         assert (third.id, third.state) == (first.json()["id"], "running")
 
     with tenant.stack.runtime.sessions() as session:
+        # A write transaction from its first read: the server's background writers (audit
+        # sealer, indexer) commit meanwhile, and SQLite cannot turn a stale read into a write.
+        begin_write(session)
         jobs = session.scalars(select(Job).where(Job.tenant_id == tenant.id,
                                                  Job.kind == "export")).all()
         assert sorted(j.subject or "" for j in jobs) == [SUBJECT, "user-ben"]
