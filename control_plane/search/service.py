@@ -259,7 +259,7 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
     filtered = (request.user_id is not None or request.memory_type is not None
                 or bool(request.tags))
     # A pointer in several segments counts once, at its newest version (cached per set).
-    masks = cache.view(segments)
+    masks, keywords = cache.view(segments)
     live: dict[str, Any] | None = None
     if filtered:  # filters first: ranking only what passes them (one query)
         live = live_of(None)
@@ -271,7 +271,8 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
                  for seg, m in zip(segments, masks, strict=True)]
     vec_all = np.concatenate([np.where(m, seg.vectors @ query, -np.inf)
                               for seg, m in zip(segments, masks, strict=True)])
-    kw_all = np.concatenate(bm25(segments, masks, request.query))
+    kw_all = np.concatenate(bm25(segments, masks, request.query,
+                                 None if filtered else keywords))
     pool = max(32, request.limit * _POOL)
     vec_top = _top(vec_all, pool)
     vec_top = vec_top[np.isfinite(vec_all[vec_top])].tolist()
