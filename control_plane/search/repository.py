@@ -347,11 +347,12 @@ def live_with_tokens(session: Session, statement: LiveQuery, parameters: dict[st
 
 
 # The live statement's columns. Ids, tags and times come as the driver gives them (SQLite:
-# hex, JSON text and ISO text; PostgreSQL: UUID, list and datetime), so a row costs no
+# hex, JSON text and ISO text; PostgreSQL: UUID, JSON text and datetime), so a row costs no
 # conversion until it is a hit:
 # ``raw_hex`` keys the rows, ``LivePointer.of`` converts the few hits.
 LIVE_RAW = (type_coerce(P.id, String).label("id"), P.version, P.scope_type, P.scope_ref,
-            P.key, P.title, P.memory_type, type_coerce(P.tags, String).label("tags"),
+            P.key, P.title, P.memory_type,
+            cast(P.tags, String).label("tags"),  # text: the driver parses no JSON per row
             P.subject_user_id,
             type_coerce(P.storage_config_id, String).label("storage_config_id"),
             P.storage_path, P.content_sha256, P.expires_at)
