@@ -70,8 +70,7 @@ class Segment:
 class Keywords:
     """What BM25 needs of a set of segments under their masks, computed once per set (kept
     with the set's deduplication, ``SearchCache.view``): the rows counted, their average
-    length, and per query term its document frequency and the rows it occurs in with their
-    term frequencies and length norms (terms of no row are not kept)."""
+    length and each row's length norm (one float per row: memory bounded by the rows)."""
 
     def __init__(self, segments: list[Segment], masks: list[np.ndarray]) -> None:
         self.masks = masks  # not the segments: a view must not keep evicted ones alive
@@ -80,18 +79,17 @@ class Keywords:
         lengths = sum(float(s.lengths.sum() if full else s.lengths[m].sum())
                       for s, m, full in zip(segments, masks, self.full, strict=True))
         self.avg = (lengths / self.total if self.total else 0.0) or 1.0
-        self._terms: dict[str, tuple[int, list[tuple[np.ndarray, ...] | None]]] = {}
+        self.norms = [(K1 * (1.0 - B + B * s.lengths / self.avg)).astype(np.float32)
+                      for s in segments]
 
     def term(self, segments: list[Segment], term: str
              ) -> tuple[int, list[tuple[np.ndarray, ...] | None]]:
         """(document frequency, per segment None or (rows, term frequencies, norms)) of
         ``term`` in ``segments`` (the ones these keywords were computed for)."""
-        found = self._terms.get(term)
-        if found is not None:
-            return found
         hits: list[tuple[np.ndarray, ...] | None] = []
         df = 0
-        for s, m, full in zip(segments, self.masks, self.full, strict=True):
+        for s, m, full, norms in zip(segments, self.masks, self.full, self.norms,
+                                     strict=True):
             posting = s.postings.get(term)
             if posting is None:
                 hits.append(None)
@@ -100,10 +98,8 @@ class Keywords:
             if not full:
                 keep = m[docs]
                 docs, tfs = docs[keep], tfs[keep]
-            hits.append((docs, tfs, K1 * (1.0 - B + B * s.lengths[docs] / self.avg)))
+            hits.append((docs, tfs, norms[docs]))
             df += len(docs)
-        if df:
-            self._terms[term] = (df, hits)  # bounded by the segments' own vocabulary
         return df, hits
 
 
