@@ -6,6 +6,7 @@ and writes its audit row."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -148,14 +149,16 @@ def test_an_embedder_configured_through_another_runtime_is_used_by_the_next_sear
 
 @contextmanager
 def driver_statements(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The first word of every statement the database driver runs for ``engine`` meanwhile,
-    on any connection: also those run straight on a driver connection, which SQLAlchemy's
-    events do not see (SQLite's trace callback; psycopg's cursor, spied on)."""
+    """The first word of every statement the database driver runs meanwhile in this thread
+    (other tests' servers in this process have threads of their own), on any connection:
+    also those run straight on a driver connection, which SQLAlchemy's events do not see
+    (SQLite's trace callback on ``engine``'s connections; psycopg's cursor, spied on)."""
     seen: list[str] = []
+    mine = threading.get_ident()
 
     def note(statement: Any) -> None:
         text = statement.decode() if isinstance(statement, bytes) else str(statement)
-        if not text.startswith("--"):  # SQLite reports a trigger's start as a comment
+        if threading.get_ident() == mine and not text.startswith("--"):  # "--": a trigger
             seen.append(text.split(None, 1)[0].upper())
 
     if engine.dialect.name == "sqlite":
