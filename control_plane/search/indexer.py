@@ -443,14 +443,13 @@ def rebuild_scopes(session: Session, plane: DataPlane, runtime: Runtime | Settin
 def index_round(session: Session, plane: DataPlane, runtime: Runtime | Settings,
                 cache: SearchCache | None = None, *, since: datetime | None = None,
                 batch: int = BATCH, compact_after: int = COMPACT_AFTER,
-                skip: set[uuid.UUID] | None = None, claims: Claims | None = None,
-                parallel_io: bool = True) -> RoundReport:
+                skip: set[uuid.UUID] | None = None, claims: Claims | None = None) -> RoundReport:
     """One batch of pointers waiting for vectors (all tenants), then any compaction due.
     A tenant whose bucket or keys fail is added to ``skip`` and left out of later rounds that
     share it, so one tenant's broken storage never holds up the others' indexing. With
     ``claims`` (PostgreSQL), only pointers no other indexer holds, held until the round ends."""
     skip = skip if skip is not None else set()
-    pool = cache.pool() if cache is not None and parallel_io else None
+    pool = cache.pool() if cache is not None else None
     if claims is None:
         pointers = list(repo.needing_vectors(session, since, batch, sorted(skip)))
         session.commit()
@@ -635,7 +634,6 @@ class Indexer:
         self._caught_up = monotonic()  # when a round last found nothing waiting
         self.catching_up = False
         self.full = False  # the last round took a full batch: more may wait
-        self.parallel_io = True
 
     def run_forever(self, stop: threading.Event) -> None:
         if self.activity is not None:
@@ -685,8 +683,7 @@ class Indexer:
         batch = CATCH_UP_BATCH if self.catching_up else BATCH
         with self.sessions() as session:
             report = index_round(session, self.plane, self.runtime, self.cache, since=since,
-                                 skip=self._failing, claims=self.claims, batch=batch,
-                                 parallel_io=self.parallel_io)
+                                 skip=self._failing, claims=self.claims, batch=batch)
         taken = report.embedded + report.skipped + report.corrupt
         self.full = taken >= batch
         busy = taken + report.failed_tenants > 0

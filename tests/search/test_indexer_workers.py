@@ -66,14 +66,9 @@ def vector_puts(world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> Iterato
     yield puts
 
 
-def _postgres_only(world: ServiceWorld) -> None:
-    if world.runtime.engine.dialect.name != "postgresql":
-        pytest.skip("advisory-lock claims are PostgreSQL's; SQLite has one writer")
-
-
+@pytest.mark.databases("postgres")
 def test_two_indexers_on_postgres_never_embed_the_same_pointer(
         world: ServiceWorld, vector_puts: list[str]) -> None:
-    _postgres_only(world)
     _drain(world)  # what earlier tests on this database left unindexed
     ids = _write(world, 10, "split")
     vector_puts.clear()
@@ -105,8 +100,8 @@ def test_two_indexers_on_postgres_never_embed_the_same_pointer(
     assert _ready(world) == 10
 
 
+@pytest.mark.databases("postgres")
 def test_a_claim_rechecks_what_another_indexer_finished(world: ServiceWorld) -> None:
-    _postgres_only(world)
     _drain(world)
     _write(world, 3, "late")
     claims = indexer.Claims(world.runtime.engine)
