@@ -5,7 +5,7 @@ and a server runs many requests side by side. OpenBLAS splits such a product ove
 by default; its extra threads then wait in a spin loop between products, taking a core from
 the request threads (the search's own SQL, the audit commit), and on a busy machine the
 product itself waits until each helper thread is scheduled again. Measured on a 2-core
-machine under load: the product of a warm search took 12–34 ms with two threads and 1.2 ms
+machine under load: the product of a warm search took 10–34 ms with two threads and 1–1.4 ms
 with one (docs/performance.md, "Warm search"). One thread per product, parallelism from the
 requests, is the usual setting for a server.
 
