@@ -1,6 +1,6 @@
 """How many threads numpy's BLAS may use for one matrix product (MEMPLANE_BLAS_THREADS).
 
-A warm search's matrix product is small (10,000 × 512 is a few milliseconds of one core),
+A warm search's matrix product is small (10,000 × 512 is about a millisecond of one core),
 and a server runs many requests side by side. OpenBLAS splits such a product over every core
 by default; its extra threads then wait in a spin loop between products, taking a core from
 the request threads (the search's own SQL, the audit commit), and on a busy machine the
@@ -11,7 +11,7 @@ requests, is the usual setting for a server.
 
 numpy exposes no call for it: the BLAS library numpy loaded is found among the process's
 shared objects and its own ``set_num_threads`` is called. Where none is found (another BLAS,
-another platform) nothing is changed, and the log says so once.
+another platform) nothing is changed, and the log says so.
 """
 
 from __future__ import annotations
