@@ -9,7 +9,8 @@ memories in one scope) the scope is filled through the write service's batch pro
 indexed by ``indexer.drain`` in batches of 1,024 and compacted into one snapshot. Then, over
 ``--rounds`` rounds of ``--queries`` queries each:
 - floor: a plain numpy top-k over the same vectors in memory (one matrix product, an
-  argpartition, a sort of the k best);
+  argpartition, a sort of the k best), with numpy's BLAS limited as the server limits it
+  (MEMPLANE_BLAS_THREADS) and, last in each round, at numpy's default thread count;
 - warm: ``search.service.search`` with the index in the cache — query embedding, ranking
   (vector + BM25, fused), the one SQL query of the live filter and the audit row's commit
   included; without values, and with values (verified values cached by hash);
@@ -44,13 +45,15 @@ from control_plane.memories import service as memories
 from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
-from control_plane.search import indexer
+from control_plane.search import blas, indexer
 from control_plane.search import repository as search_repo
 from control_plane.search import service as search
 from control_plane.search.schemas import SearchIn
 from control_plane.settings import Settings
 from control_plane.tenants.service import create_tenant
 
+#: numpy's BLAS threads before any runtime limits them (MEMPLANE_BLAS_THREADS).
+DEFAULT_BLAS = blas.current_threads()
 VOCABULARY = [f"w{i}" for i in range(3000)]
 WEIGHTS = [1 / (i + 1) ** 0.8 for i in range(len(VOCABULARY))]
 K = 10
@@ -186,8 +189,11 @@ def run_size(database: str, n: int, rounds: int, queries: int) -> None:
                                                    runtime.search_cache, row).vectors
                                 for row in rows])
         embedder = HashingEmbedder()
+        server_blas = runtime.settings.blas_threads
         floor_p50: list[float] = []
+        floor_default_p50: list[float] = []  # numpy's BLAS at its own default thread count
         warm_p50: list[float] = []
+        warm_cpu: list[float] = []
         warm_values_p50: list[float] = []
         found_gets: list[int] = []
         for _ in range(rounds):
@@ -203,20 +209,38 @@ def run_size(database: str, n: int, rounds: int, queries: int) -> None:
             for q in batch[:2]:
                 do_search(q, True)  # fill the value cache for these queries
             gets = _gets(runtime, tenant.id)
+            cpu = time.thread_time()
             warm_p50.append(_p50([_ms(lambda q=q: do_search(q)) for q in batch]))  # type: ignore[misc]
+            warm_cpu.append((time.thread_time() - cpu) * 1000 / len(batch))
             warm_values_p50.append(_p50([_ms(lambda q=q: do_search(q, True))  # type: ignore[misc]
                                          for q in batch[:2] * (queries // 2)]))
             found_gets.append(_gets(runtime, tenant.id) - gets)
+            if DEFAULT_BLAS is not None and DEFAULT_BLAS != server_blas:
+                # Last in the round: BLAS helper threads spinning after it touch no search.
+                blas.limit_threads(DEFAULT_BLAS)
+                floor_default_p50.append(_p50([_ms(lambda v=v: floor(v))  # type: ignore[misc]
+                                               for v in vectors]))
+                blas.limit_threads(server_blas)
         floor_s = summarize(floor_p50)
         warm = summarize(warm_p50)
         warm_v = summarize(warm_values_p50)
         ratio = summarize([w / f for w, f in zip(warm_p50, floor_p50, strict=True)])
-        print(f"[{database} n={n}] floor (numpy top-{K}, vectors in memory): p50 "
+        print(f"[{database} n={n}] floor (numpy top-{K}, vectors in memory, BLAS threads "
+              f"{server_blas or DEFAULT_BLAS} as the server runs it): p50 "
               f"{floor_s.median:.2f} ms (rounds {floor_s.low:.2f}-{floor_s.high:.2f})")
+        if floor_default_p50:
+            default = summarize(floor_default_p50)
+            ratio_default = summarize([w / f for w, f in zip(warm_p50, floor_default_p50,
+                                                             strict=True)])
+            print(f"[{database} n={n}] floor with numpy's default {DEFAULT_BLAS} BLAS "
+                  f"threads: p50 {default.median:.2f} ms (rounds {default.low:.2f}-"
+                  f"{default.high:.2f}); warm search's ratio to it {ratio_default.median:.2f}x")
         print(f"[{database} n={n}] warm search, no values: p50 {warm.median:.2f} ms "
-              f"(rounds {warm.low:.2f}-{warm.high:.2f}); ratio to floor {ratio.median:.2f}x "
-              f"(spread {ratio.spread:.2f}); with cached verified values: p50 "
-              f"{warm_v.median:.2f} ms; bucket reads during warm searches: {sum(found_gets)}")
+              f"(rounds {warm.low:.2f}-{warm.high:.2f}; searching thread's CPU "
+              f"{summarize(warm_cpu).median:.2f} ms per search); ratio to floor "
+              f"{ratio.median:.2f}x (spread {ratio.spread:.2f}); with cached verified values: "
+              f"p50 {warm_v.median:.2f} ms; bucket reads during warm searches: "
+              f"{sum(found_gets)}")
         print(f"[{database} n={n}] cold search: p50 {_p50(cold_ms):.0f} ms; object reads "
               f"{sorted(set(cold_reads))} without values, {sorted(set(cold_value_reads))} "
               f"with {K} values (1 snapshot + {K} value reads)")

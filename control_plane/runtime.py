@@ -50,8 +50,10 @@ class Runtime:
         self.plane.audit_batcher = AuditBatcher(self.engine)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        from .search.blas import limit_threads
         from .search.index import SearchCache
 
+        limit_threads(settings.blas_threads)
         self.search_cache = SearchCache(settings.search_cache_rows,
                                         settings.search_cache_value_bytes)
 

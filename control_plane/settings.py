@@ -172,6 +172,11 @@ class Settings(BaseSettings):
     index_max_lag_seconds: float = Field(
         5.0, gt=0, description="Longest the waiting indexer lets new writes go unindexed: "
         "past it, it catches up (in larger batches) even while writes keep arriving.")
+    blas_threads: int = Field(
+        1, ge=0, description="Threads numpy's BLAS may use for one matrix product (a "
+        "search's ranking), process-wide: 1 leaves the parallelism to concurrent requests "
+        "(a multi-threaded product of a warm search's size spins helper threads that take "
+        "cores from requests); 0 keeps the BLAS library's own default (all cores).")
 
     @field_validator("allowed_endpoints", "kek_aws_allowed_key_refs", mode="before")
     @classmethod

@@ -67,36 +67,63 @@ class Segment:
         return len(self.ids)
 
 
-def bm25(segments: list[Segment], masks: list[np.ndarray], query: str) -> list[np.ndarray]:
-    """BM25 of ``query`` for every row of every segment (rows outside ``masks`` score 0);
-    document frequencies and the average length are taken over the rows in the masks."""
-    terms = list(dict.fromkeys(words(query)))
-    scores = [np.zeros(len(s), dtype=np.float32) for s in segments]
-    total = sum(int(m.sum()) for m in masks)
-    if not terms or total == 0:
-        return scores
-    avg = sum(float(s.lengths[m].sum()) for s, m in zip(segments, masks, strict=True)) / total
-    avg = avg or 1.0
-    for term in terms:
-        hits: list[tuple[np.ndarray, np.ndarray] | None] = []
+class Keywords:
+    """What BM25 needs of a set of segments under their masks, computed once per set (kept
+    with the set's deduplication, ``SearchCache.view``): the rows counted, their average
+    length and each row's length norm (one float per row: memory bounded by the rows)."""
+
+    def __init__(self, segments: list[Segment], masks: list[np.ndarray]) -> None:
+        self.masks = masks  # not the segments: a view must not keep evicted ones alive
+        self.full = [bool(m.all()) for m in masks]
+        self.total = sum(int(m.sum()) for m in masks)
+        lengths = sum(float(s.lengths.sum() if full else s.lengths[m].sum())
+                      for s, m, full in zip(segments, masks, self.full, strict=True))
+        self.avg = (lengths / self.total if self.total else 0.0) or 1.0
+        self.norms = [(K1 * (1.0 - B + B * s.lengths / self.avg)).astype(np.float32)
+                      for s in segments]
+
+    def term(self, segments: list[Segment], term: str
+             ) -> tuple[int, list[tuple[np.ndarray, ...] | None]]:
+        """(document frequency, per segment None or (rows, term frequencies, norms)) of
+        ``term`` in ``segments`` (the ones these keywords were computed for)."""
+        hits: list[tuple[np.ndarray, ...] | None] = []
         df = 0
-        for s, m in zip(segments, masks, strict=True):
-            found = s.postings.get(term)
-            if found is None:
+        for s, m, full, norms in zip(segments, self.masks, self.full, self.norms,
+                                     strict=True):
+            posting = s.postings.get(term)
+            if posting is None:
                 hits.append(None)
                 continue
-            docs, tfs = found
-            keep = m[docs]
-            hits.append((docs[keep], tfs[keep]))
-            df += int(keep.sum())
+            docs, tfs = posting
+            if not full:
+                keep = m[docs]
+                docs, tfs = docs[keep], tfs[keep]
+            hits.append((docs, tfs, norms[docs]))
+            df += len(docs)
+        return df, hits
+
+
+def bm25(segments: list[Segment], masks: list[np.ndarray], query: str,
+         keywords: Keywords | None = None) -> list[np.ndarray]:
+    """BM25 of ``query`` for every row of every segment (rows outside ``masks`` score 0);
+    document frequencies and the average length are taken over the rows in the masks
+    (``keywords``: those already computed for these segments and masks)."""
+    terms = list(dict.fromkeys(words(query)))
+    scores = [np.zeros(len(s), dtype=np.float32) for s in segments]
+    if keywords is None:
+        keywords = Keywords(segments, masks)
+    total = keywords.total
+    if not terms or total == 0:
+        return scores
+    for term in terms:
+        df, hits = keywords.term(segments, term)
         if df == 0:
             continue
         idf = math.log(1.0 + (total - df + 0.5) / (df + 0.5))
-        for s, score, hit in zip(segments, scores, hits, strict=True):
+        for score, hit in zip(scores, hits, strict=True):
             if hit is None:
                 continue
-            docs, tfs = hit
-            norm = K1 * (1.0 - B + B * s.lengths[docs] / avg)
+            docs, tfs, norm = hit
             score[docs] += idf * tfs * (K1 + 1.0) / (tfs + norm)
     return scores
 
@@ -209,14 +236,16 @@ class SearchCache:
                 self._pool.shutdown(wait=True)
                 self._pool = None
 
-    def view(self, segments: list[Segment]) -> list[np.ndarray]:
-        """``newest_rows`` of these segments, computed once per set (read-only arrays)."""
+    def view(self, segments: list[Segment]) -> tuple[list[np.ndarray], Keywords]:
+        """``newest_rows`` of these segments (read-only arrays) and their ``Keywords``,
+        computed once per set."""
         key = tuple(s.id for s in segments)
-        found: list[np.ndarray] | None = self.views.get(key)
+        found: tuple[list[np.ndarray], Keywords] | None = self.views.get(key)
         if found is None:
-            found = newest_rows(segments)
-            for mask in found:
+            masks = newest_rows(segments)
+            for mask in masks:
                 mask.flags.writeable = False
+            found = (masks, Keywords(segments, masks))
             self.views.put(key, found, max(1, sum(len(s) for s in segments) // 8))
         return found
 

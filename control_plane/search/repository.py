@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import namedtuple
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
+    Engine,
     String,
+    Uuid,
     and_,
+    any_,
     bindparam,
     cast,
     delete,
@@ -23,6 +27,9 @@ from sqlalchemy import (
     type_coerce,
     update,
 )
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 
 from ..db.models import EmbedderConfig, MemoryPointer, RetentionPolicy, SearchSegment
@@ -212,34 +219,47 @@ def token_set(value: str | None) -> frozenset[str]:
 
 def live_statement(tenant_id: uuid.UUID, scopes: Sequence[tuple[str, str]], *,
                    policies: Sequence[Any], by_ids: bool, user_id: bool, memory_type: bool,
-                   access: Access, where: Sequence[Any], hex_ids: bool = False) -> Any:
+                   access: Access, where: Sequence[Any], dialect: Dialect) -> LiveQuery:
     """``candidates`` under ``policies`` (as kept) and the tokens, in ONE statement: a
-    one-row select of the tokens, left-joined to the live pointers. Built once per kept
-    state and shape; its parameters: ``now``, ``cut_<k>`` (``live_parameters``), ``ids``
-    (expanding; ``hex_ids``: given as the hex strings SQLite stores, no conversion each),
-    ``user_id``, ``memory_type``."""
+    one-row select of the tokens, left-joined to the live pointers; compiled for
+    ``dialect`` once per kept state and shape (``LiveQuery``). Its parameters: ``now``,
+    ``cut_<k>`` (``live_parameters``), ``ids`` (``id_list``), ``user_id``,
+    ``memory_type``."""
     from ..retention.repository import deleting
 
     on: list[Any] = [P.tenant_id == tenant_id, P.sync_status == "synced",
-                     or_(P.expires_at.is_(None), P.expires_at > bindparam("now"))]
-    terms = [and_(governed, P.updated_at < bindparam(f"cut_{k}"))
+                     or_(P.expires_at.is_(None), P.expires_at > bindparam("now", None))]
+    terms = [and_(governed, P.updated_at < bindparam(f"cut_{k}", None))
              for k, (governed, _) in enumerate(deleting(policies))]
     if terms:
         on.append(not_(or_(*terms)))
     if by_ids:
-        on.append(P.id.in_(bindparam("ids", expanding=True, type_=String)) if hex_ids
-                  else P.id.in_(bindparam("ids", expanding=True)))
+        # One parameter for any number of candidates, so the SQL never changes: a JSON
+        # array of the hex ids SQLite stores (read by json_each), a uuid[] on PostgreSQL.
+        if dialect.name == "sqlite":
+            listed = func.json_each(bindparam("ids", None, type_=String)).table_valued("value")
+            on.append(P.id.in_(select(listed.c.value)))
+        else:
+            on.append(P.id == any_(bindparam("ids", None, type_=ARRAY(Uuid()))))
     if scopes:
         on.append(or_(*(and_(P.scope_type == s, P.scope_ref == r) for s, r in scopes)))
     if user_id:
-        on.append(P.subject_user_id == bindparam("user_id"))
+        on.append(P.subject_user_id == bindparam("user_id", None))
     if memory_type:
-        on.append(P.memory_type == bindparam("memory_type"))
+        on.append(P.memory_type == bindparam("memory_type", None))
     seen = access.where(P.scope_type, P.scope_ref)
     if seen is not None:
         on.append(seen)
     head = select(*tokens(tenant_id, where)).subquery("t")
-    return select(head, *LIVE_RAW).select_from(head.outerjoin(P, and_(*on)))
+    return LiveQuery(select(head, *LIVE_RAW).select_from(head.outerjoin(P, and_(*on))),
+                     dialect)
+
+
+def id_list(ids: Sequence[uuid.UUID], dialect: Dialect) -> Any:
+    """The ``ids`` parameter of a live statement."""
+    if dialect.name == "sqlite":
+        return "[" + ",".join(f'"{pid.hex}"' for pid in ids) + "]"
+    return list(ids)
 
 
 def live_parameters(policies: Sequence[Any], now: datetime) -> dict[str, Any]:
@@ -251,10 +271,74 @@ def live_parameters(policies: Sequence[Any], now: datetime) -> dict[str, Any]:
     return values
 
 
-def live_with_tokens(session: Session, statement: Any, parameters: dict[str, Any],
+class LiveQuery:
+    """A live statement compiled once for the driver and run straight on a pooled driver
+    connection, outside any transaction: one statement is its own snapshot, and a warm
+    search pays neither SQLAlchemy's per-execution work (execution context, expanding
+    parameters, result processing: ~1.2 ms of a 10,000-memory search on SQLite) nor a
+    BEGIN/COMMIT. Rows come back as the driver gives them (``LIVE_RAW``)."""
+
+    def __init__(self, statement: Any, dialect: Dialect) -> None:
+        self.statement = statement
+        # Literal parts (the token separators) rendered into the SQL; the values come from
+        # a plain compile of the same statement, whose parameter names are the same.
+        rendered = statement.compile(dialect=dialect,
+                                     compile_kwargs={"render_postcompile": True})
+        self.sql: str = rendered.string
+        self.order: list[str] | None = (list(rendered.positiontup)
+                                        if rendered.positiontup is not None else None)
+        self._compiled = statement.compile(dialect=dialect)
+        self._processors = dict(self._compiled._bind_processors)
+        self.row: Any = namedtuple(  # type: ignore[misc]  # noqa: PYI024
+            "LiveRow", [c.key for c in statement.selected_columns])
+
+    def values(self, parameters: dict[str, Any]) -> Any:
+        values = self._compiled.construct_params(parameters)
+        for name, process in self._processors.items():
+            if name in values:
+                values[name] = process(values[name])
+        return values if self.order is None else [values[name] for name in self.order]
+
+    def run(self, engine: Engine, parameters: dict[str, Any]) -> list[Any]:
+        """Execute with ``parameters``: the rows, as ``self.row`` tuples. Errors are the
+        SQLAlchemy exceptions a Session raises (a lost connection leaves the pool)."""
+        values = self.values(parameters)
+        dbapi_error = engine.dialect.loaded_dbapi.Error
+        try:
+            raw = engine.raw_connection()
+        except dbapi_error as exc:
+            raise sa_exc.DBAPIError.instance(None, None, exc, dbapi_error,
+                                             dialect=engine.dialect) from exc
+        driver: Any = raw.driver_connection
+        postgres = engine.dialect.name == "postgresql"
+        try:
+            if postgres:
+                driver.autocommit = True  # one statement, no BEGIN/COMMIT round trips
+            cursor = driver.cursor()
+            try:
+                cursor.execute(self.sql, values)
+                return list(map(self.row._make, cursor.fetchall()))
+            finally:
+                cursor.close()
+                if postgres and not driver.closed:
+                    driver.autocommit = False
+        except dbapi_error as exc:
+            lost = engine.dialect.is_disconnect(exc, driver, None)
+            if lost:
+                raw.invalidate()
+            raise sa_exc.DBAPIError.instance(self.sql, values, exc, dbapi_error,
+                                             connection_invalidated=lost,
+                                             dialect=engine.dialect) from exc
+        finally:
+            raw.close()
+
+
+def live_with_tokens(session: Session, statement: LiveQuery, parameters: dict[str, Any],
                      tags: Sequence[str]) -> tuple[Any, list[Any]]:
     """Run a ``live_statement``: (the tokens row, the live pointers' rows)."""
-    rows = session.connection().execute(statement, parameters).all()
+    if session.in_transaction():
+        session.commit()  # the statement runs on a connection of its own: end this one first
+    rows = statement.run(session.get_bind().engine, parameters)
     found = [r for r in rows if r.id is not None]
     if tags:  # tags are a JSON list: filtered here, portably, on the few candidates left
         wanted = set(tags)
@@ -262,11 +346,13 @@ def live_with_tokens(session: Session, statement: Any, parameters: dict[str, Any
     return rows[0], found
 
 
-# The live statement's columns. Ids and tags come as the driver gives them (SQLite: hex and
-# JSON text; PostgreSQL: UUID and list), so a row costs no conversion until it is a hit:
+# The live statement's columns. Ids, tags and times come as the driver gives them (SQLite:
+# hex, JSON text and ISO text; PostgreSQL: UUID, JSON text and datetime), so a row costs no
+# conversion until it is a hit:
 # ``raw_hex`` keys the rows, ``LivePointer.of`` converts the few hits.
 LIVE_RAW = (type_coerce(P.id, String).label("id"), P.version, P.scope_type, P.scope_ref,
-            P.key, P.title, P.memory_type, type_coerce(P.tags, String).label("tags"),
+            P.key, P.title, P.memory_type,
+            cast(P.tags, String).label("tags"),  # text: the driver parses no JSON per row
             P.subject_user_id,
             type_coerce(P.storage_config_id, String).label("storage_config_id"),
             P.storage_path, P.content_sha256, P.expires_at)
@@ -278,6 +364,14 @@ def raw_hex(value: Any) -> str:
 
 def raw_uuid(value: Any) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+
+def raw_utc(value: Any) -> datetime | None:
+    """A time column as the driver gave it (SQLite: naive UTC text), timezone-aware UTC."""
+    if value is None:
+        return None
+    found = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return found.replace(tzinfo=UTC) if found.tzinfo is None else found.astimezone(UTC)
 
 
 def tag_list(value: Any) -> list[str]:
@@ -310,4 +404,4 @@ class LivePointer(NamedTuple):
         return cls(raw_uuid(row.id), row.version, row.scope_type, row.scope_ref, row.key,
                    row.title, row.memory_type, tag_list(row.tags), row.subject_user_id,
                    raw_uuid(row.storage_config_id), row.storage_path, row.content_sha256,
-                   row.expires_at)
+                   raw_utc(row.expires_at))

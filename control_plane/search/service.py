@@ -185,7 +185,8 @@ def _read_state(session: Session, runtime: Runtime, cache: SearchCache, tenant_i
 
 
 def _tokens(row: Any) -> tuple[Any, frozenset[str], frozenset[str]]:
-    return (row.t_embedder, repo.token_set(row.t_policies), repo.token_set(row.t_segments))
+    embedder = None if row.t_embedder is None else repo.raw_uuid(row.t_embedder)
+    return (embedder, repo.token_set(row.t_policies), repo.token_set(row.t_segments))
 
 
 def _load(session: Session, runtime: Runtime, cache: SearchCache,
@@ -229,10 +230,9 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
     now = utcnow()
     scopes = state.scopes
 
-    hex_ids = session.get_bind().dialect.name == "sqlite"  # Uuid is CHAR(32) hex there
+    dialect = session.get_bind().dialect
 
-    def live_of(ids: Sequence[uuid.UUID] | None, hexes: Sequence[str] = ()
-                ) -> dict[str, Any] | None:
+    def live_of(ids: Sequence[uuid.UUID] | None) -> dict[str, Any] | None:
         """The live filter, one statement (rows by pointer id in hex); it also reads the
         tokens of ``state``."""
         shape = (ids is not None, ids is None and request.user_id is not None,
@@ -242,15 +242,14 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
             statement = state.statements[shape] = repo.live_statement(
                 actor.tenant_id, scopes, policies=state.policies, by_ids=shape[0],
                 user_id=shape[1], memory_type=shape[2], access=access, where=state.where,
-                hex_ids=hex_ids)
+                dialect=dialect)
         parameters = repo.live_parameters(state.policies, now)
         if ids is not None:
-            parameters["ids"] = list(hexes) if hex_ids else list(ids)
+            parameters["ids"] = repo.id_list(ids, dialect)
         else:
             parameters |= {"user_id": request.user_id, "memory_type": request.memory_type}
         token, rows = repo.live_with_tokens(session, statement, parameters,
                                             request.tags if ids is None else ())
-        session.commit()
         if _tokens(token) != state.tokens:
             return None
         return {repo.raw_hex(r.id): r for r in rows}
@@ -260,7 +259,7 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
     filtered = (request.user_id is not None or request.memory_type is not None
                 or bool(request.tags))
     # A pointer in several segments counts once, at its newest version (cached per set).
-    masks = cache.view(segments)
+    masks, keywords = cache.view(segments)
     live: dict[str, Any] | None = None
     if filtered:  # filters first: ranking only what passes them (one query)
         live = live_of(None)
@@ -272,7 +271,8 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
                  for seg, m in zip(segments, masks, strict=True)]
     vec_all = np.concatenate([np.where(m, seg.vectors @ query, -np.inf)
                               for seg, m in zip(segments, masks, strict=True)])
-    kw_all = np.concatenate(bm25(segments, masks, request.query))
+    kw_all = np.concatenate(bm25(segments, masks, request.query,
+                                 None if filtered else keywords))
     pool = max(32, request.limit * _POOL)
     vec_top = _top(vec_all, pool)
     vec_top = vec_top[np.isfinite(vec_all[vec_top])].tolist()
@@ -287,7 +287,7 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
     hexes = [pid.hex for pid in ids]
     versions = [int(segments[s].versions[i]) for s, i in zip(seg_of, row_of, strict=True)]
     if live is None:  # the live filter: one statement over the candidates
-        live = live_of(ids, hexes)
+        live = live_of(ids)
         if live is None:
             return None
     eligible = {j: (s, i, live[pid]) for j, s, i, pid, version

@@ -6,13 +6,15 @@ and writes its audit row."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import event, select, update
+from sqlalchemy import Engine, event, select, update
 
 from control_plane.db.base import utcnow
 from control_plane.db.models import AccessLog, MemoryPointer
@@ -145,28 +147,62 @@ def test_an_embedder_configured_through_another_runtime_is_used_by_the_next_sear
     assert (removed.embedder, removed.hits[0].key) == ("memplane-hash-v2", "pet")
 
 
+@contextmanager
+def driver_statements(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The first word of every statement the database driver runs meanwhile in this thread
+    (other tests' servers in this process have threads of their own), on any connection:
+    also those run straight on a driver connection, which SQLAlchemy's events do not see
+    (SQLite's trace callback on ``engine``'s connections; psycopg's cursor, spied on)."""
+    seen: list[str] = []
+    mine = threading.get_ident()
+
+    def note(statement: Any) -> None:
+        text = statement.decode() if isinstance(statement, bytes) else str(statement)
+        if threading.get_ident() == mine and not text.startswith("--"):  # "--": a trigger
+            seen.append(text.split(None, 1)[0].upper())
+
+    if engine.dialect.name == "sqlite":
+        def trace(dbapi_conn: Any, *_: Any) -> None:
+            dbapi_conn.set_trace_callback(note)
+
+        def untrace(dbapi_conn: Any, *_: Any) -> None:
+            dbapi_conn.set_trace_callback(None)
+
+        event.listen(engine, "checkout", trace)
+        event.listen(engine, "checkin", untrace)
+        try:
+            yield seen
+        finally:
+            event.remove(engine, "checkout", trace)
+            event.remove(engine, "checkin", untrace)
+        return
+    import psycopg
+
+    execute = psycopg.Cursor.execute
+
+    def spied(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        note(query)
+        return execute(cursor, query, *args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(psycopg.Cursor, "execute", spied)
+        yield seen
+
+
 def test_a_warm_search_runs_one_statement_and_audits_itself(
-        world: ServiceWorld) -> None:
+        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
     _write(world.runtime, world, FACTS)
     _search(world.runtime, world, "dog biscuit")  # reads and keeps the state
-    seen: list[str] = []
-
-    def count(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        seen.append(statement.split(None, 1)[0].upper())
-
-    engine = world.runtime.engine
-    event.listen(engine, "before_cursor_execute", count)
-    try:
+    with driver_statements(world.runtime.engine, monkeypatch) as seen:
         found = _search(world.runtime, world, "nurse hospital")
-    finally:
-        event.remove(engine, "before_cursor_execute", count)
     with world.runtime.sessions() as session:
         rows = session.execute(select(AccessLog.operation, AccessLog.detail).where(
             AccessLog.tenant_id == world.tenant_id, AccessLog.operation == "search")
             .order_by(AccessLog.accessed_at, AccessLog.id)).all()
 
     assert found.hits[0].key == "job"
-    assert seen.count("SELECT") == 1
+    # The live filter first, on its own (no BEGIN before it), then the audit row's commit.
+    assert (seen[:1], seen.count("SELECT"), "INSERT" in seen) == (["SELECT"], 1, True)
     assert len(rows) == 2
     assert rows[-1].detail == (f"scope=agent ref=(given) user=None type=None tags=0 "
                                f"-> {len(found.hits)}")
