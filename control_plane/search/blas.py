@@ -9,38 +9,17 @@ machine under load: the product of a warm search took 10–34 ms with two thread
 with one (docs/performance.md, "Warm search"). One thread per product, parallelism from the
 requests, is the usual setting for a server.
 
-numpy exposes no call for it: the BLAS library numpy loaded is found among the process's
-shared objects and its own ``set_num_threads`` is called. Where none is found (another BLAS,
-another platform) nothing is changed, and the log says so.
+numpy exposes no call for it; threadpoolctl finds the BLAS library numpy loaded (OpenBLAS,
+MKL, BLIS) and sets its thread count for the whole process.
 """
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import threading
-from pathlib import Path
 
 log = logging.getLogger(__name__)
-
-_SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
-            "openblas_set_num_threads64_", "openblas_set_num_threads", "MKL_Set_Num_Threads")
 _lock = threading.Lock()
-
-
-def _loaded_blas() -> list[str]:
-    """Paths of the BLAS libraries this process has loaded (Linux: /proc/self/maps)."""
-    maps = Path("/proc/self/maps")
-    if not maps.exists():
-        return []
-    found: dict[str, None] = {}
-    for line in maps.read_text().splitlines():
-        fields = line.split(maxsplit=5)  # address perms offset device inode [path]
-        path = fields[5] if len(fields) == 6 else ""
-        name = path.rsplit("/", 1)[-1].lower()
-        if path.startswith("/") and ("openblas" in name or name.startswith("libmkl_rt")):
-            found[path] = None
-    return list(found)
 
 
 def limit_threads(threads: int) -> bool:
@@ -49,36 +28,22 @@ def limit_threads(threads: int) -> bool:
     if threads <= 0:
         return False
     import numpy  # noqa: F401  (loads the BLAS library being limited)
+    from threadpoolctl import threadpool_limits
 
     with _lock:
-        for path in _loaded_blas():
-            try:
-                library = ctypes.CDLL(path)  # already loaded: the same handle numpy uses
-            except OSError:
-                continue
-            for symbol in _SETTERS:
-                setter = getattr(library, symbol, None)
-                if setter is not None:
-                    setter.argtypes = [ctypes.c_int]
-                    setter.restype = None
-                    setter(threads)
-                    return True
+        limited = threadpool_limits(limits=threads, user_api="blas")
+    if not limited.get_original_num_threads():
         log.info("no BLAS library with a thread setting was found; "
                  "MEMPLANE_BLAS_THREADS has no effect")
         return False
+    return True
 
 
 def current_threads() -> int | None:
-    """The thread count numpy's OpenBLAS uses now (None: not an OpenBLAS found here)."""
-    for path in _loaded_blas():
-        try:
-            library = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for symbol in ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
-                       "openblas_get_num_threads64_", "openblas_get_num_threads"):
-            getter = getattr(library, symbol, None)
-            if getter is not None:
-                getter.restype = ctypes.c_int
-                return int(getter())
-    return None
+    """The thread count numpy's BLAS uses now (None: no BLAS library found here)."""
+    import numpy  # noqa: F401
+    from threadpoolctl import threadpool_info
+
+    counts = [int(lib["num_threads"]) for lib in threadpool_info()
+              if lib.get("user_api") == "blas"]
+    return min(counts) if counts else None
