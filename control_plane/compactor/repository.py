@@ -111,6 +111,14 @@ def add_provenance(session: Session, compaction: Compaction,
         for event_id, digest in hashes])
 
 
+def add_provenances(session: Session, compactions: Sequence[dict[str, object]],
+                    hashes: Sequence[dict[str, object]]) -> None:
+    """A group's provenance: its ``compactions`` rows and their events' (``compaction_id``,
+    ``event_id``, ``event_sha256``) rows, one multi-row INSERT each."""
+    insert_rows(session, COMPACTIONS, compactions)
+    insert_rows(session, COMPACTION_EVENTS, hashes)
+
+
 def active_tenants(session: Session) -> list[uuid.UUID]:
     """Tenants with uncompressed events (read from the partial index), less those that
     turned their compactor off."""

@@ -176,26 +176,32 @@ def test_a_run_writes_one_entry_per_due_bucket_and_marks_exactly_its_events(
     assert not compressed(world) & (set(small) | set(young))
 
 
+@pytest.mark.parametrize("group", [1, 2])
 @pytest.mark.parametrize("step", ["compact:summarised", "entry:after_put", "compact:marking",
-                                  "entry:before_commit", "compact:committed"])
+                                  "entry:before_commit", "compact:group_written",
+                                  "compact:committed"])
 def test_a_crash_at_any_step_then_a_rerun_summarises_each_event_once(
-        world: ServiceWorld, step: str) -> None:
+        world: ServiceWorld, step: str, group: int) -> None:
+    """With one entry per transaction the crash hits the first bucket's; with two, the
+    group holding both buckets' entries: it lands whole or not at all."""
     acme = append(world, "entity", "ent_acme", ACME)
     project = append(world, "project", "p1", PROJECT)
     world.crash_at = step
+    if group == 1 and step == "compact:group_written":
+        return  # a step of group writes only
     with pytest.raises(SimulatedCrash):
-        run(world, writers=1)  # one writer: the crash hits the first bucket, the only one
+        run(world, writers=1, group=group)  # one writer: the crash hits the first write
     committed = step == "compact:committed"
-    # The crash hit the first bucket (entity/ent_acme): its entry and its marks landed
-    # together or not at all.
-    assert len(compactor_entries(world)) == (1 if committed else 0)
-    assert compressed(world) == (set(acme) if committed else set())
-    assert covered(world) == (Counter(acme) if committed else Counter())
+    # The first write (entity/ent_acme's entry, or the group of both) landed whole or not
+    # at all: each entry with its marks and provenance.
+    landed = (acme if group == 1 else acme + project) if committed else []
+    assert len(compactor_entries(world)) == (group if committed else 0)
+    assert compressed(world) == set(landed)
+    assert covered(world) == Counter(landed)
 
-    assert run(world) == counts(buckets=1 if committed else 2,
-                                compacted_buckets=1 if committed else 2,
-                                events_compressed=3 if committed else 7,
-                                entries_written=1 if committed else 2)
+    left = 2 - len(compactor_entries(world))
+    assert run(world) == counts(buckets=left, compacted_buckets=left,
+                                events_compressed=7 - len(landed), entries_written=left)
     assert len(compactor_entries(world)) == 2
     assert compressed(world) == set(acme) | set(project)
     assert covered(world) == Counter(acme + project)  # each event in exactly one entry
@@ -204,8 +210,9 @@ def test_a_crash_at_any_step_then_a_rerun_summarises_each_event_once(
     with world.runtime.sessions() as session:
         orphans = collect_orphans(session, world.runtime.plane, grace_seconds=0,
                                   tenant_id=world.tenant_id)
-    left_behind = step in ("entry:after_put", "compact:marking", "entry:before_commit")
-    assert orphans.orphans_deleted == (1 if left_behind else 0)
+    left_behind = step in ("entry:after_put", "compact:marking", "entry:before_commit",
+                           "compact:group_written")
+    assert orphans.orphans_deleted == (group if left_behind else 0)
     for entry in compactor_entries(world):
         assert summary_of(world, entry.id).startswith("- ")
 
