@@ -248,6 +248,45 @@ def test_two_runs_racing_for_a_bucket_commit_one_entry(world: ServiceWorld) -> N
     assert orphans.marked == 0  # A's object was deleted when its commit was refused
 
 
+def test_a_group_with_a_bucket_compacted_meanwhile_writes_the_others_one_by_one(
+        world: ServiceWorld) -> None:
+    """Run A has summarised both buckets of its group when run B compacts one of them: A's
+    group commits nothing, then A writes its entries one by one — the bucket B took is
+    passed over, the other lands. One entry per bucket, each event once."""
+    acme = append(world, "entity", "ent_acme", ACME)
+    project = append(world, "project", "p1", PROJECT)
+    summarised, go_on = threading.Event(), threading.Event()
+    seen = Counter[str]()
+
+    def checkpoint(step: str) -> None:
+        if step == "compact:summarised" and threading.current_thread().name == "run-a":
+            seen[step] += 1
+            if seen[step] == 2:  # both chunks summarised; the group is submitted next
+                summarised.set()
+                assert go_on.wait(DEADLINE_SECONDS)
+
+    world.runtime.plane.checkpoint = checkpoint
+    results: dict[str, dict[str, Any]] = {}
+    first = threading.Thread(target=lambda: results.update(a=run(world, group=2)),
+                             name="run-a")
+    first.start()
+    assert summarised.wait(DEADLINE_SECONDS)
+    results["b"] = run(world, scope="entity", scope_ref="ent_acme")
+    go_on.set()
+    first.join(DEADLINE_SECONDS)
+
+    assert results["b"] == counts(buckets=1, compacted_buckets=1, events_compressed=4,
+                                  entries_written=1)
+    assert results["a"] == counts(buckets=2, compacted_buckets=1, events_compressed=3,
+                                  entries_written=1, skipped_buckets=1)
+    assert [(p.scope_ref) for p in compactor_entries(world)] == ["ent_acme", "p1"]
+    assert covered(world) == Counter(acme + project)
+    with world.runtime.sessions() as session:
+        orphans = collect_orphans(session, world.runtime.plane, grace_seconds=0,
+                                  tenant_id=world.tenant_id)
+    assert orphans.marked == 0  # the refused group's objects and A's single were deleted
+
+
 @dataclass
 class Scripted:
     """A summariser that fails for chosen scope refs (real objects, no mocks)."""
@@ -281,6 +320,32 @@ def test_a_failing_bucket_marks_nothing_and_is_retried_next_run(world: ServiceWo
         models = set(session.execute(select(Compaction.provider, Compaction.model,
                                             Compaction.prompt_version)).all())
     assert models == {("scripted", "m1", "p1")}
+
+
+def test_a_failing_bucket_leaves_the_rest_of_its_group_to_commit(
+        world: ServiceWorld) -> None:
+    acme = append(world, "entity", "ent_acme", ACME)
+    project = append(world, "project", "p1", PROJECT)
+    growth = append(world, "team", "growth", PROJECT)
+    failing = Scripted({"p1": SummarizerFailed("timeout")})
+    assert run(world, failing, group=3) == counts(
+        buckets=3, compacted_buckets=2, events_compressed=7, entries_written=2,
+        failed_buckets=1, failures={"timeout": 1})
+    assert compressed(world) == set(acme) | set(growth)
+    assert covered(world) == Counter(acme + growth)
+    assert [p.scope_ref for p in compactor_entries(world)] == ["ent_acme", "growth"]
+    with world.runtime.sessions() as session:
+        compacted = sorted(session.scalars(select(AccessLog.pointer_id).where(
+            AccessLog.tenant_id == world.tenant_id, AccessLog.operation == "compact")))
+        written = sorted(session.scalars(select(AccessLog.pointer_id).where(
+            AccessLog.tenant_id == world.tenant_id, AccessLog.operation == "write",
+            AccessLog.pointer_id.is_not(None), AccessLog.success.is_(True))))
+    ids = sorted(p.id for p in compactor_entries(world))
+    assert compacted == written == ids  # each entry audited as written and as compacted
+
+    assert run(world, Scripted({})) == counts(buckets=1, compacted_buckets=1,
+                                              events_compressed=3, entries_written=1)
+    assert compressed(world) == set(acme) | set(project) | set(growth)
 
 
 def test_a_spent_budget_stops_the_run_cleanly(world: ServiceWorld) -> None:
