@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Select, func, insert, select, update
+from sqlalchemy import Select, bindparam, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from ..db.models import (
@@ -76,6 +76,21 @@ def bucket_events(session: Session, tenant_id: uuid.UUID, bucket: Bucket, *,
     ))
 
 
+# Core, not ORM (no session objects to synchronise, so no ORM bulk-update work), and built
+# once: building the statement for each entry cost more than running it.
+_MARK = (
+    update(EVENTS)
+    .where(EVENTS.c.tenant_id == bindparam("m_tenant"),
+           EVENTS.c.scope_type == bindparam("m_scope"),
+           EVENTS.c.scope_ref == bindparam("m_scope_ref"),
+           EVENTS.c.occurred_at >= bindparam("m_since"),
+           EVENTS.c.occurred_at <= bindparam("m_until"),
+           EVENTS.c.id.in_(bindparam("m_ids", expanding=True)),
+           EVENTS.c.compressed_at.is_(None))
+    .values(compressed_at=bindparam("m_now"))
+)
+
+
 def mark_compressed(session: Session, tenant_id: uuid.UUID, bucket: Bucket,
                     events: Sequence[MemoryEvent], now: datetime) -> int:
     """Set ``compressed_at`` on those of ``events`` (all of ``bucket``) that have none yet;
@@ -86,18 +101,11 @@ def mark_compressed(session: Session, tenant_id: uuid.UUID, bucket: Bucket,
     them by a short range of ``ix_memory_events_uncompressed``. With the ids alone SQLite
     chose that index by its tenant prefix and walked every uncompressed event of the tenant
     for each entry: a run's marking cost grew with the square of its events."""
-    # Core, not ORM: no session objects to synchronise, so no ORM bulk-update work.
-    columns = EVENTS.c
     times = [event.occurred_at for event in events]
-    result = session.execute(
-        update(EVENTS)
-        .where(columns.tenant_id == tenant_id, columns.scope_type == bucket.scope,
-               columns.scope_ref == bucket.scope_ref,
-               columns.occurred_at >= min(times), columns.occurred_at <= max(times),
-               columns.id.in_([event.id for event in events]),
-               columns.compressed_at.is_(None))
-        .values(compressed_at=now)
-    )
+    result = session.execute(_MARK, {
+        "m_tenant": tenant_id, "m_scope": bucket.scope, "m_scope_ref": bucket.scope_ref,
+        "m_since": min(times), "m_until": max(times), "m_ids": [event.id for event in events],
+        "m_now": now})
     return int(result.rowcount)  # type: ignore[attr-defined]
 
 
