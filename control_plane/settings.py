@@ -113,10 +113,6 @@ class Settings(BaseSettings):
         1000, ge=200, le=100_000, description="A bucket with more uncompressed events than "
         "this is summarised into several entries of about equal size, so one summary never "
         "reads an unbounded number of events.")
-    compactor_group_entries: int = Field(
-        16, ge=1, le=256, description="Entries the compactor writes in one transaction (one "
-        "commit for their pointers, marks and provenance); a group commits whole or not at "
-        "all. 1 writes each entry in a transaction of its own.")
 
     # Retention (control_plane/retention): when the worker queues the daily retention run.
     retention_schedule: str = Field(

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
+from control_plane.compactor import service as compactor
 from control_plane.db.base import utcnow
 from control_plane.db.models import CompactionEvent, Job, MemoryEvent, MemoryPointer
 from control_plane.events import service as events
@@ -142,12 +143,12 @@ def test_the_scheduled_run_killed_mid_bucket_finishes_after_restart(
 @pytest.mark.timeout(300)
 def test_a_worker_killed_inside_a_groups_transaction_leaves_nothing_of_the_group(
         env: dict[str, str], runtime: Runtime, tmp_path: Path) -> None:
-    """Three buckets, one group (groups of three entries): the kill comes after the
+    """Three buckets, one group (a group holds up to 16 entries): the kill comes after the
     group's pointers, marks and provenance were written in its open transaction. None of
     them is committed; after the restart each bucket has exactly one entry, each event is
     covered once, and the group's three objects are orphans GC removes."""
     buckets = (("entity", "ent_acme", 4), ("project", "p1", 3), ("team", "growth", 5))
-    env = {**env, "MEMPLANE_COMPACTOR_GROUP_ENTRIES": "3"}
+    assert len(buckets) <= compactor.GROUP_ENTRIES  # one group
     tenant_id, ids = _seed(runtime, buckets)
     pause = tmp_path / "pause"
     worker = WorkerProcess(env).start(pause_at="compact:group_written", pause_file=pause)
