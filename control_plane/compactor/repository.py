@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from sqlalchemy import Select, bindparam, func, insert, select, update
 from sqlalchemy.orm import Session
@@ -91,8 +92,18 @@ _MARK = (
 )
 
 
+class Dated(Protocol):
+    """What marking needs of an event: a loaded row, or the compactor's light copy of one."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def occurred_at(self) -> datetime: ...
+
+
 def mark_compressed(session: Session, tenant_id: uuid.UUID, bucket: Bucket,
-                    events: Sequence[MemoryEvent], now: datetime) -> int:
+                    events: Sequence[Dated], now: datetime) -> int:
     """Set ``compressed_at`` on those of ``events`` (all of ``bucket``) that have none yet;
     how many did.
 

@@ -363,7 +363,11 @@ class _Run:
                     writer.submit(_Outcome(key, failed="empty_summary"))
                     continue
                 self.plane.checkpoint("compact:summarised")
-                group.append(_Write(item.bucket, item.events, summary, item.first))
+                # Only what the write needs of each event goes on: the loaded rows (and
+                # their ORM state) are let go as soon as the chunk is summarised.
+                covered = [_Event(e.id, e.occurred_at, e.content_sha256, e.subject_user_id)
+                           for e in item.events]
+                group.append(_Write(item.bucket, covered, summary, item.first))
                 if len(group) >= self.group_size:
                     writer.submit(_Group(group))
                     group = []
@@ -558,7 +562,7 @@ class _Run:
         self._add(delta)
 
     def _mark(self, session: Session, pointer: MemoryPointer, bucket: Bucket,
-              events: Sequence[MemoryEvent], hashes: list[tuple[uuid.UUID, str]],
+              events: Sequence[_Event], hashes: list[tuple[uuid.UUID, str]],
               summary: Summary, subjects: set[str | None], delta: Counts) -> None:
         """Inside the entry's commit transaction: mark, record provenance, save progress."""
         self.plane.checkpoint("compact:marking")
@@ -581,10 +585,20 @@ class _Run:
         self._save(session, delta)
 
 
+@dataclass(frozen=True, slots=True)
+class _Event:
+    """What writing an entry needs of an event it covers."""
+
+    id: uuid.UUID
+    occurred_at: datetime
+    content_sha256: str
+    subject_user_id: str | None
+
+
 @dataclass(frozen=True)
 class _Write:
     bucket: Bucket
-    events: list[MemoryEvent]
+    events: list[_Event]
     summary: Summary
     first: bool
 

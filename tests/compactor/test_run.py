@@ -335,12 +335,12 @@ def test_a_failing_bucket_leaves_the_rest_of_its_group_to_commit(
     assert covered(world) == Counter(acme + growth)
     assert [p.scope_ref for p in compactor_entries(world)] == ["ent_acme", "growth"]
     with world.runtime.sessions() as session:
-        compacted = sorted(session.scalars(select(AccessLog.pointer_id).where(
-            AccessLog.tenant_id == world.tenant_id, AccessLog.operation == "compact")))
-        written = sorted(session.scalars(select(AccessLog.pointer_id).where(
+        compacted = sorted(map(str, session.scalars(select(AccessLog.pointer_id).where(
+            AccessLog.tenant_id == world.tenant_id, AccessLog.operation == "compact"))))
+        written = sorted(map(str, session.scalars(select(AccessLog.pointer_id).where(
             AccessLog.tenant_id == world.tenant_id, AccessLog.operation == "write",
-            AccessLog.pointer_id.is_not(None), AccessLog.success.is_(True))))
-    ids = sorted(p.id for p in compactor_entries(world))
+            AccessLog.pointer_id.is_not(None), AccessLog.success.is_(True)))))
+    ids = sorted(str(p.id) for p in compactor_entries(world))
     assert compacted == written == ids  # each entry audited as written and as compacted
 
     assert run(world, Scripted({})) == counts(buckets=1, compacted_buckets=1,
