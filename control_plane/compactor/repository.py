@@ -6,8 +6,9 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
-from sqlalchemy import Select, func, insert, select, update
+from sqlalchemy import Select, bindparam, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from ..db.models import (
@@ -76,8 +77,33 @@ def bucket_events(session: Session, tenant_id: uuid.UUID, bucket: Bucket, *,
     ))
 
 
+# Core, not ORM (no session objects to synchronise, so no ORM bulk-update work), and built
+# once: building the statement for each entry cost more than running it.
+_MARK = (
+    update(EVENTS)
+    .where(EVENTS.c.tenant_id == bindparam("m_tenant"),
+           EVENTS.c.scope_type == bindparam("m_scope"),
+           EVENTS.c.scope_ref == bindparam("m_scope_ref"),
+           EVENTS.c.occurred_at >= bindparam("m_since"),
+           EVENTS.c.occurred_at <= bindparam("m_until"),
+           EVENTS.c.id.in_(bindparam("m_ids", expanding=True)),
+           EVENTS.c.compressed_at.is_(None))
+    .values(compressed_at=bindparam("m_now"))
+)
+
+
+class Dated(Protocol):
+    """What marking needs of an event: a loaded row, or the compactor's light copy of one."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def occurred_at(self) -> datetime: ...
+
+
 def mark_compressed(session: Session, tenant_id: uuid.UUID, bucket: Bucket,
-                    events: Sequence[MemoryEvent], now: datetime) -> int:
+                    events: Sequence[Dated], now: datetime) -> int:
     """Set ``compressed_at`` on those of ``events`` (all of ``bucket``) that have none yet;
     how many did.
 
@@ -86,18 +112,11 @@ def mark_compressed(session: Session, tenant_id: uuid.UUID, bucket: Bucket,
     them by a short range of ``ix_memory_events_uncompressed``. With the ids alone SQLite
     chose that index by its tenant prefix and walked every uncompressed event of the tenant
     for each entry: a run's marking cost grew with the square of its events."""
-    # Core, not ORM: no session objects to synchronise, so no ORM bulk-update work.
-    columns = EVENTS.c
     times = [event.occurred_at for event in events]
-    result = session.execute(
-        update(EVENTS)
-        .where(columns.tenant_id == tenant_id, columns.scope_type == bucket.scope,
-               columns.scope_ref == bucket.scope_ref,
-               columns.occurred_at >= min(times), columns.occurred_at <= max(times),
-               columns.id.in_([event.id for event in events]),
-               columns.compressed_at.is_(None))
-        .values(compressed_at=now)
-    )
+    result = session.execute(_MARK, {
+        "m_tenant": tenant_id, "m_scope": bucket.scope, "m_scope_ref": bucket.scope_ref,
+        "m_since": min(times), "m_until": max(times), "m_ids": [event.id for event in events],
+        "m_now": now})
     return int(result.rowcount)  # type: ignore[attr-defined]
 
 
@@ -109,6 +128,14 @@ def add_provenance(session: Session, compaction: Compaction,
     insert_rows(session, COMPACTION_EVENTS, [
         {"compaction_id": compaction.id, "event_id": event_id, "event_sha256": digest}
         for event_id, digest in hashes])
+
+
+def add_provenances(session: Session, compactions: Sequence[dict[str, object]],
+                    hashes: Sequence[dict[str, object]]) -> None:
+    """A group's provenance: its ``compactions`` rows and their events' (``compaction_id``,
+    ``event_id``, ``event_sha256``) rows, one multi-row INSERT each."""
+    insert_rows(session, COMPACTIONS, compactions)
+    insert_rows(session, COMPACTION_EVENTS, hashes)
 
 
 def active_tenants(session: Session) -> list[uuid.UUID]:

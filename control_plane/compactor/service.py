@@ -9,13 +9,21 @@ bucket, has the tenant's summariser summarise them, and writes the summary as an
 id and SHA-256 of every event summarised), so the three land together or not at all:
 
   1. read the events and their bodies; summarise (nothing written yet);
-  2. put the summary object (``entries.create_entry``; no transaction open);
+  2. put the summary object (no transaction open);
   3. one transaction: the entry's pointer, ``compressed_at`` on the events
      ``WHERE compressed_at IS NULL`` — fewer rows than summarised means another run got
      there first, and nothing commits —, the provenance rows, the audit row, the job's
      progress; commit.
 
-A crash before 3 commits leaves at most an object no pointer names (orphan GC removes it)
+Entries are written in groups (up to ``GROUP_ENTRIES`` chunks summarised one after the
+other, ``entries.create_entries``): the group's objects are put side by side, then
+step 3 runs once for all of them — one commit, one multi-row INSERT per table, one marking
+statement per entry —, so the group lands whole or not at all. If another run compacted one
+of its buckets meanwhile, or a subject's erasure began, the group commits nothing and its
+entries are written one by one (``entries.create_entry``), each landing or being passed over
+on its own. Buckets whose summariser failed are never in a group.
+
+A crash before 3 commits leaves at most objects no pointer names (orphan GC removes them)
 and the events uncompressed: the next run summarises them again, once. A crash after it
 leaves nothing to redo: the events are no longer selected. Events are never deleted.
 
@@ -32,6 +40,7 @@ import queue
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -64,12 +73,17 @@ from .schemas import (
 )
 
 if TYPE_CHECKING:
+    from ..entries.schemas import EntryIn
     from ..summarizers import Summarizer, Summary
 
 log = logging.getLogger(__name__)
 
 KIND = "compact"
 WRITERS = 3
+PUTTERS = 4  # a group's objects are put side by side by a pool this size
+# Entries per write transaction: one commit, one flush of the WAL, one INSERT per table for
+# all of them. Past ~16 the per-entry saving is small and a refused group redoes more.
+GROUP_ENTRIES = 16
 IMPORTANCE = 4
 TAGS = ["compacted"]
 
@@ -244,23 +258,27 @@ def compact_tenant(session: Session, plane: DataPlane, settings: Settings,
                    tenant_id: uuid.UUID, *, actor: Actor, dry_run: bool = False,
                    scope: str | None = None, scope_ref: str | None = None,
                    job: JobContext | None = None, summarizer: Summarizer | None = None,
-                   writers: int = WRITERS, now: Callable[[], datetime] = utcnow) -> Counts:
+                   writers: int = WRITERS, group: int | None = None,
+                   now: Callable[[], datetime] = utcnow) -> Counts:
     """Compact every due bucket of the tenant (or of one scope); see the module docstring.
     With ``job``, counts are saved in its progress with each bucket's commit, and a job
     taken over resumes with them (and with the first attempt's cutoff). ``summarizer``:
     default, the tenant's (``summarizers.summarizer_for``). ``writers``: threads writing
-    entries side by side (each entry is still one transaction of its own)."""
+    groups of entries side by side. ``group``: entries per write transaction (default
+    ``GROUP_ENTRIES``; 1 writes each entry in a transaction of its own)."""
     return _Run(session, plane, settings, tenant_id, actor, dry_run=dry_run, job=job,
-                now=now, writers=writers).run(scope, scope_ref, summarizer)
+                now=now, writers=writers, group=group).run(scope, scope_ref, summarizer)
 
 
 class _Run:
     def __init__(self, session: Session, plane: DataPlane, settings: Settings,
                  tenant_id: uuid.UUID, actor: Actor, *, dry_run: bool,
                  job: JobContext | None, now: Callable[[], datetime],
-                 writers: int = 1) -> None:
+                 writers: int = 1, group: int | None = None) -> None:
         self.session, self.plane, self.settings = session, plane, settings
         self.writers = max(1, writers)
+        self.group_size = max(1, group if group is not None else GROUP_ENTRIES)
+        self.put_pool: ThreadPoolExecutor | None = None
         self._counts_lock = threading.Lock()
         # SQLite has one writer: the writer threads take turns on this lock for their write
         # transactions (their puts still overlap) instead of on SQLite's busy timeout, whose
@@ -309,10 +327,13 @@ class _Run:
         from ..summarizers import BudgetSpent, SummarizerFailed
 
         # Three stages overlap: a reader thread reads the next chunk's bodies, this thread
-        # summarises, writer threads put and commit the entries of the chunks before. Each
-        # entry still commits on its own with its events' marks.
+        # summarises, writer threads put and commit the groups of entries before. Each
+        # entry commits with its events' marks, in its group's one transaction.
         reader = _Reader(self, buckets, cutoff)
         writer = _Writer(self, self.writers)
+        self.put_pool = ThreadPoolExecutor(max_workers=PUTTERS,
+                                           thread_name_prefix="compact-put")
+        group: list[_Write] = []
         try:
             for item in reader:
                 key = (item.bucket.scope, item.bucket.scope_ref)
@@ -342,13 +363,23 @@ class _Run:
                     writer.submit(_Outcome(key, failed="empty_summary"))
                     continue
                 self.plane.checkpoint("compact:summarised")
-                writer.submit(_Write(item.bucket, item.events, summary, item.first))
+                # Only what the write needs of each event goes on: the loaded rows (and
+                # their ORM state) are let go as soon as the chunk is summarised.
+                covered = [_Event(e.id, e.occurred_at, e.content_sha256, e.subject_user_id)
+                           for e in item.events]
+                group.append(_Write(item.bucket, covered, summary, item.first))
+                if len(group) >= self.group_size:
+                    writer.submit(_Group(group))
+                    group = []
+            if group:
+                writer.submit(_Group(group))
             writer.finish()
         except BaseException:
             writer.abort()
             raise
         finally:
             reader.close()
+            self.put_pool.shutdown()
         return self.counts
 
     def _summarizer(self) -> Summarizer:
@@ -376,10 +407,90 @@ class _Run:
             raise _EmptySummary()
         return summary
 
+    def write_group(self, session: Session, group: _Group) -> None:
+        """The writer thread: a group's entries, their events' marks and provenance, in one
+        transaction (``entries.create_entries``). If one of its buckets was compacted by
+        another run meanwhile, or its subject's erasure began, the group commits nothing and
+        its entries are written one by one, each landing or being passed over on its own."""
+        from ..entries import service as entries
+
+        tasks = [t for t in group.writes if (t.bucket.scope, t.bucket.scope_ref) not in self.done]
+        if len(tasks) <= 1:
+            for task in tasks:
+                self.write(session, task)
+            return
+        items = [entries.NewEntry(new_id(), self._spec(task), (
+            "compact", f"{len(task.events)} events summarised by {task.summary.provider} "
+                       f"{task.summary.model} prompt {task.summary.prompt_version}"))
+                 for task in tasks]
+        delta = Counts()
+        for task in tasks:
+            delta = delta.plus(Counts(events_compressed=len(task.events), entries_written=1,
+                                      compacted_buckets=1 if task.first else 0))
+
+        def mark(session: Session, ids: Sequence[uuid.UUID]) -> None:
+            self._mark_group(session, tasks, ids, delta)
+
+        assert self.put_pool is not None
+        try:
+            entries.create_entries(session, self.plane, self.actor, items,
+                                   source="compactor", extra=mark, write_lock=self.write_lock,
+                                   put_map=self.put_pool.map)
+        except (AlreadyCompacted, SubjectErasureInProgress):
+            for task in tasks:
+                self.write(session, task)
+            return
+        self._add(delta)
+        self.plane.checkpoint("compact:committed")
+
+    def _mark_group(self, session: Session, tasks: Sequence[_Write], ids: Sequence[uuid.UUID],
+                    delta: Counts) -> None:
+        """Inside the group's commit transaction: mark each entry's events, record the
+        group's provenance, save progress."""
+        subjects = {e.subject_user_id for task in tasks for e in task.events}
+        ensure_writable(session, self.tenant_id, *subjects)
+        now = utcnow()
+        job_id = self.job.job_id if self.job is not None else None
+        compactions: list[dict[str, object]] = []
+        hashes: list[dict[str, object]] = []
+        for task, pointer_id in zip(tasks, ids, strict=True):
+            self.plane.checkpoint("compact:marking")
+            marked = repo.mark_compressed(session, self.tenant_id, task.bucket, task.events,
+                                          now)
+            if marked != len(task.events):
+                raise AlreadyCompacted(
+                    f"{len(task.events) - marked} of the {len(task.events)} events were "
+                    "compacted (or erased) by another run meanwhile")
+            summary = task.summary
+            compactions.append({
+                "id": pointer_id, "tenant_id": self.tenant_id, "scope_type": task.bucket.scope,
+                "scope_ref": task.bucket.scope_ref, "provider": summary.provider,
+                "model": summary.model, "prompt_version": summary.prompt_version,
+                "event_count": len(task.events), "job_id": job_id, "created_at": now})
+            # read_bodies served each body only if its stored bytes hash to the event's
+            # content_sha256: that is the hash of the body exactly as summarised.
+            hashes.extend({"compaction_id": pointer_id, "event_id": e.id,
+                           "event_sha256": e.content_sha256} for e in task.events)
+        repo.add_provenances(session, compactions, hashes)
+        self._save(session, delta)
+        self.plane.checkpoint("compact:group_written")
+
+    @staticmethod
+    def _spec(task: _Write) -> EntryIn:
+        from ..entries.schemas import EntryIn
+
+        events = task.events
+        subjects = {e.subject_user_id for e in events}
+        since, until = events[0].occurred_at, events[-1].occurred_at
+        return EntryIn(scope=task.bucket.scope, scope_ref=task.bucket.scope_ref,  # type: ignore[arg-type]
+                       title=f"Compacted: {len(events)} events, {since:%Y-%m-%d} – "
+                             f"{until:%Y-%m-%d}",
+                       summary=task.summary.text, tags=list(TAGS), importance=IMPORTANCE,
+                       user_id=next(iter(subjects)) if len(subjects) == 1 else None)
+
     def write(self, session: Session, task: _Write) -> None:
         """The writer thread: one entry, its events' marks and provenance, one commit."""
         from ..entries import service as entries
-        from ..entries.schemas import EntryIn
 
         bucket, events, summary = task.bucket, task.events, task.summary
         key = (bucket.scope, bucket.scope_ref)
@@ -389,13 +500,7 @@ class _Run:
         # content_sha256: that is the hash of the body exactly as summarised.
         hashes = [(e.id, e.content_sha256) for e in events]
         subjects = {e.subject_user_id for e in events}
-        subject = next(iter(subjects)) if len(subjects) == 1 else None
-        since, until = events[0].occurred_at, events[-1].occurred_at
-        spec = EntryIn(scope=bucket.scope, scope_ref=bucket.scope_ref,
-                       title=f"Compacted: {len(events)} events, {since:%Y-%m-%d} – "
-                             f"{until:%Y-%m-%d}",
-                       summary=summary.text, tags=list(TAGS), importance=IMPORTANCE,
-                       user_id=subject)
+        spec = self._spec(task)
         delta = Counts(events_compressed=len(events), entries_written=1,
                        compacted_buckets=1 if task.first else 0)  # a bucket counts once
 
@@ -457,7 +562,7 @@ class _Run:
         self._add(delta)
 
     def _mark(self, session: Session, pointer: MemoryPointer, bucket: Bucket,
-              events: Sequence[MemoryEvent], hashes: list[tuple[uuid.UUID, str]],
+              events: Sequence[_Event], hashes: list[tuple[uuid.UUID, str]],
               summary: Summary, subjects: set[str | None], delta: Counts) -> None:
         """Inside the entry's commit transaction: mark, record provenance, save progress."""
         self.plane.checkpoint("compact:marking")
@@ -480,12 +585,29 @@ class _Run:
         self._save(session, delta)
 
 
+@dataclass(frozen=True, slots=True)
+class _Event:
+    """What writing an entry needs of an event it covers."""
+
+    id: uuid.UUID
+    occurred_at: datetime
+    content_sha256: str
+    subject_user_id: str | None
+
+
 @dataclass(frozen=True)
 class _Write:
     bucket: Bucket
-    events: list[MemoryEvent]
+    events: list[_Event]
     summary: Summary
     first: bool
+
+
+@dataclass(frozen=True)
+class _Group:
+    """Entries written in one transaction: chunks summarised one after the other."""
+
+    writes: list[_Write]
 
 
 @dataclass(frozen=True)
@@ -554,8 +676,8 @@ class _Writer:
                     continue
                 if task is _DONE:
                     return
-                if isinstance(task, _Write):
-                    run.write(session, task)
+                if isinstance(task, _Group):
+                    run.write_group(session, task)
                 elif isinstance(task, _Outcome):
                     run.record(session, task)
         except BaseException as exc:

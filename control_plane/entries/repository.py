@@ -7,7 +7,7 @@ from sqlalchemy import Table, delete, func, or_, select
 from sqlalchemy.orm import Session
 
 from ..db.base import utcnow
-from ..db.models import EntryTerm, MemoryPointer
+from ..db.models import AccessLog, EntryTerm, MemoryPointer, SubjectKey
 from ..memories.hotpath import as_table
 from ..memories.repository import has_tag
 from ..retention.repository import visible_pointers
@@ -15,6 +15,8 @@ from ..tenants.access import EVERYTHING, Access
 
 ENTRY = "entry"
 TERMS = as_table(EntryTerm.__table__)
+POINTERS = as_table(MemoryPointer.__table__)
+AUDIT = as_table(AccessLog.__table__)
 # Bound parameters per multi-row INSERT: under SQLite's limit (32,766) and PostgreSQL's
 # (65,535) with room to spare.
 MAX_PARAMS = 30_000
@@ -63,6 +65,35 @@ def replace_terms(session: Session, tenant_id: uuid.UUID, pointer_id: uuid.UUID,
     session.execute(delete(EntryTerm).where(EntryTerm.tenant_id == tenant_id,
                                             EntryTerm.pointer_id == pointer_id))
     add_terms(session, tenant_id, pointer_id, terms)
+
+
+def live_keys(session: Session, tenant_id: uuid.UUID, subjects: set[tuple[str, str]],
+              ) -> list[tuple[uuid.UUID, tuple[str, str], bytes, uuid.UUID]]:
+    """The live key (id, subject, wrapped key, KEK version) of each of ``subjects`` that has
+    one, in one statement."""
+    if not subjects:
+        return []
+    rows = session.execute(
+        select(SubjectKey.id, SubjectKey.scope_type, SubjectKey.scope_ref,
+               SubjectKey.wrapped_key, SubjectKey.kek_version_id)
+        .where(SubjectKey.tenant_id == tenant_id, SubjectKey.destroyed_at.is_(None),
+               SubjectKey.scope_type.in_({s[0] for s in subjects}),
+               SubjectKey.scope_ref.in_({s[1] for s in subjects})))
+    return [(key_id, (scope, ref), bytes(wrapped), kek)
+            for key_id, scope, ref, wrapped, kek in rows
+            if (scope, ref) in subjects and wrapped is not None]
+
+
+def any_key_destroyed(session: Session, key_ids: Sequence[uuid.UUID]) -> bool:
+    """Whether any of the keys was destroyed since it was looked up. Their rows are share
+    locked (PostgreSQL), as a single write's check does: a destruction not committed yet
+    waits for this transaction, whose pointers the erasure's verification then sees."""
+    if not key_ids:
+        return False
+    destroyed = session.execute(
+        select(SubjectKey.destroyed_at).where(SubjectKey.id.in_(key_ids))
+        .with_for_update(read=True)).scalars().all()
+    return any(d is not None for d in destroyed)
 
 
 def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,

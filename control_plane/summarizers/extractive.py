@@ -50,11 +50,19 @@ _CUES = re.compile(
     r"owner\w*|next steps?|action items?|launch\w*|cancel\w*|renew\w*|churn\w*|escalat\w*|"
     r"prioriti[sz]\w*|switch\w*|hire[ds]?|budget\w*)\b")
 _DIGIT = re.compile(r"\d")
-_MONEY = re.compile(r"[$€£¥]\s?\d|\d\s?%|\b\d+(?:[.,]\d+)?\s?(?:k|m|bn)\b|\b(?:usd|eur|gbp)\b")
-_DATE = re.compile(
-    r"\b\d{4}-\d{2}-\d{2}\b|\bq[1-4]\b|"
-    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{1,2}\b|"
-    r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b")
+# Money or a share, and a date: each alternative is a pattern of its own, run only when a
+# cheap test (a character or a short pattern every match contains) says it may match — one
+# pattern of alternatives tried each of them at every position of every sentence.
+_CURRENCY = re.compile(r"[$€£¥]\s?\d")
+_PERCENT = re.compile(r"\d\s?%")
+_SCALED = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:k|m|bn)\b")
+_SCALED_HINT = re.compile(r"\d\s?(?:k|m|bn)\b")
+_CODE = re.compile(r"\b(?:usd|eur|gbp)\b")
+_ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+_QUARTER = re.compile(r"\bq[1-4]\b")
+_MONTH_DAY = re.compile(
+    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{1,2}\b")
+_MONTH_HINT = re.compile(r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d")
 _WEEKDAY = re.compile(r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b")
 _NAME = re.compile(r"\b[A-Z][A-Za-z]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
@@ -132,14 +140,34 @@ def sentences(body: str) -> Iterator[str]:
             yield unit
 
 
+def _money(lower: str) -> bool:
+    """Money or a share: ``$``/``€``/``£``/``¥`` before a number, a ``%`` after one, a number
+    with ``k``/``m``/``bn``, or a currency code."""
+    return bool(
+        ("%" in lower and _PERCENT.search(lower))
+        or (("$" in lower or "€" in lower or "£" in lower or "¥" in lower)
+            and _CURRENCY.search(lower))
+        or (_SCALED_HINT.search(lower) and _SCALED.search(lower))
+        or (("usd" in lower or "eur" in lower or "gbp" in lower) and _CODE.search(lower)))
+
+
+def _date(lower: str) -> bool:
+    """An ISO date, a quarter, a month and day, or a weekday."""
+    return bool(
+        ("-" in lower and _ISO_DATE.search(lower))
+        or ("q" in lower and _QUARTER.search(lower))
+        or ("day" in lower and _WEEKDAY.search(lower))
+        or (_MONTH_HINT.search(lower) and _MONTH_DAY.search(lower)))
+
+
 def score(sentence: str) -> int:
     lower = sentence.lower()
     points = 3 if _CUES.search(lower) else 0
     if _DIGIT.search(sentence):
         points += 2
-        if _MONEY.search(lower):
+        if _money(lower):
             points += 1
-        if _DATE.search(lower):
+        if _date(lower):
             points += 1
     elif "day" in lower and _WEEKDAY.search(lower):  # the only dates without a digit
         points += 1

@@ -176,26 +176,32 @@ def test_a_run_writes_one_entry_per_due_bucket_and_marks_exactly_its_events(
     assert not compressed(world) & (set(small) | set(young))
 
 
+@pytest.mark.parametrize("group", [1, 2])
 @pytest.mark.parametrize("step", ["compact:summarised", "entry:after_put", "compact:marking",
-                                  "entry:before_commit", "compact:committed"])
+                                  "entry:before_commit", "compact:group_written",
+                                  "compact:committed"])
 def test_a_crash_at_any_step_then_a_rerun_summarises_each_event_once(
-        world: ServiceWorld, step: str) -> None:
+        world: ServiceWorld, step: str, group: int) -> None:
+    """With one entry per transaction the crash hits the first bucket's; with two, the
+    group holding both buckets' entries: it lands whole or not at all."""
     acme = append(world, "entity", "ent_acme", ACME)
     project = append(world, "project", "p1", PROJECT)
     world.crash_at = step
+    if group == 1 and step == "compact:group_written":
+        return  # a step of group writes only
     with pytest.raises(SimulatedCrash):
-        run(world, writers=1)  # one writer: the crash hits the first bucket, the only one
+        run(world, writers=1, group=group)  # one writer: the crash hits the first write
     committed = step == "compact:committed"
-    # The crash hit the first bucket (entity/ent_acme): its entry and its marks landed
-    # together or not at all.
-    assert len(compactor_entries(world)) == (1 if committed else 0)
-    assert compressed(world) == (set(acme) if committed else set())
-    assert covered(world) == (Counter(acme) if committed else Counter())
+    # The first write (entity/ent_acme's entry, or the group of both) landed whole or not
+    # at all: each entry with its marks and provenance.
+    landed = (acme if group == 1 else acme + project) if committed else []
+    assert len(compactor_entries(world)) == (group if committed else 0)
+    assert compressed(world) == set(landed)
+    assert covered(world) == Counter(landed)
 
-    assert run(world) == counts(buckets=1 if committed else 2,
-                                compacted_buckets=1 if committed else 2,
-                                events_compressed=3 if committed else 7,
-                                entries_written=1 if committed else 2)
+    left = 2 - len(compactor_entries(world))
+    assert run(world) == counts(buckets=left, compacted_buckets=left,
+                                events_compressed=7 - len(landed), entries_written=left)
     assert len(compactor_entries(world)) == 2
     assert compressed(world) == set(acme) | set(project)
     assert covered(world) == Counter(acme + project)  # each event in exactly one entry
@@ -204,8 +210,9 @@ def test_a_crash_at_any_step_then_a_rerun_summarises_each_event_once(
     with world.runtime.sessions() as session:
         orphans = collect_orphans(session, world.runtime.plane, grace_seconds=0,
                                   tenant_id=world.tenant_id)
-    left_behind = step in ("entry:after_put", "compact:marking", "entry:before_commit")
-    assert orphans.orphans_deleted == (1 if left_behind else 0)
+    left_behind = step in ("entry:after_put", "compact:marking", "entry:before_commit",
+                           "compact:group_written")
+    assert orphans.orphans_deleted == (group if left_behind else 0)
     for entry in compactor_entries(world):
         assert summary_of(world, entry.id).startswith("- ")
 
@@ -241,6 +248,45 @@ def test_two_runs_racing_for_a_bucket_commit_one_entry(world: ServiceWorld) -> N
     assert orphans.marked == 0  # A's object was deleted when its commit was refused
 
 
+def test_a_group_with_a_bucket_compacted_meanwhile_writes_the_others_one_by_one(
+        world: ServiceWorld) -> None:
+    """Run A has summarised both buckets of its group when run B compacts one of them: A's
+    group commits nothing, then A writes its entries one by one — the bucket B took is
+    passed over, the other lands. One entry per bucket, each event once."""
+    acme = append(world, "entity", "ent_acme", ACME)
+    project = append(world, "project", "p1", PROJECT)
+    summarised, go_on = threading.Event(), threading.Event()
+    seen = Counter[str]()
+
+    def checkpoint(step: str) -> None:
+        if step == "compact:summarised" and threading.current_thread().name == "run-a":
+            seen[step] += 1
+            if seen[step] == 2:  # both chunks summarised; the group is submitted next
+                summarised.set()
+                assert go_on.wait(DEADLINE_SECONDS)
+
+    world.runtime.plane.checkpoint = checkpoint
+    results: dict[str, dict[str, Any]] = {}
+    first = threading.Thread(target=lambda: results.update(a=run(world, group=2)),
+                             name="run-a")
+    first.start()
+    assert summarised.wait(DEADLINE_SECONDS)
+    results["b"] = run(world, scope="entity", scope_ref="ent_acme")
+    go_on.set()
+    first.join(DEADLINE_SECONDS)
+
+    assert results["b"] == counts(buckets=1, compacted_buckets=1, events_compressed=4,
+                                  entries_written=1)
+    assert results["a"] == counts(buckets=2, compacted_buckets=1, events_compressed=3,
+                                  entries_written=1, skipped_buckets=1)
+    assert [(p.scope_ref) for p in compactor_entries(world)] == ["ent_acme", "p1"]
+    assert covered(world) == Counter(acme + project)
+    with world.runtime.sessions() as session:
+        orphans = collect_orphans(session, world.runtime.plane, grace_seconds=0,
+                                  tenant_id=world.tenant_id)
+    assert orphans.marked == 0  # the refused group's objects and A's single were deleted
+
+
 @dataclass
 class Scripted:
     """A summariser that fails for chosen scope refs (real objects, no mocks)."""
@@ -274,6 +320,32 @@ def test_a_failing_bucket_marks_nothing_and_is_retried_next_run(world: ServiceWo
         models = set(session.execute(select(Compaction.provider, Compaction.model,
                                             Compaction.prompt_version)).all())
     assert models == {("scripted", "m1", "p1")}
+
+
+def test_a_failing_bucket_leaves_the_rest_of_its_group_to_commit(
+        world: ServiceWorld) -> None:
+    acme = append(world, "entity", "ent_acme", ACME)
+    project = append(world, "project", "p1", PROJECT)
+    growth = append(world, "team", "growth", PROJECT)
+    failing = Scripted({"p1": SummarizerFailed("timeout")})
+    assert run(world, failing, group=3) == counts(
+        buckets=3, compacted_buckets=2, events_compressed=7, entries_written=2,
+        failed_buckets=1, failures={"timeout": 1})
+    assert compressed(world) == set(acme) | set(growth)
+    assert covered(world) == Counter(acme + growth)
+    assert [p.scope_ref for p in compactor_entries(world)] == ["ent_acme", "growth"]
+    with world.runtime.sessions() as session:
+        compacted = sorted(map(str, session.scalars(select(AccessLog.pointer_id).where(
+            AccessLog.tenant_id == world.tenant_id, AccessLog.operation == "compact"))))
+        written = sorted(map(str, session.scalars(select(AccessLog.pointer_id).where(
+            AccessLog.tenant_id == world.tenant_id, AccessLog.operation == "write",
+            AccessLog.pointer_id.is_not(None), AccessLog.success.is_(True)))))
+    ids = sorted(str(p.id) for p in compactor_entries(world))
+    assert compacted == written == ids  # each entry audited as written and as compacted
+
+    assert run(world, Scripted({})) == counts(buckets=1, compacted_buckets=1,
+                                              events_compressed=3, entries_written=1)
+    assert compressed(world) == set(acme) | set(project) | set(growth)
 
 
 def test_a_spent_budget_stops_the_run_cleanly(world: ServiceWorld) -> None:

@@ -57,6 +57,19 @@ def test_markdown_becomes_one_unit_per_heading_bullet_and_paragraph() -> None:
     ("See you on 2025-03-14.", 3),                     # a number and a date
     ("We agreed to cut spend by 10% in Q3 with Meta.", 8),  # cue, money, date, name
     ("I think so.", 0),                                # "I" is no name
+    # Each kind of money and date on its own, and near misses ("dec" in "decided", a
+    # number glued to a word, a date inside a longer token).
+    ("Paid €3 upfront.", 3),
+    ("It costs 5 usd each.", 3),
+    ("Budget of 2bn.", 6),
+    ("Costs 1.5 k each.", 3),
+    ("meet on march 3.", 3),
+    ("ship 3 boxes by monday.", 3),
+    ("done in q4 2025.", 3),
+    ("version 2k2 shipped.", 2),
+    ("agent a5k is fine.", 2),
+    ("decided on 3 options.", 5),
+    ("room 12-2025-03-14x.", 2),
 ])
 def test_scores(sentence: str, points: int) -> None:
     assert score(sentence) == points
