@@ -2,7 +2,8 @@
 90 days, bodies encrypted in a local bucket, SQLite), compacted with the offline summariser.
 
 Reported: the run's wall time against the floor — reading the same event bodies once,
-hash-verified, bucket by bucket (``events.read_bodies``) — and the growth of the process's
+hash-verified, bucket by bucket (``events.read_bodies``), the best of two readings — its
+process CPU time against the floor's, and the growth of the process's
 peak RSS during the run (bar: < 200 MiB), sampled from /proc every 20 ms.
 """
 
@@ -155,18 +156,24 @@ def run(*, quick: bool = False) -> dict[str, dict[str, Any]]:
             with runtime.sessions() as session:
                 audit.seal_all(session)  # what a running server's sealer has done by now
 
-            started = time.perf_counter()
-            body_bytes = _read_once(runtime, tenant.id, buckets, per_bucket)
-            read_s = time.perf_counter() - started
+            # The floor twice, its best kept: one load spike on a shared machine during a
+            # single reading would make the ratio flatter the compaction.
+            reads: list[tuple[float, float]] = []
+            for _ in range(2):
+                started, cpu = time.perf_counter(), time.process_time()
+                body_bytes = _read_once(runtime, tenant.id, buckets, per_bucket)
+                reads.append((time.perf_counter() - started, time.process_time() - cpu))
+            read_s, read_cpu = min(r[0] for r in reads), min(r[1] for r in reads)
             with runtime.sessions() as session:
                 audit.seal_all(session)
 
             with _PeakRss() as rss, runtime.sessions() as session:
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), time.process_time()
                 counts = compactor.compact_tenant(
                     session, runtime.plane, runtime.settings, tenant.id,
                     actor=Actor(tenant.id, "system", "bench"))
                 compact_s = time.perf_counter() - started
+                compact_cpu = time.process_time() - cpu
             with runtime.sessions() as session:
                 left = session.scalar(select(func.count()).select_from(MemoryEvent).where(
                     MemoryEvent.compressed_at.is_(None)))
@@ -177,14 +184,17 @@ def run(*, quick: bool = False) -> dict[str, dict[str, Any]]:
     assert counts.events_compressed == n and left == 0 and written == buckets, counts
     name = f"compactor/{n}_events_{buckets}_buckets"
     print(f"{name}: seeded in {seed_s:.1f} s ({n / seed_s:,.0f} events/s); "
-          f"bodies read once in {read_s:.1f} s ({body_bytes / 2**20:.1f} MiB); "
-          f"compaction {compact_s:.1f} s = {compact_s / read_s:.2f}x the read; "
+          f"bodies read once in {read_s:.1f} s ({body_bytes / 2**20:.1f} MiB; best of "
+          f"{', '.join(f'{r[0]:.1f}' for r in reads)} s); "
+          f"compaction {compact_s:.1f} s = {compact_s / read_s:.2f}x the read "
+          f"(process CPU {compact_cpu:.1f} s = {compact_cpu / read_cpu:.2f}x the read's); "
           f"peak RSS growth {rss.growth_mib:.1f} MiB")
     return {
         f"{name}/seconds": {
             "memplane": round(compact_s, 2), "floor": round(read_s, 2), "peer": None,
-            "unit": f"s (floor = reading the same bodies once; ratio "
-                    f"{compact_s / read_s:.2f}, bar 2.0)"},
+            "unit": f"s (floor = reading the same bodies once, best of two; ratio "
+                    f"{compact_s / read_s:.2f}, bar 2.0; CPU ratio "
+                    f"{compact_cpu / read_cpu:.2f})"},
         f"{name}/peak_rss_growth": {
             "memplane": round(rss.growth_mib, 1), "floor": None, "peer": None,
             "unit": "MiB of peak RSS growth during the run (bar 200)"},
