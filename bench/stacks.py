@@ -101,9 +101,14 @@ class MemplaneStack:
                                       MemoryAddress.parse(Scope.user, "bench", key)).value
 
     def serve(self) -> str:
-        """``memplane serve`` in its own process (uvicorn, one worker)."""
+        """``memplane serve`` in its own process (uvicorn, one worker), serving this checkout's
+        code: the console script imports from the checkout the shared environment was
+        installed from (an editable install) unless PYTHONPATH names this one first."""
         exe = Path(sys.executable).with_name("memplane")
-        self.server, self.base_url = _start([str(exe), "serve"], self.env)
+        checkout = str(Path(__file__).resolve().parent.parent)
+        path = os.pathsep.join(p for p in (checkout, os.environ.get("PYTHONPATH")) if p)
+        self.server, self.base_url = _start([str(exe), "serve"],
+                                            self.env | {"PYTHONPATH": path})
         return self.base_url
 
     def serve_floor(self) -> str:
