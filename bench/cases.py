@@ -56,13 +56,20 @@ def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
             if only and not any(stack_name.startswith(p) or p in stack_name for p in only):
                 continue
             stack = MemplaneStack(backends, database, bucket)
-            floor, bare = Floor.of(stack), Floor.of(stack, audit=False)
+            # The server and the floors get a database (and bucket) each of their own: on a
+            # shared one, the server's background threads (audit sealer, search indexer)
+            # would chain and embed what the in-process systems wrote too — work charged to
+            # the server's process, and on SQLite its write lock taken while a floor runs.
+            server_stack = MemplaneStack(backends, database, bucket)
+            floor_stack = MemplaneStack(backends, database, bucket)
+            floor, bare = Floor.of(floor_stack), Floor.of(floor_stack, audit=False)
             peer = Peer(backends, max(CONCURRENCY)) if database == "postgres" else None
             try:
-                stack.serve()
-                stack.serve_floor()
+                server_stack.serve()
+                floor_stack.serve_floor()
                 for concurrency in CONCURRENCY:
-                    rows = _stack_case(stack, stack_name, floor, bare, peer, concurrency,
+                    rows = _stack_case(stack, server_stack, floor_stack, stack_name, floor,
+                                       bare, peer, concurrency,
                                        ops_per_round(quick, concurrency))
                     for name, entry in rows.items():
                         results[name] = entry
@@ -74,6 +81,8 @@ def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
                 if peer is not None:
                     peer.close()
                 stack.close()
+                server_stack.close()
+                floor_stack.close()
         if not only or "erase" in only:
             erased = compliance.erase_case(2_000 if quick else 10_000)
             results |= erased
@@ -101,10 +110,11 @@ def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
     return results
 
 
-def _stack_case(stack: MemplaneStack, stack_name: str, floor: Floor, bare: Floor,
+def _stack_case(stack: MemplaneStack, server_stack: MemplaneStack,
+                floor_stack: MemplaneStack, stack_name: str, floor: Floor, bare: Floor,
                 peer: Peer | None, concurrency: int, n: int) -> dict[str, dict[str, Any]]:
-    clients = [stack.http_client() for _ in range(concurrency)]
-    floor_clients = [stack.floor_client() for _ in range(concurrency)]
+    clients = [server_stack.http_client() for _ in range(concurrency)]
+    floor_clients = [floor_stack.floor_client() for _ in range(concurrency)]
     try:
         systems: dict[str, System] = {
             "floor": _inproc(floor.set, floor.get, concurrency, payload=PAYLOAD),

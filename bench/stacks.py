@@ -101,9 +101,14 @@ class MemplaneStack:
                                       MemoryAddress.parse(Scope.user, "bench", key)).value
 
     def serve(self) -> str:
-        """``memplane serve`` in its own process (uvicorn, one worker)."""
+        """``memplane serve`` in its own process (uvicorn, one worker), serving this checkout's
+        code: the console script imports from the checkout the shared environment was
+        installed from (an editable install) unless PYTHONPATH names this one first."""
         exe = Path(sys.executable).with_name("memplane")
-        self.server, self.base_url = _start([str(exe), "serve"], self.env)
+        checkout = str(Path(__file__).resolve().parent.parent)
+        path = os.pathsep.join(p for p in (checkout, os.environ.get("PYTHONPATH")) if p)
+        self.server, self.base_url = _start([str(exe), "serve"],
+                                            self.env | {"PYTHONPATH": path})
         return self.base_url
 
     def serve_floor(self) -> str:
@@ -115,11 +120,11 @@ class MemplaneStack:
         return self.floor_url
 
     def http_client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.base_url, timeout=60,
+        return httpx.Client(base_url=self.base_url, timeout=60, limits=_LIMITS,
                             headers={"Authorization": f"Bearer {ADMIN_KEY}"})
 
     def floor_client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.floor_url, timeout=60)
+        return httpx.Client(base_url=self.floor_url, timeout=60, limits=_LIMITS)
 
     def close(self) -> None:
         for server in (self.server, self.floor_server):
@@ -127,6 +132,12 @@ class MemplaneStack:
                 server.terminate()
                 server.wait(timeout=15)
         self.runtime.close()
+
+
+# A client drops an idle connection well before uvicorn's keep-alive timeout (5 s) closes it:
+# with equal timeouts a request sent on a connection the server is closing at that moment
+# fails with a reset (the rounds leave each system idle while the others run).
+_LIMITS = httpx.Limits(keepalive_expiry=2.0)
 
 
 def _start(command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:

@@ -5,11 +5,13 @@ served (I6). Committing each row on its own makes every read pay a full commit; 
 rows of concurrent reads share one.
 
 Leader and followers, no background thread: a reader that finds no commit in flight becomes
-the leader and commits the queued rows itself, on the batcher's own connection, in one
-INSERT committed on its own (a single round trip on PostgreSQL). Readers arriving meanwhile
-queue their rows and wait; when the leader's commit is done it wakes them, and hands the
-lead to the first of those still queued. One reader alone pays exactly one round trip and no
-thread hand-off; sixteen at once share commits.
+the leader and commits the queued rows itself in one INSERT committed on its own: on
+PostgreSQL a single round trip in autocommit (a lone row on a pooled connection, a batch on
+the batcher's own, in a statement whose text is the same for any number of rows); on SQLite
+a transaction on the batcher's own connection. Readers arriving meanwhile queue their rows
+and wait; when the leader's commit is done it wakes them, and hands the lead to the first of
+those still queued. One reader alone pays exactly one round trip and no thread hand-off;
+sixteen at once share commits.
 """
 
 from __future__ import annotations
@@ -42,6 +44,15 @@ _COLUMNS = ("tenant_id", "pointer_id", "event_id", "accessor_type", "accessor_id
             "success", "detail", "request_id", "accessed_at", "agent_id")
 _INSERT_ONE = text(f"INSERT INTO access_logs ({', '.join(_COLUMNS)}) "
                    f"VALUES ({', '.join(':' + c for c in _COLUMNS)})")
+# PostgreSQL: any number of rows in ONE statement whose text never changes (one array per
+# column), so it is compiled once and the driver prepares it. A multi-row VALUES has a new
+# text for each batch size: SQLAlchemy compiled it afresh and psycopg parsed it afresh for
+# every commit (about 0.4 ms of the leader's CPU at 16 concurrent reads).
+_ARRAY_TYPES = {"tenant_id": "uuid", "pointer_id": "uuid", "event_id": "uuid",
+                "success": "boolean", "accessed_at": "timestamptz"}
+_INSERT_MANY = text(
+    f"INSERT INTO access_logs ({', '.join(_COLUMNS)}) SELECT * FROM unnest("
+    + ", ".join(f"CAST(:{c} AS {_ARRAY_TYPES.get(c, 'text')}[])" for c in _COLUMNS) + ")")
 
 
 @dataclass(eq=False)
@@ -152,7 +163,7 @@ class AuditBatcher:
             if len(rows) == 1:
                 direct.run(self._engine, _INSERT_ONE, rows[0])
                 return
-            conn.execute(insert(AccessLog).values(rows))
+            conn.execute(_INSERT_MANY, {c: [row[c] for row in rows] for c in _COLUMNS})
             conn.commit()  # a no-op under autocommit (ends SQLAlchemy's own bookkeeping)
             return
         with conn.begin():

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, func, insert, select, text, update
 from sqlalchemy.orm import Session
 
 from ..db.base import utcnow
@@ -189,12 +189,29 @@ def seal(session: Session, tenant_id: uuid.UUID, *, batch: int = 5000) -> int:
             row_hash = sha256_hex(prev.encode() + _canonical(row, seq))
             links.append({"id": row.id, "seq": seq, "prev_hash": prev, "row_hash": row_hash})
             prev = row_hash
-        session.execute(update(AccessLog), links)
+        _write_links(session, links)
         head.last_seq, head.last_hash, head.sealed_at = seq, prev, utcnow()
         session.commit()
         sealed += len(rows)
         if len(rows) < batch:
             return sealed
+
+
+# PostgreSQL: a round's links in one statement (one array per column), rather than an
+# executemany that the driver sends and the server runs row by row; the sealer runs in the
+# server beside the requests, and this was two fifths of its time.
+_LINK_MANY = text(
+    "UPDATE access_logs AS a SET seq = v.seq, prev_hash = v.prev_hash, row_hash = v.row_hash "
+    "FROM unnest(CAST(:id AS bigint[]), CAST(:seq AS bigint[]), CAST(:prev_hash AS text[]), "
+    "CAST(:row_hash AS text[])) AS v(id, seq, prev_hash, row_hash) WHERE a.id = v.id")
+
+
+def _write_links(session: Session, links: list[dict[str, Any]]) -> None:
+    if session.get_bind().dialect.name != "postgresql":
+        session.execute(update(AccessLog), links)
+        return
+    session.execute(_LINK_MANY, {name: [link[name] for link in links]
+                                 for name in ("id", "seq", "prev_hash", "row_hash")})
 
 
 def seal_all(session: Session) -> int:

@@ -16,6 +16,7 @@ paraphrases matter.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Sequence
@@ -47,17 +48,35 @@ def stem(word: str) -> str:
     return word
 
 
+_DIM = 512
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _bucket(feature: str) -> tuple[int, bool]:
+    """The feature's bucket and sign (cached: a text's trigrams and a tenant's words recur)."""
+    value = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "little")
+    return value % _DIM, bool(value >> 63)
+
+
 class HashingEmbedder:
     name = "memplane-hash-v2"
-    dim = 512
+    dim = _DIM
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        # Each distinct feature is hashed once per text, its weights summed first, and the
+        # row summed in plain floats: the weights are multiples of 0.5, so every sum is exact
+        # and the vector is bit for bit what adding feature by feature gave. (The indexer
+        # runs this inside the server; feature by feature it was ~2 ms of CPU per KiB.)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
+            weights: dict[str, float] = {}
             for feature, weight in _features(text):
-                digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
-                value = int.from_bytes(digest, "little")
-                out[row, value % self.dim] += weight if value >> 63 else -weight
+                weights[feature] = weights.get(feature, 0.0) + weight
+            sums = [0.0] * self.dim
+            for feature, weight in weights.items():
+                slot, positive = _bucket(feature)
+                sums[slot] += weight if positive else -weight
+            out[row] = sums
             norm = float(np.linalg.norm(out[row]))
             if norm:
                 out[row] /= norm

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from ..db.models import MemoryPointer
 from ..deps import PlaneDep, ReaderCaller, SessionDep, WriterCaller, get_runtime
 from ..idempotency import Idempotency, Replay
-from ..kit import PLAIN_TEXT
+from ..kit import PLAIN_TEXT, json_of
 from ..runtime import Runtime
 from . import batch as batches
 from . import service as memories
@@ -43,17 +43,17 @@ class SyncStatus(StrEnum):
     corrupt = "corrupt"
 
 
-def _answer(result: MemoryPointer | Replay) -> PointerOut | JSONResponse:
+def _answer(result: MemoryPointer | Replay) -> Response:
     if isinstance(result, Replay):
         return JSONResponse(result.response, status_code=result.status_code,
                             headers={"Idempotent-Replayed": "true"})
-    return PointerOut.of(result)
+    return json_of(PointerOut.of(result))
 
 
 @router.put("/v1/memories/{scope}/{scope_ref}/{key}", response_model=PointerOut)
 def set_memory(scope: Scope, scope_ref: str, key: str, body: MemoryIn, caller: WriterCaller,
                session: SessionDep, plane: PlaneDep,
-               idempotency_key: IdempotencyKey = None) -> PointerOut | JSONResponse:
+               idempotency_key: IdempotencyKey = None) -> Response:
     """Write a memory: the JSON value goes (encrypted) to the tenant's bucket, the pointer and
     metadata to the control plane. Replaces an existing value. Send an `Idempotency-Key` header
     to make retries safe."""
@@ -65,18 +65,18 @@ def set_memory(scope: Scope, scope_ref: str, key: str, body: MemoryIn, caller: W
 
 @router.get("/v1/memories/{scope}/{scope_ref}/{key}", response_model=MemoryOut)
 def get_memory(scope: Scope, scope_ref: str, key: str, caller: ReaderCaller,
-               session: SessionDep, plane: PlaneDep) -> MemoryOut:
+               session: SessionDep, plane: PlaneDep) -> Response:
     """Read a memory: the value from the tenant's bucket, verified against the pointer's SHA-256,
     and its pointer."""
     result = memories.get_value(session, plane, caller.actor, _address(scope, scope_ref, key),
                                 access=caller.access)
-    return MemoryOut(value=result.value, pointer=PointerOut.of(result.pointer))
+    return json_of(MemoryOut(value=result.value, pointer=PointerOut.of(result.pointer)))
 
 
 @router.post("/v1/memories/{scope}/{scope_ref}/{key}/append", response_model=PointerOut)
 def append_memory(scope: Scope, scope_ref: str, key: str, body: AppendIn, caller: WriterCaller,
                   session: SessionDep, plane: PlaneDep,
-                  idempotency_key: IdempotencyKey = None) -> PointerOut | JSONResponse:
+                  idempotency_key: IdempotencyKey = None) -> Response:
     """Append an item to a memory holding a JSON list (created if missing). Send an `Idempotency-
     Key` header to make retries safe."""
     address = _address(scope, scope_ref, key)

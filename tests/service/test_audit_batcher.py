@@ -12,6 +12,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import exc as sa_exc
@@ -230,3 +231,57 @@ def test_a_batch_on_a_connection_the_server_closed_commits_on_a_fresh_one(
     assert (leader.durable, four.durable) == (True, True)
     assert details(world) == ["four", "one", "three", "two"]
     assert _backend_pid(batcher) != old_pid
+
+
+def test_a_batch_lands_each_row_as_queued_and_the_sealer_chains_it(
+        world: ServiceWorld, batcher: AuditBatcher, steps: Steps,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch's rows go in as one statement (one array per column on PostgreSQL): each row
+    keeps its own values, NULLs included, and the chain over them verifies."""
+    from control_plane.audit import service as audit
+    from control_plane.kit import request_id_var
+
+    at = datetime(2026, 3, 4, 5, 6, 7, 890123, tzinfo=UTC)
+    monkeypatch.setattr(batcher_module, "utcnow", lambda: at)
+    pointers = [uuid.uuid4(), None, uuid.uuid4()]
+    queued = [("p0", pointers[0], "agent-a", "req-0"), ("p1", None, None, None),
+              ("p2", pointers[2], None, "req-2")]
+
+    def record(label: str, pointer: uuid.UUID | None, agent: str | None,
+               request: str | None) -> None:
+        request_id_var.set(request)
+        batcher.record(world.tenant_id, "key", "k1", "read", pointer_id=pointer,
+                       detail=label, agent_id=agent)
+
+    leader, release = start_held_leader(world, batcher, steps)
+    threads = []
+    for args in queued:
+        thread = threading.Thread(target=record, args=args,
+                                  name=f"{args[0]}-{uuid.uuid4().hex[:6]}")
+        thread.start()
+        assert steps.reached(thread.name, "queued").wait(WAIT)
+        threads.append(thread)
+    release.set()
+    assert leader.finish() is None
+    for thread in threads:
+        thread.join(WAIT)
+        assert not thread.is_alive()
+    commits = [name for name, step in steps.seen if step == "commit"]
+    assert commits == [leader.name, threads[0].name]  # the three in one batch
+    with world.runtime.engine.connect() as conn:
+        rows = conn.execute(
+            select(AccessLog.detail, AccessLog.pointer_id, AccessLog.event_id,
+                   AccessLog.accessor_type, AccessLog.accessor_id, AccessLog.agent_id,
+                   AccessLog.operation, AccessLog.success, AccessLog.request_id,
+                   AccessLog.accessed_at)
+            .where(AccessLog.tenant_id == world.tenant_id, AccessLog.detail.like("p%"))
+            .order_by(AccessLog.id)).all()
+    assert [tuple(r) for r in rows] == [
+        (label, pointer, None, "key", "k1", agent, "read", True, request, at)
+        for label, pointer, agent, request in queued]
+    with world.runtime.sessions() as session:
+        unsealed = session.scalars(select(AccessLog.detail).where(
+            AccessLog.tenant_id == world.tenant_id, AccessLog.seq.is_(None))).all()
+        assert {"leader", "p0", "p1", "p2"} <= set(unsealed)
+        assert audit.seal(session, world.tenant_id) == len(unsealed)
+        assert audit.verify(session, world.tenant_id).ok
