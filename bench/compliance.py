@@ -121,7 +121,7 @@ def _put_all(adapter: Any, paths: list[str]) -> None:
         list(pool.map(lambda p: adapter.put(p, b"{}"), paths))
 
 
-RSS_BAR_MIB = 100  # issue 14: an export's peak RSS grows by less than this, at 1 GiB
+RSS_BAR_MIB = 100  # an export's peak RSS grows by less than this, at 1 GiB
 
 
 def _emulator(backend: str) -> Any:
