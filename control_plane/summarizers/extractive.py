@@ -44,11 +44,18 @@ PROVIDER = "memplane"
 MODEL = "extractive-v1"
 PROMPT_VERSION = "extract-v1"
 
+# The cue words as a tree of their first letters (the same words as the flat list
+# ``decid\w*|decision\w*|agree[ds]?|agreement|will|won't|shall|must|commit\w*|approv\w*|
+# reject\w*|signed|sign-off|chose|chosen|plan|plans|planned|deadline\w*|owner\w*|
+# next steps?|action items?|launch\w*|cancel\w*|renew\w*|churn\w*|escalat\w*|
+# prioriti[sz]\w*|switch\w*|hire[ds]?|budget\w*``): at each position the engine tries one
+# alternative per first letter instead of each of the 31 words.
 _CUES = re.compile(
-    r"\b(?:decid\w*|decision\w*|agree[ds]?|agreement|will|won't|shall|must|commit\w*|"
-    r"approv\w*|reject\w*|signed|sign-off|chose|chosen|plan|plans|planned|deadline\w*|"
-    r"owner\w*|next steps?|action items?|launch\w*|cancel\w*|renew\w*|churn\w*|escalat\w*|"
-    r"prioriti[sz]\w*|switch\w*|hire[ds]?|budget\w*)\b")
+    r"\b(?:a(?:gree(?:[ds]|ment)?|pprov\w*|ction items?)|budget\w*|"
+    r"c(?:hosen?|hurn\w*|ancel\w*|ommit\w*)|d(?:ecid\w*|ecision\w*|eadline\w*)|"
+    r"escalat\w*|hire[ds]?|launch\w*|must|next steps?|owner\w*|"
+    r"p(?:lan(?:s|ned)?|rioriti[sz]\w*)|re(?:ject\w*|new\w*)|"
+    r"s(?:hall|igned|ign-off|witch\w*)|w(?:ill|on't))\b")
 _DIGIT = re.compile(r"\d")
 # Money or a share, and a date: each alternative is a pattern of its own, run only when a
 # cheap test (a character or a short pattern every match contains) says it may match — one

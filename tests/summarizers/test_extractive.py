@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import random
+import re
 import uuid
 from datetime import UTC, datetime
 
 import pytest
 
 from control_plane.summarizers import EventText, Summarizer, TokenBudget
-from control_plane.summarizers.extractive import ExtractiveSummarizer, score, units
+from control_plane.summarizers.extractive import _CUES, ExtractiveSummarizer, score, units
 
 CALL = """# Weekly call with Acme
 
@@ -163,3 +165,28 @@ def test_token_budget_counts_and_refuses_before_spending() -> None:
     unlimited = TokenBudget()
     unlimited.ensure(10**9)
     assert unlimited.remaining is None
+
+
+# The cue words as one flat list of alternatives, as they were first written: the tree in
+# ``_CUES`` must find a cue in exactly the same strings.
+_FLAT_CUES = re.compile(
+    r"\b(?:decid\w*|decision\w*|agree[ds]?|agreement|will|won't|shall|must|commit\w*|"
+    r"approv\w*|reject\w*|signed|sign-off|chose|chosen|plan|plans|planned|deadline\w*|"
+    r"owner\w*|next steps?|action items?|launch\w*|cancel\w*|renew\w*|churn\w*|escalat\w*|"
+    r"prioriti[sz]\w*|switch\w*|hire[ds]?|budget\w*)\b")
+_PIECES = ("decid", "decision", "agree", "agreed", "agreement", "will", "won't", "won", "shall",
+           "must", "commit", "approv", "reject", "signed", "sign-off", "sign", "chose",
+           "chosen", "plan", "plans", "planned", "planning", "deadline", "owner", "next step",
+           "next steps", "next", "step", "action item", "action items", "launch", "cancel",
+           "renew", "churn", "escalat", "prioritis", "prioritiz", "priorit", "switch", "hire",
+           "hires", "hired", "hirer", "budget", "a", "s", "d", "ed", "ing", "é", "ß", "_", "1",
+           "x", "'", "-", " ", "  ", ".", ",", "ä", "ς", "İ")
+
+
+def test_the_cue_tree_finds_what_the_flat_list_finds() -> None:
+    rng = random.Random(20251201)
+    for _ in range(50_000):
+        text = "".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 8))).lower()
+        assert (_CUES.search(text) is None) == (_FLAT_CUES.search(text) is None), text
+    for cue in _PIECES:
+        assert (_CUES.search(cue) is None) == (_FLAT_CUES.search(cue) is None), cue
