@@ -289,14 +289,20 @@ class LiveQuery:
                                         if rendered.positiontup is not None else None)
         self._compiled = statement.compile(dialect=dialect)
         self._processors = dict(self._compiled._bind_processors)
+        self._expanding = [name for bind, name in self._compiled.bind_names.items()
+                           if bind.expanding]
         self.row: Any = namedtuple(  # type: ignore[misc]  # noqa: PYI024
             "LiveRow", [c.key for c in statement.selected_columns])
 
     def values(self, parameters: dict[str, Any]) -> Any:
         values = self._compiled.construct_params(parameters)
         for name, process in self._processors.items():
-            if name in values:
+            if name in values and name not in self._expanding:
                 values[name] = process(values[name])
+        for name in self._expanding:  # ``x IN (...)``: rendered as x_1, x_2, … in self.sql
+            process = self._processors.get(name)
+            for i, value in enumerate(values.pop(name), 1):
+                values[f"{name}_{i}"] = process(value) if process is not None else value
         return values if self.order is None else [values[name] for name in self.order]
 
     def run(self, engine: Engine, parameters: dict[str, Any]) -> list[Any]:

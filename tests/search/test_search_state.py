@@ -223,3 +223,29 @@ def test_a_state_that_keeps_changing_answers_conflict_and_is_audited(
     assert [(r.success, r.detail.endswith("conflict: the search index kept changing during "
                                           "the search; retry")) for r in rows] == [
         (False, True)]
+
+
+def test_a_scope_wide_policy_beside_a_typed_one_is_applied_by_the_search(
+        world: ServiceWorld) -> None:
+    """A policy for every type of a scope leaves out the types with a policy of their own
+    (``memory_type NOT IN (...)`` in the live filter, a list expanded for the driver)."""
+    _write(world.runtime, world, FACTS)
+    with world.runtime.sessions() as session:  # "pet" was last written 40 days ago
+        session.execute(update(MemoryPointer).where(
+            MemoryPointer.tenant_id == world.tenant_id, MemoryPointer.key == "pet")
+            .values(updated_at=utcnow() - timedelta(days=40)))
+        session.commit()
+        retention.put_policy(session, world.actor, PolicyIn(
+            scope=Scope.agent, memory_type="knowledge", retention_days=365, auto_delete=True))
+        retention.put_policy(session, world.actor, PolicyIn(
+            scope=Scope.agent, retention_days=30, auto_delete=True))
+    hidden = _search(world.runtime, world, "dog biscuit nurse peanuts")
+    with world.runtime.sessions() as session:  # "pet" becomes knowledge: its own 365 days
+        session.execute(update(MemoryPointer).where(
+            MemoryPointer.tenant_id == world.tenant_id, MemoryPointer.key == "pet")
+            .values(memory_type="knowledge"))
+        session.commit()
+    typed = _search(world.runtime, world, "dog biscuit nurse peanuts")
+
+    assert _keys(hidden) == ["food", "job"]
+    assert _keys(typed) == ["food", "job", "pet"]
