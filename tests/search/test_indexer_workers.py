@@ -14,8 +14,6 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from control_plane.db.engine import make_engine
-from control_plane.db.migrate import upgrade
 from control_plane.db.models import MemoryPointer
 from control_plane.memories import service as memories
 from control_plane.memories.addresses import MemoryAddress, Scope
@@ -25,7 +23,7 @@ from control_plane.search import indexer
 from control_plane.search import repository as search_repo
 from control_plane.settings import Settings
 from storage_adapters import base as storage
-from tests.support.service import ServiceWorld, make_settings
+from tests.support.service import ServiceWorld, isolated_database, make_settings
 
 
 @pytest.fixture(scope="module")
@@ -34,12 +32,7 @@ def service_runtime(database: str, request: pytest.FixtureRequest,
     """A database of this module's own: an indexer round takes every tenant's waiting
     pointers, so the shared database's other tenants (some with buckets that fail on
     purpose) would be in the rounds these tests count."""
-    url = database
-    if database != "sqlite":
-        url = request.getfixturevalue("postgres").create_database()
-        engine = make_engine(url)
-        upgrade(engine)
-        engine.dispose()
+    url = isolated_database(database, request)
     runtime = Runtime(make_settings(url, tmp_path_factory.mktemp("indexers")))
     if url == "sqlite":
         runtime.migrate()
