@@ -68,10 +68,16 @@ def run(engine: Engine, statement: ClauseElement, params: dict[str, Any]) -> lis
         raw.close()
 
 
-def run_all(engine: Engine, statement: ClauseElement,
-            params: list[dict[str, Any]]) -> list[list[Any]]:
-    """Execute ``statement`` once per parameter set, all in ONE transaction, committed at the
-    end (a batch's pointer rows); the rows of each execution. Any failure rolls all back."""
+def run_all(engine: Engine, statement: ClauseElement, params: list[dict[str, Any]], *,
+            transaction: bool = True) -> list[list[Any]]:
+    """Execute ``statement`` once per parameter set; the rows of each execution, in order.
+    The executions are pipelined (sent without waiting for each answer: about one round trip
+    for all) and all land or none: any failure rolls all back. ``transaction``: in an
+    explicit transaction committed at the end (a batch's pointer rows); else in autocommit
+    mode, without the BEGIN and COMMIT (read-only statements: a batch's lookups), where the
+    server still runs the pipeline as one implicit transaction."""
+    if not params:
+        return []
     compiled = _compile(engine, statement)
     dbapi_error = engine.dialect.loaded_dbapi.Error
     try:
@@ -85,19 +91,27 @@ def run_all(engine: Engine, statement: ClauseElement,
     assert driver is not None
     values: Any = None
     try:
-        driver.autocommit = False
-        results = []
+        driver.autocommit = not transaction
         try:
+            values = [compiled.construct_params(one) for one in params]
+            results = []
             with driver.cursor(row_factory=namedtuple_row) as cursor:
-                for one in params:
-                    values = compiled.construct_params(one)
-                    cursor.execute(compiled.string, values)
+                cursor.executemany(compiled.string, values, returning=True)
+                while True:
                     results.append(cursor.fetchall() if cursor.description is not None else [])
-            driver.commit()
+                    if not cursor.nextset():
+                        break
+            if transaction:
+                driver.commit()
         except BaseException:
-            if not driver.closed:
+            if transaction and not driver.closed:
                 driver.rollback()
             raise
+        finally:
+            if not transaction and not driver.closed:
+                driver.autocommit = False
+        if len(results) != len(params):
+            raise RuntimeError(f"{len(params)} executions answered {len(results)} results")
         return results
     except dbapi_error as exc:
         lost = engine.dialect.is_disconnect(exc, driver, None)

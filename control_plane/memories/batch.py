@@ -3,8 +3,10 @@
 Each operation is answered on its own, exactly as the single request would answer it: the
 same validation sentence, the same role and scoped-key checks (an out-of-scope address is a
 404 like a missing one), the same 409 while the subject's erasure runs, the same audit rows.
-Every operation runs through the single-request protocol (``write``/``read``/``delete``), so
-every invariant of those paths holds per item; a failed item does not fail the others.
+Every operation runs through the single-request protocol (``write``/``read``/``delete``) —
+a batch's lone sets through the write's fast path with their round trips shared
+(``batch_sets``) — so every invariant of those paths holds per item; a failed item does not
+fail the others.
 
 Order: operations on one address (scope, scope ref, key) run one after another in request
 order, in one worker; different addresses run concurrently on a bounded pool of workers,
@@ -21,10 +23,8 @@ pointer like a single write's, so an erasure forgets it as it forgets single wri
 
 from __future__ import annotations
 
-import contextvars
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -33,27 +33,25 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
 from .. import idempotency
-from ..audit import service as audit
 from ..audit.service import Actor, audited
 from ..db.engine import begin_write
 from ..errors import DomainError, InvalidInput
 from ..idempotency import Idempotency, Replay
 from ..kit import sha256_hex
-from ..storage_config.plane import DataPlane, Target
+from ..storage_config.plane import DataPlane
 from ..tenants.service import Caller, require_role
 from . import hotpath
 from .addresses import MemoryAddress, Scope
+from .batch_sets import WRITER_ROLES, SetItem, commit_sets, failure, prepare_sets, side_by_side
 from .delete import delete_value
 from .read import get_value, read_found
 from .schemas import MemoryMeta, PointerOut
-from .shared import delete_quietly, ensure_visible
-from .write import _as_agent, _check_size, prepare_fast, serialise, set_value, settle_fast
+from .shared import ensure_visible
+from .write import set_value
 
 log = logging.getLogger(__name__)
 
 MAX_OPERATIONS = 1000
-WORKERS = 16
-WRITER_ROLES = ("admin", "agent")
 _META_FIELDS = frozenset(MemoryMeta.model_fields)
 
 
@@ -130,10 +128,6 @@ def _describe(error: ValidationError) -> str:
     return "; ".join(sentences)
 
 
-def _failure(index: int, op: str, exc: DomainError) -> dict[str, Any]:
-    return {"index": index, "op": op, "status": exc.status_code, **exc.body()}
-
-
 def _parse(index: int, raw: dict[str, Any]) -> _Op | dict[str, Any]:
     sent = raw.get("op")
     op_name = sent if isinstance(sent, str) else ""
@@ -148,9 +142,9 @@ def _parse(index: int, raw: dict[str, Any]) -> _Op | dict[str, Any]:
                                    f"leave out {', '.join(extra)}")
         address = MemoryAddress.parse(op.scope, op.scope_ref, op.key)
     except ValidationError as exc:
-        return _failure(index, op_name, InvalidInput(_describe(exc)))
+        return failure(index, op_name, InvalidInput(_describe(exc)))
     except DomainError as exc:
-        return _failure(index, op_name, exc)
+        return failure(index, op_name, exc)
     fingerprint = sha256_hex(op.model_dump_json(exclude_unset=True).encode())
     return _Op(index, op, address, fingerprint)
 
@@ -204,7 +198,7 @@ def _run_one(session: Session, plane: DataPlane, caller: Caller, item: _Op,
         return head | {"status": 204}
     except DomainError as exc:
         session.rollback()
-        return _failure(item.index, op.op, exc)
+        return failure(item.index, op.op, exc)
     except Exception:
         session.rollback()
         log.exception("batch operation %d (%s) failed unexpectedly", item.index, op.op)
@@ -213,103 +207,8 @@ def _run_one(session: Session, plane: DataPlane, caller: Caller, item: _Op,
                                  "it if it keeps failing"}
 
 
-@dataclass(frozen=True)
-class _Prepared:
-    """A set whose object is stored and whose pointer row waits for the batch's commit."""
-
-    item: _Op
-    target: Target
-    request: hotpath.WriteRequest
-
-
 def _meta_of(op: BatchOperation) -> MemoryMeta:
     return MemoryMeta.model_validate(op.model_dump(include=set(_META_FIELDS)))
-
-
-def _prepare_set(session: Session, plane: DataPlane, caller: Caller,
-                 item: _Op) -> _Prepared | dict[str, Any] | None:
-    """Steps 1–2 of a set (checks, lookup, put) as the single request runs them; the
-    prepared row, or the item's answer (a refusal), or None (the general path decides)."""
-    actor = caller.actor
-    address, meta = item.address, _meta_of(item.op)
-    try:
-        require_role(session, caller, WRITER_ROLES, "write memories")
-        with audited(session, actor, "write", detail=address.scope,
-                     private=(*address.personal, meta.user_id)):
-            ensure_visible(session, actor, caller.access, address, "write")
-            meta = _as_agent(caller.access, meta)
-            payload = serialise(item.op.value)
-            _check_size(plane, len(payload))
-            prepared = prepare_fast(session, plane, actor, address, payload, meta)
-    except DomainError as exc:
-        session.rollback()
-        return _failure(item.index, "set", exc)
-    if prepared is None:
-        return None
-    return _Prepared(item, *prepared)
-
-
-def _commit_sets(session: Session, plane: DataPlane, caller: Caller,
-                 prepared: list[_Prepared]) -> tuple[dict[int, dict[str, Any]], list[_Op]]:
-    """Step 3 for every prepared set in one transaction (``hotpath.commit_writes``); the
-    answers by index, and the items the general path must still run (their row changed)."""
-    answers: dict[int, dict[str, Any]] = {}
-    retry: list[_Op] = []
-    try:
-        plane.checkpoint("write:before_commit")
-        outcomes = hotpath.commit_writes(session, [p.request for p in prepared])
-    except sa_exc.OperationalError:
-        # The commit may have landed: the objects stay (a pointer may name them; GC
-        # removes them if not). Every item answers what the single request would.
-        session.rollback()
-        return {p.item.index: _failed_commit(session, caller, p, "database_unavailable",
-                                             "the control-plane database is unreachable; "
-                                             "retry later", 503) for p in prepared}, []
-    except Exception:
-        session.rollback()
-        log.exception("a batch's pointer transaction failed")
-        for p in prepared:
-            delete_quietly(p.target, [p.request.path])
-        return {p.item.index: _failed_commit(session, caller, p, "internal_error",
-                                             "the batch's pointer transaction failed; retry "
-                                             "this operation", 500) for p in prepared}, []
-    superseded: list[tuple[Any, str]] = []
-    for p, outcome in zip(prepared, outcomes, strict=True):
-        head = {"index": p.item.index, "op": "set"}
-        try:
-            saved = settle_fast(p.target, p.request, outcome)
-        except DomainError as exc:  # the erasure guard, checked again in the statement
-            audit.record_failure(session, caller.actor, "write",
-                                 detail=f"{p.item.address.scope} {exc.code}: {exc.detail}")
-            answers[p.item.index] = _failure(p.item.index, "set", exc)
-            continue
-        if saved is None:
-            retry.append(p.item)
-            continue
-        pointer, old = saved
-        if old is not None:
-            superseded.append(old)
-        answers[p.item.index] = head | {"status": 200,
-                                        "pointer": PointerOut.of(pointer).model_dump(mode="json")}
-    plane.checkpoint("write:after_commit")
-    by_config: dict[Any, list[str]] = {}
-    for config, path in superseded:
-        by_config.setdefault(config, []).append(path)
-    for config, paths in by_config.items():  # step 4: best effort; orphan GC finishes
-        delete_quietly(plane.by_id(session, config), paths)
-    session.rollback()
-    return answers, retry
-
-
-def _failed_commit(session: Session, caller: Caller, p: _Prepared, code: str, detail: str,
-                   status: int) -> dict[str, Any]:
-    try:
-        audit.record_failure(session, caller.actor, "write",
-                             detail=f"{p.item.address.scope} error: {code}")
-    except Exception:  # the database may be what failed; the answer matters more
-        log.warning("could not audit a failed batch write")
-    return {"index": p.item.index, "op": "set", "status": status, "error": code,
-            "detail": detail}
 
 
 def _remember(session: Session, actor: Actor, idem: Idempotency, status: int,
@@ -349,56 +248,43 @@ def run_batch(sessions: Callable[[], Session], session: Session, plane: DataPlan
         else:
             results[index] = parsed
 
-    # A set alone at its address (and no Idempotency-Key) takes the batched path: checks,
-    # lookup and put concurrently, then every such row in one transaction. A get alone at its
-    # address has its pointer read by one statement for all of them, then is fetched and
-    # verified concurrently. Everything else runs the single-request protocol, one address
-    # per worker, in request order.
+    # Every set alone at its address (and no Idempotency-Key) takes the batched path
+    # (``batch_sets``): checks, one lookup for all, puts side by side, one transaction. A get
+    # alone at its address has its pointer read by one statement for all of them, then is
+    # fetched and verified concurrently. Everything else runs the single-request protocol,
+    # one address per worker, in request order.
     groups = _groups(valid)
+    sets = [SetItem(g[0].index, g[0].address, g[0].op.value, _meta_of(g[0].op))
+            for g in groups if idem is None and len(g) == 1 and g[0].op.op == "set"]
     gets = [g[0].address for g in groups if len(g) == 1 and g[0].op.op == "get"
             and caller.access.allows(g[0].address.scope, g[0].address.scope_ref)]
     looked = hotpath.lookup_many_for_read(session, caller.tenant_id, gets)
     looked_up = set(gets)
+    batched = {item.index for item in sets}
+    by_index = {item.index: item for item in valid}
 
-    def work(group: list[_Op]) -> list[dict[str, Any] | _Prepared]:
+    def work(group: list[_Op]) -> list[dict[str, Any]]:
         with sessions() as own:
-            if len(group) == 1:
-                (item,) = group
-                if idem is None and item.op.op == "set":
-                    prepared = _prepare_set(own, plane, caller, item)
-                    if prepared is not None:
-                        return [prepared]
-                if item.op.op == "get" and item.address in looked_up:
-                    return [_run_one(own, plane, caller, item, idem, looked)]
+            if len(group) == 1 and group[0].op.op == "get" and group[0].address in looked_up:
+                return [_run_one(own, plane, caller, group[0], idem, looked)]
             return [_run_one(own, plane, caller, item, idem) for item in group]
 
-    def general(group: list[_Op]) -> list[dict[str, Any] | _Prepared]:
-        with sessions() as own:
-            return [_run_one(own, plane, caller, item, idem) for item in group]
+    def run(groups: list[list[_Op]]) -> None:
+        for answers in side_by_side(work, groups):
+            for answer in answers:
+                results[answer["index"]] = answer
 
-    def run(task: Callable[[list[_Op]], list[dict[str, Any] | _Prepared]],
-            groups: list[list[_Op]]) -> list[_Prepared]:
-        ready: list[_Prepared] = []
-        if not groups:
-            return ready
-        # Worker threads do not inherit context variables (the request id audit rows carry).
-        context = contextvars.copy_context()
-        with ThreadPoolExecutor(max_workers=min(WORKERS, len(groups)),
-                                thread_name_prefix="memplane-batch") as pool:
-            for answers in pool.map(lambda g: context.copy().run(task, g), groups):
-                for answer in answers:
-                    if isinstance(answer, _Prepared):
-                        ready.append(answer)
-                    else:
-                        results[answer["index"]] = answer
-        return ready
-
-    prepared = run(work, groups)
-    if prepared:
-        answers, retry = _commit_sets(session, plane, caller, prepared)
-        for index, answer in answers.items():
+    if sets:
+        prepared, refused, general = prepare_sets(session, plane, caller, sets)
+        for index, answer in refused.items():
             results[index] = answer
-        run(general, [[item] for item in retry])
+        if prepared:
+            answers, retry = commit_sets(session, plane, caller, prepared)
+            for index, answer in answers.items():
+                results[index] = answer
+            general += retry
+        run([[by_index[item.index]] for item in general])
+    run([g for g in groups if g[0].index not in batched])
     if idem is not None and not replayed:
         _remember(session, caller.actor, idem, 200, {"batch": len(operations)})
     return BatchAnswer([r for r in results if r is not None], replayed)

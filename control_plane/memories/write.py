@@ -292,20 +292,40 @@ def prepare_fast(session: Session, plane: DataPlane, actor: Actor, address: Memo
     target = plane.for_memory(session, actor.tenant_id, address.scope, meta.agent_id,
                               meta.user_id)
     found = hotpath.lookup_for_write(session, actor.tenant_id, address, meta.user_id)
+    bound = bind_fast(session, plane, actor, found)
+    session.commit()
+    if bound is None:
+        return None
+    return target, put_fast(plane, target, actor, address, payload, meta, found, bound)
+
+
+def bind_fast(session: Session, plane: DataPlane, actor: Actor,
+              found: hotpath.WriteLookup) -> _Binding | None:
+    """After the lookup: the pointer id and unwrapped subject key the object is sealed for;
+    409 while an erasure of the subject runs; None when the subject has no key yet (the
+    general path creates it)."""
     if found.blocked_by is not None:
         raise erasure_in_progress(found.blocked_by)
-    ring = keyring_of(plane)
-    handle = None
-    if ring.enabled:
-        if found.key is None or found.key.wrapped_key is None:
-            return None
-        handle = keys.handle_of(session, ring, actor.tenant_id, found.key.id,
-                                (found.key.scope_type, found.key.scope_ref),
-                                found.key.wrapped_key, found.key.kek_version_id)
-        session.commit()
     pointer_id = found.pointer_id or new_id()
+    ring = keyring_of(plane)
+    if not ring.enabled:
+        return _Binding(pointer_id, None)
+    if found.key is None or found.key.wrapped_key is None:
+        return None
+    return _Binding(pointer_id, keys.handle_of(
+        session, ring, actor.tenant_id, found.key.id,
+        (found.key.scope_type, found.key.scope_ref), found.key.wrapped_key,
+        found.key.kek_version_id))
+
+
+def put_fast(plane: DataPlane, target: Target, actor: Actor, address: MemoryAddress,
+             payload: bytes, meta: MemoryMeta, found: hotpath.WriteLookup,
+             binding: _Binding) -> hotpath.WriteRequest:
+    """Step 2 of the fast path (needs no session: a batch runs it on worker threads): the
+    sealed put, and the request step 3 commits."""
+    pointer_id, handle = binding.pointer_id, binding.key
     plane.checkpoint("write:after_lookup")  # race tests: the lookup is done, the put is not
-    path = _put(plane, target, actor, address, payload, _Binding(pointer_id, handle))
+    path = _put(plane, target, actor, address, payload, binding)
     now = utcnow()
     subject_user = _subject_after_write(address, meta, found.pointer_id is not None,
                                         found.subject_user_id)
@@ -325,7 +345,7 @@ def prepare_fast(session: Session, plane: DataPlane, actor: Actor, address: Memo
         key_id=handle.id if handle is not None else None, source=meta.source,
     )
     plane.checkpoint("write:after_put")
-    return target, request
+    return request
 
 
 def settle_fast(target: Target, request: hotpath.WriteRequest, outcome: hotpath.WriteOutcome

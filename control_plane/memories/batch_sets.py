@@ -1,0 +1,221 @@
+"""A batch's sets, side by side: the single write's fast path (``write.prepare_fast`` then
+``hotpath.commit_writes``) with its per-item round trips gathered.
+
+For every set alone at its address the checks run in the request's thread (role, scoped
+key, agent, size, target: the single request's sentences and failure audit rows), then ONE
+pipelined lookup reads every pointer id, subject key and erasure guard, the sealed puts
+run concurrently on a pool shared by all batches, and ONE transaction moves every pointer
+and appends every audit row (``commit_sets``). Each item still passes each step the single
+request passes, in the same order — checkpoints included — so every invariant of the write
+protocol holds per item; only the round trips are shared.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import Session
+
+from ..audit import service as audit
+from ..audit.service import audited
+from ..errors import DomainError
+from ..storage_config.plane import DataPlane, Target
+from ..tenants.service import Caller, require_role
+from . import hotpath
+from .addresses import MemoryAddress
+from .schemas import MemoryMeta, PointerOut
+from .shared import delete_quietly, ensure_visible
+from .write import _as_agent, _check_size, bind_fast, put_fast, serialise, settle_fast
+
+log = logging.getLogger(__name__)
+
+WORKERS = 16
+WRITER_ROLES = ("admin", "agent")
+
+# One pool for every batch of the process: starting threads per batch cost more than the
+# puts of a small one. Its tasks never wait on the pool themselves, so it cannot deadlock.
+_pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="memplane-batch")
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def side_by_side(task: Callable[[T], R], items: list[T]) -> list[R]:
+    """``task`` over ``items`` on the shared pool, answers in order; each call sees the
+    caller's context variables (the request id its audit rows carry)."""
+    if len(items) <= 1:
+        return [task(item) for item in items]
+    context = contextvars.copy_context()
+    return list(_pool.map(lambda item: context.copy().run(task, item), items))
+
+
+@dataclass(frozen=True)
+class SetItem:
+    """A set of a batch: its position, address, value and metadata as sent."""
+
+    index: int
+    address: MemoryAddress
+    value: Any
+    meta: MemoryMeta
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A set whose object is stored and whose pointer row waits for the batch's commit."""
+
+    item: SetItem
+    target: Target
+    request: hotpath.WriteRequest
+
+
+@dataclass(frozen=True)
+class _Checked:
+    item: SetItem
+    meta: MemoryMeta  # as the caller may write it (agent keys fill agent_id in)
+    payload: bytes
+    target: Target
+
+
+def failure(index: int, op: str, exc: DomainError) -> dict[str, Any]:
+    return {"index": index, "op": op, "status": exc.status_code, **exc.body()}
+
+
+def _audit_failure(session: Session, caller: Caller, item: SetItem, meta: MemoryMeta,
+                   exc: Exception) -> None:
+    """The failure row the single request's ``audited`` block records for ``exc``."""
+    try:
+        with audited(session, caller.actor, "write", detail=item.address.scope,
+                     private=(*item.address.personal, meta.user_id)):
+            raise exc
+    except Exception:
+        session.rollback()
+
+
+def prepare_sets(session: Session, plane: DataPlane, caller: Caller, items: list[SetItem]
+                 ) -> tuple[list[Prepared], dict[int, dict[str, Any]], list[SetItem]]:
+    """Steps 1–2 of every set: the prepared ones, the refused ones' answers by index, and the
+    ones the single-request protocol must run (their subject has no key yet)."""
+    actor = caller.actor
+    answers: dict[int, dict[str, Any]] = {}
+    checked: list[_Checked] = []
+    for item in items:
+        address, meta = item.address, item.meta
+        try:
+            require_role(session, caller, WRITER_ROLES, "write memories")
+            with audited(session, actor, "write", detail=address.scope,
+                         private=(*address.personal, meta.user_id)):
+                ensure_visible(session, actor, caller.access, address, "write")
+                meta = _as_agent(caller.access, meta)
+                payload = serialise(item.value)
+                _check_size(plane, len(payload))
+                target = plane.for_memory(session, actor.tenant_id, address.scope,
+                                          meta.agent_id, meta.user_id)
+        except DomainError as exc:
+            session.rollback()
+            answers[item.index] = failure(item.index, "set", exc)
+            continue
+        checked.append(_Checked(item, meta, payload, target))
+    found = hotpath.lookup_many_for_write(session, actor.tenant_id,
+                                          [(c.item.address, c.meta.user_id) for c in checked])
+    bound = []
+    general: list[SetItem] = []
+    for one, lookup in zip(checked, found, strict=True):
+        try:
+            binding = bind_fast(session, plane, actor, lookup)
+        except DomainError as exc:  # the subject's erasure runs: 409, audited
+            _audit_failure(session, caller, one.item, one.meta, exc)
+            answers[one.item.index] = failure(one.item.index, "set", exc)
+            continue
+        if binding is None:
+            general.append(one.item)
+        else:
+            bound.append((one, lookup, binding))
+    session.commit()
+
+    def put(entry: tuple[_Checked, hotpath.WriteLookup, Any]) -> Prepared | Exception:
+        one, lookup, binding = entry
+        try:
+            return Prepared(one.item, one.target, put_fast(
+                plane, one.target, actor, one.item.address, one.payload, one.meta, lookup,
+                binding))
+        except Exception as exc:  # answered (and audited) in the request's thread below
+            return exc
+
+    prepared: list[Prepared] = []
+    for (one, _, _), outcome in zip(bound, side_by_side(put, bound), strict=True):
+        if isinstance(outcome, Prepared):
+            prepared.append(outcome)
+            continue
+        _audit_failure(session, caller, one.item, one.meta, outcome)
+        if not isinstance(outcome, DomainError):
+            raise outcome
+        answers[one.item.index] = failure(one.item.index, "set", outcome)
+    return prepared, answers, general
+
+
+def commit_sets(session: Session, plane: DataPlane, caller: Caller, prepared: list[Prepared]
+                ) -> tuple[dict[int, dict[str, Any]], list[SetItem]]:
+    """Step 3 for every prepared set in one transaction (``hotpath.commit_writes``); the
+    answers by index, and the items the general path must still run (their row changed)."""
+    answers: dict[int, dict[str, Any]] = {}
+    retry: list[SetItem] = []
+    try:
+        plane.checkpoint("write:before_commit")
+        outcomes = hotpath.commit_writes(session, [p.request for p in prepared])
+    except sa_exc.OperationalError:
+        # The commit may have landed: the objects stay (a pointer may name them; GC
+        # removes them if not). Every item answers what the single request would.
+        session.rollback()
+        return {p.item.index: _failed_commit(session, caller, p, "database_unavailable",
+                                             "the control-plane database is unreachable; "
+                                             "retry later", 503) for p in prepared}, []
+    except Exception:
+        session.rollback()
+        log.exception("a batch's pointer transaction failed")
+        for p in prepared:
+            delete_quietly(p.target, [p.request.path])
+        return {p.item.index: _failed_commit(session, caller, p, "internal_error",
+                                             "the batch's pointer transaction failed; retry "
+                                             "this operation", 500) for p in prepared}, []
+    superseded: list[tuple[Any, str]] = []
+    for p, outcome in zip(prepared, outcomes, strict=True):
+        head = {"index": p.item.index, "op": "set"}
+        try:
+            saved = settle_fast(p.target, p.request, outcome)
+        except DomainError as exc:  # the erasure guard, checked again in the statement
+            audit.record_failure(session, caller.actor, "write",
+                                 detail=f"{p.item.address.scope} {exc.code}: {exc.detail}")
+            answers[p.item.index] = failure(p.item.index, "set", exc)
+            continue
+        if saved is None:
+            retry.append(p.item)
+            continue
+        pointer, old = saved
+        if old is not None:
+            superseded.append(old)
+        answers[p.item.index] = head | {"status": 200,
+                                        "pointer": PointerOut.of(pointer).model_dump(mode="json")}
+    plane.checkpoint("write:after_commit")
+    by_config: dict[Any, list[str]] = {}
+    for config, path in superseded:
+        by_config.setdefault(config, []).append(path)
+    for config, paths in by_config.items():  # step 4: best effort; orphan GC finishes
+        delete_quietly(plane.by_id(session, config), paths)
+    session.rollback()
+    return answers, retry
+
+
+def _failed_commit(session: Session, caller: Caller, p: Prepared, code: str, detail: str,
+                   status: int) -> dict[str, Any]:
+    try:
+        audit.record_failure(session, caller.actor, "write",
+                             detail=f"{p.item.address.scope} error: {code}")
+    except Exception:  # the database may be what failed; the answer matters more
+        log.warning("could not audit a failed batch write")
+    return {"index": p.item.index, "op": "set", "status": status, "error": code,
+            "detail": detail}
