@@ -20,6 +20,7 @@ from .stacks import Backends, MemplaneStack
 VALUE = {"text": "x" * 1000}
 BATCH = 100
 ROUNDS = 3
+WARM_BATCHES = 20  # 2,000 memories before the rounds, then the tables are analyzed
 
 
 def _items(quick: bool, concurrency: int) -> int:
@@ -77,8 +78,13 @@ def run(*, quick: bool) -> dict[str, dict[str, Any]]:
     peers = _PeerStores(_dsn(backends), 16)
     try:
         stack.serve()
-        with stack.http_client() as warm:  # subject key, caches, connections
+        with stack.http_client() as warm:  # subject key, caches, connections, a filled table
             warm.put("/v1/memories/user/bench/warm", json={"value": VALUE}).raise_for_status()
+            for b in range(WARM_BATCHES):
+                warm.post("/v1/memories:batch", json={"operations": [
+                    {"op": "set", "scope": "user", "scope_ref": "bench", "key": f"warm-{b}-{j}",
+                     "value": VALUE} for j in range(BATCH)]}).raise_for_status()
+        stack.analyze()
         for concurrency in (1, 16):
             n = _items(quick, concurrency)
             runs: dict[str, list[Measurement]] = {k: [] for k in (

@@ -130,6 +130,8 @@ def _stack_case(stack: MemplaneStack, server_stack: MemplaneStack,
             writes, reads = system(f"w{concurrency}")
             measure(lambda i: None, warmup, concurrency, per_thread=writes)
             measure(lambda i: None, warmup, concurrency, per_thread=reads)
+        for each in {id(s): s for s in (stack, server_stack, floor_stack)}.values():
+            each.analyze()
         rounds: dict[str, dict[str, list[Measurement]]] = {"write": {}, "read": {}}
 
         def one_round(r: int) -> None:

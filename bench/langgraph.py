@@ -143,6 +143,7 @@ def run(*, quick: bool) -> dict[str, dict[str, Any]]:
         for t in range(threads):
             _seed_store(ours_stores[t], t)
             _seed_store(peer_stores[t], t)
+        stack.analyze()
 
         for case in ("store-put", "store-batch-put", "store-get", "store-search",
                      "checkpoint-step"):

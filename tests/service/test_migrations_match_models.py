@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy import text
 
 from control_plane.db import models  # noqa: F401  (registers every table)
 from control_plane.db.base import Base
@@ -37,3 +38,23 @@ def test_migrated_schema_has_no_drift_from_the_models(
         engine.dispose()
     # alembic_version is the migrations' own table; nothing else may differ.
     assert [d for d in diff if "alembic_version" not in repr(d)] == []
+
+
+@pytest.mark.databases("postgres")
+def test_hot_tables_are_analyzed_after_a_few_thousand_changes(
+        database: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    # A lookup by address needs statistics that know the tenant's rows; autovacuum's default
+    # (10 % of the table) would leave a large table's bulk-writing new tenant unplanned.
+    engine = make_engine(_fresh_url(database, request, tmp_path))
+    try:
+        upgrade(engine)
+        with engine.connect() as conn:
+            options = dict(conn.execute(text(
+                "SELECT relname, reloptions FROM pg_class WHERE relname = ANY(:names)"),
+                {"names": ["memory_pointers", "subject_keys", "memory_events",
+                           "access_logs"]}).all())
+    finally:
+        engine.dispose()
+    expected = ["autovacuum_analyze_threshold=2000", "autovacuum_analyze_scale_factor=0.01"]
+    assert options == {name: expected for name in ("memory_pointers", "subject_keys",
+                                                   "memory_events", "access_logs")}
