@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from bench.harness import summarize
+from bench.stacks import analyze
 from control_plane.audit.service import Actor
 from control_plane.embedders.hashing import HashingEmbedder
 from control_plane.memories import service as memories
@@ -152,6 +153,7 @@ def run_size(database: str, n: int, rounds: int, queries: int) -> None:
             indexer.compact_scope(session, runtime.plane, runtime.search_cache, tenant.id,
                                   "agent", "bench", HashingEmbedder.name)
         index_s = time.perf_counter() - began
+        analyze(runtime.engine)
         print(f"[{database} n={n}] fill {n / fill:.0f} writes/s ({fill:.1f} s); indexing "
               f"{n / index_s:.0f} memories/s ({index_s:.1f} s, {report.deltas} deltas, "
               f"{report.compacted} compactions; segments before the last compaction: "

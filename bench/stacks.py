@@ -68,6 +68,18 @@ class Backends:
             self._pg.stop()
 
 
+def analyze(engine: Engine) -> None:
+    """On PostgreSQL, the statistics a running deployment has: autovacuum analyzes the hot
+    tables after 2,000 changes (migration 0019), but only once a minute, so a bench that
+    fills a fresh database and measures within the minute would time plans made for an empty
+    table (a lookup by address scanning all the tenant's rows). Called after a case's
+    warm-up fill."""
+    if engine.dialect.name != "postgresql":
+        return
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("ANALYZE")
+
+
 class MemplaneStack:
     """One memplane deployment: a runtime for in-process calls, a server for HTTP calls."""
 
@@ -101,16 +113,7 @@ class MemplaneStack:
                                       MemoryAddress.parse(Scope.user, "bench", key)).value
 
     def analyze(self) -> None:
-        """On PostgreSQL, the statistics a running deployment has: autovacuum analyzes the
-        hot tables after 2,000 changes (migration 0019), but only once a minute, so a bench
-        that fills a fresh database and measures within the minute would time plans made for
-        an empty table (a lookup by address scanning all the tenant's rows). Called after a
-        case's warm-up fill."""
-        engine = self.runtime.engine
-        if engine.dialect.name != "postgresql":
-            return
-        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql("ANALYZE")
+        analyze(self.runtime.engine)
 
     def serve(self) -> str:
         """``memplane serve`` in its own process (uvicorn, one worker), serving this checkout's

@@ -107,6 +107,27 @@ class AuditBatcher:
         if pending.error is not None:
             raise pending.error
 
+    def record_many(self, tenant_id: object, accessor_type: str, accessor_id: str,
+                    operation: str, rows: list[tuple[object, str]], *,
+                    agent_id: str | None = None) -> None:
+        """Append one row per ``(pointer_id, detail)`` in ONE insert committed on its own,
+        now (the reads of a batch already share their commit; queueing them behind other
+        readers would only add waits); returns once it is committed, raises if it failed."""
+        if not rows:
+            return
+        now, request_id = utcnow(), request_id_var.get()
+        values = [{"tenant_id": tenant_id, "pointer_id": pointer_id, "event_id": None,
+                   "accessor_type": accessor_type, "accessor_id": accessor_id,
+                   "operation": operation, "success": True, "detail": detail[:2000],
+                   "request_id": request_id, "accessed_at": now, "agent_id": agent_id}
+                  for pointer_id, detail in rows]
+        if self._engine.dialect.name == "postgresql":
+            direct.run(self._engine, _INSERT_MANY,
+                       {c: [row[c] for row in values] for c in _COLUMNS})
+            return
+        with self._engine.begin() as conn:
+            conn.execute(insert(AccessLog), values)
+
     def _lead(self, mine: _Pending) -> None:
         """Commit batches until this caller's row is committed, then pass the lead on."""
         while not mine.done.is_set():

@@ -24,7 +24,7 @@ pointer like a single write's, so an erasure forgets it as it forgets single wri
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -42,6 +42,7 @@ from ..storage_config.plane import DataPlane
 from ..tenants.service import Caller, require_role
 from . import hotpath
 from .addresses import MemoryAddress, Scope
+from .batch_gets import GetItem, Looked, read_gets
 from .batch_sets import WRITER_ROLES, SetItem, commit_sets, failure, prepare_sets, side_by_side
 from .delete import delete_value
 from .read import get_value, read_found
@@ -154,9 +155,6 @@ def _item_key(batch: Idempotency, index: int) -> str:
     return f"batch:{sha256_hex(batch.key.encode())}:{index}"
 
 
-Looked = Mapping[MemoryAddress, tuple[Any, hotpath.KeyRow | None]]
-
-
 def _run_one(session: Session, plane: DataPlane, caller: Caller, item: _Op,
              batch_idem: Idempotency | None, looked: Looked | None = None) -> dict[str, Any]:
     """One operation as its single request runs it; a get whose pointer the batch's shared
@@ -249,18 +247,21 @@ def run_batch(sessions: Callable[[], Session], session: Session, plane: DataPlan
             results[index] = parsed
 
     # Every set alone at its address (and no Idempotency-Key) takes the batched path
-    # (``batch_sets``): checks, one lookup for all, puts side by side, one transaction. A get
-    # alone at its address has its pointer read by one statement for all of them, then is
-    # fetched and verified concurrently. Everything else runs the single-request protocol,
-    # one address per worker, in request order.
+    # (``batch_sets``): checks, one lookup for all, puts side by side, one transaction. Every
+    # get alone at its address has its pointer read by one statement for all of them, is
+    # fetched side by side, verified, and audited in one insert (``batch_gets``). Everything
+    # else — and whatever those paths leave — runs the single-request protocol, one address
+    # per worker, in request order.
     groups = _groups(valid)
     sets = [SetItem(g[0].index, g[0].address, g[0].op.value, _meta_of(g[0].op))
             for g in groups if idem is None and len(g) == 1 and g[0].op.op == "set"]
-    gets = [g[0].address for g in groups if len(g) == 1 and g[0].op.op == "get"
+    gets = [GetItem(g[0].index, g[0].address) for g in groups
+            if len(g) == 1 and g[0].op.op == "get"
             and caller.access.allows(g[0].address.scope, g[0].address.scope_ref)]
-    looked = hotpath.lookup_many_for_read(session, caller.tenant_id, gets)
-    looked_up = set(gets)
-    batched = {item.index for item in sets}
+    looked = hotpath.lookup_many_for_read(session, caller.tenant_id,
+                                          [item.address for item in gets])
+    looked_up = {item.address for item in gets}
+    batched = {item.index for item in sets} | {item.index for item in gets}
     by_index = {item.index: item for item in valid}
 
     def work(group: list[_Op]) -> list[dict[str, Any]]:
@@ -284,6 +285,11 @@ def run_batch(sessions: Callable[[], Session], session: Session, plane: DataPlan
                 results[index] = answer
             general += retry
         run([[by_index[item.index]] for item in general])
+    if gets:
+        read, unread = read_gets(session, plane, caller.actor, gets, looked)
+        for index, answer in read.items():
+            results[index] = answer
+        run([[by_index[item.index]] for item in unread])
     run([g for g in groups if g[0].index not in batched])
     if idem is not None and not replayed:
         _remember(session, caller.actor, idem, 200, {"batch": len(operations)})

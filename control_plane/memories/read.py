@@ -62,7 +62,7 @@ def read_found(session: Session, plane: DataPlane, actor: Actor, address: Memory
                found: tuple[MemoryPointer, hotpath.KeyRow | None] | None) -> MemoryValue:
     """The read after its lookup (``get_value``, a batch's shared lookup): check the pointer
     is live, fetch, verify (I3), audit. Run it inside the caller's ``audited``."""
-    pointer = _check_live(found[0] if found else None, address)
+    pointer = check_live(found[0] if found else None, address)
     live = found[1] if found else None
     result = _read_verified(session, plane, actor, address, pointer,
                             (live.id, live.wrapped_key, live.kek_version_id)
@@ -84,13 +84,15 @@ def read_found(session: Session, plane: DataPlane, actor: Actor, address: Memory
 def _live_pointer(session: Session, actor: Actor, address: MemoryAddress,
                   pointer_id: uuid.UUID) -> MemoryPointer:
     if address.key is None:  # a keyless pointer (an entry) is found by its id alone
-        return _check_live(repo.get_by_id(session, actor.tenant_id, pointer_id), address)
-    return _check_live(repo.get(session, actor.tenant_id, address), address)
+        return check_live(repo.get_by_id(session, actor.tenant_id, pointer_id), address)
+    return check_live(repo.get(session, actor.tenant_id, address), address)
 
 
 
 
-def _check_live(pointer: MemoryPointer | None, address: MemoryAddress) -> MemoryPointer:
+def check_live(pointer: MemoryPointer | None, address: MemoryAddress) -> MemoryPointer:
+    """The pointer if a read may serve it: 404 if missing, being written or deleted, or
+    expired."""
     if pointer is None or pointer.sync_status in ("pending_delete", "pending_write"):
         raise NotFound(f"no memory at {address.describe()}")
     if expired(pointer):

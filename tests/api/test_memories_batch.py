@@ -6,13 +6,18 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+import pytest
+from sqlalchemy import exc as sa_exc
 from sqlalchemy import func, select
 
 from control_plane.db.models import AccessLog, IdempotentResponse, MemoryPointer, SubjectErasure
+from control_plane.memories.batch import run_batch
 from control_plane.memories.schemas import PointerOut
+from control_plane.tenants.service import authenticate
 from tests.support.crypto import open_stored
 from tests.support.service import Tenant
 
@@ -323,3 +328,57 @@ def test_a_get_whose_object_was_tampered_answers_hash_mismatch_alone(tenant: Ten
         ("a", "synced"), ("b", "corrupt")]
     assert _audit(tenant) == sorted([("write", True), ("write", True), ("read", True),
                                      ("read", False)])
+
+
+def test_gets_a_fast_read_cannot_serve_answer_as_single_reads(tenant: Tenant) -> None:
+    # Missing, expired and corrupt-marked pointers leave the batch's shared read for the
+    # single read, which answers 404, 404 and (the object being intact) 200 + re-marks it.
+    with tenant.stack.http(tenant.admin_key) as http:
+        _batch(http, *[_set("user", "u1", k, k) for k in ("live", "old", "marked")]
+               ).raise_for_status()
+        with tenant.stack.runtime.sessions() as session:
+            pointers = {p.key: p for p in session.scalars(select(MemoryPointer).where(
+                MemoryPointer.tenant_id == tenant.id))}
+            pointers["old"].expires_at = datetime(2020, 1, 1, tzinfo=UTC)
+            pointers["marked"].sync_status = "corrupt"
+            session.commit()
+        answer = _batch(http, _get("user", "u1", "live"), _get("user", "u1", "old"),
+                        _get("user", "u1", "marked"), _get("user", "u1", "none"))
+    results = answer.json()["results"]
+    assert [(r["status"], r.get("value"), r.get("error")) for r in results] == [
+        (200, "live", None), (404, None, "not_found"), (200, "marked", None),
+        (404, None, "not_found")]
+    assert results[1]["detail"] == "the memory at user/u1 key=old has expired"
+    assert {p.key: p.sync_status for p in _pointers(tenant)} == {
+        "live": "synced", "old": "synced", "marked": "synced"}
+    with tenant.stack.runtime.sessions() as session:
+        reads = session.execute(select(AccessLog.pointer_id, AccessLog.success,
+                                       AccessLog.detail).where(
+            AccessLog.tenant_id == tenant.id, AccessLog.operation == "read")).all()
+    ids = {p.key: p.id for p in _pointers(tenant)}
+    assert sorted((r.pointer_id == ids.get("live"), r.pointer_id == ids.get("marked"),
+                   r.success) for r in reads) == sorted(
+        [(True, False, True), (False, True, True), (False, False, False),
+         (False, False, False)])
+    # Each success row names its address sealed under the subject's key, as a lone read's.
+    assert all(r.detail.startswith("user sealed:") for r in reads if r.success)
+
+
+def test_gets_whose_audit_rows_cannot_be_committed_serve_no_value(
+        tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
+    with tenant.stack.http(tenant.admin_key) as http:
+        _batch(http, _set("user", "u1", "a", 1), _set("user", "u1", "b", 2)).raise_for_status()
+    runtime = tenant.stack.runtime
+
+    def down(*args: Any, **kwargs: Any) -> None:
+        raise sa_exc.OperationalError("INSERT", {}, Exception("server closed the connection"))
+
+    assert runtime.plane.audit_batcher is not None
+    monkeypatch.setattr(runtime.plane.audit_batcher, "record_many", down)
+    with runtime.sessions() as session:
+        caller = authenticate(session, f"Bearer {tenant.admin_key}")
+        answer = run_batch(runtime.sessions, session, runtime.plane, caller,
+                           [_get("user", "u1", "a"), _get("user", "u1", "b")], None)
+    assert answer.results == [
+        {"index": i, "op": "get", "status": 503, "error": "database_unavailable",
+         "detail": "the control-plane database is unreachable; retry later"} for i in (0, 1)]
