@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
 from collections.abc import AsyncIterator
@@ -49,6 +50,12 @@ _STATUS_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404:
                  415: "unsupported_media_type"}
 
 
+# FastAPI's OpenTelemetry instrumentation (FastAPI releases that have it), off unless
+# MEMPLANE_OTEL_TELEMETRY asks for it.
+_NO_TELEMETRY = {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}
+_HAS_TELEMETRY = "telemetry" in inspect.signature(FastAPI.__init__).parameters
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
 
@@ -75,9 +82,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             runtime.close()
 
+    options: dict[str, Any] = {}
+    if _HAS_TELEMETRY and not settings.otel_telemetry:
+        options["telemetry"] = _NO_TELEMETRY
     app = FastAPI(title="memplane", version="0.1.0", lifespan=lifespan,
                   description="Pointers in the control plane; content in your own bucket.",
-                  docs_url=None, redoc_url=None)
+                  docs_url=None, redoc_url=None, **options)
     _install_offline_docs(app)
     openapi_docs.install(app)
     app.state.metrics = Metrics()

@@ -172,6 +172,12 @@ class Settings(BaseSettings):
     index_max_lag_seconds: float = Field(
         5.0, gt=0, description="Longest the waiting indexer lets new writes go unindexed: "
         "past it, it catches up (in larger batches) even while writes keep arriving.")
+    otel_telemetry: bool = Field(
+        False, description="FastAPI's own OpenTelemetry instrumentation of each request "
+        "(spans, request metrics, error logs) for an OpenTelemetry SDK the process configures "
+        "(FASTAPI_OTEL_AUTO_CONFIGURE=true and the OTEL_* variables). Off, requests skip it "
+        "entirely (it otherwise looks its providers up on every request); memplane's own "
+        "metrics are at /metrics either way.")
     blas_threads: int = Field(
         1, ge=0, description="Threads numpy's BLAS may use for one matrix product (a "
         "search's ranking), process-wide: 1 leaves the parallelism to concurrent requests "
