@@ -30,7 +30,7 @@ from ..tenants.service import Caller, require_role
 from . import hotpath
 from .addresses import MemoryAddress
 from .schemas import MemoryMeta, PointerOut
-from .shared import delete_quietly, ensure_visible
+from .shared import delete_quietly, ensure_visible, remember_key
 from .write import _as_agent, _check_size, bind_fast, put_fast, serialise, settle_fast
 
 log = logging.getLogger(__name__)
@@ -135,6 +135,8 @@ def prepare_sets(session: Session, plane: DataPlane, caller: Caller, items: list
             general.append(one.item)
         else:
             bound.append((one, lookup, binding))
+            remember_key(actor.tenant_id, one.item.address,
+                         binding.key.id if binding.key is not None else None)
     session.commit()
 
     def put(entry: tuple[_Checked, hotpath.WriteLookup, Any]) -> Prepared | Exception:

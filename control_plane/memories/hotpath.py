@@ -188,6 +188,67 @@ def lookup_for_read(session: Session, tenant_id: uuid.UUID,
     return _pointer(row), key
 
 
+# A read in ONE statement (PostgreSQL): look the pointer and its subject's live key up and,
+# when the pointer is servable and its live key is the one the caller sealed the audit
+# address under (a guess from an earlier read of the address), append the read's audit row
+# — committed with the statement, before anything is fetched or served (I6). A read that then
+# fails (a mismatch, a missing object, storage down) appends its failure row as well, so the
+# log keeps both facts. ``logged`` says whether the row went in; if not (no guess, a new
+# key, not servable) the caller audits as a two-statement read does.
+READ_LOGGED_POSTGRES = text("""
+WITH found AS (
+ SELECT p.*, k.id AS key_id, k.wrapped_key, k.kek_version_id
+ FROM memory_pointers AS p LEFT JOIN subject_keys AS k
+  ON k.tenant_id = p.tenant_id AND k.destroyed_at IS NULL
+  AND k.scope_type = CASE WHEN p.subject_user_id IS NOT NULL THEN 'user' ELSE p.scope_type END
+  AND k.scope_ref = COALESCE(p.subject_user_id, p.scope_ref)
+ WHERE p.tenant_id = :v_tenant AND p.scope_type = :v_scope AND p.scope_ref = :v_scope_ref
+  AND p.key = :v_key
+), aud AS (
+ INSERT INTO access_logs (tenant_id, pointer_id, accessor_type, accessor_id, agent_id,
+  operation, success, detail, request_id, accessed_at)
+ SELECT :v_tenant, found.id, :v_accessor_type, :v_accessor_id, :v_accessor_agent, 'read', true,
+  :v_detail, :v_request_id, :v_now
+ FROM found
+ WHERE found.key_id IS NOT DISTINCT FROM CAST(:v_expected_key AS uuid)
+  AND found.sync_status = 'synced'
+  AND (found.expires_at IS NULL OR found.expires_at > CAST(:v_now AS timestamptz))
+ RETURNING 1
+)
+SELECT found.*, (SELECT count(*) FROM aud) AS logged FROM found
+""").bindparams(bindparam("v_tenant", type_=Uuid), bindparam("v_expected_key", type_=Uuid))
+
+
+@dataclass(frozen=True)
+class ReadRow:
+    """Who reads, and the audit detail (the address sealed under ``expected_key``)."""
+
+    accessor_type: str
+    accessor_id: str
+    accessor_agent: str | None
+    request_id: str | None
+    detail: str
+    now: datetime
+
+
+def lookup_for_read_logged(session: Session, tenant_id: uuid.UUID, address: MemoryAddress,
+                           expected_key: uuid.UUID | None, row: ReadRow
+                           ) -> tuple[tuple[MemoryPointer, KeyRow | None] | None, bool]:
+    """``lookup_for_read`` that also appends the read's audit row when it can (see
+    ``READ_LOGGED_POSTGRES``): the lookup, and whether the row went in. PostgreSQL only."""
+    rows = _one_statement(session, READ_LOGGED_POSTGRES, _params(tenant_id, address) | {
+        "v_expected_key": expected_key, "v_accessor_type": row.accessor_type,
+        "v_accessor_id": row.accessor_id, "v_accessor_agent": row.accessor_agent,
+        "v_detail": row.detail[:2000], "v_request_id": row.request_id, "v_now": row.now})
+    if not rows:
+        return None, False
+    found = rows[0]
+    key = None if found.key_id is None else KeyRow(found.key_id, "", "",
+                                                   bytes(found.wrapped_key),
+                                                   found.kek_version_id)
+    return (_pointer(found), key), bool(found.logged)
+
+
 _BATCH_KEY = and_(K.c.tenant_id == P.c.tenant_id, K.c.destroyed_at.is_(None),
                   K.c.scope_type == case((P.c.subject_user_id.is_not(None), literal("user")),
                                          else_=P.c.scope_type),

@@ -22,18 +22,21 @@ from ..db.engine import begin_write
 from ..db.models import MemoryPointer
 from ..errors import Conflict, HashMismatch, NotFound
 from ..keys import service as keys
-from ..kit import decode_uuid_cursor, encode_cursor, page_limit, sha256_hex
+from ..kit import decode_uuid_cursor, encode_cursor, page_limit, request_id_var, sha256_hex
 from ..storage_config.plane import DataPlane, Target, storage_errors
 from ..tenants.access import EVERYTHING, Access
 from . import hotpath
 from . import repository as repo
 from .addresses import MemoryAddress, nfc
 from .shared import (
+    UNKNOWN,
     ensure_visible,
     expired,
     given,
+    key_guess,
     keyring_of,
     read_key,
+    remember_key,
     sealed_address,
 )
 
@@ -51,11 +54,38 @@ class MemoryValue:
 
 def get_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress, *,
               access: Access = EVERYTHING) -> MemoryValue:
-    """Read and verify the value at the address (I3)."""
+    """Read and verify the value at the address (I3). On PostgreSQL, once the address was
+    read before, the lookup statement also appends the read's audit row (one round trip)."""
     with audited(session, actor, "read", detail=address.scope, private=address.personal):
         ensure_visible(session, actor, access, address, "read")
-        found = hotpath.lookup_for_read(session, actor.tenant_id, address)
-        return read_found(session, plane, actor, address, found)
+        guess = key_guess(actor.tenant_id, address)
+        handle = None
+        if isinstance(guess, uuid.UUID):  # its key, if the keyring still holds it unwrapped
+            key = keyring_of(plane).cache.get(guess)
+            handle = None if key is None else keys.SubjectKeyHandle(guess, "", "", key)
+        if ((guess is UNKNOWN or (guess is not None and handle is None))
+                or session.get_bind().dialect.name != "postgresql"):
+            found = hotpath.lookup_for_read(session, actor.tenant_id, address)
+            return read_found(session, plane, actor, address, found)
+        row = hotpath.ReadRow(actor.accessor_type, actor.accessor_id, actor.agent_id,
+                              request_id_var.get(),
+                              address.scope + sealed_address(actor, address, handle),
+                              utcnow())
+        found, logged = hotpath.lookup_for_read_logged(session, actor.tenant_id, address,
+                                                       guess, row)
+        if not logged:  # a new key, or nothing servable: audited as two statements
+            return read_found(session, plane, actor, address, found)
+        assert found is not None
+        pointer, live = found
+        result = _read_verified(session, plane, actor, address, pointer, _live(live))
+        session.commit()
+        return result
+
+
+def _live(live: hotpath.KeyRow | None) -> tuple[uuid.UUID, bytes, uuid.UUID] | None:
+    if live is None or live.wrapped_key is None:
+        return None
+    return live.id, live.wrapped_key, live.kek_version_id
 
 
 def read_found(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
@@ -64,9 +94,8 @@ def read_found(session: Session, plane: DataPlane, actor: Actor, address: Memory
     is live, fetch, verify (I3), audit. Run it inside the caller's ``audited``."""
     pointer = check_live(found[0] if found else None, address)
     live = found[1] if found else None
-    result = _read_verified(session, plane, actor, address, pointer,
-                            (live.id, live.wrapped_key, live.kek_version_id)
-                            if live is not None and live.wrapped_key is not None else None)
+    result = _read_verified(session, plane, actor, address, pointer, _live(live))
+    remember_key(actor.tenant_id, address, live.id if live is not None else None)
     detail = address.scope + sealed_address(actor, address, read_key(
         session, plane, actor, live))
     session.commit()

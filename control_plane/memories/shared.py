@@ -4,7 +4,10 @@ the subject key a path needs, the audit address sealed under it, quiet object de
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import uuid
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -58,6 +61,33 @@ def sealed_address(actor: Actor, address: MemoryAddress,
     if key is None:
         return ""
     return " " + sealed.seal(actor.tenant_id, key.id, key.key, address.describe())
+
+
+# The id of the live key of each address's subject as a read or write of it last found it
+# (None: no key, encryption off), by a digest of the address (no personal string is kept;
+# no key material either — the key itself comes from the keyring's cache, which an erasure
+# empties): the guess a later read seals its audit row under, in its one lookup statement,
+# which checks it.
+UNKNOWN: Any = object()
+_KEYS: dict[bytes, uuid.UUID | None] = {}
+_KEYS_MAX = 100_000
+
+
+def _address_digest(tenant_id: uuid.UUID, address: MemoryAddress) -> bytes:
+    return hashlib.blake2b("\x1f".join((str(tenant_id), address.scope, address.scope_ref,
+                                        address.key or "")).encode(), digest_size=16).digest()
+
+
+def key_guess(tenant_id: uuid.UUID, address: MemoryAddress) -> Any:
+    """The remembered live key id of the address's subject (or None), or UNKNOWN."""
+    return _KEYS.get(_address_digest(tenant_id, address), UNKNOWN)
+
+
+def remember_key(tenant_id: uuid.UUID, address: MemoryAddress,
+                 key_id: uuid.UUID | None) -> None:
+    if len(_KEYS) >= _KEYS_MAX:
+        _KEYS.clear()
+    _KEYS[_address_digest(tenant_id, address)] = key_id
 
 
 def expired(pointer: MemoryPointer) -> bool:

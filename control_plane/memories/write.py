@@ -48,6 +48,7 @@ from .shared import (
     ensure_visible,
     expired,
     keyring_of,
+    remember_key,
     sealed_address,
 )
 
@@ -296,6 +297,7 @@ def prepare_fast(session: Session, plane: DataPlane, actor: Actor, address: Memo
     session.commit()
     if bound is None:
         return None
+    remember_key(actor.tenant_id, address, bound.key.id if bound.key is not None else None)
     return target, put_fast(plane, target, actor, address, payload, meta, found, bound)
 
 

@@ -1,13 +1,17 @@
-"""The one-statement write and read paths: what they refuse, and that refusing writes nothing."""
+"""The one-statement write and read paths: what they refuse, that refusing writes nothing, and
+the read whose lookup statement writes its own audit row."""
 
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime
 
-from sqlalchemy import func, select
+import pytest
+from sqlalchemy import func, select, update
 
 from control_plane.db.base import new_id, utcnow
 from control_plane.db.models import AccessLog, MemoryPointer, SubjectErasure
+from control_plane.errors import HashMismatch, NotFound
 from control_plane.memories import hotpath
 from control_plane.memories import service as memories
 from control_plane.memories.addresses import MemoryAddress, Scope
@@ -121,3 +125,105 @@ def test_the_write_statement_stays_small_enough_for_psycopg_to_cache() -> None:
 
     sql = str(hotpath.WRITE_POSTGRES.compile(dialect=postgresql.dialect(driver="psycopg")))
     assert len(sql) <= MAX_CACHED_STATEMENT_LENGTH
+
+
+def _reads(world: ServiceWorld) -> list[tuple[object, bool, str]]:
+    with world.runtime.sessions() as session:
+        return [tuple(r) for r in session.execute(  # type: ignore[misc]
+            select(AccessLog.pointer_id, AccessLog.success, AccessLog.detail)
+            .where(AccessLog.tenant_id == world.tenant_id, AccessLog.operation == "read")
+            .order_by(AccessLog.id)).all()]
+
+
+def _get(world: ServiceWorld, address: MemoryAddress) -> object:
+    with world.runtime.sessions() as session:
+        return memories.get_value(session, world.runtime.plane, world.actor, address).value
+
+
+@pytest.mark.databases("postgres")
+def test_a_read_of_a_known_address_is_audited_by_its_lookup_statement(
+        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    address = MemoryAddress.parse(Scope.user, "u1", "k")
+    with world.runtime.sessions() as session:
+        pointer = memories.set_value(session, world.runtime.plane, world.actor, address, 7,
+                                     META)
+    assert isinstance(pointer, MemoryPointer)
+    assert _get(world, address) == 7  # the first read: lookup, then the audit row
+    batcher = world.runtime.plane.audit_batcher
+    assert batcher is not None
+    queued: list[object] = []
+    monkeypatch.setattr(batcher, "record", lambda *a, **k: queued.append(a))
+    assert [_get(world, address) for _ in range(3)] == [7, 7, 7]
+    assert queued == []  # no second statement: the lookup wrote each row
+    reads = _reads(world)
+    assert [(r[0], r[1]) for r in reads] == [(pointer.id, True)] * 4
+    # Each row names the address sealed under the subject's key, as the first one does.
+    assert all(str(r[2]).startswith("user sealed:") for r in reads)
+    assert len({r[2] for r in reads}) == 4  # sealed afresh each time
+
+
+@pytest.mark.databases("postgres")
+def test_a_logged_read_that_fails_verification_adds_its_failure_row(
+        world: ServiceWorld) -> None:
+    address = MemoryAddress.parse(Scope.user, "u1", "bad")
+    with world.runtime.sessions() as session:
+        pointer = memories.set_value(session, world.runtime.plane, world.actor, address,
+                                     {"a": 1}, META)
+    assert isinstance(pointer, MemoryPointer)
+    assert _get(world, address) == {"a": 1}
+    target = world.runtime.plane.by_id(world.runtime.sessions(), pointer.storage_config_id)
+    target.adapter.delete_many([pointer.storage_path])
+    target.adapter.put(pointer.storage_path, b"tampered")
+    with pytest.raises(HashMismatch):
+        _get(world, address)
+    assert [(r[0], r[1]) for r in _reads(world)] == [
+        (pointer.id, True), (pointer.id, True), (pointer.id, False)]
+    assert str(_reads(world)[-1][2]).startswith("hash_mismatch: object could not be decrypted")
+
+
+@pytest.mark.databases("postgres")
+def test_a_logged_read_of_a_deleted_or_expired_memory_writes_no_success_row(
+        world: ServiceWorld) -> None:
+    gone = MemoryAddress.parse(Scope.user, "u1", "gone")
+    old = MemoryAddress.parse(Scope.user, "u1", "old")
+    with world.runtime.sessions() as session:
+        for address in (gone, old):
+            memories.set_value(session, world.runtime.plane, world.actor, address, 1, META)
+    assert [_get(world, gone), _get(world, old)] == [1, 1]  # both addresses known now
+    with world.runtime.sessions() as session:
+        memories.delete_value(session, world.runtime.plane, world.actor, gone)
+        session.execute(update(MemoryPointer).where(
+            MemoryPointer.tenant_id == world.tenant_id, MemoryPointer.key == "old")
+            .values(expires_at=datetime(2020, 1, 1, tzinfo=UTC)))
+        session.commit()
+    for address, sentence in ((gone, "no memory at user/u1 key=gone"),
+                              (old, "the memory at user/u1 key=old has expired")):
+        with pytest.raises(NotFound) as raised:
+            _get(world, address)
+        assert raised.value.detail == sentence
+    assert [r[1] for r in _reads(world)] == [True, True, False, False]
+
+
+@pytest.mark.databases("postgres")
+def test_a_guess_at_a_key_that_changed_reads_and_audits_under_the_new_key(
+        world: ServiceWorld) -> None:
+    # The address's subject changes (a write with another user id): the remembered key is
+    # not the live one, so the lookup writes nothing and the read audits on its own.
+    address = MemoryAddress.parse(Scope.agent, "a1", "k")
+    with world.runtime.sessions() as session:
+        memories.set_value(session, world.runtime.plane, world.actor, address, 1,
+                           MemoryMeta(user_id="u1"))
+    assert _get(world, address) == 1
+    with world.runtime.sessions() as session:
+        memories.set_value(session, world.runtime.plane, world.actor, address, 2,
+                           MemoryMeta(user_id="u2"))
+    assert [_get(world, address), _get(world, address)] == [2, 2]
+    with world.runtime.sessions() as session:
+        keys = [hotpath.lookup_for_write(session, world.tenant_id, MemoryAddress.parse(
+            Scope.user, user, "x"), None).key for user in ("u1", "u2")]
+    assert keys[0] is not None and keys[1] is not None
+    reads = _reads(world)
+    assert [r[1] for r in reads] == [True, True, True]
+    # "agent sealed:<key id hex>:…": the first row under u1's key, the others under u2's.
+    assert [str(r[2]).split(":")[1] for r in reads] == [
+        keys[0].id.hex, keys[1].id.hex, keys[1].id.hex]
