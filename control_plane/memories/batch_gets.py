@@ -32,7 +32,7 @@ from ..storage_config.plane import DataPlane, Target, storage_errors
 from . import hotpath
 from .addresses import MemoryAddress
 from .batch_sets import side_by_side
-from .read import check_live
+from .read import check_live, live_key
 from .schemas import PointerOut
 from .shared import keyring_of, read_key, sealed_address
 
@@ -127,9 +127,7 @@ def _open(session: Session, plane: DataPlane, actor: Actor, entry: _Ready,
     pointer, live = entry.found
     try:
         data = keys.open_object(session, keyring_of(plane), actor.tenant_id,
-                                pointer.storage_path, pointer.id, blob,
-                                (live.id, live.wrapped_key, live.kek_version_id)
-                                if live is not None and live.wrapped_key is not None else None)
+                                pointer.storage_path, pointer.id, blob, live_key(live))
     except DecryptionError:
         return None
     if sha256_hex(data) != pointer.content_sha256:

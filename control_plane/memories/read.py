@@ -77,12 +77,13 @@ def get_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryA
             return read_found(session, plane, actor, address, found)
         assert found is not None
         pointer, live = found
-        result = _read_verified(session, plane, actor, address, pointer, _live(live))
+        result = _read_verified(session, plane, actor, address, pointer, live_key(live))
         session.commit()
         return result
 
 
-def _live(live: hotpath.KeyRow | None) -> tuple[uuid.UUID, bytes, uuid.UUID] | None:
+def live_key(live: hotpath.KeyRow | None) -> tuple[uuid.UUID, bytes, uuid.UUID] | None:
+    """A lookup's live key as ``keys.open_object`` takes it (None: no key to open with)."""
     if live is None or live.wrapped_key is None:
         return None
     return live.id, live.wrapped_key, live.kek_version_id
@@ -94,7 +95,7 @@ def read_found(session: Session, plane: DataPlane, actor: Actor, address: Memory
     is live, fetch, verify (I3), audit. Run it inside the caller's ``audited``."""
     pointer = check_live(found[0] if found else None, address)
     live = found[1] if found else None
-    result = _read_verified(session, plane, actor, address, pointer, _live(live))
+    result = _read_verified(session, plane, actor, address, pointer, live_key(live))
     remember_key(actor.tenant_id, address, live.id if live is not None else None)
     detail = address.scope + sealed_address(actor, address, read_key(
         session, plane, actor, live))
