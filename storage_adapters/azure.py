@@ -102,6 +102,19 @@ _DENIED_CODES = {"AuthorizationPermissionMismatch", "AuthorizationSourceIPMismat
                  "AuthorizationServiceMismatch"}
 
 
+class _CountedRetry(LinearRetry):  # type: ignore[misc]
+    """The SDK's linear retry, marking the calling thread's next request as a resend (the
+    policy sleeps once before each resend, in the thread that sends it)."""
+
+    def __init__(self, local: threading.local, **options: Any) -> None:
+        super().__init__(**options)
+        self._marks = local
+
+    def sleep(self, settings: Any, transport: Any) -> None:
+        self._marks.retrying = True
+        super().sleep(settings, transport)
+
+
 class AzureAdapter:
     scheme = "az"
 
@@ -128,8 +141,8 @@ class AzureAdapter:
         self._local = threading.local()
         options: dict[str, Any] = {
             "connection_timeout": connect_timeout, "read_timeout": read_timeout,
-            "retry_policy": LinearRetry(backoff=1, random_jitter_range=0,
-                                        retry_total=max(0, max_attempts - 1)),
+            "retry_policy": _CountedRetry(self._local, backoff=1, random_jitter_range=0,
+                                          retry_total=max(0, max_attempts - 1)),
             "raw_request_hook": self._count,
         }
         if endpoint_policy is not None:
@@ -183,10 +196,18 @@ class AzureAdapter:
         )
 
     def _count(self, request: Any) -> None:
-        self.stats.add(getattr(self._local, "kind", "other"))
+        # A resend after a failed attempt counts as ``retry``, not as another request of
+        # its kind: the counts say how many operations reached the backend, and the
+        # retries how often the SDK had to send one again.
+        if getattr(self._local, "retrying", False):
+            self._local.retrying = False
+            self.stats.add("retry")
+        else:
+            self.stats.add(getattr(self._local, "kind", "other"))
 
     def _op(self, kind: str) -> None:
         self._local.kind = kind
+        self._local.retrying = False
 
     def _key(self, path: str) -> str:
         return self.root + check_path(path)

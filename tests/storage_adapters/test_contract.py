@@ -260,6 +260,18 @@ class TestAzureContract(RemoteContract):
                      lambda: adapter.delete_many(["x"]), lambda: list(adapter.list(""))):
             assert_auth_error_hides(call, wrong_key)
 
+    def test_a_resend_counts_as_a_retry_not_as_another_request(
+            self, unreachable: StorageAdapter) -> None:
+        # Two attempts (the default), both refused: one put reached for the backend, and the
+        # SDK sent it once more.
+        with pytest.raises(StorageUnavailable):
+            unreachable.put("x", b"1")
+        assert dict(unreachable.stats.counts) == {"put": 1, "retry": 1}
+        unreachable.stats.reset()
+        with pytest.raises(StorageUnavailable):
+            unreachable.delete_many(["x"])
+        assert dict(unreachable.stats.counts) == {"delete_batch": 1, "retry": 1}
+
     def test_sas_token_never_in_errors(self, unreachable: StorageAdapter) -> None:
         with pytest.raises(StorageUnavailable) as info:
             unreachable.get("x")
