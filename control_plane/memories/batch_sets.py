@@ -4,7 +4,8 @@
 For every set alone at its address the checks run in the request's thread (role, scoped
 key, agent, size, target: the single request's sentences and failure audit rows), then ONE
 pipelined lookup reads every pointer id, subject key and erasure guard, the sealed puts
-run concurrently on a pool shared by all batches, and ONE transaction moves every pointer
+run concurrently on a pool shared by all batches (or, for a bucket that stores many
+objects together, in one ``put_many`` call), and ONE transaction moves every pointer
 and appends every audit row (``commit_sets``). Each item still passes each step the single
 request passes, in the same order — checkpoints included — so every invariant of the write
 protocol holds per item; only the round trips are shared.
@@ -22,16 +23,27 @@ from typing import Any, TypeVar
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
+from storage_adapters import base as storage
+
 from ..audit import service as audit
 from ..audit.service import audited
 from ..errors import DomainError
-from ..storage_config.plane import DataPlane, Target
+from ..storage_config.plane import DataPlane, Target, storage_errors
 from ..tenants.service import Caller, require_role
 from . import hotpath
 from .addresses import MemoryAddress
 from .schemas import MemoryMeta, PointerOut
 from .shared import delete_quietly, ensure_visible, remember_key
-from .write import _as_agent, _check_size, bind_fast, put_fast, serialise, settle_fast
+from .write import (
+    _as_agent,
+    _check_size,
+    bind_fast,
+    put_fast,
+    request_fast,
+    seal_fast,
+    serialise,
+    settle_fast,
+)
 
 log = logging.getLogger(__name__)
 
@@ -139,17 +151,8 @@ def prepare_sets(session: Session, plane: DataPlane, caller: Caller, items: list
                          binding.key.id if binding.key is not None else None)
     session.commit()
 
-    def put(entry: tuple[_Checked, hotpath.WriteLookup, Any]) -> Prepared | Exception:
-        one, lookup, binding = entry
-        try:
-            return Prepared(one.item, one.target, put_fast(
-                plane, one.target, actor, one.item.address, one.payload, one.meta, lookup,
-                binding))
-        except Exception as exc:  # answered (and audited) in the request's thread below
-            return exc
-
     prepared: list[Prepared] = []
-    for (one, _, _), outcome in zip(bound, side_by_side(put, bound), strict=True):
+    for (one, _, _), outcome in zip(bound, _store(plane, actor, bound), strict=True):
         if isinstance(outcome, Prepared):
             prepared.append(outcome)
             continue
@@ -158,6 +161,67 @@ def prepare_sets(session: Session, plane: DataPlane, caller: Caller, items: list
             raise outcome
         answers[one.item.index] = failure(one.item.index, "set", outcome)
     return prepared, answers, general
+
+
+_Bound = tuple[_Checked, hotpath.WriteLookup, Any]
+
+
+def _store(plane: DataPlane, actor: Any, bound: list[_Bound]) -> list[Prepared | Exception]:
+    """Step 2 of every bound set, answers in order (an exception is answered, and audited,
+    in the request's thread): objects bound for a bucket that stores many together
+    (``put_many``: a local directory, durable with one round of fsyncs) go in one call per
+    bucket; the others are put side by side on the shared pool."""
+    outcomes: list[Prepared | Exception | None] = [None] * len(bound)
+    together: dict[int, list[int]] = {}
+    alone: list[int] = []
+    for n, (one, _, _) in enumerate(bound):
+        if isinstance(one.target.adapter, storage.BatchAdapter):
+            together.setdefault(id(one.target.adapter), []).append(n)
+        else:
+            alone.append(n)
+
+    def put(entry: _Bound) -> Prepared | Exception:
+        one, lookup, binding = entry
+        try:
+            return Prepared(one.item, one.target, put_fast(
+                plane, one.target, actor, one.item.address, one.payload, one.meta, lookup,
+                binding))
+        except Exception as exc:
+            return exc
+
+    for n, outcome in zip(alone, side_by_side(put, [bound[n] for n in alone]), strict=True):
+        outcomes[n] = outcome
+    for positions in together.values():
+        sealed: dict[int, tuple[str, bytes]] = {}
+        for n in positions:
+            one, _, binding = bound[n]
+            try:
+                sealed[n] = seal_fast(plane, one.target, actor, one.item.address, one.payload,
+                                      binding)
+            except Exception as exc:
+                outcomes[n] = exc
+        if not sealed:
+            continue
+        adapter = bound[positions[0]][0].target.adapter
+        assert isinstance(adapter, storage.BatchAdapter)
+        stored: list[Exception | None]
+        try:
+            stored = list(adapter.put_many(list(sealed.values())))
+        except Exception as exc:
+            stored = [exc] * len(sealed)
+        for n, error in zip(sealed, stored, strict=True):
+            one, lookup, binding = bound[n]
+            try:
+                if error is not None:
+                    with storage_errors():
+                        raise error
+                outcomes[n] = Prepared(one.item, one.target, request_fast(
+                    plane, one.target, actor, one.item.address, one.payload, one.meta, lookup,
+                    binding, sealed[n][0]))
+            except Exception as exc:
+                outcomes[n] = exc
+    return [o if o is not None else RuntimeError("a set was neither stored nor refused")
+            for o in outcomes]
 
 
 def commit_sets(session: Session, plane: DataPlane, caller: Caller, prepared: list[Prepared]

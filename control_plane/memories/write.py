@@ -325,9 +325,26 @@ def put_fast(plane: DataPlane, target: Target, actor: Actor, address: MemoryAddr
              binding: _Binding) -> hotpath.WriteRequest:
     """Step 2 of the fast path (needs no session: a batch runs it on worker threads): the
     sealed put, and the request step 3 commits."""
-    pointer_id, handle = binding.pointer_id, binding.key
+    path, blob = seal_fast(plane, target, actor, address, payload, binding)
+    with storage_errors():
+        target.adapter.put(path, blob)
+    return request_fast(plane, target, actor, address, payload, meta, found, binding, path)
+
+
+def seal_fast(plane: DataPlane, target: Target, actor: Actor, address: MemoryAddress,
+              payload: bytes, binding: _Binding) -> tuple[str, bytes]:
+    """The first half of ``put_fast``: the object's fresh path and its sealed bytes (a batch
+    then stores many of them together, ``LocalAdapter.put_many``)."""
     plane.checkpoint("write:after_lookup")  # race tests: the lookup is done, the put is not
-    path = _put(plane, target, actor, address, payload, binding)
+    return _seal(plane, target, actor, address, payload, binding)
+
+
+def request_fast(plane: DataPlane, target: Target, actor: Actor, address: MemoryAddress,
+                 payload: bytes, meta: MemoryMeta, found: hotpath.WriteLookup,
+                 binding: _Binding, path: str) -> hotpath.WriteRequest:
+    """The second half of ``put_fast``, once the object at ``path`` is stored: the request
+    step 3 commits."""
+    pointer_id, handle = binding.pointer_id, binding.key
     now = utcnow()
     subject_user = _subject_after_write(address, meta, found.pointer_id is not None,
                                         found.subject_user_id)
@@ -417,12 +434,18 @@ def _key_destroyed(session: Session, key: keys.SubjectKeyHandle | None) -> bool:
 def _put(plane: DataPlane, target: Target, actor: Actor, address: MemoryAddress,
          payload: bytes, binding: _Binding) -> str:
     """Step 2: the (sealed) bytes go to a fresh per-version path, create-only."""
-    path = target.path(address.object_path(new_id().hex))
-    blob = keys.seal_object(keyring_of(plane), actor.tenant_id, binding.key, path,
-                            binding.pointer_id, payload)
+    path, blob = _seal(plane, target, actor, address, payload, binding)
     with storage_errors():
         target.adapter.put(path, blob)
     return path
+
+
+def _seal(plane: DataPlane, target: Target, actor: Actor, address: MemoryAddress,
+          payload: bytes, binding: _Binding) -> tuple[str, bytes]:
+    """A fresh per-version path for the object, and its bytes sealed for that path."""
+    path = target.path(address.object_path(new_id().hex))
+    return path, keys.seal_object(keyring_of(plane), actor.tenant_id, binding.key, path,
+                                  binding.pointer_id, payload)
 
 
 def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,

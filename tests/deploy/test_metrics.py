@@ -101,6 +101,25 @@ def test_storage_calls_are_timed_per_backend_and_operation(quiet_stack: Stack) -
         value(before, total, backend="local", operation="put")
 
 
+def test_a_batch_of_sets_stores_its_objects_in_one_timed_put_many(quiet_stack: Stack) -> None:
+    tenant = quiet_stack.new_tenant()
+    with tenant.client() as client:  # the subject's key exists: the batch takes its fast path
+        client.memory.set(scope="user", scope_ref="u1", key="first", value=0)
+    before = scrape(quiet_stack)
+    with tenant.client() as client:
+        written = client.memory.set_many([
+            {"scope": "user", "scope_ref": "u1", "key": f"k{i}", "value": i} for i in range(3)])
+    after = scrape(quiet_stack)
+
+    assert [r.status for r in written] == [200, 200, 200]
+    count = "memplane_storage_operation_duration_seconds_count"
+    assert value(after, count, backend="local", operation="put_many") - \
+        value(before, count, backend="local", operation="put_many") == 1
+    assert value(after, count, backend="local", operation="put") - \
+        value(before, count, backend="local", operation="put") == 0
+    assert len(tenant.objects()) == 4
+
+
 def test_storage_failures_are_counted_by_problem(quiet_stack: Stack) -> None:
     tenant = quiet_stack.new_tenant()
     with tenant.client() as client:

@@ -5,13 +5,17 @@ checks) are tested in the backend's own class, next to the shared suite."""
 from __future__ import annotations
 
 import base64
+import ctypes
+import errno
 import hashlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from storage_adapters import local as local_adapter
 from storage_adapters.base import IntegrityError, StorageAdapter, StorageUnavailable
 from storage_adapters.local import LocalAdapter
 from storage_adapters.memory import MemoryAdapter
@@ -37,6 +41,70 @@ class TestLocalContract(AdapterContract):
 
     def tamper(self, adapter: Any, path: str, data: bytes) -> None:
         (adapter.root / path).write_bytes(data)
+
+    def test_put_many_stores_each_object_and_answers_per_item(
+            self, adapter: LocalAdapter) -> None:
+        adapter.put("a/1", b"first")
+        answers = adapter.put_many([("m/1", b"one"), ("a/1", b"again"), ("m/2/x", b"two"),
+                                    ("../out", b"escape")])
+        assert [type(a).__name__ if a is not None else None for a in answers] == [
+            None, "ObjectExists", None, "InvalidPath"]
+        assert (adapter.get("m/1"), adapter.get("a/1"), adapter.get("m/2/x")) == (
+            b"one", b"first", b"two")
+        assert not (adapter.root.parent / "out").exists()
+        assert list((adapter.root / ".memplane-tmp").iterdir()) == []
+
+    @pytest.mark.skipif(local_adapter._syncfs is None, reason="syncfs(2) is Linux's")
+    def test_put_many_flushes_the_file_system_once_before_it_answers(
+            self, adapter: LocalAdapter, monkeypatch: pytest.MonkeyPatch) -> None:
+        flushed: list[str] = []
+        fsynced: list[int] = []
+        real = local_adapter._syncfs
+
+        def spy(fd: int) -> int:
+            flushed.append(os.readlink(f"/proc/self/fd/{fd}"))
+            return real(fd)  # type: ignore[no-any-return, misc]
+
+        monkeypatch.setattr(local_adapter, "_syncfs", spy)
+        monkeypatch.setattr(os, "fsync", fsynced.append)
+        assert adapter.put_many([("m/1", b"one"), ("m/2", b"two"), ("n/3", b"three")]) == [
+            None, None, None]
+        assert (flushed, fsynced) == ([str(adapter.root)], [])
+
+    def test_put_many_without_syncfs_fsyncs_every_object_and_directory(
+            self, adapter: LocalAdapter, monkeypatch: pytest.MonkeyPatch) -> None:
+        synced: list[str] = []
+        real = os.fsync
+
+        def spy(fd: int) -> None:
+            synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+            real(fd)
+
+        monkeypatch.setattr(local_adapter, "_syncfs", None)
+        monkeypatch.setattr(os, "fsync", spy)
+        assert adapter.put_many([("m/1", b"one"), ("m/2", b"two"), ("n/3", b"three")]) == [
+            None, None, None]
+        root = adapter.root
+        assert sorted(synced) == sorted(str(p) for p in (
+            root / "m/1", root / "m/2", root / "n/3", root / "m", root / "n"))
+
+    @pytest.mark.parametrize("flush", ["syncfs", "fsync"])
+    def test_put_many_whose_flush_fails_fails_every_object_it_covered(
+            self, adapter: LocalAdapter, monkeypatch: pytest.MonkeyPatch, flush: str) -> None:
+        def broken_syncfs(fd: int) -> int:
+            ctypes.set_errno(errno.EIO)
+            return -1
+
+        def broken_fsync(fd: int) -> None:
+            raise OSError(errno.EIO, "Input/output error")
+
+        adapter.put("a/1", b"first")
+        monkeypatch.setattr(local_adapter, "_syncfs",
+                            broken_syncfs if flush == "syncfs" else None)
+        monkeypatch.setattr(os, "fsync", broken_fsync)
+        answers = adapter.put_many([("m/1", b"one"), ("a/1", b"again")])
+        assert [type(a).__name__ for a in answers] == ["StorageUnavailable", "ObjectExists"]
+        assert str(answers[0]) == "local write failed: Input/output error"
 
 
 class TestMemoryContract(AdapterContract):
