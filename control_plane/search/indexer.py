@@ -217,17 +217,31 @@ def embed_batch(session: Session, plane: DataPlane, runtime: Runtime | Settings,
         if subject not in handles:
             handles[subject] = store.vector_key(session, plane, pointer)
 
+    def rows_of(i: int, pointer: MemoryPointer) -> codec.Rows:
+        return codec.Rows(embedder.name, [pointer.id], [pointer.version], [texts[i]],
+                          vectors[i:i + 1])
+
+    def handle_of(pointer: MemoryPointer) -> keys.SubjectKeyHandle | None:
+        return handles[keys.subject_of(pointer.scope_type, pointer.scope_ref,
+                                       pointer.subject_user_id)]
+
     def put_one(item: tuple[int, MemoryPointer]) -> str:
         i, pointer = item
-        subject = keys.subject_of(pointer.scope_type, pointer.scope_ref,
-                                  pointer.subject_user_id)
         # put_vector seals and puts; it runs no SQL (the session is not used off-thread).
         return store.put_vector(session, plane, targets[pointer.storage_config_id],
-                                pointer, codec.Rows(embedder.name, [pointer.id],
-                                                    [pointer.version], [texts[i]],
-                                                    vectors[i:i + 1]), handles[subject])
+                                pointer, rows_of(i, pointer), handle_of(pointer))
 
-    paths = _io(pool, put_one, list(enumerate(todo)))
+    # Vectors bound for a bucket that stores many objects together go in one call per
+    # bucket; the others side by side on the pool.
+    together = [(i, p) for i, p in enumerate(todo)
+                if isinstance(targets[p.storage_config_id].adapter, storage.BatchAdapter)]
+    for config_id in dict.fromkeys(p.storage_config_id for _, p in together):
+        store.put_vectors(targets[config_id], [
+            store.seal_vector(plane, p, rows_of(i, p), handle_of(p))
+            for i, p in together if p.storage_config_id == config_id])
+    stored = {i for i, _ in together}
+    _io(pool, put_one, [(i, p) for i, p in enumerate(todo) if i not in stored])
+    paths = [repo.vector_path(p.storage_path) for p in todo]
     put = [(pointer, path, i) for i, (pointer, path) in enumerate(zip(todo, paths,
                                                                      strict=True))]
     begin_write(session)

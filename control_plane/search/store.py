@@ -59,11 +59,33 @@ def put_vector(session: Session, plane: DataPlane, target: Target, pointer: Memo
                rows: codec.Rows, key: keys.SubjectKeyHandle | None) -> str:
     """Seal one pointer's vector (a one-row ``Rows``) under ``key`` (``vector_key``) and put
     it beside its content."""
-    path = vector_path(pointer.storage_path)
-    blob = keys.seal_object(keyring_of(plane), pointer.tenant_id, key, path, pointer.id,
-                            codec.encode(rows))
+    path, blob = seal_vector(plane, pointer, rows, key)
     _put(target, path, blob)
     return path
+
+
+def seal_vector(plane: DataPlane, pointer: MemoryPointer, rows: codec.Rows,
+                key: keys.SubjectKeyHandle | None) -> tuple[str, bytes]:
+    """The path beside the pointer's content and the sealed bytes of its vector."""
+    path = vector_path(pointer.storage_path)
+    return path, keys.seal_object(keyring_of(plane), pointer.tenant_id, key, path, pointer.id,
+                                  codec.encode(rows))
+
+
+def put_vectors(target: Target, items: list[tuple[str, bytes]]) -> None:
+    """``seal_vector``'s objects into a bucket that stores many together (``put_many``: on a
+    local bucket, one flush for all); a vector left at its path by an indexer stopped before
+    it recorded it is replaced, as ``put_vector`` does."""
+    adapter = target.adapter
+    assert isinstance(adapter, storage.BatchAdapter)
+    with storage_errors():
+        answers = adapter.put_many(items)
+    for (path, blob), answer in zip(items, answers, strict=True):
+        if isinstance(answer, storage.ObjectExists):
+            _put(target, path, blob)
+        elif answer is not None:
+            with storage_errors():
+                raise answer
 
 
 def read_vector(session: Session, plane: DataPlane, target: Target, tenant_id: uuid.UUID,

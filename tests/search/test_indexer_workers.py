@@ -67,18 +67,24 @@ def _ready(world: ServiceWorld) -> int:
 
 @pytest.fixture
 def vector_puts(world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Every ``.vec`` object put, by path (the indexer puts through ``store._put``)."""
+    """Every ``.vec`` object put, by path (the indexer puts through ``store._put``, or
+    ``store.put_vectors`` into a bucket that stores many together)."""
     from control_plane.search import store
 
     puts: list[str] = []
-    original = store._put
+    original, original_many = store._put, store.put_vectors
 
     def counted(target: storage.StorageAdapter | object, path: str, blob: bytes) -> None:
         if path.endswith(search_repo.VECTOR_SUFFIX):
             puts.append(path)
         original(target, path, blob)  # type: ignore[arg-type]
 
+    def counted_many(target: object, items: list[tuple[str, bytes]]) -> None:
+        puts.extend(path for path, _ in items if path.endswith(search_repo.VECTOR_SUFFIX))
+        original_many(target, items)  # type: ignore[arg-type]
+
     monkeypatch.setattr(store, "_put", counted)
+    monkeypatch.setattr(store, "put_vectors", counted_many)
     yield puts
 
 
@@ -271,3 +277,32 @@ def test_a_round_short_of_a_batch_lets_writes_gather(world: ServiceWorld) -> Non
     assert second == (True, False)  # the rest: the loop waits its interval next
     assert third == (False, False)
     assert _ready(world) == indexer.BATCH + 3
+
+
+def test_a_vector_left_at_its_path_by_a_stopped_indexer_is_replaced(
+        world: ServiceWorld) -> None:
+    from control_plane.search import codec, store
+
+    _drain(world)
+    _write(world, 2, "leftover")
+    with world.runtime.sessions() as session:
+        found = {p.key: p for p in session.scalars(select(MemoryPointer).where(
+            MemoryPointer.tenant_id == world.tenant_id, MemoryPointer.scope_ref == "leftover"))}
+        target = world.runtime.plane.by_id(session, found["k0"].storage_config_id)
+    left = found["k0"].storage_path + search_repo.VECTOR_SUFFIX
+    target.adapter.put(left, b"a vector an indexer put before it stopped")
+    assert isinstance(target.adapter, storage.BatchAdapter)  # the local bucket: put_many
+
+    report = _drain(world)
+    with world.runtime.sessions() as session:
+        ready = {p.key: p.embedding_storage_path for p in session.scalars(
+            select(MemoryPointer).where(MemoryPointer.tenant_id == world.tenant_id,
+                                        MemoryPointer.scope_ref == "leftover"))}
+        rows = store.read_vector(session, world.runtime.plane, target, world.tenant_id,
+                                 found["k0"].id, left)
+
+    assert report.embedded == 2
+    assert ready == {"k0": left, "k1": found["k1"].storage_path + search_repo.VECTOR_SUFFIX}
+    assert (rows.ids, rows.versions, rows.texts) == (
+        [found["k0"].id], [1], ["note 0 about leftover"])
+    assert isinstance(rows, codec.Rows)
