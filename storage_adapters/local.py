@@ -124,10 +124,13 @@ class LocalAdapter:
         with self._root_fd_lock:
             if self._root_fd is None:
                 self._root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
-            fd = self._root_fd
-        if _syncfs(fd) != 0:
-            code = ctypes.get_errno()
-            raise OSError(code, os.strerror(code))
+            fd = os.dup(self._root_fd)  # the same open file (its error state); close() may run
+        try:
+            if _syncfs(fd) != 0:
+                code = ctypes.get_errno()
+                raise OSError(code, os.strerror(code))
+        finally:
+            os.close(fd)
 
     def _put(self, path: str, data: bytes, *, durable: bool) -> None:
         target = self._file(path)

@@ -71,6 +71,13 @@ class TestLocalContract(AdapterContract):
             None, None, None]
         assert (flushed, fsynced) == ([str(adapter.root)], [])
 
+    def test_put_many_after_close_opens_its_descriptor_again(self, adapter: LocalAdapter
+                                                             ) -> None:
+        assert adapter.put_many([("m/1", b"one")]) == [None]
+        adapter.close()
+        assert adapter.put_many([("m/2", b"two")]) == [None]
+        assert (adapter.get("m/1"), adapter.get("m/2")) == (b"one", b"two")
+
     def test_put_many_without_syncfs_fsyncs_every_object_and_directory(
             self, adapter: LocalAdapter, monkeypatch: pytest.MonkeyPatch) -> None:
         synced: list[str] = []
