@@ -8,10 +8,10 @@ Leader and followers, no background thread: a reader that finds no commit in fli
 the leader and commits the queued rows itself in one INSERT committed on its own: on
 PostgreSQL a single round trip in autocommit (a lone row on a pooled connection, a batch on
 the batcher's own, in a statement whose text is the same for any number of rows); on SQLite
-a transaction on the batcher's own connection. Readers arriving meanwhile queue their rows
-and wait; when the leader's commit is done it wakes them, and hands the lead to the first of
-those still queued. One reader alone pays exactly one round trip and no thread hand-off;
-sixteen at once share commits.
+one executemany in a transaction on the batcher's own driver connection. Readers arriving
+meanwhile queue their rows and wait; when the leader's commit is done it wakes them, and
+hands the lead to the first of those still queued. One reader alone pays exactly one round
+trip and no thread hand-off; sixteen at once share commits.
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import Connection, Engine, insert, text
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import DBAPIError
 
 from ..db import direct
@@ -53,6 +55,39 @@ _ARRAY_TYPES = {"tenant_id": "uuid", "pointer_id": "uuid", "event_id": "uuid",
 _INSERT_MANY = text(
     f"INSERT INTO access_logs ({', '.join(_COLUMNS)}) SELECT * FROM unnest("
     + ", ".join(f"CAST(:{c} AS {_ARRAY_TYPES.get(c, 'text')}[])" for c in _COLUMNS) + ")")
+
+
+# SQLite: the insert compiled once, with SQLAlchemy's own conversions of each column (ids,
+# booleans, times: stored exactly as an ORM insert stores them), run as one executemany in
+# one transaction on the batcher's own connection: without SQLAlchemy's per-execution work,
+# ~0.2 ms of every commit (a lone read's, or a search's).
+_SQLITE_INSERT = insert(AccessLog).compile(dialect=sqlite.dialect(),
+                                           column_keys=list(_COLUMNS))
+_SQLITE_ORDER: list[str] = list(_SQLITE_INSERT.positiontup or ())
+_SQLITE_PROCESSORS: dict[str, Any] = dict(_SQLITE_INSERT._bind_processors)
+
+
+def _insert_sqlite(conn: Connection, rows: list[dict[str, object]]) -> None:
+    values = [[_SQLITE_PROCESSORS[name](row[name]) if name in _SQLITE_PROCESSORS else row[name]
+               for name in _SQLITE_ORDER] for row in rows]
+    driver: Any = conn.connection.driver_connection
+    dbapi_error = conn.dialect.loaded_dbapi.Error
+    try:
+        cursor = driver.cursor()
+        try:
+            cursor.execute("BEGIN")
+            try:
+                cursor.executemany(_SQLITE_INSERT.string, values)
+                cursor.execute("COMMIT")
+            except BaseException:
+                if driver.in_transaction:
+                    cursor.execute("ROLLBACK")
+                raise
+        finally:
+            cursor.close()
+    except dbapi_error as exc:  # as SQLAlchemy would have raised it
+        raise DBAPIError.instance(_SQLITE_INSERT.string, values, exc, dbapi_error,
+                                  dialect=conn.dialect) from exc
 
 
 @dataclass(eq=False)
@@ -187,8 +222,7 @@ class AuditBatcher:
             conn.execute(_INSERT_MANY, {c: [row[c] for row in rows] for c in _COLUMNS})
             conn.commit()  # a no-op under autocommit (ends SQLAlchemy's own bookkeeping)
             return
-        with conn.begin():
-            conn.execute(insert(AccessLog), rows)
+        _insert_sqlite(conn, rows)
 
     def close(self) -> None:
         with self._lock:
