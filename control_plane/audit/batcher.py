@@ -160,8 +160,8 @@ class AuditBatcher:
             direct.run(self._engine, _INSERT_MANY,
                        {c: [row[c] for row in values] for c in _COLUMNS})
             return
-        with self._engine.begin() as conn:
-            conn.execute(insert(AccessLog), values)
+        with self._engine.connect() as conn:
+            _insert_sqlite(conn, values)
 
     def _lead(self, mine: _Pending) -> None:
         """Commit batches until this caller's row is committed, then pass the lead on."""
