@@ -169,7 +169,7 @@ _Bound = tuple[_Checked, hotpath.WriteLookup, Any]
 def _store(plane: DataPlane, actor: Any, bound: list[_Bound]) -> list[Prepared | Exception]:
     """Step 2 of every bound set, answers in order (an exception is answered, and audited,
     in the request's thread): objects bound for a bucket that stores many together
-    (``put_many``: a local directory, durable with one round of fsyncs) go in one call per
+    (``put_many``: a local directory, made durable by one flush) go in one call per
     bucket; the others are put side by side on the shared pool."""
     outcomes: list[Prepared | Exception | None] = [None] * len(bound)
     together: dict[int, list[int]] = {}
