@@ -117,6 +117,11 @@ class DataPlane:
         # tenant -> (active configuration, ``clock`` time the entry expires)
         self._active: dict[uuid.UUID, tuple[uuid.UUID, float]] = {}
         self._active_ttl = active_ttl_seconds
+        # tenant (or tenant and agent) -> how often its active configuration (its agent's
+        # route) was forgotten: a lookup that began before the latest forget may have read
+        # the old one, and must not put it back in the cache after the forget. One int per
+        # tenant or agent ever reconfigured in this process.
+        self._forgotten: dict[Any, int] = {}
         # (tenant, agent id) -> (its user-memory route or None, ``clock`` time it expires):
         # a memory write asks this instead of the database (control_plane/agents).
         self._agents: dict[tuple[uuid.UUID, str], tuple[AgentRoute | None, float]] = {}
@@ -150,6 +155,8 @@ class DataPlane:
         cached = self._active.get(tenant_id)
         if cached is not None and cached[1] > now:
             return self.by_id(session, cached[0])
+        with self._lock:
+            forgotten = self._forgotten.get(tenant_id, 0)
         config_id = session.scalar(
             select(StorageConfig.id)
             .where(StorageConfig.tenant_id == tenant_id, StorageConfig.is_active)
@@ -157,7 +164,9 @@ class DataPlane:
         )
         if config_id is None:
             raise StorageMisconfigured("the tenant has no storage configuration")
-        self._active[tenant_id] = (config_id, now + self._active_ttl)
+        with self._lock:
+            if self._forgotten.get(tenant_id, 0) == forgotten:  # no reconfiguration since
+                self._active[tenant_id] = (config_id, now + self._active_ttl)
         return self.by_id(session, config_id)
 
     def for_memory(self, session: Session, tenant_id: uuid.UUID, scope: str,
@@ -183,19 +192,27 @@ class DataPlane:
         cached = self._agents.get((tenant_id, agent_id))
         if cached is not None and cached[1] > now:
             return cached[0]
+        with self._lock:
+            forgotten = self._forgotten.get((tenant_id, agent_id), 0)
         row = session.execute(
             select(AgentSettings.user_memory_enabled,
                    AgentSettings.user_memory_storage_config_id)
             .where(AgentSettings.tenant_id == tenant_id, AgentSettings.agent_id == agent_id)
         ).first()
         route = None if row is None else AgentRoute(bool(row[0]), row[1])
-        if len(self._agents) >= AGENT_CACHE_SIZE:
-            self._agents.clear()
-        self._agents[(tenant_id, agent_id)] = (route, now + self._active_ttl)
+        with self._lock:
+            if self._forgotten.get((tenant_id, agent_id), 0) == forgotten:
+                if len(self._agents) >= AGENT_CACHE_SIZE:
+                    self._agents.clear()
+                self._agents[(tenant_id, agent_id)] = (route, now + self._active_ttl)
         return route
 
     def forget_agent(self, tenant_id: uuid.UUID, agent_id: str) -> None:
-        self._agents.pop((tenant_id, agent_id), None)
+        """The agent's settings changed (call after the change committed)."""
+        with self._lock:
+            key = (tenant_id, agent_id)
+            self._forgotten[key] = self._forgotten.get(key, 0) + 1
+            self._agents.pop(key, None)
 
     def by_id(self, session: Session, config_id: uuid.UUID) -> Target:
         """Where content written under one (possibly older) configuration lives."""
@@ -224,7 +241,10 @@ class DataPlane:
         return InstrumentedAdapter(adapter, backend_name(adapter), self.metrics)  # type: ignore[return-value]
 
     def forget_tenant(self, tenant_id: uuid.UUID) -> None:
-        self._active.pop(tenant_id, None)
+        """The tenant's active configuration changed (call after the change committed)."""
+        with self._lock:
+            self._forgotten[tenant_id] = self._forgotten.get(tenant_id, 0) + 1
+            self._active.pop(tenant_id, None)
 
     def _adapter(self, config: StorageConfig) -> storage.StorageAdapter:
         secrets: dict[str, str] = {}

@@ -302,6 +302,73 @@ def test_other_replicas_follow_a_change_at_the_ttl(world: Any, tmp_path: Path) -
         replica.close()
 
 
+def test_a_lookup_that_read_the_old_configuration_does_not_keep_it_after_a_change(
+        world: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from control_plane.storage_config import service
+    from control_plane.storage_config.plane import DataPlane
+    from control_plane.storage_config.schemas import LocalConfigIn
+    from tests.support.clock import ManualClock
+
+    runtime = world.runtime
+    plane = DataPlane(runtime.settings.resolved_bucket_url,
+                      credentials=runtime.plane.credentials, active_ttl_seconds=5.0,
+                      clock=ManualClock())
+    try:
+        with runtime.sessions() as session:
+            before = runtime.plane.active(session, world.tenant_id).config_id
+            body = LocalConfigIn.model_validate(
+                {"storage_type": "local", "connection_config": {"root": str(tmp_path)}})
+            saved = service.configure(session, runtime.plane, world.actor, body,
+                                      allow_local=True, local_roots=[tmp_path])
+            real = session.scalar
+
+            def read_before_the_change(*args: Any, **kwargs: Any) -> Any:
+                # A lookup whose read ran before the change committed; the change's forget
+                # lands before the lookup stores what it read.
+                monkeypatch.setattr(session, "scalar", real)
+                plane.forget_tenant(world.tenant_id)
+                return uuid.UUID(str(before))
+
+            monkeypatch.setattr(session, "scalar", read_before_the_change)
+            racing = plane.active(session, world.tenant_id).config_id
+            after = plane.active(session, world.tenant_id).config_id
+    finally:
+        plane.close()
+    assert (racing, after) == (before, saved.id)
+
+
+def test_an_agent_route_read_before_a_change_is_not_kept_after_it(
+        world: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from control_plane.storage_config.plane import DataPlane
+    from tests.support.clock import ManualClock
+
+    runtime = world.runtime
+    plane = DataPlane(runtime.settings.resolved_bucket_url,
+                      credentials=runtime.plane.credentials, active_ttl_seconds=5.0,
+                      clock=ManualClock())
+
+    class Stale:  # the agent's settings as a read before the change saw them
+        def first(self) -> tuple[bool, None]:
+            return (False, None)
+
+    try:
+        with runtime.sessions() as session:
+            real = session.execute
+
+            def read_before_the_change(*args: Any, **kwargs: Any) -> Any:
+                monkeypatch.setattr(session, "execute", real)
+                plane.forget_agent(world.tenant_id, "a1")  # the change lands meanwhile
+                return Stale()
+
+            monkeypatch.setattr(session, "execute", read_before_the_change)
+            racing = plane.agent_route(session, world.tenant_id, "a1")
+            after = plane.agent_route(session, world.tenant_id, "a1")
+    finally:
+        plane.close()
+    assert racing is not None and racing.enabled is False
+    assert after is None  # read again: the agent has no settings row
+
+
 def test_stored_credentials_are_bound_to_their_row(tenant: Tenant,
                                                    azurite_server: Azurite) -> None:
     container = unique_name("az")
