@@ -91,10 +91,10 @@ class LocalAdapter:
         directory entries (elsewhere than Linux: the files and directories are fsynced side
         by side). A batch of 100 small objects takes about a third of the time of 100 puts
         on 16 threads; the flush also writes back whatever else the file system had
-        pending, which a busy shared disk makes slower. Each
-        item's answer: None (stored, and durable once this returns) or the error ``put``
-        would have raised. If the flush fails, every object it covered answers
-        StorageUnavailable (written but not known durable: no pointer may name it)."""
+        pending, which a busy shared disk makes slower. Each item's answer: None (stored,
+        and durable once this returns) or the error ``put`` would have raised. If the flush
+        fails, every object it covered answers StorageUnavailable (written but not known
+        durable: no pointer may name it)."""
         answers: list[StorageError | None] = []
         written: list[Path] = []
         for path, data in items:
@@ -153,7 +153,7 @@ class LocalAdapter:
             except FileExistsError:
                 raise ObjectExists(path) from None
             if durable:
-                _fsync_dir(target.parent)
+                _fsync_path(target.parent)
         except OSError as exc:
             if isinstance(exc, ObjectExists):
                 raise
@@ -181,7 +181,7 @@ class LocalAdapter:
             except FileExistsError:
                 raise ObjectExists(path) from None
             if self.fsync:
-                _fsync_dir(target.parent)
+                _fsync_path(target.parent)
         except OSError as exc:
             if isinstance(exc, ObjectExists):
                 raise
@@ -267,7 +267,7 @@ class LocalAdapter:
                     os.fsync(out.fileno())
             os.replace(tmp, record)
             if self.fsync:
-                _fsync_dir(record.parent)
+                _fsync_path(record.parent)
         except OSError as exc:
             raise StorageUnavailable(f"local write failed: {exc.strerror}") from exc
         finally:
@@ -408,14 +408,15 @@ def _fsync_all(paths: list[Path]) -> None:
 
 def _fsync_quietly(path: Path) -> OSError | None:
     try:
-        _fsync_dir(path)  # opening read-only and fsyncing serves files and directories
+        _fsync_path(path)
     except OSError as exc:
         return exc
     return None
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+def _fsync_path(path: Path) -> None:
+    """fsync a file or a directory (opened read-only: either can be)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
