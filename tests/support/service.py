@@ -224,10 +224,14 @@ class ServiceWorld:
 
 
 @pytest.fixture(scope="session")
-def service_runtime(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
-    data_dir = tmp_path_factory.mktemp("services")
-    runtime = Runtime(make_settings(database, data_dir))
-    if database == "sqlite":
+def service_runtime(database: str, request: pytest.FixtureRequest,
+                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
+    """A database of its own, not the ``stack`` server's: that server's audit sealer chains
+    every tenant's rows on its own schedule, while these tests hold seals and
+    verifications at chosen steps and count what each one did."""
+    url = isolated_database(database, request)
+    runtime = Runtime(make_settings(url, tmp_path_factory.mktemp("services")))
+    if url == "sqlite":
         runtime.migrate()
     try:
         yield runtime
