@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import func, select
 
+from control_plane.db.engine import begin_write
 from control_plane.db.models import AccessLog, IdempotentResponse, MemoryPointer, SubjectErasure
 from control_plane.memories.batch import run_batch
 from control_plane.memories.schemas import PointerOut
@@ -337,6 +338,9 @@ def test_gets_a_fast_read_cannot_serve_answer_as_single_reads(tenant: Tenant) ->
         _batch(http, *[_set("user", "u1", k, k) for k in ("live", "old", "marked")]
                ).raise_for_status()
         with tenant.stack.runtime.sessions() as session:
+            # A write transaction from its first read: on SQLite a read transaction that
+            # later writes fails at once if the server's sealer committed meanwhile.
+            begin_write(session)
             pointers = {p.key: p for p in session.scalars(select(MemoryPointer).where(
                 MemoryPointer.tenant_id == tenant.id))}
             pointers["old"].expires_at = datetime(2020, 1, 1, tzinfo=UTC)
