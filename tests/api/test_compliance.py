@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -33,20 +32,17 @@ def _address(user: str, i: int) -> dict[str, Any]:
 
 
 def _write_all(tenant: Tenant, user: str, n: int) -> dict[str, Any]:
-    """Write n memories of ``user`` with 8 threads; returns {pointer id: value}."""
-    def write(chunk: range) -> dict[str, Any]:
-        done = {}
-        with tenant.client() as client:
-            for i in chunk:
-                value = {"owner": user, "i": i, "text": f"secret of {user} #{i}"}
-                pointer = client.memory.set(value=value, **_address(user, i))
-                done[pointer.id] = value
-        return done
-
-    chunks = [range(start, n, 8) for start in range(8)]
-    with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(write, chunks))
-    return {k: v for part in results for k, v in part.items()}
+    """Write n memories of ``user`` through the batch API; returns {pointer id: value}."""
+    values = [{"owner": user, "i": i, "text": f"secret of {user} #{i}"} for i in range(n)]
+    with tenant.client() as client:
+        results = client.memory.set_many(
+            [_address(user, i) | {"value": value} for i, value in enumerate(values)])
+    written = {}
+    for result, value in zip(results, values, strict=True):
+        pointer = result.raise_for_error().pointer
+        assert pointer is not None
+        written[pointer.id] = value
+    return written
 
 
 @pytest.mark.slow

@@ -8,11 +8,10 @@ from __future__ import annotations
 import json
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.api.test_compliance import _address
+from tests.api.test_compliance import _address, _write_all
 from tests.support.buckets import RawBucket, S3Bucket
 from tests.support.service import Tenant
 
@@ -20,20 +19,6 @@ SUBJECT, BYSTANDER = "user-cleo", "user-dan"
 # More than one batch delete on every vendor (S3 takes 1,000 keys a request, Azure 256) and
 # than one of the export's pointer pages (200).
 N_SUBJECT = 1100
-
-
-def _write_all(tenant: Tenant, user: str, n: int) -> dict[str, Any]:
-    """Write n memories of ``user`` through the batch API; returns {pointer id: value}."""
-    values = [{"owner": user, "i": i, "text": f"secret of {user} #{i}"} for i in range(n)]
-    with tenant.client() as client:
-        results = client.memory.set_many(
-            [_address(user, i) | {"value": value} for i, value in enumerate(values)])
-    written = {}
-    for result, value in zip(results, values, strict=True):
-        pointer = result.raise_for_error().pointer
-        assert pointer is not None
-        written[pointer.id] = value
-    return written
 
 
 @pytest.mark.slow
