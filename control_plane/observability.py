@@ -8,7 +8,6 @@ import json
 import logging
 import re
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote
@@ -18,6 +17,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from storage_adapters.entropy import token_bytes
 
 from .kit import request_id_var
 
@@ -348,7 +349,8 @@ class RequestContext:
             parts = _KEEP_ENCODED.split(raw_path.decode("latin-1").split("?", 1)[0])
             scope["path"] = "".join(p if i % 2 else unquote(p) for i, p in enumerate(parts))
         incoming = _header(scope, b"x-request-id")
-        request_id = incoming if incoming and _SAFE_REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        request_id = incoming if incoming and _SAFE_REQUEST_ID.match(incoming) \
+            else token_bytes(16).hex()
         token = request_id_var.set(request_id)
         started = time.perf_counter()
         status = 500

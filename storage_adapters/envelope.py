@@ -36,7 +36,6 @@ non-envelope object — raises one :class:`DecryptionError` and never returns pa
 
 from __future__ import annotations
 
-import os
 import struct
 import uuid
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.keywrap import InvalidUnwrap, aes_key_unwrap, aes_key_wrap
 
 from .base import IntegrityError
+from .entropy import token_bytes
 
 MAGIC = b"MPE\x1e"
 FORMAT_VERSION = 1
@@ -80,7 +80,7 @@ class Header:
 
 def new_key() -> bytes:
     """A random 256-bit key (data key or subject key)."""
-    return os.urandom(KEY_BYTES)
+    return token_bytes(KEY_BYTES)
 
 
 def associated_data(tenant_id: uuid.UUID, path: str, version_id: str,
@@ -125,7 +125,7 @@ def seal(plaintext: bytes, *, key_id: uuid.UUID, subject_key: bytes, context: by
     parts = [header]
     view = memoryview(plaintext)
     for index in range(count):
-        nonce = os.urandom(NONCE_BYTES)
+        nonce = token_bytes(NONCE_BYTES)
         piece = bytes(view[index * chunk_size:(index + 1) * chunk_size])
         aad = _chunk_aad(header, context, index, index == count - 1)
         parts.append(nonce + aead.encrypt(nonce, piece, aad))
@@ -192,7 +192,7 @@ def seal_stream(src: IO[bytes], dst: IO[bytes], size: int, *, key_id: uuid.UUID,
         if len(piece) != want:
             raise ValueError(f"the source ended {size - index * chunk_size - len(piece)} "
                              "bytes early")
-        nonce = os.urandom(NONCE_BYTES)
+        nonce = token_bytes(NONCE_BYTES)
         aad = _chunk_aad(header, context, index, index == count - 1)
         dst.write(nonce + aead.encrypt(nonce, piece, aad))
 

@@ -37,7 +37,6 @@ enter audit rows.
 from __future__ import annotations
 
 import base64
-import os
 import re
 import uuid
 from collections.abc import Iterable
@@ -46,6 +45,8 @@ from typing import TYPE_CHECKING
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlalchemy.orm import Session
+
+from storage_adapters.entropy import token_bytes
 
 if TYPE_CHECKING:
     from ..keys.service import Keyring
@@ -62,7 +63,7 @@ def _aad(tenant_id: uuid.UUID, key_id: uuid.UUID) -> bytes:
 
 def seal(tenant_id: uuid.UUID, key_id: uuid.UUID, key: bytes, text: str) -> str:
     """``text`` as a sealed token (see the module docstring)."""
-    nonce = os.urandom(12)
+    nonce = token_bytes(12)
     box = AESGCM(key).encrypt(nonce, text.encode(), _aad(tenant_id, key_id))
     return f"sealed:{key_id.hex}:{base64.urlsafe_b64encode(nonce + box).decode().rstrip('=')}"
 

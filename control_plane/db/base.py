@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import DateTime, MetaData, TypeDecorator
 from sqlalchemy.orm import DeclarativeBase
+
+from storage_adapters.entropy import token_bytes
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -46,8 +49,8 @@ def utcnow() -> datetime:
 
 def new_id() -> uuid.UUID:
     """A time-ordered UUID (version 7 layout), so new rows land at the end of indexes."""
-    ms = int(datetime.now(UTC).timestamp() * 1000)
-    rand = int.from_bytes(uuid.uuid4().bytes[6:], "big") & ((1 << 74) - 1)
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(token_bytes(10), "big") & ((1 << 74) - 1)
     rand_a, rand_b = rand >> 62, rand & ((1 << 62) - 1)
     value = (ms << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | rand_b
     return uuid.UUID(int=value)

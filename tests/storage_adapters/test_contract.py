@@ -54,6 +54,21 @@ class TestLocalContract(AdapterContract):
         assert not (adapter.root.parent / "out").exists()
         assert list((adapter.root / ".memplane-tmp").iterdir()) == []
 
+    def test_put_many_clears_a_record_left_at_its_path_and_keeps_an_existing_objects(
+            self, adapter: LocalAdapter) -> None:
+        adapter.put("a/1", b"first")
+        assert adapter.set_storage_class("a/1", "archive") == "archive"
+        left = adapter.root / ".memplane-class" / "m" / "1"  # a record outliving its object
+        left.parent.mkdir(parents=True)
+        left.write_text("cold")
+        answers = adapter.put_many([("m/1", b"one"), ("a/1", b"again")])
+        assert [type(a).__name__ if a is not None else None for a in answers] == [
+            None, "ObjectExists"]
+        assert not left.exists()
+        assert (adapter.head("m/1").storage_class, adapter.head("a/1").storage_class) == (
+            "standard", "archive")
+        assert (adapter.get("m/1"), adapter.get("a/1")) == (b"one", b"first")
+
     @pytest.mark.skipif(local_adapter._syncfs is None, reason="syncfs(2) is Linux's")
     def test_put_many_flushes_the_file_system_once_before_it_answers(
             self, adapter: LocalAdapter, monkeypatch: pytest.MonkeyPatch) -> None:
