@@ -16,35 +16,31 @@ import threading
 _BLOCK = 4096
 _LARGE = 256  # bigger requests go straight to the kernel
 
-
-class _Pool:
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._block = b""
-        self._at = 0
-
-    def take(self, n: int) -> bytes:
-        if n > _LARGE:
-            return os.urandom(n)
-        with self._lock:
-            end = self._at + n
-            if end > len(self._block):
-                self._block, self._at, end = os.urandom(_BLOCK), 0, n
-            taken = self._block[self._at:end]
-            self._at = end
-            return taken
-
-    def forget(self) -> None:
-        self._lock = threading.Lock()
-        self._block, self._at = b"", 0
+# One block per thread (no lock to wait for); a fork moves the generation on, so the child's
+# first request draws a new block.
+_local = threading.local()
+_generation = 0
 
 
-_pool = _Pool()
-os.register_at_fork(after_in_child=_pool.forget)
+def _forked() -> None:
+    global _generation
+    _generation += 1
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def token_bytes(n: int) -> bytes:
     """``n`` bytes from the operating system's cryptographic generator (as ``os.urandom``)."""
     if n < 0:
         raise ValueError("a negative number of bytes")
-    return _pool.take(n)
+    if n > _LARGE:
+        return os.urandom(n)
+    mine = _local
+    block: bytes = getattr(mine, "block", b"")
+    at: int = getattr(mine, "at", 0)
+    if at + n > len(block) or getattr(mine, "generation", None) != _generation:
+        block, at = os.urandom(_BLOCK), 0
+        mine.block, mine.generation = block, _generation
+    mine.at = at + n
+    return block[at:at + n]

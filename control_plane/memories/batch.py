@@ -206,7 +206,10 @@ def _run_one(session: Session, plane: DataPlane, caller: Caller, item: _Op,
 
 
 def _meta_of(op: BatchOperation) -> MemoryMeta:
-    return MemoryMeta.model_validate(op.model_dump(include=set(_META_FIELDS)))
+    """The operation's metadata as a single write's: its fields were validated as the
+    same fields of the operation (BatchOperation is a MemoryMeta), so copied as they are."""
+    return MemoryMeta.model_construct(_fields_set=op.model_fields_set & _META_FIELDS,
+                                      **{name: getattr(op, name) for name in _META_FIELDS})
 
 
 def _remember(session: Session, actor: Actor, idem: Idempotency, status: int,

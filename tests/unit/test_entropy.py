@@ -17,8 +17,8 @@ from storage_adapters import entropy
 
 @pytest.fixture
 def counting_source(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The kernel's generator replaced by a counter (byte i of the stream is i % 251), in a
-    fresh pool; returns the sizes it was asked for."""
+    """The kernel's generator replaced by a counter (byte i of the stream is i % 251), with
+    no block drawn yet; returns the sizes it was asked for."""
     stream = itertools.count()
     asked: list[int] = []
 
@@ -27,7 +27,7 @@ def counting_source(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return bytes(next(stream) % 251 for _ in range(n))
 
     monkeypatch.setattr(entropy.os, "urandom", urandom)
-    monkeypatch.setattr(entropy, "_pool", entropy._Pool())
+    monkeypatch.setattr(entropy, "_local", threading.local())
     return asked
 
 
