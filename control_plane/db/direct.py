@@ -53,7 +53,7 @@ def run(engine: Engine, statement: ClauseElement, params: dict[str, Any]) -> lis
         try:
             with driver.cursor(row_factory=namedtuple_row) as cursor:
                 cursor.execute(compiled.string, values)
-                return cursor.fetchall() if cursor.description is not None else []
+                return cursor.fetchall() if _has_rows(cursor) else []
         finally:
             if not driver.closed:
                 driver.autocommit = False
@@ -98,7 +98,7 @@ def run_all(engine: Engine, statement: ClauseElement, params: list[dict[str, Any
             with driver.cursor(row_factory=namedtuple_row) as cursor:
                 cursor.executemany(compiled.string, values, returning=True)
                 while True:
-                    results.append(cursor.fetchall() if cursor.description is not None else [])
+                    results.append(cursor.fetchall() if _has_rows(cursor) else [])
                     if not cursor.nextset():
                         break
             if transaction:
@@ -122,3 +122,12 @@ def run_all(engine: Engine, statement: ClauseElement, params: list[dict[str, Any
                                          dialect=engine.dialect) from exc
     finally:
         raw.close()
+
+
+def _has_rows(cursor: Any) -> bool:
+    """Whether the cursor's current result has rows to fetch: what ``description`` checks,
+    without building a column object per column on every call (a batch's hundred results)."""
+    from psycopg.pq import ExecStatus
+
+    res = cursor.pgresult
+    return res is not None and bool(res.nfields or res.status == ExecStatus.TUPLES_OK)

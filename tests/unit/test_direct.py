@@ -18,6 +18,7 @@ from sqlalchemy import (
     insert,
     literal,
     select,
+    update,
 )
 from sqlalchemy import exc as sa_exc
 
@@ -55,6 +56,14 @@ def test_pipelined_executions_answer_in_order_and_commit_together(postgres: Any)
                                                {"i": 102, "n": "n7"}])
         with engine.connect() as conn:
             assert conn.execute(select(func.count()).select_from(table)).scalar() == 50
+        # A statement that returns no rows answers an empty list per execution.
+        rename = update(table).where(table.c.id == bindparam("i")).values(name=bindparam("n"))
+        assert direct.run_all(engine, rename, [{"i": 1, "n": "one"}, {"i": 2, "n": "two"}]
+                              ) == [[], []]
+        assert direct.run(engine, rename, {"i": 3, "n": "three"}) == []
+        with engine.connect() as conn:
+            assert conn.execute(select(table.c.name).where(table.c.id < 4).order_by(table.c.id)
+                                ).scalars().all() == ["n0", "one", "two", "three"]
     finally:
         engine.dispose()
 
