@@ -59,15 +59,24 @@ class KeyCache:
         self._lock = threading.Lock()
 
     def get(self, key_id: uuid.UUID) -> bytes | None:
-        with self._lock:
-            item = self._items.get(key_id)
-            if item is None:
-                return None
-            if item[0] < time.monotonic():
-                del self._items[key_id]
-                return None
-            self._items.move_to_end(key_id)
-            return item[1]
+        # Read without the lock (one dictionary lookup is atomic; the lock orders changes):
+        # every read of a batch asks for its subject's key, and queueing on the lock under
+        # load cost more than the lookup. A key forgotten before the lookup is not found.
+        item = self._items.get(key_id)
+        if item is None:
+            return None
+        if item[0] < time.monotonic():
+            with self._lock:
+                if self._items.get(key_id) is item:
+                    del self._items[key_id]
+            return None
+        if self._lock.acquire(blocking=False):  # recency is best effort: a hit never waits
+            try:
+                if key_id in self._items:
+                    self._items.move_to_end(key_id)
+            finally:
+                self._lock.release()
+        return item[1]
 
     def put(self, key_id: uuid.UUID, key: bytes) -> None:
         if self.size == 0 or self.ttl == 0:
