@@ -20,8 +20,10 @@ import json
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.support.quiet_server import QuietHTTPServer
 
 REMOTE_SECRET = "remote-detail-7f3a: internal stack trace and account 4242"
 
@@ -177,8 +179,7 @@ class FakeLLM:
 
             do_GET = do_PUT = do_POST
 
-        self.server = ThreadingHTTPServer((host, 0), Handler)
-        self.server.daemon_threads = True
+        self.server = QuietHTTPServer((host, 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
                                        daemon=True)
 
