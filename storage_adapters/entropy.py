@@ -3,9 +3,9 @@
 ``os.urandom`` is a system call that lets go of the interpreter lock; on a busy server the
 calling thread then waits until another thread hands the lock back (up to the interpreter's
 switch interval, 5 ms). A write took a dozen of them (its ids, data key, nonces), each such
-a wait. Here they come from one 4 KiB block read from the same generator: every byte is the
-kernel's output, handed out once. A forked child starts with an empty block, so it never
-repeats its parent's bytes.
+a wait. Here each thread takes them from a 4 KiB block of its own, read from the same
+generator: every byte is the kernel's output, handed out once. A forked child draws a new
+block before its first bytes, so it never repeats its parent's.
 """
 
 from __future__ import annotations

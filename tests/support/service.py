@@ -223,20 +223,26 @@ class ServiceWorld:
         return Actor(self.tenant_id, "api", "test")
 
 
-@pytest.fixture(scope="session")
-def service_runtime(database: str, request: pytest.FixtureRequest,
-                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
-    """A database of its own, not the ``stack`` server's: that server's audit sealer chains
-    every tenant's rows on its own schedule, while these tests hold seals and
-    verifications at chosen steps and count what each one did."""
+def own_runtime(database: str, request: pytest.FixtureRequest,
+                tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Runtime]:
+    """A runtime without HTTP on a migrated database that no server sees."""
     url = isolated_database(database, request)
-    runtime = Runtime(make_settings(url, tmp_path_factory.mktemp("services")))
+    runtime = Runtime(make_settings(url, tmp_path_factory.mktemp(name)))
     if url == "sqlite":
         runtime.migrate()
     try:
         yield runtime
     finally:
         runtime.close()
+
+
+@pytest.fixture(scope="session")
+def service_runtime(database: str, request: pytest.FixtureRequest,
+                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
+    """A database of its own, not the ``stack`` server's: that server's audit sealer chains
+    every tenant's rows on its own schedule, while these tests hold seals and
+    verifications at chosen steps and count what each one did."""
+    yield from own_runtime(database, request, tmp_path_factory, "services")
 
 
 @pytest.fixture
