@@ -40,12 +40,12 @@ from ..idempotency import Idempotency, Replay
 from ..kit import sha256_hex
 from ..storage_config.plane import DataPlane
 from ..tenants.service import Caller, require_role
-from . import hotpath
+from . import batch_gets
 from .addresses import MemoryAddress, Scope
-from .batch_gets import GetItem, Looked, read_gets
+from .batch_gets import GetItem, Looked
 from .batch_sets import WRITER_ROLES, SetItem, commit_sets, failure, prepare_sets, side_by_side
 from .delete import delete_value
-from .read import get_value, read_found
+from .read import get_value, read_found, read_logged
 from .schemas import MemoryMeta, PointerOut
 from .shared import ensure_visible
 from .write import set_value
@@ -156,9 +156,11 @@ def _item_key(batch: Idempotency, index: int) -> str:
 
 
 def _run_one(session: Session, plane: DataPlane, caller: Caller, item: _Op,
-             batch_idem: Idempotency | None, looked: Looked | None = None) -> dict[str, Any]:
+             batch_idem: Idempotency | None, looked: Looked | None = None, *,
+             logged: bool = False) -> dict[str, Any]:
     """One operation as its single request runs it; a get whose pointer the batch's shared
-    lookup (``looked``) already read skips its own lookup."""
+    lookup (``looked``) already read skips its own lookup (and, if that lookup appended its
+    read row, ``logged``, its own success row)."""
     actor: Actor = caller.actor
     op = item.op
     head = {"index": item.index, "op": op.op}
@@ -173,8 +175,9 @@ def _run_one(session: Session, plane: DataPlane, caller: Caller, item: _Op,
                 with audited(session, actor, "read", detail=item.address.scope,
                              private=item.address.personal):
                     ensure_visible(session, actor, caller.access, item.address, "read")
-                    found = read_found(session, plane, actor, item.address,
-                                       looked.get(item.address))
+                    reader = read_logged if logged else read_found
+                    found = reader(session, plane, actor, item.address,
+                                   looked.get(item.address))
             return head | {"status": 200, "value": found.value,
                            "pointer": PointerOut.of(found.pointer).model_dump(mode="json")}
         require_role(session, caller, WRITER_ROLES, "write memories")
@@ -261,8 +264,7 @@ def run_batch(sessions: Callable[[], Session], session: Session, plane: DataPlan
     gets = [GetItem(g[0].index, g[0].address) for g in groups
             if len(g) == 1 and g[0].op.op == "get"
             and caller.access.allows(g[0].address.scope, g[0].address.scope_ref)]
-    looked = hotpath.lookup_many_for_read(session, caller.tenant_id,
-                                          [item.address for item in gets])
+    looked, logged = batch_gets.lookup(session, plane, caller.actor, gets)
     looked_up = {item.address for item in gets}
     batched = {item.index for item in sets} | {item.index for item in gets}
     by_index = {item.index: item for item in valid}
@@ -270,7 +272,8 @@ def run_batch(sessions: Callable[[], Session], session: Session, plane: DataPlan
     def work(group: list[_Op]) -> list[dict[str, Any]]:
         with sessions() as own:
             if len(group) == 1 and group[0].op.op == "get" and group[0].address in looked_up:
-                return [_run_one(own, plane, caller, group[0], idem, looked)]
+                return [_run_one(own, plane, caller, group[0], idem, looked,
+                                 logged=group[0].address in logged)]
             return [_run_one(own, plane, caller, item, idem) for item in group]
 
     def run(groups: list[list[_Op]]) -> None:
@@ -289,7 +292,7 @@ def run_batch(sessions: Callable[[], Session], session: Session, plane: DataPlan
             general += retry
         run([[by_index[item.index]] for item in general])
     if gets:
-        read, unread = read_gets(session, plane, caller.actor, gets, looked)
+        read, unread = batch_gets.read_gets(session, plane, caller.actor, gets, looked, logged)
         for index, answer in read.items():
             results[index] = answer
         run([[by_index[item.index]] for item in unread])

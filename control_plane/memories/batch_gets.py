@@ -1,40 +1,48 @@
 """A batch's gets, side by side: the single read (``read.get_value``) with its per-item
 waits gathered.
 
-Every get alone at its address has its pointer read by one statement for the whole batch
-(``hotpath.lookup_many_for_read``). For each live one the objects are fetched concurrently
-on the batches' shared pool; decryption and the SHA-256 check (I3) run in the request's
-thread; then the read audit rows of every verified item are ONE insert committed on its
-own, before any value is answered (I6). Whatever is not plainly live and verified — no
-pointer, expired, marked corrupt, a fetch that failed, an object that does not open or
-match — is left to the single-request protocol, which answers, marks and audits it exactly
-as a lone read would.
+Every get alone at its address has its pointer read by one statement for the whole batch.
+On PostgreSQL that statement also appends the read audit row of every get whose subject key
+the server already knows (``READ_MANY_LOGGED``, the batch form of the single read's one
+statement): committed with the lookup, before anything is fetched (I6). Elsewhere, and for
+addresses not read before, it is ``hotpath.lookup_many_for_read``. For each live one the
+objects are fetched concurrently on the batches' shared pool; decryption and the SHA-256
+check (I3) run in the request's thread; then the read audit rows of every verified item not
+logged by the lookup are ONE insert committed on its own, before any value is answered.
+Whatever is not plainly live and verified — no pointer, expired, marked corrupt, a fetch that
+failed, an object that does not open or match — is left to the single-request protocol,
+which answers, marks and audits it exactly as a lone read would (after its row went in with
+the lookup, as a lone read does after its one statement).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import Uuid, bindparam, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
 from storage_adapters.envelope import DecryptionError
 
 from ..audit.service import Actor
+from ..db import direct
+from ..db.base import utcnow
 from ..errors import DomainError
 from ..keys import service as keys
-from ..kit import sha256_hex
+from ..kit import request_id_var, sha256_hex
 from ..storage_config.plane import DataPlane, Target, storage_errors
 from . import hotpath
 from .addresses import MemoryAddress
 from .batch_sets import side_by_side
 from .read import check_live, live_key
 from .schemas import PointerOut
-from .shared import keyring_of, read_key, sealed_address
+from .shared import key_guess, keyring_of, read_key, remember_key, sealed_address
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +63,95 @@ class _Ready:
     detail: str  # the audit row's: the scope and the address sealed under the subject key
 
 
+# The single read's one statement (hotpath.READ_LOGGED_POSTGRES) for a whole batch: the
+# addresses, the key each get guessed and its sealed audit detail travel as arrays, so the
+# statement's text never changes (compiled once, prepared by the driver) whatever the size.
+READ_MANY_LOGGED = text("""
+WITH req AS (
+ SELECT * FROM unnest(CAST(:v_scopes AS text[]), CAST(:v_refs AS text[]),
+  CAST(:v_keys AS text[]), CAST(:v_expected AS uuid[]), CAST(:v_loggable AS boolean[]),
+  CAST(:v_details AS text[])) AS r(scope_type, scope_ref, key, expected_key, loggable, detail)
+), found AS (
+ SELECT p.*, k.id AS key_id, k.wrapped_key, k.kek_version_id,
+  r.expected_key AS req_expected_key, r.loggable AS req_loggable, r.detail AS req_detail
+ FROM req AS r JOIN memory_pointers AS p
+  ON p.tenant_id = :v_tenant AND p.scope_type = r.scope_type AND p.scope_ref = r.scope_ref
+  AND p.key = r.key
+ LEFT JOIN subject_keys AS k
+  ON k.tenant_id = p.tenant_id AND k.destroyed_at IS NULL
+  AND k.scope_type = CASE WHEN p.subject_user_id IS NOT NULL THEN 'user' ELSE p.scope_type END
+  AND k.scope_ref = COALESCE(p.subject_user_id, p.scope_ref)
+), aud AS (
+ INSERT INTO access_logs (tenant_id, pointer_id, accessor_type, accessor_id, agent_id,
+  operation, success, detail, request_id, accessed_at)
+ SELECT :v_tenant, found.id, :v_accessor_type, :v_accessor_id, :v_accessor_agent, 'read', true,
+  found.req_detail, :v_request_id, :v_now
+ FROM found
+ WHERE found.req_loggable
+  AND found.key_id IS NOT DISTINCT FROM found.req_expected_key
+  AND found.sync_status = 'synced'
+  AND (found.expires_at IS NULL OR found.expires_at > CAST(:v_now AS timestamptz))
+ RETURNING pointer_id
+)
+SELECT found.*, found.id IN (SELECT pointer_id FROM aud) AS logged FROM found
+""").bindparams(bindparam("v_tenant", type_=Uuid))
+
+
+def lookup(session: Session, plane: DataPlane, actor: Actor, items: list[GetItem],
+           ) -> tuple[dict[MemoryAddress, tuple[Any, hotpath.KeyRow | None]], set[MemoryAddress]]:
+    """The batch's one lookup: each address's pointer and live key (absent: no pointer), and
+    the addresses whose read row the lookup itself appended (PostgreSQL, when the server
+    knows the subject's key from an earlier read or write of the address and still holds it
+    unwrapped: the row's detail is sealed under it before the statement runs)."""
+    if not items:
+        return {}, set()
+    if session.get_bind().dialect.name != "postgresql" or plane.audit_batcher is None:
+        return hotpath.lookup_many_for_read(session, actor.tenant_id,
+                                            [item.address for item in items]), set()
+    cache = keyring_of(plane).cache
+    expected: list[Any] = []
+    loggable: list[bool] = []
+    details: list[str] = []
+    for item in items:
+        guess = key_guess(actor.tenant_id, item.address)
+        handle = None
+        if isinstance(guess, uuid.UUID):
+            key = cache.get(guess)
+            handle = None if key is None else keys.SubjectKeyHandle(guess, "", "", key)
+        known = guess is None or handle is not None
+        expected.append(guess if known else None)
+        loggable.append(known)
+        details.append(item.address.scope + sealed_address(actor, item.address, handle)
+                       if known else "")
+    if session.in_transaction():
+        session.commit()
+    rows = direct.run(session.get_bind().engine, READ_MANY_LOGGED, {
+        "v_tenant": actor.tenant_id,
+        "v_scopes": [item.address.scope for item in items],
+        "v_refs": [item.address.scope_ref for item in items],
+        "v_keys": [item.address.key for item in items],
+        "v_expected": expected, "v_loggable": loggable, "v_details": details,
+        "v_accessor_type": actor.accessor_type, "v_accessor_id": actor.accessor_id,
+        "v_accessor_agent": actor.agent_id, "v_request_id": request_id_var.get(),
+        "v_now": utcnow()})
+    found: dict[MemoryAddress, tuple[Any, hotpath.KeyRow | None]] = {}
+    logged: set[MemoryAddress] = set()
+    for row in rows:
+        address = MemoryAddress(row.scope_type, row.scope_ref, row.key)
+        live = None if row.key_id is None else hotpath.KeyRow(
+            row.key_id, "", "", bytes(row.wrapped_key), row.kek_version_id)
+        found[address] = (hotpath.pointer_of(row), live)
+        if row.logged:
+            logged.add(address)
+    return found, logged
+
+
 def read_gets(session: Session, plane: DataPlane, actor: Actor, items: list[GetItem],
-              looked: Looked) -> tuple[dict[int, dict[str, Any]], list[GetItem]]:
+              looked: Looked, logged: set[MemoryAddress] | frozenset[MemoryAddress] = frozenset(),
+              ) -> tuple[dict[int, dict[str, Any]], list[GetItem]]:
     """The answers of the gets read here, by index, and the gets the single-request
-    protocol must run. ``looked``: the batch's one lookup."""
+    protocol must run. ``looked``: the batch's one lookup; ``logged``: the addresses whose
+    read row it appended."""
     if plane.audit_batcher is None:
         return {}, items
     general: list[GetItem] = []
@@ -96,12 +189,15 @@ def read_gets(session: Session, plane: DataPlane, actor: Actor, items: list[GetI
         else:
             verified.append((entry, value[0]))
     session.commit()
-    if not verified:
-        return {}, general
+    answers = {e.item.index: _answer(e, value) for e, value in verified
+               if e.item.address in logged}
+    unlogged = [(e, value) for e, value in verified if e.item.address not in logged]
+    if not unlogged:
+        return answers, general
     try:
         plane.audit_batcher.record_many(actor.tenant_id, actor.accessor_type,
                                         actor.accessor_id, "read",
-                                        [(e.found[0].id, e.detail) for e, _ in verified],
+                                        [(e.found[0].id, e.detail) for e, _ in unlogged],
                                         agent_id=actor.agent_id)
     except Exception as exc:  # no row, no content (I6): each get answers the failure
         unreachable = isinstance(exc, sa_exc.OperationalError)
@@ -113,11 +209,17 @@ def read_gets(session: Session, plane: DataPlane, actor: Actor, items: list[GetI
                    {"status": 500, "error": "internal_error",
                     "detail": "this operation failed on the server; retry it, and report it "
                               "if it keeps failing"})
-        return {e.item.index: {"index": e.item.index, "op": "get"} | failure
-                for e, _ in verified}, general
-    return {e.item.index: {"index": e.item.index, "op": "get", "status": 200, "value": value,
-                           "pointer": PointerOut.of(e.found[0]).model_dump(mode="json")}
-            for e, value in verified}, general
+        return answers | {e.item.index: {"index": e.item.index, "op": "get"} | failure
+                          for e, _ in unlogged}, general
+    for entry, _ in unlogged:  # the next read of the address can log in its lookup
+        live = entry.found[1]
+        remember_key(actor.tenant_id, entry.item.address, live.id if live is not None else None)
+    return answers | {e.item.index: _answer(e, value) for e, value in unlogged}, general
+
+
+def _answer(entry: _Ready, value: Any) -> dict[str, Any]:
+    return {"index": entry.item.index, "op": "get", "status": 200, "value": value,
+            "pointer": PointerOut.of(entry.found[0]).model_dump(mode="json")}
 
 
 def _open(session: Session, plane: DataPlane, actor: Actor, entry: _Ready,

@@ -185,7 +185,7 @@ def lookup_for_read(session: Session, tenant_id: uuid.UUID,
     row = rows[0]
     key = None if row.key_id is None else KeyRow(row.key_id, "", "", bytes(row.wrapped_key),
                                                  row.kek_version_id)
-    return _pointer(row), key
+    return pointer_of(row), key
 
 
 # A read in ONE statement (PostgreSQL): look the pointer and its subject's live key up and,
@@ -246,7 +246,7 @@ def lookup_for_read_logged(session: Session, tenant_id: uuid.UUID, address: Memo
     key = None if found.key_id is None else KeyRow(found.key_id, "", "",
                                                    bytes(found.wrapped_key),
                                                    found.kek_version_id)
-    return (_pointer(found), key), bool(found.logged)
+    return (pointer_of(found), key), bool(found.logged)
 
 
 _BATCH_KEY = and_(K.c.tenant_id == P.c.tenant_id, K.c.destroyed_at.is_(None),
@@ -277,7 +277,7 @@ def lookup_many_for_read(session: Session, tenant_id: uuid.UUID,
     for row in rows:
         key = None if row.key_id is None else KeyRow(row.key_id, "", "", bytes(row.wrapped_key),
                                                      row.kek_version_id)
-        found[MemoryAddress(row.scope_type, row.scope_ref, row.key)] = (_pointer(row), key)
+        found[MemoryAddress(row.scope_type, row.scope_ref, row.key)] = (pointer_of(row), key)
     return found
 
 
@@ -495,7 +495,7 @@ def commit_write(session: Session, request: WriteRequest) -> WriteOutcome:
         if row.id is None:
             return WriteOutcome(None, None, row.blocked_by)
         superseded = None if row.old_path is None else (row.old_config, row.old_path)
-        return WriteOutcome(_pointer(row), superseded, None)
+        return WriteOutcome(pointer_of(row), superseded, None)
     return _commit_write_sqlite(session, params)
 
 
@@ -539,7 +539,7 @@ def _write_sqlite(session: Session, params: dict[str, Any]) -> WriteOutcome:
         "operation": params["v_operation"], "success": True,
         "detail": f"{params['v_detail_head']}{row.version}{params['v_detail_tail']}",
         "request_id": params["v_request_id"], "accessed_at": params["v_now"]})
-    return WriteOutcome(_pointer(row), superseded, None)
+    return WriteOutcome(pointer_of(row), superseded, None)
 
 
 def commit_writes(session: Session, requests: list[WriteRequest]) -> list[WriteOutcome]:
@@ -567,7 +567,7 @@ def commit_writes(session: Session, requests: list[WriteRequest]) -> list[WriteO
                 outcomes[i] = WriteOutcome(None, None, row.blocked_by)
             else:
                 outcomes[i] = WriteOutcome(
-                    _pointer(row),
+                    pointer_of(row),
                     None if row.old_path is None else (row.old_config, row.old_path), None)
     else:
         begin_write(session)
@@ -581,7 +581,7 @@ def commit_writes(session: Session, requests: list[WriteRequest]) -> list[WriteO
     return [o for o in outcomes if o is not None]
 
 
-def _pointer(row: Any) -> MemoryPointer:
+def pointer_of(row: Any) -> MemoryPointer:
     """A detached MemoryPointer from a row holding its columns (by name)."""
     values = {c.key: getattr(row, c.key) for c in P.c}
     for name in ("created_at", "updated_at", "expires_at"):  # UTC, as UTCDateTime gives it

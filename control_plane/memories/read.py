@@ -111,6 +111,18 @@ def read_found(session: Session, plane: DataPlane, actor: Actor, address: Memory
     return result
 
 
+def read_logged(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
+                found: tuple[MemoryPointer, hotpath.KeyRow | None] | None) -> MemoryValue:
+    """The read after a lookup that already appended its audit row (a batch's, whose fetch
+    or check failed): fetch and verify again as ``get_value`` does after its one statement;
+    a mismatch appends its failure row. Run it inside the caller's ``audited``."""
+    pointer = check_live(found[0] if found else None, address)
+    result = _read_verified(session, plane, actor, address, pointer,
+                            live_key(found[1] if found else None))
+    session.commit()
+    return result
+
+
 def _live_pointer(session: Session, actor: Actor, address: MemoryAddress,
                   pointer_id: uuid.UUID) -> MemoryPointer:
     if address.key is None:  # a keyless pointer (an entry) is found by its id alone
