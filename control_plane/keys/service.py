@@ -247,6 +247,9 @@ def handle_of(session: Session, ring: Keyring, tenant_id: uuid.UUID, key_id: uui
               kek_version_id: uuid.UUID) -> SubjectKeyHandle:
     """A live key already looked up (by the hot path's own statement): unwrapped from the
     cache, or through its KEK on a miss."""
+    cached = ring.cache.get(key_id)
+    if cached is not None:
+        return SubjectKeyHandle(key_id, subject[0], subject[1], cached)
     row = SubjectKey(id=key_id, tenant_id=tenant_id, scope_type=subject[0],
                      scope_ref=subject[1], wrapped_key=wrapped_key,
                      kek_version_id=kek_version_id)
