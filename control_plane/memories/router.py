@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from ..db.models import MemoryPointer
 from ..deps import PlaneDep, ReaderCaller, SessionDep, WriterCaller, get_runtime
 from ..idempotency import Idempotency, Replay
-from ..kit import PLAIN_TEXT, json_of
+from ..kit import PLAIN_TEXT, json_of, to_json
 from ..runtime import Runtime
 from . import batch as batches
 from . import service as memories
@@ -58,7 +58,8 @@ def set_memory(scope: Scope, scope_ref: str, key: str, body: MemoryIn, caller: W
     metadata to the control plane. Replaces an existing value. Send an `Idempotency-Key` header
     to make retries safe."""
     address = _address(scope, scope_ref, key)
-    idem = Idempotency.of(idempotency_key, "PUT", address.describe(), body.model_dump_json())
+    idem = (None if idempotency_key is None else  # (the body's JSON only for a fingerprint)
+            Idempotency.of(idempotency_key, "PUT", address.describe(), body.model_dump_json()))
     return _answer(memories.set_value(session, plane, caller.actor, address, body.value,
                                       _meta(body), idem, access=caller.access))
 
@@ -131,14 +132,17 @@ def list_pointers(caller: ReaderCaller, session: SessionDep,
 @router.post("/v1/memories:batch", response_model=batches.BatchOut)
 def batch_memories(body: batches.BatchIn, caller: ReaderCaller, session: SessionDep,
                    plane: PlaneDep, runtime: Annotated[Runtime, Depends(get_runtime)],
-                   idempotency_key: IdempotencyKey = None) -> JSONResponse:
+                   idempotency_key: IdempotencyKey = None) -> Response:
     """Run up to 1,000 set / get / delete operations (mixed scopes) in one request, each
     answered on its own in request order (`results[i].status` is what the single request
     would have answered). Operations on one address run in request order; others run
     concurrently. get needs a reader role, set and delete a writer role; scoped keys, the
     erasure guard and audit apply to every operation. Send an `Idempotency-Key` header to
     make retries safe: a retry answers each set and delete that succeeded from the first run."""
-    idem = Idempotency.of(idempotency_key, "BATCH", body.model_dump_json())
+    idem = (None if idempotency_key is None else
+            Idempotency.of(idempotency_key, "BATCH", body.model_dump_json()))
     answer = batches.run_batch(runtime.sessions, session, plane, caller, body.operations, idem)
     headers = {"Idempotent-Replayed": "true"} if answer.replayed else None
-    return JSONResponse({"results": answer.results}, headers=headers)
+    # pydantic's serialiser: a quarter of the stdlib encoder's time for a hundred answers.
+    return Response(to_json({"results": answer.results}), media_type="application/json",
+                    headers=headers)
