@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from typing import cast as as_type
 
@@ -42,13 +42,13 @@ from sqlalchemy import (
     tuple_,
     update,
 )
-from sqlalchemy.orm import Session, configure_mappers
-from sqlalchemy.orm.instrumentation import manager_of_class
+from sqlalchemy.orm import Session
 
 from ..db import direct
 from ..db.engine import begin_write
 from ..db.models import AccessLog, GcCandidate, MemoryPointer, SubjectErasure, SubjectKey
 from .addresses import MemoryAddress
+from .repository import pointer_of
 
 
 def as_table(clause: Any) -> Table:
@@ -580,34 +580,3 @@ def commit_writes(session: Session, requests: list[WriteRequest]) -> list[WriteO
             if session.in_transaction():
                 session.rollback()
     return [o for o in outcomes if o is not None]
-
-
-_COLUMNS = tuple(c.key for c in P.c)
-_new_pointer = manager_of_class(MemoryPointer).new_instance
-_mappers_ready = False
-
-
-def _blank_pointer() -> MemoryPointer:
-    global _mappers_ready
-    if not _mappers_ready:  # attribute access needs them, as the constructor would have
-        configure_mappers()
-        _mappers_ready = True
-    pointer: MemoryPointer = _new_pointer()
-    return pointer
-
-
-def pointer_of(row: Any) -> MemoryPointer:
-    """A MemoryPointer, not in any session, from a row holding its columns (by name): what a
-    lookup answers, for reading. Its values are set as loaded values are, without the
-    constructor's attribute events (60 µs of each batch item's CPU, 3 µs this way)."""
-    values = {name: getattr(row, name) for name in _COLUMNS}
-    for name in ("created_at", "updated_at", "expires_at"):  # UTC, as UTCDateTime gives it
-        if values[name] is not None:
-            values[name] = _utc(values[name])
-    pointer = _blank_pointer()
-    pointer.__dict__.update(values)
-    return pointer
-
-
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -16,6 +16,7 @@ from storage_adapters import base as storage
 from storage_adapters.envelope import DecryptionError
 
 from ..audit import service as audit
+from ..audit.batcher import AuditBatcher
 from ..audit.service import Actor, audited
 from ..db.base import utcnow
 from ..db.engine import begin_write
@@ -236,9 +237,11 @@ def list_pointers(session: Session, actor: Actor, *, scope: str | None, scope_re
                   user_id: str | None, memory_type: str | None, sync_status: str | None,
                   cursor: str | None, limit: int | None, access: Access = EVERYTHING,
                   tag: str | None = None, key_prefix: str | None = None,
+                  batcher: AuditBatcher | None = None,
                   ) -> tuple[list[MemoryPointer], str | None]:
     """One page of the pointers the key may see (a scoped key's list is filtered in SQL);
-    an expired memory (``ttl_days`` ran out) is not listed, as it is not read."""
+    an expired memory (``ttl_days`` ran out) is not listed, as it is not read. The audit
+    row goes through ``batcher`` (the read group commit) when given."""
     size = page_limit(limit)
     after = decode_uuid_cursor(cursor)
     scope_ref, user_id, key_prefix = (nfc(v) if v is not None else None
@@ -249,12 +252,15 @@ def list_pointers(session: Session, actor: Actor, *, scope: str | None, scope_re
                                access=access, now=utcnow(), tag=tag, key_prefix=key_prefix))
     next_cursor = encode_cursor(str(rows[size - 1].id)) if len(rows) > size else None
     session.commit()
-    begin_write(session)
     # Filters by scope ref or user are personal: the row says only whether one was given.
-    audit.record(session, actor, "list", detail=f"pointers scope={scope} ref={given(scope_ref)} "
-                                                f"user={given(user_id)} tag={given(tag)} "
-                                                f"prefix={given(key_prefix)} "
-                                                f"-> {min(len(rows), size)}")
+    detail = (f"pointers scope={scope} ref={given(scope_ref)} user={given(user_id)} "
+              f"tag={given(tag)} prefix={given(key_prefix)} -> {min(len(rows), size)}")
+    if batcher is not None:
+        batcher.record(actor.tenant_id, actor.accessor_type, actor.accessor_id, "list",
+                       detail=detail, agent_id=actor.agent_id)
+        return rows[:size], next_cursor
+    begin_write(session)
+    audit.record(session, actor, "list", detail=detail)
     session.commit()
     return rows[:size], next_cursor
 

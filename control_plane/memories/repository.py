@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -16,7 +17,8 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, configure_mappers
+from sqlalchemy.orm.instrumentation import manager_of_class
 
 from ..db.models import GcCandidate, MemoryPointer
 from ..tenants.access import EVERYTHING, Access
@@ -121,8 +123,8 @@ def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
     """Keyset paging on the pointer's id, which a row keeps for life: a row that exists
     throughout a walk is on exactly one page whatever is inserted or deleted meanwhile.
     With ``now``, memories whose ``ttl_days`` ran out by then are left out, as reads refuse
-    them."""
-    query = select(MemoryPointer).where(MemoryPointer.tenant_id == tenant_id)
+    them. The pointers are in no session (``pointer_of``): for reading."""
+    query = select(*MemoryPointer.__table__.c).where(MemoryPointer.tenant_id == tenant_id)
     if now is not None:
         query = query.where(or_(MemoryPointer.expires_at.is_(None),
                                 MemoryPointer.expires_at > now))
@@ -150,7 +152,10 @@ def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
         query = query.where(MemoryPointer.key.startswith(key_prefix, autoescape=True))
     if after is not None:
         query = query.where(MemoryPointer.id > after)
-    return session.scalars(query.order_by(MemoryPointer.id).limit(limit)).all()
+    # Rows, not ORM objects: a page is read to be answered, and the ORM's loading and
+    # identity map cost more than the statement (pointer_of).
+    return [pointer_of(row) for row in session.execute(
+        query.order_by(MemoryPointer.id).limit(limit))]
 
 
 def stale(session: Session, status: str, before: datetime, limit: int,
@@ -218,3 +223,34 @@ def gc_waiting(session: Session, config_id: uuid.UUID, before: datetime) -> int:
 def gc_unmark(session: Session, config_id: uuid.UUID, paths: Sequence[str]) -> None:
     session.execute(delete(GcCandidate).where(GcCandidate.storage_config_id == config_id,
                                               GcCandidate.path.in_(paths)))
+
+
+_COLUMNS = tuple(c.key for c in MemoryPointer.__table__.c)
+_new_pointer = manager_of_class(MemoryPointer).new_instance
+_mappers_ready = False
+
+
+def _blank_pointer() -> MemoryPointer:
+    global _mappers_ready
+    if not _mappers_ready:  # attribute access needs them, as the constructor would have
+        configure_mappers()
+        _mappers_ready = True
+    pointer: MemoryPointer = _new_pointer()
+    return pointer
+
+
+def pointer_of(row: Any) -> MemoryPointer:
+    """A MemoryPointer, not in any session, from a row holding its columns (by name): what a
+    lookup answers, for reading. Its values are set as loaded values are, without the
+    constructor's attribute events (60 µs of each batch item's CPU, 3 µs this way)."""
+    values = {name: getattr(row, name) for name in _COLUMNS}
+    for name in ("created_at", "updated_at", "expires_at"):  # UTC, as UTCDateTime gives it
+        if values[name] is not None:
+            values[name] = _utc(values[name])
+    pointer = _blank_pointer()
+    pointer.__dict__.update(values)
+    return pointer
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -105,7 +105,7 @@ def clear_scope(scope: Scope, scope_ref: str, caller: WriterCaller, session: Ses
 
 
 @router.get("/v1/pointers", response_model=PointerPage)
-def list_pointers(caller: ReaderCaller, session: SessionDep,
+def list_pointers(caller: ReaderCaller, session: SessionDep, plane: PlaneDep,
                   scope: Scope | None = None, scope_ref: FilterText = None,
                   user_id: FilterText = None, memory_type: FilterText = None,
                   sync_status: SyncStatus | None = None,
@@ -118,15 +118,16 @@ def list_pointers(caller: ReaderCaller, session: SessionDep,
                       min_length=1, max_length=255, pattern=PLAIN_TEXT,
                       description="Only pointers whose key starts with this text "
                                   "(taken literally: % and _ are not wildcards).")] = None,
-                  ) -> PointerPage:
+                  ) -> Response:
     """List pointers (metadata, no values) of the caller's tenant, filtered by scope, scope ref,
     user, memory type, sync status, tag or key prefix; paginated with `cursor`."""
     rows, next_cursor = memories.list_pointers(
         session, caller.actor, scope=scope.canonical if scope else None, scope_ref=scope_ref,
         user_id=user_id, memory_type=memory_type, sync_status=sync_status, cursor=cursor,
         limit=limit, access=caller.access, tag=tag, key_prefix=key_prefix,
+        batcher=plane.audit_batcher,
     )
-    return PointerPage(items=[PointerOut.of(p) for p in rows], next_cursor=next_cursor)
+    return json_of(PointerPage(items=[PointerOut.of(p) for p in rows], next_cursor=next_cursor))
 
 
 @router.post("/v1/memories:batch", response_model=batches.BatchOut)

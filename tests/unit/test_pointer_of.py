@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from sqlalchemy import inspect
 
 from control_plane.db.models import MemoryPointer
-from control_plane.memories.hotpath import pointer_of
+from control_plane.memories.repository import pointer_of
 from control_plane.memories.schemas import PointerOut
 
 COLUMNS = [c.key for c in MemoryPointer.__table__.c]
