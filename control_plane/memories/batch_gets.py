@@ -66,6 +66,9 @@ class _Ready:
 # The single read's one statement (hotpath.READ_LOGGED_POSTGRES) for a whole batch: the
 # addresses, the key each get guessed and its sealed audit detail travel as arrays, so the
 # statement's text never changes (compiled once, prepared by the driver) whatever the size.
+# Each address and its subject's live key are looked up on their own (LATERAL … LIMIT 1,
+# which the planner does not fold into a join; both are unique): a join with the array was
+# planned as a scan of all the tenant's pointers.
 READ_MANY_LOGGED = text("""
 WITH req AS (
  SELECT * FROM unnest(CAST(:v_scopes AS text[]), CAST(:v_refs AS text[]),
@@ -74,13 +77,17 @@ WITH req AS (
 ), found AS (
  SELECT p.*, k.id AS key_id, k.wrapped_key, k.kek_version_id,
   r.expected_key AS req_expected_key, r.loggable AS req_loggable, r.detail AS req_detail
- FROM req AS r JOIN memory_pointers AS p
-  ON p.tenant_id = :v_tenant AND p.scope_type = r.scope_type AND p.scope_ref = r.scope_ref
-  AND p.key = r.key
- LEFT JOIN subject_keys AS k
-  ON k.tenant_id = p.tenant_id AND k.destroyed_at IS NULL
-  AND k.scope_type = CASE WHEN p.subject_user_id IS NOT NULL THEN 'user' ELSE p.scope_type END
-  AND k.scope_ref = COALESCE(p.subject_user_id, p.scope_ref)
+ FROM req AS r CROSS JOIN LATERAL (
+  SELECT * FROM memory_pointers AS m
+  WHERE m.tenant_id = :v_tenant AND m.scope_type = r.scope_type
+   AND m.scope_ref = r.scope_ref AND m.key = r.key
+  LIMIT 1) AS p
+ LEFT JOIN LATERAL (
+  SELECT s.id, s.wrapped_key, s.kek_version_id FROM subject_keys AS s
+  WHERE s.tenant_id = p.tenant_id AND s.destroyed_at IS NULL
+   AND s.scope_type = CASE WHEN p.subject_user_id IS NOT NULL THEN 'user' ELSE p.scope_type END
+   AND s.scope_ref = COALESCE(p.subject_user_id, p.scope_ref)
+  LIMIT 1) AS k ON true
 ), aud AS (
  INSERT INTO access_logs (tenant_id, pointer_id, accessor_type, accessor_id, agent_id,
   operation, success, detail, request_id, accessed_at)
