@@ -4,8 +4,8 @@ waits gathered.
 Every get alone at its address has its pointer read by one statement for the whole batch.
 On PostgreSQL that statement also appends the read audit row of every get whose subject key
 the server already knows (``READ_MANY_LOGGED``, the batch form of the single read's one
-statement): committed with the lookup, before anything is fetched (I6). Elsewhere, and for
-addresses not read before, it is ``hotpath.lookup_many_for_read``. For each live one the
+statement): committed with the lookup, before anything is fetched (I6); on SQLite it is
+``hotpath.lookup_many_for_read``, which writes nothing. For each live one the
 objects are fetched concurrently on the batches' shared pool; decryption and the SHA-256
 check (I3) run in the request's thread; then the read audit rows of every verified item not
 logged by the lookup are ONE insert committed on its own, before any value is answered.
