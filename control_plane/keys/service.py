@@ -327,24 +327,35 @@ def open_object(session: Session, ring: Keyring, tenant_id: uuid.UUID, path: str
                                   "with encryption on is (replaced outside memplane?)")
         return blob
     header = envelope.read_header(blob)
-    row: SubjectKey | None
+    key = None
     if live is not None and live[0] == header.key_id:
+        key = ring.cache.get(live[0])  # the caller's lookup found it live; unwrapped already
+    if key is None:
+        key = _key_of(session, ring, tenant_id, header.key_id, live)
+    context = envelope.associated_data(tenant_id, path, _version_id(path), pointer_id)
+    return envelope.open_sealed(blob, subject_key=key, context=context, header=header)
+
+
+def _key_of(session: Session, ring: Keyring, tenant_id: uuid.UUID, key_id: uuid.UUID,
+            live: tuple[uuid.UUID, bytes, uuid.UUID] | None) -> bytes:
+    """The unwrapped subject key an object's header names (``live``: as the caller's lookup
+    found it, when it is that key)."""
+    row: SubjectKey | None
+    if live is not None and live[0] == key_id:
         row = SubjectKey(id=live[0], tenant_id=tenant_id, wrapped_key=live[1],
                          kek_version_id=live[2])
     else:
-        row = repo.subject_key(session, tenant_id, header.key_id)
+        row = repo.subject_key(session, tenant_id, key_id)
     if row is None:
         raise DecryptionError("the object was encrypted under a key this tenant does not have")
     if row.wrapped_key is None:
         raise DecryptionError("the object's subject key was destroyed (crypto-shredded); "
                               "its content can never be read again")
     try:
-        key = _unwrap(session, ring, row)
+        return _unwrap(session, ring, row)
     except WrongKey:
         raise DecryptionError("the subject key's wrapped form does not unwrap with its "
                               "KEK (edited in the database?)") from None
-    context = envelope.associated_data(tenant_id, path, _version_id(path), pointer_id)
-    return envelope.open_sealed(blob, subject_key=key, context=context, header=header)
 
 
 def key_to_open(session: Session, ring: Keyring, tenant_id: uuid.UUID,

@@ -61,6 +61,7 @@ class _Ready:
     found: tuple[Any, hotpath.KeyRow | None]
     target: Target
     detail: str  # the audit row's: the scope and the address sealed under the subject key
+    # ("" when the lookup already wrote the row)
 
 
 # The single read's one statement (hotpath.READ_LOGGED_POSTGRES) for a whole batch: the
@@ -175,9 +176,11 @@ def read_gets(session: Session, plane: DataPlane, actor: Actor, items: list[GetI
             general.append(item)
             continue
         target = plane.by_id(session, pointer.storage_config_id)
-        handle = read_key(session, plane, actor, found[1])
-        ready.append(_Ready(item, found, target, item.address.scope
-                            + sealed_address(actor, item.address, handle)))
+        detail = ""  # a logged get's row is in; the others' rows name the address sealed
+        if item.address not in logged:
+            detail = item.address.scope + sealed_address(
+                actor, item.address, read_key(session, plane, actor, found[1]))
+        ready.append(_Ready(item, found, target, detail))
     session.commit()
 
     def fetch(entry: _Ready) -> bytes | None:
