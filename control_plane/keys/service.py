@@ -29,6 +29,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import select
@@ -169,7 +170,17 @@ def _no_checkpoint(step: str) -> None:
 checkpoint: Callable[[str], None] = _no_checkpoint
 
 
-def _unwrap(session: Session, ring: Keyring, row: SubjectKey) -> bytes:
+class WrappedKey(NamedTuple):
+    """What unwrapping a subject key reads of its row, for a key a lookup already found
+    (building the ORM row instead cost more than the cache hit that usually follows)."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    wrapped_key: bytes | None
+    kek_version_id: uuid.UUID
+
+
+def _unwrap(session: Session, ring: Keyring, row: SubjectKey | WrappedKey) -> bytes:
     cached = ring.cache.get(row.id)
     if cached is not None:
         return cached
@@ -190,7 +201,8 @@ def _unwrap(session: Session, ring: Keyring, row: SubjectKey) -> bytes:
     return key
 
 
-def _unwrap_rewrapped(session: Session, ring: Keyring, row: SubjectKey) -> bytes | None:
+def _unwrap_rewrapped(session: Session, ring: Keyring,
+                      row: SubjectKey | WrappedKey) -> bytes | None:
     """The key as it is wrapped now, if a rotation re-wrapped it since ``row`` was read.
 
     A reader (an export, an erasure, a read) holding a row read before a rotation would
@@ -247,12 +259,7 @@ def handle_of(session: Session, ring: Keyring, tenant_id: uuid.UUID, key_id: uui
               kek_version_id: uuid.UUID) -> SubjectKeyHandle:
     """A live key already looked up (by the hot path's own statement): unwrapped from the
     cache, or through its KEK on a miss."""
-    cached = ring.cache.get(key_id)
-    if cached is not None:
-        return SubjectKeyHandle(key_id, subject[0], subject[1], cached)
-    row = SubjectKey(id=key_id, tenant_id=tenant_id, scope_type=subject[0],
-                     scope_ref=subject[1], wrapped_key=wrapped_key,
-                     kek_version_id=kek_version_id)
+    row = WrappedKey(key_id, tenant_id, wrapped_key, kek_version_id)
     return SubjectKeyHandle(key_id, subject[0], subject[1], _unwrap(session, ring, row))
 
 
@@ -327,35 +334,23 @@ def open_object(session: Session, ring: Keyring, tenant_id: uuid.UUID, path: str
                                   "with encryption on is (replaced outside memplane?)")
         return blob
     header = envelope.read_header(blob)
-    key = None
+    row: SubjectKey | WrappedKey | None
     if live is not None and live[0] == header.key_id:
-        key = ring.cache.get(live[0])  # the caller's lookup found it live; unwrapped already
-    if key is None:
-        key = _key_of(session, ring, tenant_id, header.key_id, live)
-    context = envelope.associated_data(tenant_id, path, _version_id(path), pointer_id)
-    return envelope.open_sealed(blob, subject_key=key, context=context, header=header)
-
-
-def _key_of(session: Session, ring: Keyring, tenant_id: uuid.UUID, key_id: uuid.UUID,
-            live: tuple[uuid.UUID, bytes, uuid.UUID] | None) -> bytes:
-    """The unwrapped subject key an object's header names (``live``: as the caller's lookup
-    found it, when it is that key)."""
-    row: SubjectKey | None
-    if live is not None and live[0] == key_id:
-        row = SubjectKey(id=live[0], tenant_id=tenant_id, wrapped_key=live[1],
-                         kek_version_id=live[2])
+        row = WrappedKey(live[0], tenant_id, live[1], live[2])
     else:
-        row = repo.subject_key(session, tenant_id, key_id)
+        row = repo.subject_key(session, tenant_id, header.key_id)
     if row is None:
         raise DecryptionError("the object was encrypted under a key this tenant does not have")
     if row.wrapped_key is None:
         raise DecryptionError("the object's subject key was destroyed (crypto-shredded); "
                               "its content can never be read again")
     try:
-        return _unwrap(session, ring, row)
+        key = _unwrap(session, ring, row)
     except WrongKey:
         raise DecryptionError("the subject key's wrapped form does not unwrap with its "
                               "KEK (edited in the database?)") from None
+    context = envelope.associated_data(tenant_id, path, _version_id(path), pointer_id)
+    return envelope.open_sealed(blob, subject_key=key, context=context, header=header)
 
 
 def key_to_open(session: Session, ring: Keyring, tenant_id: uuid.UUID,

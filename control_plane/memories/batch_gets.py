@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +41,7 @@ from .addresses import MemoryAddress
 from .batch_sets import side_by_side
 from .read import check_live, live_key
 from .schemas import PointerOut
-from .shared import key_guess, keyring_of, read_key, remember_key, sealed_address
+from .shared import guessed_key, keyring_of, read_key, remember_key, sealed_address
 
 log = logging.getLogger(__name__)
 
@@ -116,18 +115,12 @@ def lookup(session: Session, plane: DataPlane, actor: Actor, items: list[GetItem
     if session.get_bind().dialect.name != "postgresql" or plane.audit_batcher is None:
         return hotpath.lookup_many_for_read(session, actor.tenant_id,
                                             [item.address for item in items]), set()
-    cache = keyring_of(plane).cache
     expected: list[Any] = []
     loggable: list[bool] = []
     details: list[str] = []
     for item in items:
-        guess = key_guess(actor.tenant_id, item.address)
-        handle = None
-        if isinstance(guess, uuid.UUID):
-            key = cache.get(guess)
-            handle = None if key is None else keys.SubjectKeyHandle(guess, "", "", key)
-        known = guess is None or handle is not None
-        expected.append(guess if known else None)
+        known, guess, handle = guessed_key(plane, actor.tenant_id, item.address)
+        expected.append(guess)
         loggable.append(known)
         details.append(item.address.scope + sealed_address(actor, item.address, handle)
                        if known else "")

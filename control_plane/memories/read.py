@@ -30,11 +30,10 @@ from . import hotpath
 from . import repository as repo
 from .addresses import MemoryAddress, nfc
 from .shared import (
-    UNKNOWN,
     ensure_visible,
     expired,
     given,
-    key_guess,
+    guessed_key,
     keyring_of,
     read_key,
     remember_key,
@@ -59,13 +58,8 @@ def get_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryA
     read before, the lookup statement also appends the read's audit row (one round trip)."""
     with audited(session, actor, "read", detail=address.scope, private=address.personal):
         ensure_visible(session, actor, access, address, "read")
-        guess = key_guess(actor.tenant_id, address)
-        handle = None
-        if isinstance(guess, uuid.UUID):  # its key, if the keyring still holds it unwrapped
-            key = keyring_of(plane).cache.get(guess)
-            handle = None if key is None else keys.SubjectKeyHandle(guess, "", "", key)
-        if ((guess is UNKNOWN or (guess is not None and handle is None))
-                or session.get_bind().dialect.name != "postgresql"):
+        known, guess, handle = guessed_key(plane, actor.tenant_id, address)
+        if not known or session.get_bind().dialect.name != "postgresql":
             found = hotpath.lookup_for_read(session, actor.tenant_id, address)
             return read_found(session, plane, actor, address, found)
         row = hotpath.ReadRow(actor.accessor_type, actor.accessor_id, actor.agent_id,

@@ -83,6 +83,22 @@ def key_guess(tenant_id: uuid.UUID, address: MemoryAddress) -> Any:
     return _KEYS.get(_address_digest(tenant_id, address), UNKNOWN)
 
 
+def guessed_key(plane: DataPlane, tenant_id: uuid.UUID, address: MemoryAddress
+                ) -> tuple[bool, uuid.UUID | None, keys.SubjectKeyHandle | None]:
+    """Whether a read of the address can write its audit row in its lookup statement: the
+    remembered live key id of its subject (None: no key) is known and, if any, the keyring
+    still holds it unwrapped to seal the row's detail. Then also the guess and its handle."""
+    guess = key_guess(tenant_id, address)
+    if guess is None:
+        return True, None, None
+    if not isinstance(guess, uuid.UUID):
+        return False, None, None
+    key = keyring_of(plane).cache.get(guess)
+    if key is None:
+        return False, None, None
+    return True, guess, keys.SubjectKeyHandle(guess, "", "", key)
+
+
 def remember_key(tenant_id: uuid.UUID, address: MemoryAddress,
                  key_id: uuid.UUID | None) -> None:
     if len(_KEYS) >= _KEYS_MAX:
