@@ -252,6 +252,13 @@ def run_batch(sessions: Callable[[], Session], session: Session, plane: DataPlan
         else:
             results[index] = parsed
 
+    if len(valid) == 1:
+        # One operation is its single request, run here: the shared paths below would only
+        # add their pool hop, pipeline and transaction around one row.
+        with sessions() as own:
+            results[valid[0].index] = _run_one(own, plane, caller, valid[0], idem)
+        return _finish(session, caller, idem, replayed, results)
+
     # Every set alone at its address (and no Idempotency-Key) takes the batched path
     # (``batch_sets``): checks, one lookup for all, puts side by side, one transaction. Every
     # get alone at its address has its pointer read by one statement for all of them, is
@@ -297,6 +304,11 @@ def run_batch(sessions: Callable[[], Session], session: Session, plane: DataPlan
             results[index] = answer
         run([[by_index[item.index]] for item in unread])
     run([g for g in groups if g[0].index not in batched])
+    return _finish(session, caller, idem, replayed, results)
+
+
+def _finish(session: Session, caller: Caller, idem: Idempotency | None, replayed: bool,
+            results: list[dict[str, Any] | None]) -> BatchAnswer:
     if idem is not None and not replayed:
-        _remember(session, caller.actor, idem, 200, {"batch": len(operations)})
+        _remember(session, caller.actor, idem, 200, {"batch": len(results)})
     return BatchAnswer([r for r in results if r is not None], replayed)

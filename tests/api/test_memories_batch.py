@@ -261,6 +261,35 @@ def test_every_item_is_audited_as_a_single_request(tenant: Tenant) -> None:
     assert verified["ok"] is True
 
 
+def test_a_batch_of_one_operation_answers_and_audits_as_its_single_request(
+        tenant: Tenant) -> None:
+    volatile = {"id", "created_at", "updated_at", "storage_path", "version"}
+    with tenant.stack.http(tenant.admin_key) as http:
+        single_put = http.put("/v1/memories/user/u1/one", json={"value": {"n": 1},
+                                                                 "tags": ["t"]}).json()
+        (batch_set,) = _batch(http, _set("user", "u1", "two", {"n": 1},
+                                         tags=["t"])).json()["results"]
+        single_get = http.get("/v1/memories/user/u1/one").json()
+        (batch_get,) = _batch(http, _get("user", "u1", "two")).json()["results"]
+        (missing,) = _batch(http, _get("user", "u1", "nope")).json()["results"]
+        single_missing = http.get("/v1/memories/user/u1/nope").json()
+        (deleted,) = _batch(http, _delete("user", "u1", "two")).json()["results"]
+        verified = http.get("/v1/audit/verify").json()
+    assert batch_set["status"] == 200
+    assert ({k: v for k, v in batch_set["pointer"].items() if k not in volatile}
+            == {k: v for k, v in single_put.items() if k not in volatile} | {"key": "two"})
+    assert (batch_get["status"], batch_get["value"]) == (200, single_get["value"])
+    assert batch_get["pointer"] == batch_set["pointer"]
+    assert (missing["status"], missing["error"], missing["detail"]) == (
+        404, single_missing["error"], single_missing["detail"])
+    assert deleted == {"index": 0, "op": "delete", "status": 204}
+    assert [(p.key, p.version) for p in _pointers(tenant)] == [("one", 1)]
+    assert _audit(tenant) == sorted([("write", True), ("write", True), ("read", True),
+                                     ("read", True), ("read", False), ("read", False),
+                                     ("delete", True)])
+    assert verified["ok"] is True
+
+
 def test_idempotent_batch_replays_its_first_answer(tenant: Tenant) -> None:
     ops = [_set("user", "u1", "a", 1), _delete("user", "u1", "gone"), _get("user", "u1", "a"),
            _set("user", "u1", "b", {"x": 1}, user_id="u1")]

@@ -86,17 +86,18 @@ def test_gets_of_known_addresses_are_audited_by_the_lookup_statement(
 
 def test_cold_addresses_are_audited_after_they_verify_and_then_become_known(
         world: ServiceWorld, inserts: list[list[Any]]) -> None:
-    a, b = _set(world, "a", 1), _set(world, "b", 2)
+    a, b, c = _set(world, "a", 1), _set(world, "b", 2), _set(world, "c", 3)
     _forget(world)
-    assert [r["value"] for r in _gets(world, "a")] == [1]  # cold: audited by the insert
-    assert inserts == [[a.id]]
+    cold = _gets(world, "a", "c")  # cold: audited by the insert
+    assert [r["value"] for r in cold] == [1, 3]
+    assert inserts == [[a.id, c.id]]
     results = _gets(world, "a", "b")  # a known now, b cold
     assert [(r["status"], r["value"]) for r in results] == [(200, 1), (200, 2)]
-    assert inserts == [[a.id], [b.id]]
+    assert inserts == [[a.id, c.id], [b.id]]
     assert [r["status"] for r in _gets(world, "a", "b")] == [200, 200]
-    assert inserts == [[a.id], [b.id]]  # both known: the lookup logged both
+    assert inserts == [[a.id, c.id], [b.id]]  # both known: the lookup logged both
     assert [(r[0], r[1]) for r in _reads(world)] == [
-        (a.id, True), (a.id, True), (b.id, True), (a.id, True), (b.id, True)]
+        (a.id, True), (c.id, True), (a.id, True), (b.id, True), (a.id, True), (b.id, True)]
 
 
 def test_a_logged_get_whose_object_was_tampered_adds_its_failure_row_only(
