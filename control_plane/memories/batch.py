@@ -5,8 +5,8 @@ same validation sentence, the same role and scoped-key checks (an out-of-scope a
 404 like a missing one), the same 409 while the subject's erasure runs, the same audit rows.
 Every operation runs through the single-request protocol (``write``/``read``/``delete``) —
 a batch's lone sets through the write's fast path with their round trips shared
-(``batch_sets``) — so every invariant of those paths holds per item; a failed item does not
-fail the others.
+(``batch_sets``), a batch of one operation exactly as its single request — so every
+invariant of those paths holds per item; a failed item does not fail the others.
 
 Order: operations on one address (scope, scope ref, key) run one after another in request
 order, in one worker; different addresses run concurrently on a bounded pool of workers,

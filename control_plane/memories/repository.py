@@ -3,6 +3,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import (
@@ -239,11 +240,27 @@ def _blank_pointer() -> MemoryPointer:
     return pointer
 
 
+# Where each column sits in a row of the given field names: a statement's rows all share
+# one tuple of names, so each row is read by position (attribute access by name on a
+# SQLAlchemy row costs ~1 µs a column).
+_PICKS: dict[tuple[str, ...], Any] = {}
+
+
+def _pick(fields: tuple[str, ...]) -> Any:
+    pick = _PICKS.get(fields)
+    if pick is None:
+        if len(_PICKS) >= 1_000:
+            _PICKS.clear()
+        pick = _PICKS[fields] = itemgetter(*(fields.index(name) for name in _COLUMNS))
+    return pick
+
+
 def pointer_of(row: Any) -> MemoryPointer:
-    """A MemoryPointer, not in any session, from a row holding its columns (by name): what a
-    lookup answers, for reading. Its values are set as loaded values are, without the
-    constructor's attribute events (60 µs of each batch item's CPU, 3 µs this way)."""
-    values = {name: getattr(row, name) for name in _COLUMNS}
+    """A MemoryPointer, not in any session, from a row holding its columns (by name, in any
+    order, among others): what a lookup answers, for reading. Its values are set as loaded
+    values are, without the constructor's attribute events (60 µs of each batch item's CPU,
+    ~3 µs this way)."""
+    values = dict(zip(_COLUMNS, _pick(row._fields)(row), strict=True))
     for name in ("created_at", "updated_at", "expires_at"):  # UTC, as UTCDateTime gives it
         if values[name] is not None:
             values[name] = _utc(values[name])

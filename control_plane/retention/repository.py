@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import ColumnElement, and_, false, not_, or_, select, true
 from sqlalchemy.orm import Session
@@ -75,7 +76,16 @@ def expired_pointers(session: Session, tenant_id: uuid.UUID,
     """Pointers of the tenant past an auto-deleting policy's retention at ``now`` or past
     their own ``ttl_days``: lists leave them out while they wait for the next run. None when
     nothing is."""
-    return expired_under(list(policies(session, tenant_id)), now)
+    return expired_under(policy_rows(session, tenant_id), now)
+
+
+def policy_rows(session: Session, tenant_id: uuid.UUID) -> Sequence[Any]:
+    """The tenant's retention policies as plain rows of what ``expired_under`` reads: a list
+    or search asks on every call, and ORM objects would cost it more than the statement."""
+    R = RetentionPolicy
+    return session.execute(
+        select(R.scope_type, R.memory_type, R.retention_days, R.auto_delete)
+        .where(R.tenant_id == tenant_id).order_by(R.scope_type, R.memory_type)).all()
 
 
 def expired_under(found: Sequence[RetentionPolicy],

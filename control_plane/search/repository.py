@@ -185,14 +185,6 @@ def segment_rows(session: Session, where: Sequence[Any]) -> Sequence[Any]:
                   SearchSegment.created_at, SearchSegment.id)).all()
 
 
-def policy_rows(session: Session, tenant_id: uuid.UUID) -> Sequence[Any]:
-    """The tenant's retention policies as plain rows (what ``expired_under`` reads)."""
-    R = RetentionPolicy
-    return session.execute(
-        select(R.scope_type, R.memory_type, R.retention_days, R.auto_delete)
-        .where(R.tenant_id == tenant_id).order_by(R.scope_type, R.memory_type)).all()
-
-
 def tokens(tenant_id: uuid.UUID, where: Sequence[Any]) -> tuple[Any, Any, Any]:
     """Scalar subqueries: the embedder row's id (None: the server's default), the retention
     policies' and the segments' contents as comma-joined strings (order not given: compare

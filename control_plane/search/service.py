@@ -47,6 +47,7 @@ from ..kit import sha256_hex
 from ..memories import repository as memories_repo
 from ..memories.addresses import nfc
 from ..memories.shared import given, keyring_of
+from ..retention import repository as retention_repo
 from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo
@@ -167,7 +168,7 @@ def _read_state(session: Session, runtime: Runtime, cache: SearchCache, tenant_i
     except EmbedderFailed as exc:
         raise StorageUnavailable(f"the embedder is unavailable right now ({exc.code}); "
                                  "retry later") from None
-    policies = list(repo.policy_rows(session, tenant_id))
+    policies = list(retention_repo.policy_rows(session, tenant_id))
     rows = list(repo.segment_rows(session, where))
     session.commit()
     others = {(r.scope_type, r.scope_ref) for r in rows if r.embedding_model != embedder.name}

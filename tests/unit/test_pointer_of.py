@@ -43,3 +43,16 @@ def test_a_row_becomes_a_pointer_with_every_column_and_utc_times() -> None:
     assert PointerOut.of(pointer).model_dump(mode="json") == PointerOut.of(built).model_dump(
         mode="json")
 
+
+
+def test_columns_are_found_by_name_whatever_their_order_in_the_row() -> None:
+    values = _values()
+    shuffled = ["logged", *reversed(COLUMNS)]
+    first = namedtuple("Row", shuffled)(**values, logged=True)
+    again = namedtuple("Row", shuffled)(**(values | {"key": "other", "version": 4}),
+                                        logged=False)
+    expected = values | {"created_at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)}
+    assert {name: getattr(pointer_of(first), name) for name in COLUMNS} == expected
+    # A second row of the same shape is read through the same positions, its own values.
+    assert {name: getattr(pointer_of(again), name) for name in COLUMNS} == expected | {
+        "key": "other", "version": 4}
