@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
@@ -227,6 +230,21 @@ def _report_corrupt(session: Session, actor: Actor, pointer: MemoryPointer,
     raise error
 
 
+@contextmanager
+def _outside_transaction(session: Session) -> Iterator[Connection | None]:
+    """On PostgreSQL a pooled connection in autocommit mode, where a listing's two reads
+    (the retention policies, then the page) run without the BEGIN and COMMIT round trips a
+    transaction would add; each read is its own snapshot, as a policy written between them
+    could as well have been written just after the request. None elsewhere: SQLite runs
+    in-process, and the session's transaction costs no round trip."""
+    engine = session.get_bind().engine
+    if engine.dialect.name != "postgresql":
+        yield None
+        return
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        yield connection
+
+
 def list_pointers(session: Session, actor: Actor, *, scope: str | None, scope_ref: str | None,
                   user_id: str | None, memory_type: str | None, sync_status: str | None,
                   cursor: str | None, limit: int | None, access: Access = EVERYTHING,
@@ -240,10 +258,12 @@ def list_pointers(session: Session, actor: Actor, *, scope: str | None, scope_re
     after = decode_uuid_cursor(cursor)
     scope_ref, user_id, key_prefix = (nfc(v) if v is not None else None
                                       for v in (scope_ref, user_id, key_prefix))
-    rows = list(repo.list_page(session, actor.tenant_id, scope=scope, scope_ref=scope_ref,
-                               user_id=user_id, memory_type=memory_type,
-                               sync_status=sync_status, after=after, limit=size + 1,
-                               access=access, now=utcnow(), tag=tag, key_prefix=key_prefix))
+    with _outside_transaction(session) as reader:
+        rows = list(repo.list_page(session, actor.tenant_id, scope=scope,
+                                   scope_ref=scope_ref, user_id=user_id,
+                                   memory_type=memory_type, sync_status=sync_status,
+                                   after=after, limit=size + 1, access=access, now=utcnow(),
+                                   tag=tag, key_prefix=key_prefix, reader=reader))
     next_cursor = encode_cursor(str(rows[size - 1].id)) if len(rows) > size else None
     session.commit()
     # Filters by scope ref or user are personal: the row says only whether one was given.
