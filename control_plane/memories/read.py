@@ -7,12 +7,9 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
@@ -29,7 +26,7 @@ from ..keys import service as keys
 from ..kit import decode_uuid_cursor, encode_cursor, page_limit, request_id_var, sha256_hex
 from ..storage_config.plane import DataPlane, Target, storage_errors
 from ..tenants.access import EVERYTHING, Access
-from . import hotpath
+from . import hotpath, listing
 from . import repository as repo
 from .addresses import MemoryAddress, nfc
 from .shared import (
@@ -230,21 +227,6 @@ def _report_corrupt(session: Session, actor: Actor, pointer: MemoryPointer,
     raise error
 
 
-@contextmanager
-def _outside_transaction(session: Session) -> Iterator[Connection | None]:
-    """On PostgreSQL a pooled connection in autocommit mode, where a listing's two reads
-    (the retention policies, then the page) run without the BEGIN and COMMIT round trips a
-    transaction would add; each read is its own snapshot, as a policy written between them
-    could as well have been written just after the request. None elsewhere: SQLite runs
-    in-process, and the session's transaction costs no round trip."""
-    engine = session.get_bind().engine
-    if engine.dialect.name != "postgresql":
-        yield None
-        return
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
-        yield connection
-
-
 def list_pointers(session: Session, actor: Actor, *, scope: str | None, scope_ref: str | None,
                   user_id: str | None, memory_type: str | None, sync_status: str | None,
                   cursor: str | None, limit: int | None, access: Access = EVERYTHING,
@@ -253,28 +235,43 @@ def list_pointers(session: Session, actor: Actor, *, scope: str | None, scope_re
                   ) -> tuple[list[MemoryPointer], str | None]:
     """One page of the pointers the key may see (a scoped key's list is filtered in SQL);
     an expired memory (``ttl_days`` ran out) is not listed, as it is not read. The audit
-    row goes through ``batcher`` (the read group commit) when given."""
+    row: on PostgreSQL in the page's own statement (``listing``); elsewhere through
+    ``batcher`` (the read group commit) when given."""
     size = page_limit(limit)
     after = decode_uuid_cursor(cursor)
     scope_ref, user_id, key_prefix = (nfc(v) if v is not None else None
                                       for v in (scope_ref, user_id, key_prefix))
-    with _outside_transaction(session) as reader:
-        rows = list(repo.list_page(session, actor.tenant_id, scope=scope,
-                                   scope_ref=scope_ref, user_id=user_id,
-                                   memory_type=memory_type, sync_status=sync_status,
-                                   after=after, limit=size + 1, access=access, now=utcnow(),
-                                   tag=tag, key_prefix=key_prefix, reader=reader))
-    next_cursor = encode_cursor(str(rows[size - 1].id)) if len(rows) > size else None
-    session.commit()
     # Filters by scope ref or user are personal: the row says only whether one was given.
     detail = (f"pointers scope={scope} ref={given(scope_ref)} user={given(user_id)} "
-              f"tag={given(tag)} prefix={given(key_prefix)} -> {min(len(rows), size)}")
+              f"tag={given(tag)} prefix={given(key_prefix)} -> ")
+    engine = session.get_bind().engine
+    if engine.dialect.name == "postgresql":  # the page and its audit row: one statement
+        if session.in_transaction():
+            session.commit()
+        rows = listing.list_page(
+            engine, actor.tenant_id,
+            listing.Listing(scope, scope_ref, user_id, memory_type, sync_status, tag,
+                            key_prefix, after, size + 1),
+            access, utcnow(),
+            listing.ListedBy(actor.accessor_type, actor.accessor_id, actor.agent_id,
+                             request_id_var.get(), detail, size))
+        return rows[:size], _next_cursor(rows, size)
+    rows = list(repo.list_page(session, actor.tenant_id, scope=scope, scope_ref=scope_ref,
+                               user_id=user_id, memory_type=memory_type,
+                               sync_status=sync_status, after=after, limit=size + 1,
+                               access=access, now=utcnow(), tag=tag, key_prefix=key_prefix))
+    session.commit()
+    detail += str(min(len(rows), size))
     if batcher is not None:
         batcher.record(actor.tenant_id, actor.accessor_type, actor.accessor_id, "list",
                        detail=detail, agent_id=actor.agent_id)
-        return rows[:size], next_cursor
+        return rows[:size], _next_cursor(rows, size)
     begin_write(session)
     audit.record(session, actor, "list", detail=detail)
     session.commit()
-    return rows[:size], next_cursor
+    return rows[:size], _next_cursor(rows, size)
+
+
+def _next_cursor(rows: list[MemoryPointer], size: int) -> str | None:
+    return encode_cursor(str(rows[size - 1].id)) if len(rows) > size else None
 

@@ -18,7 +18,6 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, configure_mappers
 from sqlalchemy.orm.instrumentation import manager_of_class
 
@@ -121,21 +120,19 @@ def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
               sync_status: str | None, after: uuid.UUID | None,
               limit: int, access: Access = EVERYTHING,
               now: datetime | None = None, tag: str | None = None,
-              key_prefix: str | None = None,
-              reader: Connection | None = None) -> Sequence[MemoryPointer]:
+              key_prefix: str | None = None) -> Sequence[MemoryPointer]:
     """Keyset paging on the pointer's id, which a row keeps for life: a row that exists
     throughout a walk is on exactly one page whatever is inserted or deleted meanwhile.
     With ``now``, memories whose ``ttl_days`` ran out by then are left out, as reads refuse
-    them. The pointers are in no session (``pointer_of``): for reading. ``reader``: run the
-    statements there rather than in the session's transaction."""
-    run: Session | Connection = session if reader is None else reader
+    them. The pointers are in no session (``pointer_of``): for reading. (PostgreSQL lists
+    through ``listing``, in one statement.)"""
     query = select(*MemoryPointer.__table__.c).where(MemoryPointer.tenant_id == tenant_id)
     if now is not None:
         query = query.where(or_(MemoryPointer.expires_at.is_(None),
                                 MemoryPointer.expires_at > now))
         from ..retention.repository import visible_pointers  # policies' due rows: hidden
 
-        kept = visible_pointers(run, tenant_id, now)
+        kept = visible_pointers(session, tenant_id, now)
         if kept is not None:
             query = query.where(kept)
     visible = access.where(MemoryPointer.scope_type, MemoryPointer.scope_ref)
@@ -159,7 +156,7 @@ def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
         query = query.where(MemoryPointer.id > after)
     # Rows, not ORM objects: a page is read to be answered, and the ORM's loading and
     # identity map cost more than the statement (pointer_of).
-    return [pointer_of(row) for row in run.execute(
+    return [pointer_of(row) for row in session.execute(
         query.order_by(MemoryPointer.id).limit(limit))]
 
 

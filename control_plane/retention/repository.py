@@ -14,7 +14,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, false, not_, or_, select, true
-from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from ..db.models import MemoryEvent, MemoryPointer, RetentionPolicy
@@ -72,7 +71,7 @@ def cutoff(days: int, now: datetime) -> datetime:
     return now - timedelta(days=days)
 
 
-def expired_pointers(session: Session | Connection, tenant_id: uuid.UUID,
+def expired_pointers(session: Session, tenant_id: uuid.UUID,
                      now: datetime) -> ColumnElement[bool] | None:
     """Pointers of the tenant past an auto-deleting policy's retention at ``now`` or past
     their own ``ttl_days``: lists leave them out while they wait for the next run. None when
@@ -80,7 +79,7 @@ def expired_pointers(session: Session | Connection, tenant_id: uuid.UUID,
     return expired_under(policy_rows(session, tenant_id), now)
 
 
-def policy_rows(session: Session | Connection, tenant_id: uuid.UUID) -> Sequence[Any]:
+def policy_rows(session: Session, tenant_id: uuid.UUID) -> Sequence[Any]:
     """The tenant's retention policies as plain rows of what ``expired_under`` reads: a list
     or search asks on every call, and ORM objects would cost it more than the statement."""
     R = RetentionPolicy
@@ -104,7 +103,7 @@ def deleting(found: Sequence[RetentionPolicy]) -> list[tuple[ColumnElement[bool]
     return [(pointer_scope(p, found), p.retention_days) for p in found if p.auto_delete]
 
 
-def visible_pointers(session: Session | Connection, tenant_id: uuid.UUID,
+def visible_pointers(session: Session, tenant_id: uuid.UUID,
                      now: datetime) -> ColumnElement[bool] | None:
     """The condition a pointer list adds (None: no policy hides anything)."""
     expired = expired_pointers(session, tenant_id, now)

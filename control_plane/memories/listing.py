@@ -1,0 +1,155 @@
+"""A page of pointers in ONE statement (PostgreSQL): ``GET /v1/pointers``.
+
+A listing used to read the tenant's retention policies, then build its page's statement
+from them (each auto-deleting policy a term of its own, so the statement's text changed
+with the policies and SQLAlchemy built its cache key and parameters afresh every time),
+then commit its audit row through the read group commit: three round trips and the most
+Python of any read. Here one statement does all three, as a single read does (DESIGN §11,
+"Reads in one statement"):
+
+- the policies are a ``NOT EXISTS`` over ``retention_policies`` beside each row, with the
+  very rule ``retention.repository.pointer_scope`` states in Python: a policy about one
+  memory type governs it in its scope; a policy about every type (``*``) governs the types
+  of its scope that no policy names; event-only policies govern no pointer; a governed
+  pointer last written more than the policy's days ago is hidden while it waits for the
+  retention run (a test holds the two forms to the same rows);
+- the audit row (``list``, its detail ending in the number of pointers answered) is
+  appended by the statement's own ``INSERT``, committed with it before the page is answered
+  (I6);
+- only the filters given are in the text, so there is one text per combination of filters
+  (at most 2⁹), each compiled once and prepared by the driver.
+
+SQLite runs in-process, where round trips cost nothing: it keeps ``repository.list_page``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Engine, TextClause, text
+
+from ..db import direct
+from ..db.models import MemoryPointer
+from ..retention.repository import EVENT
+from ..retention.schemas import ALL_TYPES
+from ..tenants.access import ANY_REF, Access
+from .repository import pointer_of
+
+# Each optional filter: its condition in the page's WHERE, and the parameter it takes.
+_FILTERS: dict[str, str] = {
+    "scope": "p.scope_type = :v_scope",
+    "scope_ref": "p.scope_ref = :v_scope_ref",
+    "user_id": "p.subject_user_id = :v_user_id",
+    "memory_type": "p.memory_type = :v_memory_type",
+    "sync_status": "p.sync_status = :v_sync_status",
+    "tag": "CAST(p.tags AS jsonb) @> CAST(:v_tag AS jsonb)",
+    "key_prefix": "p.key LIKE :v_key_prefix ESCAPE '/'",
+    "after": "p.id > :v_after",
+    # A scoped key: one grant per (scope, scope ref), '*' for every ref of its scope.
+    "grants": ("EXISTS (SELECT 1 FROM unnest(CAST(:v_grant_scopes AS text[]), "
+               "CAST(:v_grant_refs AS text[])) AS g(s, r) WHERE g.s = p.scope_type "
+               "AND (g.r = :v_any_ref OR g.r = p.scope_ref))"),
+}
+
+# Hidden by an auto-deleting policy (``retention.repository.pointer_scope`` and
+# ``expired_under``). Days are counted as 86,400 seconds each, as ``cutoff`` does, whatever
+# the session's time zone (an interval of days would follow its daylight saving).
+_KEPT = """NOT EXISTS (
+  SELECT 1 FROM retention_policies AS rp
+  WHERE rp.tenant_id = p.tenant_id AND rp.auto_delete AND rp.scope_type = p.scope_type
+   AND rp.memory_type <> :v_event
+   AND p.updated_at < CAST(:v_now AS timestamptz) - rp.retention_days * interval '86400 seconds'
+   AND (rp.memory_type = p.memory_type OR (rp.memory_type = :v_all AND NOT EXISTS (
+    SELECT 1 FROM retention_policies AS o
+    WHERE o.tenant_id = p.tenant_id AND o.scope_type = p.scope_type
+     AND o.memory_type = p.memory_type AND o.memory_type NOT IN (:v_all, :v_event)))))"""
+
+_STATEMENTS: dict[tuple[str, ...], TextClause] = {}
+
+
+def _statement(given: tuple[str, ...]) -> TextClause:
+    found = _STATEMENTS.get(given)
+    if found is None:
+        where = "\n  AND ".join([
+            "p.tenant_id = :v_tenant",
+            "(p.expires_at IS NULL OR p.expires_at > CAST(:v_now AS timestamptz))",
+            _KEPT, *(_FILTERS[name] for name in given)])
+        found = _STATEMENTS[given] = text(f"""
+WITH page AS (
+ SELECT p.* FROM memory_pointers AS p
+ WHERE {where}
+ ORDER BY p.id LIMIT :v_limit
+), aud AS (
+ INSERT INTO access_logs (tenant_id, accessor_type, accessor_id, agent_id, operation,
+  success, detail, request_id, accessed_at)
+ SELECT :v_tenant, :v_accessor_type, :v_accessor_id, :v_accessor_agent, 'list', true,
+  CAST(:v_detail AS text) || LEAST((SELECT count(*) FROM page), CAST(:v_size AS int)),
+  :v_request_id, :v_now
+)
+SELECT * FROM page ORDER BY id
+""")
+    return found
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What a page is filtered by (None: not filtered) and how long it may be."""
+
+    scope: str | None
+    scope_ref: str | None
+    user_id: str | None
+    memory_type: str | None
+    sync_status: str | None
+    tag: str | None
+    key_prefix: str | None
+    after: uuid.UUID | None
+    limit: int
+
+
+@dataclass(frozen=True)
+class ListedBy:
+    """Who lists (the audit row), and the row's detail up to the count it ends with."""
+
+    accessor_type: str
+    accessor_id: str
+    accessor_agent: str | None
+    request_id: str | None
+    detail: str
+    size: int  # the page's size: the count in the detail is at most this
+
+
+def _like_prefix(prefix: str) -> str:
+    escaped = prefix.replace("/", "//").replace("%", "/%").replace("_", "/_")
+    return escaped + "%"
+
+
+def list_page(engine: Engine, tenant_id: uuid.UUID, listing: Listing, access: Access,
+              now: datetime, by: ListedBy) -> list[MemoryPointer]:
+    """Up to ``listing.limit`` pointers of the tenant the key may see, by id, past
+    ``listing.after``; their audit row committed with them. The pointers are in no session."""
+    params: dict[str, Any] = {
+        "v_tenant": tenant_id, "v_now": now, "v_limit": listing.limit, "v_event": EVENT,
+        "v_all": ALL_TYPES, "v_accessor_type": by.accessor_type,
+        "v_accessor_id": by.accessor_id, "v_accessor_agent": by.accessor_agent,
+        "v_detail": by.detail, "v_size": by.size, "v_request_id": by.request_id}
+    given = []
+    for name in ("scope", "scope_ref", "user_id", "memory_type", "sync_status", "tag",
+                 "key_prefix", "after"):
+        value = getattr(listing, name)
+        if value is None:
+            continue
+        given.append(name)
+        if name == "tag":
+            value = json.dumps([value])
+        elif name == "key_prefix":
+            value = _like_prefix(value)
+        params[f"v_{name}"] = value
+    if access.grants is not None:
+        given.append("grants")
+        params |= {"v_grant_scopes": [g.scope for g in access.grants],
+                   "v_grant_refs": [g.scope_ref for g in access.grants], "v_any_ref": ANY_REF}
+    return [pointer_of(row) for row in direct.run(engine, _statement(tuple(given)), params)]
