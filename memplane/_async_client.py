@@ -312,10 +312,15 @@ class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
         user_id: str | None = None,
         memory_type: str | None = None,
         sync_status: str | None = None,
+        tag: str | None = None,
+        key_prefix: str | None = None,
+        order: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
     ) -> Page[Pointer]:
-        """One page of pointers (metadata only) matching the filters."""
+        """One page of pointers (metadata only) matching the filters. ``key_prefix`` is taken
+        literally; ``order``: ``created`` (the default), ``key`` or ``key_desc`` (by key,
+        byte by byte; memories by key only)."""
         return await self._client._send(
             _base.list_pointers(
                 scope=scope,
@@ -323,6 +328,9 @@ class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
                 user_id=user_id,
                 memory_type=memory_type,
                 sync_status=sync_status,
+                tag=tag,
+                key_prefix=key_prefix,
+                order=order,
                 limit=limit,
                 cursor=cursor,
             )
@@ -336,6 +344,9 @@ class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
         user_id: str | None = None,
         memory_type: str | None = None,
         sync_status: str | None = None,
+        tag: str | None = None,
+        key_prefix: str | None = None,
+        order: str | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[Pointer]:
         """Every matching pointer, fetching pages of ``limit`` lazily as iteration goes."""
@@ -346,6 +357,9 @@ class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
                 user_id=user_id,
                 memory_type=memory_type,
                 sync_status=sync_status,
+                tag=tag,
+                key_prefix=key_prefix,
+                order=order,
                 limit=limit,
                 cursor=cursor,
             )

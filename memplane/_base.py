@@ -242,6 +242,9 @@ def list_pointers(
     sync_status: str | None,
     limit: int | None,
     cursor: str | None,
+    tag: str | None = None,
+    key_prefix: str | None = None,
+    order: str | None = None,
 ) -> Call[Page[Pointer]]:
     params = _query(
         scope=scope,
@@ -251,6 +254,9 @@ def list_pointers(
         sync_status=sync_status,
         limit=limit,
         cursor=cursor,
+        tag=tag,
+        key_prefix=key_prefix,
+        order=order,
     )
     return Call("GET", "/v1/pointers", parse_model(Page[Pointer]), params=params)
 

@@ -17,7 +17,7 @@ Python of any read. Here one statement does all three, as a single read does (DE
   appended by the statement's own ``INSERT``, committed with it before the page is answered
   (I6);
 - only the filters given are in the text, so there is one text per combination of filters
-  (at most 2⁹), each compiled once and prepared by the driver.
+  and order (a few hundred at most), each compiled once and prepared by the driver.
 
 SQLite runs in-process, where round trips cost nothing: it keeps ``repository.list_page``.
 """
@@ -37,7 +37,7 @@ from ..db.models import MemoryPointer
 from ..retention.repository import EVENT
 from ..retention.schemas import ALL_TYPES
 from ..tenants.access import ANY_REF, Access
-from .repository import pointer_of
+from .repository import After, pointer_of
 
 # Each optional filter: its condition in the page's WHERE, and the parameter it takes.
 _FILTERS: dict[str, str] = {
@@ -49,6 +49,13 @@ _FILTERS: dict[str, str] = {
     "tag": "CAST(p.tags AS jsonb) @> CAST(:v_tag AS jsonb)",
     "key_prefix": "p.key LIKE :v_key_prefix ESCAPE '/'",
     "after": "p.id > :v_after",
+    # Listing by key (memories only), byte by byte whatever the database's collation, and
+    # past the previous page's last (key, id).
+    "by_key": "p.key IS NOT NULL",
+    "after_key": ('(p.key COLLATE "C" > :v_after_key '
+                  "OR (p.key = :v_after_key AND p.id > :v_after))"),
+    "before_key": ('(p.key COLLATE "C" < :v_after_key '
+                   "OR (p.key = :v_after_key AND p.id < :v_after))"),
     # A scoped key: one grant per (scope, scope ref), '*' for every ref of its scope.
     "grants": ("EXISTS (SELECT 1 FROM unnest(CAST(:v_grant_scopes AS text[]), "
                "CAST(:v_grant_refs AS text[])) AS g(s, r) WHERE g.s = p.scope_type "
@@ -71,18 +78,24 @@ _KEPT = """NOT EXISTS (
 _STATEMENTS: dict[tuple[str, ...], TextClause] = {}
 
 
-def _statement(given: tuple[str, ...]) -> TextClause:
-    found = _STATEMENTS.get(given)
+# {t}: the table's alias and a dot, or nothing (the outer select orders the page's rows).
+_ORDER_BY = {"created": "{t}id", "key": '{t}key COLLATE "C", {t}id',
+             "key_desc": '{t}key COLLATE "C" DESC, {t}id DESC'}
+
+
+def _statement(given: tuple[str, ...], order: str) -> TextClause:
+    found = _STATEMENTS.get((*given, order))
     if found is None:
         where = "\n  AND ".join([
             "p.tenant_id = :v_tenant",
             "(p.expires_at IS NULL OR p.expires_at > CAST(:v_now AS timestamptz))",
             _KEPT, *(_FILTERS[name] for name in given)])
-        found = _STATEMENTS[given] = text(f"""
+        by = _ORDER_BY[order]
+        found = _STATEMENTS[(*given, order)] = text(f"""
 WITH page AS (
  SELECT p.* FROM memory_pointers AS p
  WHERE {where}
- ORDER BY p.id LIMIT :v_limit
+ ORDER BY {by.format(t="p.")} LIMIT :v_limit
 ), aud AS (
  INSERT INTO access_logs (tenant_id, accessor_type, accessor_id, agent_id, operation,
   success, detail, request_id, accessed_at)
@@ -90,7 +103,7 @@ WITH page AS (
   CAST(:v_detail AS text) || LEAST((SELECT count(*) FROM page), CAST(:v_size AS int)),
   :v_request_id, :v_now
 )
-SELECT * FROM page ORDER BY id
+SELECT * FROM page ORDER BY {by.format(t="")}
 """)
     return found
 
@@ -106,8 +119,9 @@ class Listing:
     sync_status: str | None
     tag: str | None
     key_prefix: str | None
-    after: uuid.UUID | None
+    after: After | None
     limit: int
+    order: str = "created"  # repository.ORDERS
 
 
 @dataclass(frozen=True)
@@ -129,8 +143,9 @@ def _like_prefix(prefix: str) -> str:
 
 def list_page(engine: Engine, tenant_id: uuid.UUID, listing: Listing, access: Access,
               now: datetime, by: ListedBy) -> list[MemoryPointer]:
-    """Up to ``listing.limit`` pointers of the tenant the key may see, by id, past
-    ``listing.after``; their audit row committed with them. The pointers are in no session."""
+    """Up to ``listing.limit`` pointers of the tenant the key may see, in ``listing.order``,
+    past ``listing.after``; their audit row committed with them. The pointers are in no
+    session."""
     params: dict[str, Any] = {
         "v_tenant": tenant_id, "v_now": now, "v_limit": listing.limit, "v_event": EVENT,
         "v_all": ALL_TYPES, "v_accessor_type": by.accessor_type,
@@ -138,7 +153,7 @@ def list_page(engine: Engine, tenant_id: uuid.UUID, listing: Listing, access: Ac
         "v_detail": by.detail, "v_size": by.size, "v_request_id": by.request_id}
     given = []
     for name in ("scope", "scope_ref", "user_id", "memory_type", "sync_status", "tag",
-                 "key_prefix", "after"):
+                 "key_prefix"):
         value = getattr(listing, name)
         if value is None:
             continue
@@ -148,8 +163,15 @@ def list_page(engine: Engine, tenant_id: uuid.UUID, listing: Listing, access: Ac
         elif name == "key_prefix":
             value = _like_prefix(value)
         params[f"v_{name}"] = value
+    if listing.order != "created":
+        given.append("by_key")
+    if listing.after is not None:
+        given.append({"created": "after", "key": "after_key",
+                      "key_desc": "before_key"}[listing.order])
+        params |= {"v_after": listing.after.id, "v_after_key": listing.after.key}
     if access.grants is not None:
         given.append("grants")
         params |= {"v_grant_scopes": [g.scope for g in access.grants],
                    "v_grant_refs": [g.scope_ref for g in access.grants], "v_any_ref": ANY_REF}
-    return [pointer_of(row) for row in direct.run(engine, _statement(tuple(given)), params)]
+    statement = _statement(tuple(given), listing.order)
+    return [pointer_of(row) for row in direct.run(engine, statement, params)]

@@ -21,9 +21,16 @@ from ..audit.service import Actor, audited
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
-from ..errors import Conflict, HashMismatch, NotFound
+from ..errors import Conflict, HashMismatch, InvalidInput, NotFound
 from ..keys import service as keys
-from ..kit import decode_uuid_cursor, encode_cursor, page_limit, request_id_var, sha256_hex
+from ..kit import (
+    decode_cursor,
+    decode_uuid_cursor,
+    encode_cursor,
+    page_limit,
+    request_id_var,
+    sha256_hex,
+)
 from ..storage_config.plane import DataPlane, Target, storage_errors
 from ..tenants.access import EVERYTHING, Access
 from . import hotpath, listing
@@ -231,14 +238,14 @@ def list_pointers(session: Session, actor: Actor, *, scope: str | None, scope_re
                   user_id: str | None, memory_type: str | None, sync_status: str | None,
                   cursor: str | None, limit: int | None, access: Access = EVERYTHING,
                   tag: str | None = None, key_prefix: str | None = None,
-                  batcher: AuditBatcher | None = None,
+                  batcher: AuditBatcher | None = None, order: str = "created",
                   ) -> tuple[list[MemoryPointer], str | None]:
     """One page of the pointers the key may see (a scoped key's list is filtered in SQL);
     an expired memory (``ttl_days`` ran out) is not listed, as it is not read. The audit
     row: on PostgreSQL in the page's own statement (``listing``); elsewhere through
     ``batcher`` (the read group commit) when given."""
     size = page_limit(limit)
-    after = decode_uuid_cursor(cursor)
+    after = _after(cursor, order)
     scope_ref, user_id, key_prefix = (nfc(v) if v is not None else None
                                       for v in (scope_ref, user_id, key_prefix))
     # Filters by scope ref or user are personal: the row says only whether one was given.
@@ -251,27 +258,49 @@ def list_pointers(session: Session, actor: Actor, *, scope: str | None, scope_re
         rows = listing.list_page(
             engine, actor.tenant_id,
             listing.Listing(scope, scope_ref, user_id, memory_type, sync_status, tag,
-                            key_prefix, after, size + 1),
+                            key_prefix, after, size + 1, order),
             access, utcnow(),
             listing.ListedBy(actor.accessor_type, actor.accessor_id, actor.agent_id,
                              request_id_var.get(), detail, size))
-        return rows[:size], _next_cursor(rows, size)
+        return rows[:size], _next_cursor(rows, size, order)
     rows = list(repo.list_page(session, actor.tenant_id, scope=scope, scope_ref=scope_ref,
                                user_id=user_id, memory_type=memory_type,
                                sync_status=sync_status, after=after, limit=size + 1,
-                               access=access, now=utcnow(), tag=tag, key_prefix=key_prefix))
+                               access=access, now=utcnow(), tag=tag, key_prefix=key_prefix,
+                               order=order))
     session.commit()
     detail += str(min(len(rows), size))
     if batcher is not None:
         batcher.record(actor.tenant_id, actor.accessor_type, actor.accessor_id, "list",
                        detail=detail, agent_id=actor.agent_id)
-        return rows[:size], _next_cursor(rows, size)
+        return rows[:size], _next_cursor(rows, size, order)
     begin_write(session)
     audit.record(session, actor, "list", detail=detail)
     session.commit()
-    return rows[:size], _next_cursor(rows, size)
+    return rows[:size], _next_cursor(rows, size, order)
 
 
-def _next_cursor(rows: list[MemoryPointer], size: int) -> str | None:
-    return encode_cursor(str(rows[size - 1].id)) if len(rows) > size else None
+def _next_cursor(rows: list[MemoryPointer], size: int, order: str) -> str | None:
+    if len(rows) <= size:
+        return None
+    last = rows[size - 1]
+    return encode_cursor(str(last.id) if order == "created" else [last.key, str(last.id)])
+
+
+def _after(cursor: str | None, order: str) -> repo.After | None:
+    """Where the page starts: the cursor a page listed in the same order answered."""
+    if order == "created":
+        after = decode_uuid_cursor(cursor)
+        return None if after is None else repo.After(after)
+    if cursor is None:
+        return None
+    value = decode_cursor(cursor)
+    try:
+        key, pointer_id = value
+        if not isinstance(key, str):
+            raise ValueError(key)
+        return repo.After(uuid.UUID(str(pointer_id)), key)
+    except (TypeError, ValueError):
+        raise InvalidInput("cursor is not valid for this order; pass the next_cursor value of "
+                           "the previous page, listed in the same order, unchanged") from None
 

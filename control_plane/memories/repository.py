@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    and_,
     cast,
     delete,
     exists,
@@ -115,17 +117,31 @@ def delete_pending(session: Session, pointer_ids: Sequence[uuid.UUID]) -> int:
     return int(result.rowcount)  # type: ignore[attr-defined]
 
 
+# How a listing is ordered: by creation (the pointer's id, the default), or by key, byte by
+# byte, up or down (memories by key only: entries have no key).
+ORDERS = ("created", "key", "key_desc")
+
+
+@dataclass(frozen=True)
+class After:
+    """Where the previous page ended: its last pointer's id, and its key when listing by
+    key."""
+
+    id: uuid.UUID
+    key: str | None = None
+
+
 def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
               scope_ref: str | None, user_id: str | None, memory_type: str | None,
-              sync_status: str | None, after: uuid.UUID | None,
+              sync_status: str | None, after: After | None,
               limit: int, access: Access = EVERYTHING,
               now: datetime | None = None, tag: str | None = None,
-              key_prefix: str | None = None) -> Sequence[MemoryPointer]:
-    """Keyset paging on the pointer's id, which a row keeps for life: a row that exists
-    throughout a walk is on exactly one page whatever is inserted or deleted meanwhile.
-    With ``now``, memories whose ``ttl_days`` ran out by then are left out, as reads refuse
-    them. The pointers are in no session (``pointer_of``): for reading. (PostgreSQL lists
-    through ``listing``, in one statement.)"""
+              key_prefix: str | None = None, order: str = "created") -> Sequence[MemoryPointer]:
+    """Keyset paging on the pointer's id, which a row keeps for life (or on its key and id):
+    a row that exists throughout a walk is on exactly one page whatever is inserted or
+    deleted meanwhile. With ``now``, memories whose ``ttl_days`` ran out by then are left
+    out, as reads refuse them. The pointers are in no session (``pointer_of``): for reading.
+    (PostgreSQL lists through ``listing``, in one statement.)"""
     query = select(*MemoryPointer.__table__.c).where(MemoryPointer.tenant_id == tenant_id)
     if now is not None:
         query = query.where(or_(MemoryPointer.expires_at.is_(None),
@@ -152,12 +168,25 @@ def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
         query = query.where(has_tag(session, tag))
     if key_prefix is not None:
         query = query.where(MemoryPointer.key.startswith(key_prefix, autoescape=True))
-    if after is not None:
-        query = query.where(MemoryPointer.id > after)
+    pid = MemoryPointer.id
+    if order == "created":
+        if after is not None:
+            query = query.where(pid > after.id)
+        query = query.order_by(pid)
+    else:
+        key = (MemoryPointer.key.collate("C")
+               if session.get_bind().dialect.name == "postgresql" else MemoryPointer.key)
+        query = query.where(MemoryPointer.key.is_not(None))
+        if after is not None:
+            if order == "key":
+                query = query.where(or_(key > after.key, and_(key == after.key, pid > after.id)))
+            else:
+                query = query.where(or_(key < after.key, and_(key == after.key, pid < after.id)))
+        query = query.order_by(key, pid) if order == "key" else query.order_by(key.desc(),
+                                                                               pid.desc())
     # Rows, not ORM objects: a page is read to be answered, and the ORM's loading and
     # identity map cost more than the statement (pointer_of).
-    return [pointer_of(row) for row in session.execute(
-        query.order_by(MemoryPointer.id).limit(limit))]
+    return [pointer_of(row) for row in session.execute(query.limit(limit))]
 
 
 def stale(session: Session, status: str, before: datetime, limit: int,

@@ -36,6 +36,17 @@ IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key")]
 FilterText = Annotated[str | None, Query(max_length=256, pattern=PLAIN_TEXT)]
 
 
+class PointerOrder(StrEnum):
+    created = "created"
+    key = "key"
+    key_desc = "key_desc"
+
+
+_ORDER = ("created (the default): in the order they were first written; key / key_desc: by "
+          "key, byte by byte, up or down (memories by key only: entries have no key). A "
+          "cursor continues the order its page was listed in.")
+
+
 class SyncStatus(StrEnum):
     pending_write = "pending_write"
     synced = "synced"
@@ -118,6 +129,8 @@ def list_pointers(caller: ReaderCaller, session: SessionDep, plane: PlaneDep,
                       min_length=1, max_length=255, pattern=PLAIN_TEXT,
                       description="Only pointers whose key starts with this text "
                                   "(taken literally: % and _ are not wildcards).")] = None,
+                  order: Annotated[PointerOrder, Query(description=_ORDER)] = (
+                      PointerOrder.created),
                   ) -> Response:
     """List pointers (metadata, no values) of the caller's tenant, filtered by scope, scope ref,
     user, memory type, sync status, tag or key prefix; paginated with `cursor`."""
@@ -125,7 +138,7 @@ def list_pointers(caller: ReaderCaller, session: SessionDep, plane: PlaneDep,
         session, caller.actor, scope=scope.canonical if scope else None, scope_ref=scope_ref,
         user_id=user_id, memory_type=memory_type, sync_status=sync_status, cursor=cursor,
         limit=limit, access=caller.access, tag=tag, key_prefix=key_prefix,
-        batcher=plane.audit_batcher,
+        batcher=plane.audit_batcher, order=order.value,
     )
     return json_of(PointerPage(items=[PointerOut.of(p) for p in rows], next_cursor=next_cursor))
 

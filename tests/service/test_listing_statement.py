@@ -5,7 +5,6 @@ appends the list's audit row in the same statement."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -72,9 +71,9 @@ def _general(world: ServiceWorld, access: Access, limit: int, **filters: Any) ->
         rows = repo.list_page(session, world.tenant_id, scope=filters.get("scope"),
                               scope_ref=filters.get("scope_ref"), user_id=None,
                               memory_type=filters.get("memory_type"), sync_status=None,
-                              after=filters.get("after"), limit=limit, access=access,
+                              after=None, limit=limit, access=access,
                               now=filters["now"], tag=filters.get("tag"),
-                              key_prefix=filters.get("key_prefix"))
+                              key_prefix=filters.get("key_prefix"), order=filters["order"])
     return [f"{p.scope_type}/{p.scope_ref}/{p.key}" for p in rows]
 
 
@@ -83,7 +82,7 @@ def _one_statement(world: ServiceWorld, access: Access, limit: int,
     engine = world.runtime.engine
     wanted = listing.Listing(filters.get("scope"), filters.get("scope_ref"), None,
                              filters.get("memory_type"), None, filters.get("tag"),
-                             filters.get("key_prefix"), filters.get("after"), limit)
+                             filters.get("key_prefix"), None, limit, filters["order"])
     by = listing.ListedBy("api_key", "k", None, None, "pointers -> ", limit)
     rows = listing.list_page(engine, world.tenant_id, wanted, access, filters["now"], by)
     return [f"{p.scope_type}/{p.scope_ref}/{p.key}" for p in rows]
@@ -94,29 +93,34 @@ def _one_statement(world: ServiceWorld, access: Access, limit: int,
        scope=st.sampled_from((None, "user", "agent")),
        memory_type=st.sampled_from((None, *TYPES)),
        tag=st.sampled_from((None, "t10", "t40")),
-       key_prefix=st.sampled_from((None, "k_", "k_fact%", "kf")))
+       key_prefix=st.sampled_from((None, "k_", "k_fact%", "kf")),
+       order=st.sampled_from(repo.ORDERS))
 def test_the_statement_lists_what_the_general_listing_lists(
         stocked: ServiceWorld, policies: list[tuple[str, str, int, bool]], access: Access,
         scope: str | None, memory_type: str | None, tag: str | None,
-        key_prefix: str | None) -> None:
+        key_prefix: str | None, order: str) -> None:
     _set_policies(stocked, policies)
     filters = {"scope": scope, "memory_type": memory_type, "tag": tag,
-               "key_prefix": key_prefix, "now": utcnow()}
+               "key_prefix": key_prefix, "now": utcnow(), "order": order}
     expected = _general(stocked, access, 1000, **filters)
     assert _one_statement(stocked, access, 1000, **filters) == expected
-    # Page by page (a cursor past the last id), the same rows in the same order.
+    if order != "created":  # byte by byte, as Python orders strings
+        keys = [(row.split("/", 2)[2], row) for row in expected]
+        assert keys == sorted(keys, key=lambda k: k[0], reverse=order == "key_desc")
+    # Page by page (a cursor past the last row), the same rows in the same order.
     paged: list[str] = []
-    after: uuid.UUID | None = None
+    after: repo.After | None = None
     while True:
         engine = stocked.runtime.engine
         page = listing.list_page(
             engine, stocked.tenant_id,
-            listing.Listing(scope, None, None, memory_type, None, tag, key_prefix, after, 7),
+            listing.Listing(scope, None, None, memory_type, None, tag, key_prefix, after, 7,
+                            order),
             access, filters["now"], listing.ListedBy("api_key", "k", None, None, "", 7))
         paged += [f"{p.scope_type}/{p.scope_ref}/{p.key}" for p in page]
         if len(page) < 7:
             break
-        after = page[-1].id
+        after = repo.After(page[-1].id, page[-1].key)
     assert paged == expected
 
 
