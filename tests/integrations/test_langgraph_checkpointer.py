@@ -64,8 +64,9 @@ def test_a_graph_resumes_its_thread_from_memplane(agent: memplane.Client) -> Non
     assert {p.user_id for p in pointers} == {"u-1"}
     checkpoints = sorted(p.key for p in pointers if p.memory_type == "langgraph_checkpoint")
     assert checkpoints == sorted(f"lg-checkpoint//c/{t.checkpoint['id']}" for t in history)
-    assert all(p.key.startswith("lg-checkpoint//w/") for p in pointers
-               if p.memory_type == "langgraph_write")
+    # Each write under its checkpoint's key.
+    writes = [p.key for p in pointers if p.memory_type == "langgraph_write"]
+    assert writes and all(any(k.startswith(f"{c}/w/") for c in checkpoints) for k in writes)
 
 
 def test_the_users_erasure_removes_the_thread_state(tenant: Tenant,
@@ -108,7 +109,7 @@ def test_every_checkpoint_access_is_audited(tenant: Tenant, agent: memplane.Clie
                     ("write", True), ("write", True),                    # put_writes
                     ("list", True), ("read", True), ("read", True), ("read", True),
                     ("list", True), ("delete", True), ("delete", True), ("delete", True),
-                    ("list", True), ("read", False)]                     # get_tuple: none
+                    ("list", True)]                                     # get_tuple: none
 
 
 def test_delete_thread_leaves_the_conversations_other_memories(
@@ -164,3 +165,77 @@ def test_a_checkpointer_refuses_calls_it_has_no_client_for(tenant: Tenant) -> No
     with memplane.Client(tenant.stack.base_url, "k") as client, \
             pytest.raises(ValueError, match="unknown prune strategy"):
         MemplaneCheckpointer(client).prune(["t"], strategy="oldest")
+
+
+def _step(saver: MemplaneCheckpointer, thread: str, parent: dict[str, Any] | None,
+          n: int, writes: int) -> dict[str, Any]:
+    config = parent or {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"said": [f"m{n}"]}
+    stored = saver.put(config, checkpoint, {"source": "loop", "step": n}, {})
+    if writes:
+        saver.put_writes(stored, [("said", f"w{n}-{i}") for i in range(writes)], f"task-{n}")
+    return stored
+
+
+def test_the_newest_checkpoint_costs_one_short_listing_however_long_the_thread(
+        agent: memplane.Client) -> None:
+    saver = MemplaneCheckpointer(agent)
+    stored = None
+    for n in range(40):
+        stored = _step(saver, "t-long-thread", stored, n, writes=2)
+    sent: list[tuple[str, str, dict[str, Any]]] = []
+    real = agent._send
+
+    def spy(call: Any) -> Any:
+        answer = real(call)
+        sent.append((call.method, call.path, dict(call.params or {})))
+        return answer
+
+    agent._send = spy  # type: ignore[method-assign]
+    try:
+        latest = saver.get_tuple({"configurable": {"thread_id": "t-long-thread"}})
+    finally:
+        agent._send = real  # type: ignore[method-assign]
+    assert latest is not None and stored is not None
+    assert latest.config["configurable"]["checkpoint_id"] == (
+        stored["configurable"]["checkpoint_id"])
+    assert latest.checkpoint["channel_values"] == {"said": ["m39"]}
+    assert latest.pending_writes == [("task-39", "said", "w39-0"),
+                                     ("task-39", "said", "w39-1")]
+    # One page of at most 16 keys (its two writes, then it), then one batch read: the same
+    # two requests at 40 checkpoints as at one.
+    assert [(method, path) for method, path, _ in sent] == [
+        ("GET", "/v1/pointers"), ("POST", "/v1/memories:batch")]
+    assert (sent[0][2]["order"], sent[0][2]["limit"]) == ("key_desc", "16")
+
+
+def test_threads_stored_before_writes_moved_under_their_checkpoint_still_read_back(
+        agent: memplane.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memplane.integrations.langgraph import checkpointer as module
+
+    # As the earlier layout stored them: writes at lg-checkpoint/<ns>/w/<id>/…, checkpoints
+    # without the layout tag.
+    with monkeypatch.context() as old:
+        old.setattr(module, "NESTED_TAG", module.TAG)
+        old.setattr(module, "_write_key", lambda ns, cid, task, idx: module._wire.join(
+            module.ROOT, [ns, "w", cid, task, str(idx)], limit=module.PART_LIMIT))
+        saver = MemplaneCheckpointer(agent)
+        first = _step(saver, "t-old", None, 0, writes=1)
+        second = _step(saver, "t-old", first, 1, writes=1)
+    keys = sorted(p.key for p in agent.memory.iter_pointers(scope="conversation"))
+    assert sum("//w/" in k for k in keys) == 2
+    saver = MemplaneCheckpointer(agent)
+    saver.put_writes(second, [("said", "late")], "task-late")  # this version: nested
+    latest = saver.get_tuple({"configurable": {"thread_id": "t-old"}})
+    named = saver.get_tuple(first)
+    assert latest is not None and named is not None
+    assert latest.config == second and sorted(latest.pending_writes) == [
+        ("task-1", "said", "w1-0"), ("task-late", "said", "late")]
+    assert named.pending_writes == [("task-0", "said", "w0-0")]
+    assert [t.config for t in saver.list({"configurable": {"thread_id": "t-old"}})] == [
+        second, first]
+    saver.prune(["t-old"], strategy="keep_latest")
+    left = sorted(p.key for p in agent.memory.iter_pointers(scope="conversation"))
+    assert len(left) == 3  # the newest checkpoint and its two writes, old and new places
+    assert saver.get_tuple(first) is None

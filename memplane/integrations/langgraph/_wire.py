@@ -106,14 +106,22 @@ def list_pointers(*, scope: str | None = None, scope_ref: str | None = None,
     found: list[Pointer] = []
     cursor: str | None = None
     while True:
-        params = _query(scope=scope, scope_ref=scope_ref, key_prefix=key_prefix, tag=tag,
-                        user_id=user_id, limit=PAGE, cursor=cursor)
-        page: Page[Pointer] = yield Call("GET", "/v1/pointers", parse_model(Page[Pointer]),
-                                         params=params)
+        page = yield list_page(scope=scope, scope_ref=scope_ref, key_prefix=key_prefix,
+                               tag=tag, user_id=user_id, limit=PAGE, cursor=cursor)
         found.extend(page.items)
         cursor = page.next_cursor
         if cursor is None:
             return found
+
+
+def list_page(*, scope: str | None = None, scope_ref: str | None = None,
+              key_prefix: str | None = None, tag: str | None = None,
+              user_id: str | None = None, order: str | None = None, limit: int = PAGE,
+              cursor: str | None = None) -> Call[Page[Pointer]]:
+    """One page of pointers (``GET /v1/pointers``); ``order`` ``key_desc``: by key, down."""
+    params = _query(scope=scope, scope_ref=scope_ref, key_prefix=key_prefix, tag=tag,
+                    user_id=user_id, order=order, limit=limit, cursor=cursor)
+    return Call("GET", "/v1/pointers", parse_model(Page[Pointer]), params=params)
 
 
 def batch(ops: list[dict[str, Any]]) -> Step[list[BatchResult]]:

@@ -4,7 +4,10 @@ Layout. A thread is the ``conversation`` scope with ``scope_ref`` = the thread i
 as in ``_wire.encode``: ``%``, ``/``, ``#`` and control characters percent-encoded). In it:
 
 - a checkpoint is the memory ``lg-checkpoint/<ns>/c/<checkpoint_id>``,
-- a pending write is ``lg-checkpoint/<ns>/w/<checkpoint_id>/<task_id>/<idx>``,
+- a pending write is ``lg-checkpoint/<ns>/c/<checkpoint_id>/w/<task_id>/<idx>``, under its
+  checkpoint's key (checkpoints written before writes were kept there carry no
+  ``lg-layout:2`` tag, and their writes are at ``lg-checkpoint/<ns>/w/<checkpoint_id>/…``,
+  where they are still read, pruned and deleted),
 
 with ``<ns>`` the encoded ``checkpoint_ns`` ("" for the root graph). Each value is JSON
 holding the serializer's typed bytes (base64) and the names in clear, so every read goes
@@ -12,12 +15,16 @@ through the pointer protocol: encrypted in the bucket, verified against its SHA-
 audited. The data subject of everything a thread stores is ``configurable.user_id`` of the
 config, else the ``user_id`` given to the checkpointer: that user's erasure removes the
 thread state. A checkpoint carries the tags ``langgraph`` and ``lg-run:<run_id>`` (the
-metadata's run id, hashed when longer than 56 characters), which ``delete_for_runs`` finds.
+metadata's run id, hashed when longer than 56 characters), which ``delete_for_runs`` finds,
+and ``lg-layout:2``. Processes that share a thread should all run a version that keeps
+writes under their checkpoint: an older one would put a newer checkpoint's writes at the old
+place, where a newer reader does not look for them.
 
 Round trips: ``put`` and ``put_writes`` are one batch request each; ``get_tuple`` is a
-listing (of the named checkpoint's writes, or of the namespace's keys to find the newest)
-plus one batch read; ``list`` one listing plus one batch read
-per 50 checkpoints it yields.
+listing plus one batch read, however long the thread: the namespace's checkpoint keys listed
+by key, downwards, so the newest checkpoint (the greatest id, as LangGraph's ids sort) comes
+first, after its own writes, whose keys extend its key; ``list`` one listing plus one batch
+read per 50 checkpoints it yields.
 
 Differs from ``PostgresSaver`` by design: a pending write sent again for the same
 ``(task_id, idx)`` replaces the first (LangGraph sends the same value again when it retries a
@@ -59,8 +66,10 @@ SCOPE = "conversation"
 ROOT = "lg-checkpoint/"
 TAG = "langgraph"
 RUN_TAG = "lg-run:"
+NESTED_TAG = "lg-layout:2"  # its writes are under its own key
 PART_LIMIT = 96  # bytes of one encoded ns / id component before it is hashed
 LOAD_CHUNK = 50
+LATEST_PAGE = 16  # keys listed at a time while looking for the newest checkpoint
 
 
 def _typed(serde: SerializerProtocol, obj: Any) -> dict[str, str]:
@@ -98,7 +107,13 @@ def _checkpoint_key(ns: str, checkpoint_id: str) -> str:
 
 
 def _write_key(ns: str, checkpoint_id: str, task_id: str, idx: int) -> str:
-    return _wire.join(ROOT, [ns, "w", checkpoint_id, task_id, str(idx)], limit=PART_LIMIT)
+    return _wire.join(ROOT, [ns, "c", checkpoint_id, "w", task_id, str(idx)],
+                      limit=PART_LIMIT)
+
+
+def _old_writes_prefix(ns_part: str, id_part: str) -> str:
+    """Where a checkpoint without ``NESTED_TAG`` kept its writes (parts as in its key)."""
+    return f"{ROOT}{ns_part}/w/{id_part}/"
 
 
 @dataclass
@@ -120,7 +135,8 @@ def _parse(pointers: list[Pointer]) -> dict[str, _Stored]:
         stored = threads.setdefault(pointer.scope_ref, _Stored(pointer.scope_ref))
         if len(parts) == 3 and parts[1] == "c":
             stored.checkpoints[(parts[0], parts[2])] = pointer
-        elif len(parts) == 5 and parts[1] == "w":
+        elif (len(parts) == 6 and parts[1] == "c" and parts[3] == "w") or (
+                len(parts) == 5 and parts[1] == "w"):  # under its checkpoint, or as before
             stored.writes.setdefault((parts[0], parts[2]), []).append(pointer)
     return threads
 
@@ -203,7 +219,7 @@ class MemplaneCheckpointer(BaseCheckpointSaver[str]):
             "checkpoint": _typed(self.serde, checkpoint),
             "metadata": _typed(self.serde, full_metadata),
         }
-        tags = [TAG]
+        tags = [TAG, NESTED_TAG]
         run_id = full_metadata.get("run_id")
         if run_id:
             tags.append(_run_tag(str(run_id)))
@@ -270,24 +286,46 @@ class MemplaneCheckpointer(BaseCheckpointSaver[str]):
         ns = configurable.get("checkpoint_ns", "")
         wanted = get_checkpoint_id(config)
         if wanted is not None:
-            # Named: list only its writes, then read it and them in one batch.
+            # Named: its key lists it and its writes (and keys of longer ids: left out).
             key = _checkpoint_key(ns, wanted)
-            writes = yield from _wire.list_pointers(
-                scope=SCOPE, scope_ref=thread_ref,
-                key_prefix=_wire.prefix_of(ROOT, [ns, "w", wanted], limit=PART_LIMIT))
-            replies = yield from _wire.batch(
-                [{"op": "get", "scope": SCOPE, "scope_ref": thread_ref, "key": k}
-                 for k in [key, *(p.key for p in writes)]])
-            _wire.checked(replies, missing_ok=True)
-            if not replies[0].ok:
+            found = yield from _wire.list_pointers(scope=SCOPE, scope_ref=thread_ref,
+                                                   key_prefix=key)
+            head = next((p for p in found if p.key == key), None)
+            if head is None:
                 return None
-            return self._tuple(replies[0].value, [r.value for r in replies[1:] if r.ok])
-        pointers = yield from _wire.list_pointers(scope=SCOPE, scope_ref=thread_ref,
-                                                  key_prefix=_ns_prefix(ns))
-        stored = _parse(pointers).get(thread_ref)
-        if stored is None:
-            return None
-        loaded = yield from self._load(_order({thread_ref: stored})[:1])
+            return (yield from self._load_latest(
+                head, [p for p in found if (p.key or "").startswith(key + "/w/")]))
+        # The newest: the namespace's checkpoint keys by key, downwards; a checkpoint's writes
+        # (keys that extend its key) come just before it.
+        prefix = _wire.prefix_of(ROOT, [ns, "c"], limit=PART_LIMIT)
+        writes: dict[str, list[Pointer]] = {}
+        cursor: str | None = None
+        while True:
+            page = yield _wire.list_page(scope=SCOPE, scope_ref=thread_ref, key_prefix=prefix,
+                                         order="key_desc", limit=LATEST_PAGE, cursor=cursor)
+            for pointer in page.items:
+                parts = (pointer.key or "")[len(prefix):].split("/")
+                if len(parts) == 1:
+                    return (yield from self._load_latest(pointer, writes.get(parts[0], [])))
+                if len(parts) == 4 and parts[1] == "w":
+                    writes.setdefault(parts[0], []).append(pointer)
+            cursor = page.next_cursor
+            if cursor is None:
+                return None
+
+    def _load_latest(self, head: Pointer, writes: list[Pointer]
+                     ) -> Step[CheckpointTuple | None]:
+        """The checkpoint ``head`` with ``writes`` (and, for one stored before writes were
+        kept under its key, those at the old place), read in one batch."""
+        assert head.key is not None
+        ns_part, _, id_part = head.key[len(ROOT):].split("/")
+        if NESTED_TAG not in head.tags:
+            writes = writes + (yield from _wire.list_pointers(
+                scope=SCOPE, scope_ref=head.scope_ref,
+                key_prefix=_old_writes_prefix(ns_part, id_part)))
+        stored = _Stored(head.scope_ref, {(ns_part, id_part): head},
+                         {(ns_part, id_part): writes})
+        loaded = yield from self._load([(stored, (ns_part, id_part))])
         return loaded[0] if loaded else None
 
     def _list(self, config: RunnableConfig | None, filter: dict[str, Any] | None,
@@ -355,10 +393,10 @@ class MemplaneCheckpointer(BaseCheckpointSaver[str]):
                 doomed.append(pointer)
                 assert pointer.key is not None
                 ns_part, _, id_part = pointer.key[len(ROOT):].split("/")
-                writes = yield from _wire.list_pointers(
-                    scope=SCOPE, scope_ref=pointer.scope_ref,
-                    key_prefix=f"{ROOT}{ns_part}/w/{id_part}/")
-                doomed.extend(writes)
+                for prefix in (pointer.key + "/w/", _old_writes_prefix(ns_part, id_part)):
+                    writes = yield from _wire.list_pointers(
+                        scope=SCOPE, scope_ref=pointer.scope_ref, key_prefix=prefix)
+                    doomed.extend(writes)
         yield from self._delete(doomed)
 
     def _copy_thread(self, source_thread_id: str, target_thread_id: str) -> Step[None]:
