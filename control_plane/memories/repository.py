@@ -26,6 +26,7 @@ from sqlalchemy.orm.instrumentation import manager_of_class
 from ..db.models import GcCandidate, MemoryPointer
 from ..tenants.access import EVERYTHING, Access
 from .addresses import MemoryAddress
+from .schemas import PointerOrder
 
 
 def _by_address(tenant_id: uuid.UUID, address: MemoryAddress):  # type: ignore[no-untyped-def]
@@ -117,9 +118,7 @@ def delete_pending(session: Session, pointer_ids: Sequence[uuid.UUID]) -> int:
     return int(result.rowcount)  # type: ignore[attr-defined]
 
 
-# How a listing is ordered: by creation (the pointer's id, the default), or by key, byte by
-# byte, up or down (memories by key only: entries have no key).
-ORDERS = ("created", "key", "key_desc")
+ORDERS = tuple(order.value for order in PointerOrder)  # how a listing may be ordered
 
 
 @dataclass(frozen=True)

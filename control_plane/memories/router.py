@@ -15,7 +15,16 @@ from ..runtime import Runtime
 from . import batch as batches
 from . import service as memories
 from .addresses import MemoryAddress, Scope
-from .schemas import AppendIn, Cleared, MemoryIn, MemoryMeta, MemoryOut, PointerOut, PointerPage
+from .schemas import (
+    AppendIn,
+    Cleared,
+    MemoryIn,
+    MemoryMeta,
+    MemoryOut,
+    PointerOrder,
+    PointerOut,
+    PointerPage,
+)
 
 router = APIRouter(tags=["memories"])
 
@@ -34,12 +43,6 @@ def _meta(body: MemoryMeta) -> MemoryMeta:
 
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key")]
 FilterText = Annotated[str | None, Query(max_length=256, pattern=PLAIN_TEXT)]
-
-
-class PointerOrder(StrEnum):
-    created = "created"
-    key = "key"
-    key_desc = "key_desc"
 
 
 _ORDER = ("created (the default): in the order they were first written; key / key_desc: by "

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -145,6 +146,15 @@ class MemoryOut(BaseModel):
     value: Any = Field(description="The stored JSON value, read from the bucket and "
                        "verified against content_sha256.")
     pointer: PointerOut = Field(description="The memory's pointer (metadata).")
+
+
+class PointerOrder(StrEnum):
+    """How a listing is ordered: by creation (the pointer's id, the default), or by key,
+    byte by byte, up or down (memories by key only: entries have no key)."""
+
+    created = "created"
+    key = "key"
+    key_desc = "key_desc"
 
 
 class PointerPage(BaseModel):

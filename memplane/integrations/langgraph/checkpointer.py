@@ -293,7 +293,7 @@ class MemplaneCheckpointer(BaseCheckpointSaver[str]):
             head = next((p for p in found if p.key == key), None)
             if head is None:
                 return None
-            return (yield from self._load_latest(
+            return (yield from self._load_one(
                 head, [p for p in found if (p.key or "").startswith(key + "/w/")]))
         # The newest: the namespace's checkpoint keys by key, downwards; a checkpoint's writes
         # (keys that extend its key) come just before it.
@@ -306,14 +306,14 @@ class MemplaneCheckpointer(BaseCheckpointSaver[str]):
             for pointer in page.items:
                 parts = (pointer.key or "")[len(prefix):].split("/")
                 if len(parts) == 1:
-                    return (yield from self._load_latest(pointer, writes.get(parts[0], [])))
+                    return (yield from self._load_one(pointer, writes.get(parts[0], [])))
                 if len(parts) == 4 and parts[1] == "w":
                     writes.setdefault(parts[0], []).append(pointer)
             cursor = page.next_cursor
             if cursor is None:
                 return None
 
-    def _load_latest(self, head: Pointer, writes: list[Pointer]
+    def _load_one(self, head: Pointer, writes: list[Pointer]
                      ) -> Step[CheckpointTuple | None]:
         """The checkpoint ``head`` with ``writes`` (and, for one stored before writes were
         kept under its key, those at the old place), read in one batch."""
