@@ -50,19 +50,30 @@ def test_set_many_then_get_many_round_trips_typed_results(tenant: Tenant) -> Non
     assert isinstance(written[2].exception(), memplane.BadRequest)
 
 
-def test_more_than_1000_items_go_in_several_requests_in_order(tenant: Tenant) -> None:
+def test_the_sdk_sends_as_many_operations_a_request_as_the_server_takes() -> None:
+    from control_plane.memories import batch
+
+    assert memplane._batch.MAX_OPERATIONS == batch.MAX_OPERATIONS == 1000
+
+
+def test_more_items_than_a_request_takes_go_in_several_requests_in_order(
+        tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Chunks of 20 instead of 1,000: the same splitting, a fiftieth of the writes.
+    monkeypatch.setattr(memplane._batch, "MAX_OPERATIONS", 20)
     items = [{"scope": "agent", "scope_ref": "bot", "key": f"k{i:04d}", "value": i}
-             for i in range(1001)]
-    # A thousand items per request: on a loaded test machine one takes longer than the
-    # SDK's default 30 s timeout, which this test is not about.
-    with tenant.client(timeout=300) as client:
+             for i in range(41)]
+    sent: list[int] = []
+    with tenant.client() as client:
+        client._http.event_hooks["request"].append(  # type: ignore[attr-defined]
+            lambda request: sent.append(len(json.loads(request.content)["operations"])))
         written = client.memory.set_many(items, idempotency_key="many-1")
         again = client.memory.set_many(items, idempotency_key="many-1")
-        read = client.memory.get_many([("agent", "bot", "k0000"), ("agent", "bot", "k1000")])
-    assert [r.index for r in written] == list(range(1001))
+        read = client.memory.get_many([("agent", "bot", "k0000"), ("agent", "bot", "k0040")])
+    assert sent == [20, 20, 1, 20, 20, 1, 2]
+    assert [r.index for r in written] == list(range(41))
     assert {r.status for r in written} == {200}
-    assert [r.pointer.version for r in again if r.pointer] == [1] * 1001
-    assert [r.value for r in read] == [0, 1000]
+    assert [r.pointer.version for r in again if r.pointer] == [1] * 41
+    assert [r.value for r in read] == [0, 40]
 
 
 def test_erasure_409_is_the_single_requests_exception(tenant: Tenant) -> None:
