@@ -7,7 +7,7 @@ from urllib.parse import unquote
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
-from ..deps import AnyCaller, PlaneDep, SessionDep, _role, get_runtime
+from ..deps import AnyCaller, PlaneDep, Role, SessionDep, _role, get_runtime
 from ..jobs.schemas import JobOut
 from ..jobs.service import get_job
 from ..tenants.service import Caller
@@ -17,8 +17,8 @@ from .schemas import EraseIn, ExportIn
 
 router = APIRouter(tags=["compliance"])
 
-OfficerCaller = Annotated[Caller, _role("admin", "compliance",
-                                        action="run exports, erasures and read receipts")]
+OfficerCaller = Annotated[Caller, _role(Role(("admin", "compliance"),
+                                             "run exports, erasures and read receipts"))]
 
 
 @router.post("/v1/subjects/{user_id}/export", response_model=JobOut, status_code=202)

@@ -4,14 +4,13 @@ from enum import StrEnum
 from typing import Annotated
 from urllib.parse import unquote
 
-from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from ..db.models import MemoryPointer
-from ..deps import PlaneDep, ReaderCaller, SessionDep, WriterCaller, get_runtime
+from ..deps import READER, WRITER, PlaneDep, SessionDep, WriterCaller, call_of, get_runtime
 from ..idempotency import Idempotency, Replay
 from ..kit import PLAIN_TEXT, json_of, to_json
-from ..runtime import Runtime
 from . import batch as batches
 from . import service as memories
 from .addresses import MemoryAddress, Scope
@@ -30,6 +29,9 @@ router = APIRouter(tags=["memories"])
 
 # Path segments arrive with "%2F" and "%25" still encoded (see app.EncodedSlashes), so a key
 # or scope ref may hold any character and still be exactly one segment.
+#
+# The busiest routes take no dependencies: they find their caller and session with
+# ``call_of`` in their worker thread (see deps).
 
 
 def _address(scope: Scope, scope_ref: str, key: str | None = None) -> MemoryAddress:
@@ -65,47 +67,51 @@ def _answer(result: MemoryPointer | Replay) -> Response:
 
 
 @router.put("/v1/memories/{scope}/{scope_ref}/{key}", response_model=PointerOut)
-def set_memory(scope: Scope, scope_ref: str, key: str, body: MemoryIn, caller: WriterCaller,
-               session: SessionDep, plane: PlaneDep,
+def set_memory(scope: Scope, scope_ref: str, key: str, body: MemoryIn, request: Request,
                idempotency_key: IdempotencyKey = None) -> Response:
     """Write a memory: the JSON value goes (encrypted) to the tenant's bucket, the pointer and
     metadata to the control plane. Replaces an existing value. Send an `Idempotency-Key` header
     to make retries safe."""
-    address = _address(scope, scope_ref, key)
-    idem = (None if idempotency_key is None else  # (the body's JSON only for a fingerprint)
-            Idempotency.of(idempotency_key, "PUT", address.describe(), body.model_dump_json()))
-    return _answer(memories.set_value(session, plane, caller.actor, address, body.value,
-                                      _meta(body), idem, access=caller.access))
+    with call_of(request, WRITER) as call:
+        address = _address(scope, scope_ref, key)
+        idem = (None if idempotency_key is None else  # (the body's JSON only for a fingerprint)
+                Idempotency.of(idempotency_key, "PUT", address.describe(),
+                               body.model_dump_json()))
+        return _answer(memories.set_value(call.session, call.plane, call.caller.actor, address,
+                                          body.value, _meta(body), idem,
+                                          access=call.caller.access))
 
 
 @router.get("/v1/memories/{scope}/{scope_ref}/{key}", response_model=MemoryOut)
-def get_memory(scope: Scope, scope_ref: str, key: str, caller: ReaderCaller,
-               session: SessionDep, plane: PlaneDep) -> Response:
+def get_memory(scope: Scope, scope_ref: str, key: str, request: Request) -> Response:
     """Read a memory: the value from the tenant's bucket, verified against the pointer's SHA-256,
     and its pointer."""
-    result = memories.get_value(session, plane, caller.actor, _address(scope, scope_ref, key),
-                                access=caller.access)
+    with call_of(request, READER) as call:
+        result = memories.get_value(call.session, call.plane, call.caller.actor,
+                                    _address(scope, scope_ref, key), access=call.caller.access)
     return json_of(MemoryOut(value=result.value, pointer=PointerOut.of(result.pointer)))
 
 
 @router.post("/v1/memories/{scope}/{scope_ref}/{key}/append", response_model=PointerOut)
-def append_memory(scope: Scope, scope_ref: str, key: str, body: AppendIn, caller: WriterCaller,
-                  session: SessionDep, plane: PlaneDep,
+def append_memory(scope: Scope, scope_ref: str, key: str, body: AppendIn, request: Request,
                   idempotency_key: IdempotencyKey = None) -> Response:
     """Append an item to a memory holding a JSON list (created if missing). Send an `Idempotency-
     Key` header to make retries safe."""
-    address = _address(scope, scope_ref, key)
-    idem = Idempotency.of(idempotency_key, "APPEND", address.describe(), body.model_dump_json())
-    return _answer(memories.append_value(session, plane, caller.actor, address, body.value,
-                                         _meta(body), idem, access=caller.access))
+    with call_of(request, WRITER) as call:
+        address = _address(scope, scope_ref, key)
+        idem = Idempotency.of(idempotency_key, "APPEND", address.describe(),
+                              body.model_dump_json())
+        return _answer(memories.append_value(call.session, call.plane, call.caller.actor,
+                                             address, body.value, _meta(body), idem,
+                                             access=call.caller.access))
 
 
 @router.delete("/v1/memories/{scope}/{scope_ref}/{key}", status_code=204)
-def delete_memory(scope: Scope, scope_ref: str, key: str, caller: WriterCaller,
-                  session: SessionDep, plane: PlaneDep) -> Response:
+def delete_memory(scope: Scope, scope_ref: str, key: str, request: Request) -> Response:
     """Delete a memory: its object from the bucket and its pointer; 204."""
-    memories.delete_value(session, plane, caller.actor, _address(scope, scope_ref, key),
-                          access=caller.access)
+    with call_of(request, WRITER) as call:
+        memories.delete_value(call.session, call.plane, call.caller.actor,
+                              _address(scope, scope_ref, key), access=call.caller.access)
     return Response(status_code=204)
 
 
@@ -119,8 +125,7 @@ def clear_scope(scope: Scope, scope_ref: str, caller: WriterCaller, session: Ses
 
 
 @router.get("/v1/pointers", response_model=PointerPage)
-def list_pointers(caller: ReaderCaller, session: SessionDep, plane: PlaneDep,
-                  scope: Scope | None = None, scope_ref: FilterText = None,
+def list_pointers(request: Request, scope: Scope | None = None, scope_ref: FilterText = None,
                   user_id: FilterText = None, memory_type: FilterText = None,
                   sync_status: SyncStatus | None = None,
                   tag: Annotated[str | None, Query(max_length=256, pattern=PLAIN_TEXT,
@@ -137,18 +142,18 @@ def list_pointers(caller: ReaderCaller, session: SessionDep, plane: PlaneDep,
                   ) -> Response:
     """List pointers (metadata, no values) of the caller's tenant, filtered by scope, scope ref,
     user, memory type, sync status, tag or key prefix; paginated with `cursor`."""
-    rows, next_cursor = memories.list_pointers(
-        session, caller.actor, scope=scope.canonical if scope else None, scope_ref=scope_ref,
-        user_id=user_id, memory_type=memory_type, sync_status=sync_status, cursor=cursor,
-        limit=limit, access=caller.access, tag=tag, key_prefix=key_prefix,
-        batcher=plane.audit_batcher, order=order.value,
-    )
+    with call_of(request, READER) as call:
+        rows, next_cursor = memories.list_pointers(
+            call.session, call.caller.actor, scope=scope.canonical if scope else None,
+            scope_ref=scope_ref, user_id=user_id, memory_type=memory_type,
+            sync_status=sync_status, cursor=cursor, limit=limit, access=call.caller.access,
+            tag=tag, key_prefix=key_prefix, batcher=call.plane.audit_batcher,
+            order=order.value)
     return json_of(PointerPage(items=[PointerOut.of(p) for p in rows], next_cursor=next_cursor))
 
 
 @router.post("/v1/memories:batch", response_model=batches.BatchOut)
-def batch_memories(body: batches.BatchIn, caller: ReaderCaller, session: SessionDep,
-                   plane: PlaneDep, runtime: Annotated[Runtime, Depends(get_runtime)],
+def batch_memories(body: batches.BatchIn, request: Request,
                    idempotency_key: IdempotencyKey = None) -> Response:
     """Run up to 1,000 set / get / delete operations (mixed scopes) in one request, each
     answered on its own in request order (`results[i].status` is what the single request
@@ -156,9 +161,11 @@ def batch_memories(body: batches.BatchIn, caller: ReaderCaller, session: Session
     concurrently. get needs a reader role, set and delete a writer role; scoped keys, the
     erasure guard and audit apply to every operation. Send an `Idempotency-Key` header to
     make retries safe: a retry answers each set and delete that succeeded from the first run."""
-    idem = (None if idempotency_key is None else
-            Idempotency.of(idempotency_key, "BATCH", body.model_dump_json()))
-    answer = batches.run_batch(runtime.sessions, session, plane, caller, body.operations, idem)
+    with call_of(request, READER) as call:
+        idem = (None if idempotency_key is None else
+                Idempotency.of(idempotency_key, "BATCH", body.model_dump_json()))
+        answer = batches.run_batch(get_runtime(request).sessions, call.session, call.plane,
+                                   call.caller, body.operations, idem)
     headers = {"Idempotent-Replayed": "true"} if answer.replayed else None
     # pydantic's serialiser: a quarter of the stdlib encoder's time for a hundred answers.
     return Response(to_json({"results": answer.results}), media_type="application/json",

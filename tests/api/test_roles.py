@@ -42,3 +42,41 @@ def test_only_the_bootstrap_key_creates_tenants(tenant: Tenant) -> None:
     with tenant.client() as admin, pytest.raises(memplane.Forbidden) as denied:
         admin.tenants.create(name="nope")
     assert "bootstrap admin key" in denied.value.detail
+
+
+# The memory routes find their caller in their worker thread rather than through a FastAPI
+# dependency (control_plane/deps.py, call_of): the same answers, for every one of them.
+_MEMORY_ROUTES = [
+    ("GET", "/v1/memories/user/u1/k", None),
+    ("PUT", "/v1/memories/user/u1/k", {"value": 1}),
+    ("POST", "/v1/memories/user/u1/list/append", {"value": 1}),
+    ("DELETE", "/v1/memories/user/u1/k", None),
+    ("GET", "/v1/pointers", None),
+    ("POST", "/v1/memories:batch",
+     {"operations": [{"op": "get", "scope": "user", "scope_ref": "u1", "key": "k"}]}),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body"), _MEMORY_ROUTES)
+def test_memory_routes_refuse_a_missing_or_unknown_key(tenant: Tenant, method: str, path: str,
+                                                       body: object) -> None:
+    for key in (None, "mp_not-a-key-of-anyone"):
+        with tenant.stack.http(key) as http:
+            answer = http.request(method, path, json=body)
+        assert answer.status_code == 401, answer.text
+        assert answer.json()["error"] == "unauthorized"
+
+
+def test_memory_writes_refuse_a_reader_role_and_audit_the_refusal(tenant: Tenant) -> None:
+    officer = tenant.key("compliance")
+    writes = [r for r in _MEMORY_ROUTES if r[0] != "GET" and r[1] != "/v1/memories:batch"]
+    for method, path, body in writes:
+        with tenant.stack.http(officer) as http:
+            answer = http.request(method, path, json=body)
+        assert answer.status_code == 403, answer.text
+        assert answer.json()["detail"] == ("a key with role 'compliance' may not write "
+                                           "memories; use a key with role admin or agent")
+    with tenant.client() as admin:
+        denials = admin.audit.list(operation="access_denied").items
+    assert [(e.success, e.detail) for e in denials] == [
+        (False, "write memories needs role admin or agent")] * len(writes)
