@@ -4,11 +4,11 @@ import uuid
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Path, Query
+from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import JSONResponse
 
 from ..db.models import MemoryEvent
-from ..deps import PlaneDep, ReaderCaller, SessionDep, WriterCaller
+from ..deps import WRITER, PlaneDep, ReaderCaller, SessionDep, call_of
 from ..idempotency import Idempotency, Replay
 from ..kit import PLAIN_TEXT
 from ..memories.addresses import Scope
@@ -28,15 +28,16 @@ def _answer(result: MemoryEvent | Replay) -> JSONResponse:
 
 
 @router.post("/v1/events", response_model=EventOut, status_code=201)
-def append_event(body: EventIn, caller: WriterCaller, session: SessionDep, plane: PlaneDep,
+def append_event(body: EventIn, request: Request,
                  idempotency_key: IdempotencyKey = None) -> JSONResponse:
     """Append an immutable event to the raw log: its Markdown body goes (encrypted) to the
     tenant's bucket under a time-sharded path, its metadata to the control plane. There is no
     update or delete: only erasure and retention remove events. Send an `Idempotency-Key`
     header to make retries safe."""
-    idem = Idempotency.of(idempotency_key, "POST", "/v1/events", body.model_dump_json())
-    return _answer(events.append_event(session, plane, caller.actor, body,
-                                       access=caller.access, idem=idem))
+    with call_of(request, WRITER) as call:  # no dependencies: agents append every turn
+        idem = Idempotency.of(idempotency_key, "POST", "/v1/events", body.model_dump_json())
+        return _answer(events.append_event(call.session, call.plane, call.caller.actor, body,
+                                           access=call.caller.access, idem=idem))
 
 
 @router.get("/v1/events", response_model=EventPage)

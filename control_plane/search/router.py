@@ -1,8 +1,9 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 
-from ..deps import ReaderCaller, SessionDep, get_runtime
+from ..deps import READER, call_of, get_runtime
+from ..kit import json_of
 from . import service
 from .schemas import SearchIn, SearchOut, SearchResultOut
 
@@ -10,17 +11,20 @@ router = APIRouter(tags=["search"])
 
 
 @router.post("/v1/search", response_model=SearchOut)
-def search(body: SearchIn, caller: ReaderCaller, session: SessionDep,
-           request: Request) -> SearchOut:
+def search(body: SearchIn, request: Request) -> Response:
     """The memories, entries and knowledge chunks most relevant to `query`: vector and
     keyword rankings fused, each result live (deleted, overwritten, erased and expired
     memories never appear) and its value verified against its SHA-256. Agents, admins and
     compliance officers may search; a scoped key searches only its scopes. The query itself
     is neither stored nor logged; the audit log gets one `search` row with the count."""
-    found = service.search(session, get_runtime(request), caller.actor, body, access=caller.access)
-    return SearchOut(
+    # No dependencies, answered as bytes from the worker thread: an agent searches every turn
+    # (see deps.call_of and kit.json_of).
+    with call_of(request, READER) as call:
+        found = service.search(call.session, get_runtime(request), call.caller.actor, body,
+                               access=call.caller.access)
+    return json_of(SearchOut(
         results=[SearchResultOut(kind=h.kind, pointer_id=h.pointer_id, scope=h.scope,  # type: ignore[arg-type]
                                  scope_ref=h.scope_ref, key=h.key, title=h.title,
                                  memory_type=h.memory_type, tags=h.tags, score=h.score,
                                  value=h.value) for h in found.hits],
-        embedder=found.embedder, took_ms=round(found.took_ms, 3))
+        embedder=found.embedder, took_ms=round(found.took_ms, 3)))

@@ -12,7 +12,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Header, Path, Query, Response
+from fastapi import APIRouter, Header, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from ..deps import PlaneDep, ReaderCaller, SessionDep, WriterCaller
@@ -63,12 +63,11 @@ def _one(name: str, snake: T | None, camel: T | None) -> T | None:
 
 
 @router.post("/memory/events", response_model=EventOut, status_code=201)
-def append_event(body: SeedEventIn, caller: WriterCaller, session: SessionDep,
-                 plane: PlaneDep, idempotency_key: IdempotencyKey = None) -> JSONResponse:
+def append_event(body: SeedEventIn, request: Request,
+                 idempotency_key: IdempotencyKey = None) -> JSONResponse:
     """`POST /v1/events` under the seed's path; camelCase names (`scopeRef`, `sourceRef`,
     `occurredAt`, `userId`, `agentId`) are accepted besides the column names."""
-    return v1_events.append_event(body=body, caller=caller, session=session, plane=plane,
-                                  idempotency_key=idempotency_key)
+    return v1_events.append_event(body=body, request=request, idempotency_key=idempotency_key)
 
 
 @router.get("/memory/events", response_model=SeedEventPage)

@@ -44,8 +44,9 @@ def test_only_the_bootstrap_key_creates_tenants(tenant: Tenant) -> None:
     assert "bootstrap admin key" in denied.value.detail
 
 
-# The memory routes find their caller in their worker thread rather than through a FastAPI
-# dependency (control_plane/deps.py, call_of): the same answers, for every one of them.
+# The memory routes, search and the event log's append find their caller in their worker
+# thread rather than through a FastAPI dependency (control_plane/deps.py, call_of): the same
+# answers, for every one of them.
 _MEMORY_ROUTES = [
     ("GET", "/v1/memories/user/u1/k", None),
     ("PUT", "/v1/memories/user/u1/k", {"value": 1}),
@@ -54,6 +55,8 @@ _MEMORY_ROUTES = [
     ("GET", "/v1/pointers", None),
     ("POST", "/v1/memories:batch",
      {"operations": [{"op": "get", "scope": "user", "scope_ref": "u1", "key": "k"}]}),
+    ("POST", "/v1/search", {"query": "anything"}),
+    ("POST", "/v1/events", {"scope": "user", "scope_ref": "u1", "kind": "note", "body": "b"}),
 ]
 
 
@@ -69,7 +72,8 @@ def test_memory_routes_refuse_a_missing_or_unknown_key(tenant: Tenant, method: s
 
 def test_memory_writes_refuse_a_reader_role_and_audit_the_refusal(tenant: Tenant) -> None:
     officer = tenant.key("compliance")
-    writes = [r for r in _MEMORY_ROUTES if r[0] != "GET" and r[1] != "/v1/memories:batch"]
+    writes = [r for r in _MEMORY_ROUTES if r[0] != "GET" and r[1] not in ("/v1/memories:batch",
+                                                                          "/v1/search")]
     for method, path, body in writes:
         with tenant.stack.http(officer) as http:
             answer = http.request(method, path, json=body)
