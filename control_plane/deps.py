@@ -4,11 +4,12 @@ They run on the event loop and touch the database only when they must (a key not
 caller cache, a denied role, a transaction left open at the end), and then in the thread
 pool: a request costs one hop to a worker thread (the endpoint), not one per dependency.
 
-The busiest routes (a memory's read and write, the batch, the pointer listing) take none:
-FastAPI's solving of dependencies costs a tenth of such a request. They open ``call_of``
-in their worker thread instead, which finds the caller, requires the role and opens the
-session the same way. Their path, query and body are then checked before the key (an
-unauthenticated request that is also malformed answers 422, not 401).
+The busiest routes (a memory's read, write, append and delete, the batch, the pointer
+listing, search, the event log's append) take none: FastAPI's solving of dependencies cost
+up to a tenth of such a request. They open ``call_of`` in their worker thread instead, which
+finds the caller, requires the role and opens the session the same way. Their path, query
+and body are then checked before the key (an unauthenticated request that is also malformed
+answers 422, not 401).
 """
 
 from __future__ import annotations
