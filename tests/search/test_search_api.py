@@ -74,8 +74,11 @@ def test_a_write_is_indexed_after_its_commit_and_found(tenant: Tenant) -> None:
     with tenant.stack.engine.connect() as conn:
         segments = conn.execute(select(SearchSegment).where(
             SearchSegment.tenant_id == tenant.id)).all()
-    assert [(s.scope_type, s.scope_ref, s.kind, s.rows) for s in segments] == [
-        ("user", "u-1", "delta", 4)]
+    # The indexer's rounds take the oldest waiting pointers of every tenant on the shared
+    # database, 64 at a time: other tests' leftovers may split these four into two rounds,
+    # each writing its own delta.
+    assert {(s.scope_type, s.scope_ref, s.kind) for s in segments} == {("user", "u-1", "delta")}
+    assert sum(s.rows for s in segments) == 4
 
 
 def _file(tenant: Tenant, storage_path: str) -> Any:
