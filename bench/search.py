@@ -10,7 +10,9 @@ indexed by ``indexer.drain`` in batches of 1,024 and compacted into one snapshot
 ``--rounds`` rounds of ``--queries`` queries each:
 - floor: a plain numpy top-k over the same vectors in memory (one matrix product, an
   argpartition, a sort of the k best), with numpy's BLAS limited as the server limits it
-  (MEMPLANE_BLAS_THREADS) and, last in each round, at numpy's default thread count;
+  (MEMPLANE_BLAS_THREADS) and, last in each round, at numpy's default thread count; beside
+  it, for reference, the same top-k reading only the query's nonzero columns of a
+  column-major copy (what the search's product does for a sparse query);
 - warm: ``search.service.search`` with the index in the cache — query embedding, ranking
   (vector + BM25, fused), the one SQL query of the live filter and the audit row's commit
   included; without values, and with values (verified values cached by hash);
@@ -192,7 +194,9 @@ def run_size(database: str, n: int, rounds: int, queries: int) -> None:
                                 for row in rows])
         embedder = HashingEmbedder()
         server_blas = runtime.settings.blas_threads
+        columns = np.asfortranarray(matrix).T  # row j: dimension j of every memory
         floor_p50: list[float] = []
+        sparse_p50: list[float] = []
         floor_default_p50: list[float] = []  # numpy's BLAS at its own default thread count
         warm_p50: list[float] = []
         warm_cpu: list[float] = []
@@ -207,7 +211,15 @@ def run_size(database: str, n: int, rounds: int, queries: int) -> None:
                 top = np.argpartition(-scores, K)[:K]
                 return top[np.argsort(-scores[top])]
 
+            def sparse_floor(v: np.ndarray) -> np.ndarray:
+                nonzero = np.flatnonzero(v)
+                scores = v[nonzero] @ columns[nonzero]
+                top = np.argpartition(-scores, K)[:K]
+                return top[np.argsort(-scores[top])]
+
             floor_p50.append(_p50([_ms(lambda v=v: floor(v)) for v in vectors]))  # type: ignore[misc]
+            sparse_p50.append(_p50([_ms(lambda v=v: sparse_floor(v))  # type: ignore[misc]
+                                    for v in vectors]))
             for q in batch[:2]:
                 do_search(q, True)  # fill the value cache for these queries
             gets = _gets(runtime, tenant.id)
@@ -230,6 +242,10 @@ def run_size(database: str, n: int, rounds: int, queries: int) -> None:
         print(f"[{database} n={n}] floor (numpy top-{K}, vectors in memory, BLAS threads "
               f"{server_blas or DEFAULT_BLAS} as the server runs it): p50 "
               f"{floor_s.median:.2f} ms (rounds {floor_s.low:.2f}-{floor_s.high:.2f})")
+        sparse = summarize(sparse_p50)
+        print(f"[{database} n={n}] for reference, the same top-k over the query's nonzero "
+              f"columns only: p50 {sparse.median:.2f} ms (rounds {sparse.low:.2f}-"
+              f"{sparse.high:.2f})")
         if floor_default_p50:
             default = summarize(floor_default_p50)
             ratio_default = summarize([w / f for w, f in zip(warm_p50, floor_default_p50,

@@ -58,13 +58,30 @@ class Segment:
                 docs.append(i)
                 tfs.append(tf)
         return cls(segment_id, rows.model, rows.ids, np.asarray(rows.versions, dtype=np.int64),
-                   np.ascontiguousarray(rows.vectors, dtype=np.float32), rows.texts,
+                   np.asfortranarray(rows.vectors, dtype=np.float32), rows.texts,
                    {pid: i for i, pid in enumerate(rows.ids)}, lengths,
                    {t: (np.asarray(d, dtype=np.int64), np.asarray(f, dtype=np.float32))
                     for t, (d, f) in postings.items()})
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def scores(self, query: np.ndarray, nonzero: np.ndarray | None) -> np.ndarray:
+        """Each row's dot product with ``query``. ``vectors`` is kept column by column, so
+        with ``nonzero`` (the query's nonzero dimensions, when few) only those columns are
+        read: the hashing embedder's query of a few words has 30 to 50 of 512, a tenth of the
+        matrix. Dimensions where the query is zero add exactly nothing to any score."""
+        if nonzero is None:
+            return self.vectors @ query  # type: ignore[no-any-return]
+        return query[nonzero] @ self.vectors.T[nonzero]  # type: ignore[no-any-return]
+
+
+def sparse_dimensions(query: np.ndarray) -> np.ndarray | None:
+    """The query's nonzero dimensions if reading only those columns is cheaper than the
+    whole product (at most a quarter of them, measured: a quarter of the columns gathered
+    costs about the whole product), else None."""
+    nonzero = np.flatnonzero(query)
+    return nonzero if len(nonzero) * 4 <= len(query) else None
 
 
 class Keywords:

@@ -52,7 +52,7 @@ from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo
 from . import store
-from .index import SearchCache, SearchState, Segment, bm25
+from .index import SearchCache, SearchState, Segment, bm25, sparse_dimensions
 from .schemas import SearchIn
 
 if TYPE_CHECKING:
@@ -270,7 +270,8 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
         masks = [m & np.fromiter((pid in allowed for pid in seg.ids), dtype=bool,
                                  count=len(seg))
                  for seg, m in zip(segments, masks, strict=True)]
-    vec_all = np.concatenate([np.where(m, seg.vectors @ query, -np.inf)
+    nonzero = sparse_dimensions(query)
+    vec_all = np.concatenate([np.where(m, seg.scores(query, nonzero), -np.inf)
                               for seg, m in zip(segments, masks, strict=True)])
     kw_all = np.concatenate(bm25(segments, masks, request.query,
                                  None if filtered else keywords))
