@@ -148,6 +148,16 @@ class AuditBatcher:
         """Append one row per ``(pointer_id, detail)`` in ONE insert committed on its own,
         now (the reads of a batch already share their commit; queueing them behind other
         readers would only add waits); returns once it is committed, raises if it failed."""
+        self.record_operations(tenant_id, accessor_type, accessor_id,
+                               [(operation, pointer_id, detail) for pointer_id, detail in rows],
+                               agent_id=agent_id)
+
+    def record_operations(self, tenant_id: object, accessor_type: str, accessor_id: str,
+                          rows: list[tuple[str, object, str]], *,
+                          agent_id: str | None = None) -> None:
+        """``record_many`` with an operation per row (``(operation, pointer_id, detail)``):
+        e.g. a search's ``search`` row and the ``read`` rows of the values it answers, in
+        one insert committed on its own."""
         if not rows:
             return
         now, request_id = utcnow(), request_id_var.get()
@@ -155,7 +165,7 @@ class AuditBatcher:
                    "accessor_type": accessor_type, "accessor_id": accessor_id,
                    "operation": operation, "success": True, "detail": detail[:2000],
                    "request_id": request_id, "accessed_at": now, "agent_id": agent_id}
-                  for pointer_id, detail in rows]
+                  for operation, pointer_id, detail in rows]
         if self._engine.dialect.name == "postgresql":
             direct.run(self._engine, _INSERT_MANY,
                        {c: [row[c] for row in values] for c in _COLUMNS})

@@ -188,11 +188,15 @@ def test_a_search_is_audited_once_without_the_query(tenant: Tenant) -> None:
         _index(tenant)
         found = _search(http, "peanuts allergy curry", scope="user", scope_ref="u-9", limit=2)
     with tenant.stack.engine.connect() as conn:
-        rows = conn.execute(select(AccessLog.operation, AccessLog.detail, AccessLog.pointer_id)
+        rows = conn.execute(select(AccessLog.operation, AccessLog.detail, AccessLog.pointer_id,
+                                   AccessLog.accessed_at, AccessLog.success)
                             .where(AccessLog.tenant_id == tenant.id,
                                    AccessLog.operation.in_(("search", "read")))
                             .order_by(AccessLog.id)).all()
     assert len(found["results"]) == 2
+    # The search row and its values' read rows: one insert, committed before the answer.
+    assert [r[0] for r in rows] == ["search", "read", "read"]
+    assert len({r[3] for r in rows}) == 1 and {r[4] for r in rows} == {True}
     assert [r[1] for r in rows if r[0] == "search"] == [
         "scope=user ref=(given) user=None type=None tags=0 -> 2"]
     assert sorted(str(r[2]) for r in rows if r[0] == "read") == sorted(
