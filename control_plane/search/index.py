@@ -12,9 +12,10 @@ import math
 import re
 import threading
 import uuid
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -48,20 +49,9 @@ class Segment:
 
     @classmethod
     def of(cls, segment_id: uuid.UUID, rows: Rows) -> Segment:
-        postings: dict[str, tuple[list[int], list[int]]] = {}
-        lengths = np.zeros(len(rows.ids), dtype=np.float32)
-        for i, text in enumerate(rows.texts):
-            found = words(text)
-            lengths[i] = len(found)
-            for term, tf in Counter(found).items():
-                docs, tfs = postings.setdefault(term, ([], []))
-                docs.append(i)
-                tfs.append(tf)
         return cls(segment_id, rows.model, rows.ids, np.asarray(rows.versions, dtype=np.int64),
                    np.asfortranarray(rows.vectors, dtype=np.float32), rows.texts,
-                   {pid: i for i, pid in enumerate(rows.ids)}, lengths,
-                   {t: (np.asarray(d, dtype=np.int64), np.asarray(f, dtype=np.float32))
-                    for t, (d, f) in postings.items()})
+                   {pid: i for i, pid in enumerate(rows.ids)}, *keyword_index(rows.texts))
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -82,6 +72,31 @@ def sparse_dimensions(query: np.ndarray) -> np.ndarray | None:
     costs about the whole product), else None."""
     nonzero = np.flatnonzero(query)
     return nonzero if len(nonzero) * 4 <= len(query) else None
+
+
+def keyword_index(texts: list[str]) -> tuple[np.ndarray, dict[str, tuple[np.ndarray,
+                                                                          np.ndarray]]]:
+    """Each text's length in words, and per word the rows holding it (ascending) with its
+    count in each. Each word gets a number (a dictionary look-up per word); numpy sorts and
+    counts the (word, row) pairs (a cold search of 100,000 memories builds this for all of them)."""
+    found = [words(text) for text in texts]
+    lengths = np.fromiter(map(len, found), dtype=np.int64, count=len(found))
+    if not lengths.any():
+        return lengths.astype(np.float32), {}
+    vocabulary = {w: i for i, w in enumerate(dict.fromkeys(chain.from_iterable(found)))}
+    term_ids = np.fromiter(map(vocabulary.__getitem__, chain.from_iterable(found)),
+                           dtype=np.int64, count=int(lengths.sum()))
+    rows = len(texts)
+    pairs, counts = np.unique(term_ids * rows + np.repeat(np.arange(len(texts)), lengths),
+                              return_counts=True)  # sorted: by word, then by row
+    docs = pairs % rows
+    tfs = counts.astype(np.float32)
+    # Every numbered word has at least one pair: word i's pairs are the i-th run.
+    starts = np.flatnonzero(np.diff(pairs // rows)) + 1
+    bounds = zip([0, *starts.tolist()], [*starts.tolist(), len(pairs)], strict=True)
+    postings = {term: (docs[a:b], tfs[a:b]) for term, (a, b) in zip(vocabulary, bounds,
+                                                                   strict=True)}
+    return lengths.astype(np.float32), postings
 
 
 class Keywords:
