@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,7 +153,7 @@ class AuditBatcher:
                                agent_id=agent_id)
 
     def record_operations(self, tenant_id: object, accessor_type: str, accessor_id: str,
-                          rows: list[tuple[str, object, str]], *,
+                          rows: Sequence[tuple[str, object, str]], *,
                           agent_id: str | None = None) -> None:
         """``record_many`` with an operation per row (``(operation, pointer_id, detail)``):
         e.g. a search's ``search`` row and the ``read`` rows of the values it answers, in

@@ -81,6 +81,25 @@ def record_many(session: Session, actor: Actor, operation: str,
         for pointer_id, detail in entries])
 
 
+def commit_reads(session: Session, plane: DataPlane, actor: Actor,
+                 rows: list[tuple[str, uuid.UUID | None, str]]) -> None:
+    """Commit the audit rows ``(operation, pointer_id, detail)`` of an operation that
+    changed nothing else (a search, a listing, a read of several items) before its answer
+    (I6): one insert of the audit batcher, committed on its own, when the plane has one;
+    else in a transaction of the session. The session's open transaction ends first."""
+    batcher = plane.audit_batcher
+    if batcher is None:
+        begin_write(session)
+        for operation, pointer_id, detail in rows:
+            record(session, actor, operation, pointer_id=pointer_id, detail=detail)
+        session.commit()
+        return
+    if session.in_transaction():
+        session.commit()
+    batcher.record_operations(actor.tenant_id, actor.accessor_type, actor.accessor_id, rows,
+                              agent_id=actor.agent_id)
+
+
 def record_failure(session: Session, actor: Actor, operation: str, *, detail: str,
                    pointer_id: uuid.UUID | None = None) -> None:
     """Write a failed operation's row in a transaction of its own.

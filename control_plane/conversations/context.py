@@ -26,7 +26,6 @@ from sqlalchemy.orm import Session
 
 from ..audit import service as audit
 from ..audit.service import Actor, audited
-from ..db.engine import begin_write
 from ..entries import service as entries
 from ..errors import HashMismatch, InvalidInput, NotFound, StorageUnavailable
 from ..events import service as events
@@ -185,13 +184,11 @@ def assemble(session: Session, plane: DataPlane, settings: Settings, actor: Acto
         counts: dict[str, int] = {}
         for item in window.report:
             counts[item.status] = counts.get(item.status, 0) + 1
-        begin_write(session)
-        audit.record(session, actor, "context",
-                     detail=f"conversation context: {total}/{spec.token_budget} tokens, "
-                            f"{counts.get('included', 0)} included, "
-                            f"{counts.get('summarized', 0)} summarized, "
-                            f"{counts.get('dropped', 0)} dropped")
-        session.commit()
+        audit.commit_reads(session, plane, actor, [
+            ("context", None, f"conversation context: {total}/{spec.token_budget} tokens, "
+                              f"{counts.get('included', 0)} included, "
+                              f"{counts.get('summarized', 0)} summarized, "
+                              f"{counts.get('dropped', 0)} dropped")])
         return ContextOut(sections=sections, total_tokens=total, token_budget=spec.token_budget,
                           encoding=counter.encoding, tokens_by_kind=by_kind,
                           report=window.report)

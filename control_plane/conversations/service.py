@@ -293,12 +293,10 @@ def list_messages(session: Session, plane: DataPlane, actor: Actor, conversation
         next_cursor = encode_cursor(rows[size - 1].seq) if len(rows) > size else None
         rows = rows[:size]
         stored = read_messages(session, plane, actor, rows)
-        begin_write(session)
-        audit.record(session, actor, "list",
-                     detail=f"conversation messages after={start} -> {len(stored)}")
-        audit.record_many(session, actor, "read", [
-            (m.row.pointer_id, f"conversation message {m.row.seq}") for m in stored])
-        session.commit()
+        audit.commit_reads(session, plane, actor, [
+            ("list", None, f"conversation messages after={start} -> {len(stored)}"),
+            *(("read", m.row.pointer_id, f"conversation message {m.row.seq}")
+              for m in stored)])
         return [MessageOut(seq=m.row.seq, role=m.role, content=m.content,  # type: ignore[arg-type]
                            tokens=m.row.tokens, pointer_id=m.row.pointer_id,
                            created_at=m.row.created_at, summarized=m.row.seq <= through)

@@ -539,17 +539,15 @@ def list_entries(session: Session, plane: DataPlane, actor: Actor, *,
         items = _with_summaries(session, plane, actor, rows,
                                 search is not None if include_summary is None
                                 else include_summary)
-        begin_write(session)
         # Filters by scope ref, tag or words are personal: the row says only whether one was
         # given (and how many words).
-        audit.record(session, actor, operation,
-                     detail=f"entries scope={canonical} ref={given(scope_ref)} "
-                            f"tag={given(tag)} words={len(wanted or ())} "
-                            f"min_importance={min_importance} -> {len(rows)}")
-        audit.record_many(session, actor, "read", [
-            (item.pointer.id, f"{item.pointer.scope_type} entry v{item.pointer.version} listed")
-            for item in items if item.summary is not None])
-        session.commit()
+        audit.commit_reads(session, plane, actor, [
+            (operation, None, f"entries scope={canonical} ref={given(scope_ref)} "
+                              f"tag={given(tag)} words={len(wanted or ())} "
+                              f"min_importance={min_importance} -> {len(rows)}"),
+            *(("read", item.pointer.id,
+               f"{item.pointer.scope_type} entry v{item.pointer.version} listed")
+              for item in items if item.summary is not None)])
         return items, next_cursor
 
 

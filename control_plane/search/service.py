@@ -146,24 +146,13 @@ def search(session: Session, runtime: Runtime, actor: Actor, request: SearchIn, 
             # One audit row, committed (group commit, as reads do) before the answer (I6).
             batcher.record(actor.tenant_id, actor.accessor_type, actor.accessor_id, "search",
                            detail=f"{detail} -> {len(hits)}", agent_id=actor.agent_id)
-        elif batcher is not None:
-            # The search row and a read row per value: one insert, committed before any
-            # value is answered (I6).
-            if session.in_transaction():
-                session.commit()
-            batcher.record_operations(
-                actor.tenant_id, actor.accessor_type, actor.accessor_id,
-                [("search", None, f"{detail} -> {len(hits)}")]
-                + [("read", h.pointer_id, f"{h.scope} v{h.pointer.version} search result")
-                   for h in hits], agent_id=actor.agent_id)
         else:
-            begin_write(session)
-            audit.record(session, actor, "search", detail=f"{detail} -> {len(hits)}")
-            if request.include_values:
-                audit.record_many(session, actor, "read", [
-                    (h.pointer_id, f"{h.scope} v{h.pointer.version} search result")
-                    for h in hits])
-            session.commit()
+            # The search row and a read row per value (if values are asked for), committed
+            # before the answer (I6).
+            audit.commit_reads(session, runtime.plane, actor, [
+                ("search", None, f"{detail} -> {len(hits)}"),
+                *(("read", h.pointer_id, f"{h.scope} v{h.pointer.version} search result")
+                  for h in hits if request.include_values)])
     return SearchResults(hits, state.embedder.name, (time.perf_counter() - started) * 1000.0)
 
 

@@ -82,6 +82,27 @@ def test_message_is_stored_encrypted_counted_and_listed(tenant: Tenant) -> None:
     assert all(marker.encode() not in p.read_bytes() for p in tenant.objects())
 
 
+def test_a_listing_of_messages_is_audited_with_a_read_per_message(tenant: Tenant) -> None:
+    conv = f"c-{uuid.uuid4().hex[:8]}"
+    with tenant.stack.http(tenant.admin_key) as http:
+        added = [_add(http, conv, text) for text in ("one", "two", "three")]
+        listed = http.get(f"/v1/conversations/{conv}/messages", params={"after": 1})
+    assert listed.status_code == 200, listed.text
+    with tenant.stack.engine.connect() as conn:
+        rows = conn.execute(select(AccessLog.operation, AccessLog.pointer_id, AccessLog.detail,
+                                   AccessLog.accessed_at)
+                            .where(AccessLog.tenant_id == tenant.id,
+                                   AccessLog.operation.in_(("list", "read")),
+                                   AccessLog.detail.like("conversation message%"))
+                            .order_by(AccessLog.id)).all()
+    assert [(r[0], str(r[1]) if r[1] else None, r[2]) for r in rows] == [
+        ("list", None, "conversation messages after=1 -> 2"),
+        ("read", added[1]["pointer_id"], "conversation message 2"),
+        ("read", added[2]["pointer_id"], "conversation message 3")]
+    assert len({r[3] for r in rows}) == 1  # one insert, committed before the answer
+    assert conv not in " ".join(r[2] for r in rows)
+
+
 def test_threshold_flips_and_the_summary_covers_the_older_messages(tenant: Tenant) -> None:
     conv = f"c-{uuid.uuid4().hex[:8]}"
     line = "We agreed to move 20% of the budget to Meta on Friday."
