@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import select
@@ -39,6 +38,7 @@ from ..errors import Conflict, Forbidden, HashMismatch, InvalidInput, NotFound
 from ..idempotency import Idempotency, Replay
 from ..jobs.service import enqueue
 from ..kit import decode_cursor, encode_cursor, page_limit
+from ..memories import batch_gets
 from ..memories import service as memories
 from ..memories.addresses import MemoryAddress, Scope
 from ..memories.schemas import MemoryMeta
@@ -255,20 +255,19 @@ class StoredMessage:
 
 def read_messages(session: Session, plane: DataPlane, actor: Actor,
                   rows: list[ConversationMessage]) -> list[StoredMessage]:
-    """The messages' values, each hash-verified (I3); a message deleted meanwhile is left
-    out; one that fails verification raises (409 hash_mismatch, audited by the read)."""
+    """The messages' values, each hash-verified (I3), read side by side
+    (``batch_gets.read_pointers``); a message deleted meanwhile is left out; one that fails
+    verification raises (409 hash_mismatch, audited by the read)."""
     pointers = {p.id: p for p in session.scalars(select(MemoryPointer).where(
         MemoryPointer.tenant_id == actor.tenant_id,
         MemoryPointer.id.in_([r.pointer_id for r in rows])))}
     session.commit()
-    found = []
-    for row in rows:
-        pointer = pointers.get(row.pointer_id)
-        if pointer is None or pointer.sync_status in ("pending_delete", "pending_write"):
-            continue
-        value: Any = memories.read_pointer(session, plane, actor, pointer).value
-        found.append(StoredMessage(row, str(value["role"]), str(value["content"])))
-    return found
+    wanted = [(row, pointer) for row in rows
+              if (pointer := pointers.get(row.pointer_id)) is not None
+              and pointer.sync_status not in ("pending_delete", "pending_write")]
+    values = batch_gets.read_pointers(session, plane, actor, [p for _, p in wanted])
+    return [StoredMessage(row, str(read.value["role"]), str(read.value["content"]))
+            for (row, _), read in zip(wanted, values, strict=True)]
 
 
 def list_messages(session: Session, plane: DataPlane, actor: Actor, conversation_id: str, *,

@@ -215,3 +215,31 @@ def test_roles_scoped_keys_and_idempotency(tenant: Tenant) -> None:
     assert state.status_code == 200
     assert state.json()["message_count"] == 2
     assert write.status_code == 403
+
+
+def test_a_tampered_message_fails_the_listing_and_is_marked_corrupt(tenant: Tenant) -> None:
+    conv = f"c-{uuid.uuid4().hex[:8]}"
+    with tenant.stack.http(tenant.admin_key) as http:
+        added = [_add(http, conv, text, user_id="u-tamper")
+                 for text in ("first words", "second words", "third words")]
+        with tenant.stack.engine.connect() as conn:
+            path = conn.scalar(select(MemoryPointer.storage_path).where(
+                MemoryPointer.id == uuid.UUID(added[1]["pointer_id"])))
+        stored = tenant.bucket_dir / path.split(f"tenants/{tenant.id}/", 1)[1]
+        stored.write_bytes(stored.read_bytes()[:-3] + b"xyz")
+        listed = http.get(f"/v1/conversations/{conv}/messages")
+        after = http.get(f"/v1/conversations/{conv}/messages", params={"after": 2})
+    assert listed.status_code == 409, listed.text
+    assert listed.json()["error"] == "hash_mismatch"
+    assert "second words" not in listed.text and "first words" not in listed.text
+    assert after.status_code == 200, after.text
+    assert [(m["seq"], m["content"]) for m in after.json()["items"]] == [(3, "third words")]
+    with tenant.stack.engine.connect() as conn:
+        status = {str(p.id): p.sync_status for p in conn.execute(select(MemoryPointer).where(
+            MemoryPointer.id.in_([uuid.UUID(a["pointer_id"]) for a in added])))}
+        failures = conn.execute(select(AccessLog.pointer_id, AccessLog.detail).where(
+            AccessLog.tenant_id == tenant.id, AccessLog.success.is_(False),
+            AccessLog.detail.like("hash_mismatch%"))).all()
+    assert status == {added[0]["pointer_id"]: "synced", added[1]["pointer_id"]: "corrupt",
+                      added[2]["pointer_id"]: "synced"}
+    assert [str(f[0]) for f in failures] == [added[1]["pointer_id"]]
