@@ -229,17 +229,8 @@ def _answer(entry: _Ready, value: Any) -> dict[str, Any]:
 
 def _open(session: Session, plane: DataPlane, actor: Actor, entry: _Ready,
           blob: bytes) -> tuple[Any] | None:
-    """The verified value (in a 1-tuple: it may be null), or None when the object does not
-    open or match its hash."""
     pointer, live = entry.found
-    try:
-        data = keys.open_object(session, keyring_of(plane), actor.tenant_id,
-                                pointer.storage_path, pointer.id, blob, live_key(live))
-    except DecryptionError:
-        return None
-    if sha256_hex(data) != pointer.content_sha256:
-        return None
-    return (json.loads(data),)
+    return _verified(session, plane, actor, pointer, blob, live_key(live))
 
 
 def read_pointers(session: Session, plane: DataPlane, actor: Actor,
@@ -259,17 +250,17 @@ def read_pointers(session: Session, plane: DataPlane, actor: Actor,
             return None
 
     blobs = side_by_side(fetch, pointers)
+    key_ids = [envelope.read_header(b).key_id if b is not None and envelope.is_envelope(b)
+               else None for b in blobs]
     live: dict[Any, tuple[Any, bytes, Any] | None] = {}
-    for blob in blobs:
-        if blob is not None and envelope.is_envelope(blob):
-            key_id = envelope.read_header(blob).key_id
-            if key_id not in live:
-                row = keys_repo.subject_key(session, actor.tenant_id, key_id)
-                live[key_id] = (None if row is None or row.wrapped_key is None else
-                                (row.id, row.wrapped_key, row.kek_version_id))
+    for wanted in dict.fromkeys(k for k in key_ids if k is not None):
+        row = keys_repo.subject_key(session, actor.tenant_id, wanted)
+        live[wanted] = (None if row is None or row.wrapped_key is None else
+                        (row.id, row.wrapped_key, row.kek_version_id))
     values = []
-    for pointer, blob in zip(pointers, blobs, strict=True):
-        opened = None if blob is None else _verified(session, plane, actor, pointer, blob, live)
+    for pointer, blob, found in zip(pointers, blobs, key_ids, strict=True):
+        opened = None if blob is None else _verified(session, plane, actor, pointer, blob,
+                                                     live.get(found))
         values.append(MemoryValue(opened[0], pointer) if opened is not None
                       else read_pointer(session, plane, actor, pointer))
     if session.in_transaction():
@@ -278,8 +269,9 @@ def read_pointers(session: Session, plane: DataPlane, actor: Actor,
 
 
 def _verified(session: Session, plane: DataPlane, actor: Actor, pointer: Any, blob: bytes,
-              live: Mapping[Any, tuple[Any, bytes, Any] | None]) -> tuple[Any] | None:
-    key = live.get(envelope.read_header(blob).key_id) if envelope.is_envelope(blob) else None
+              key: tuple[Any, bytes, Any] | None) -> tuple[Any] | None:
+    """The verified value (in a 1-tuple: it may be null), or None when the object does not
+    open or match its hash. ``key``: its live subject key as a lookup found it, if any."""
     try:
         data = keys.open_object(session, keyring_of(plane), actor.tenant_id,
                                 pointer.storage_path, pointer.id, blob, key)
