@@ -261,6 +261,13 @@ def list_pointers(
     return Call("GET", "/v1/pointers", parse_model(Page[Pointer]), params=params)
 
 
+def list_memories(**filters: Any) -> Call[Page[Memory]]:
+    """``list_pointers``'s page with each memory's verified value (``include_values``)."""
+    call = list_pointers(**filters)
+    return Call("GET", "/v1/pointers", parse_model(Page[Memory]),
+                params={**call.params, "include_values": "true"})
+
+
 def audit_list(
     *,
     pointer_id: str | None,

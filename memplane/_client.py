@@ -328,6 +328,37 @@ class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
             )
         )
 
+    def list_memories(
+        self,
+        *,
+        scope: str | None = None,
+        scope_ref: str | None = None,
+        user_id: str | None = None,
+        memory_type: str | None = None,
+        tag: str | None = None,
+        key_prefix: str | None = None,
+        order: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Memory]:
+        """One page of memories by key with their values (each read from the bucket, verified
+        and audited as a read is; at most 100 a page), filtered as ``list_pointers``; those
+        being written or deleted are left out."""
+        return self._client._send(
+            _base.list_memories(
+                scope=scope,
+                scope_ref=scope_ref,
+                user_id=user_id,
+                memory_type=memory_type,
+                sync_status=None,
+                tag=tag,
+                key_prefix=key_prefix,
+                order=order,
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+
     def iter_pointers(
         self,
         *,

@@ -30,18 +30,20 @@ from sqlalchemy.orm import Session
 from storage_adapters import envelope
 from storage_adapters.envelope import DecryptionError
 
+from ..audit import service as audit
 from ..audit.service import Actor
 from ..db import direct
 from ..db.base import utcnow
-from ..errors import DomainError
+from ..errors import DomainError, NotFound
 from ..keys import repository as keys_repo
 from ..keys import service as keys
 from ..kit import request_id_var, sha256_hex
 from ..storage_config.plane import DataPlane, Target, storage_errors
-from . import hotpath
+from . import hotpath, listing
 from .addresses import MemoryAddress
-from .batch_sets import side_by_side
-from .read import MemoryValue, check_live, live_key, read_pointer
+from .batch_sets import fetch_all
+from .listing import LiveKey
+from .read import Listed, MemoryValue, check_live, live_key, read_pointer
 from .schemas import PointerOut
 from .shared import guessed_key, keyring_of, read_key, remember_key, sealed_address
 
@@ -71,7 +73,7 @@ class _Ready:
 # Each address and its subject's live key are looked up on their own (LATERAL … LIMIT 1,
 # which the planner does not fold into a join; both are unique): a join with the array was
 # planned as a scan of all the tenant's pointers.
-READ_MANY_LOGGED = text("""
+READ_MANY_LOGGED = text(f"""
 WITH req AS (
  SELECT * FROM unnest(CAST(:v_scopes AS text[]), CAST(:v_refs AS text[]),
   CAST(:v_keys AS text[]), CAST(:v_expected AS uuid[]), CAST(:v_loggable AS boolean[]),
@@ -86,9 +88,7 @@ WITH req AS (
   LIMIT 1) AS p
  LEFT JOIN LATERAL (
   SELECT s.id, s.wrapped_key, s.kek_version_id FROM subject_keys AS s
-  WHERE s.tenant_id = p.tenant_id AND s.destroyed_at IS NULL
-   AND s.scope_type = CASE WHEN p.subject_user_id IS NOT NULL THEN 'user' ELSE p.scope_type END
-   AND s.scope_ref = COALESCE(p.subject_user_id, p.scope_ref)
+  WHERE {hotpath.live_key_of("s", "p")}
   LIMIT 1) AS k ON true
 ), aud AS (
  INSERT INTO access_logs (tenant_id, pointer_id, accessor_type, accessor_id, agent_id,
@@ -187,7 +187,9 @@ def read_gets(session: Session, plane: DataPlane, actor: Actor, items: list[GetI
             return None
 
     verified: list[tuple[_Ready, Any]] = []
-    for entry, blob in zip(ready, side_by_side(fetch, ready), strict=True):
+    blobs = fetch_all(fetch, ready, {id(e.target.adapter): e.target.adapter
+                                     for e in ready}.values())
+    for entry, blob in zip(ready, blobs, strict=True):
         value = None if blob is None else _open(session, plane, actor, entry, blob)
         if value is None:
             general.append(entry.item)
@@ -234,11 +236,14 @@ def _open(session: Session, plane: DataPlane, actor: Actor, entry: _Ready,
 
 
 def read_pointers(session: Session, plane: DataPlane, actor: Actor,
-                  pointers: list[Any]) -> list[MemoryValue]:
+                  pointers: list[Any], *, skip_missing: bool = False,
+                  keys: Mapping[Any, LiveKey] | None = None) -> list[MemoryValue]:
     """``read.read_pointer`` for several pointers (a listing's items; the caller writes the
-    audit rows): the objects fetched side by side, each subject key looked up once, each
-    value decrypted and hash-verified here. One that is missing, fails to open or does not
-    match its hash is read again by ``read_pointer``, which marks and raises as a read does."""
+    audit rows): the objects fetched side by side, each subject key looked up once (unless
+    ``keys``, the live keys by id, has it), each value decrypted and hash-verified here. One
+    that is missing, fails to open or does not match its hash is read again by
+    ``read_pointer``, which marks and raises as a read does; with ``skip_missing``, one
+    deleted meanwhile (404) is left out instead."""
     targets = {cid: plane.by_id(session, cid) for cid in {p.storage_config_id for p in pointers}}
     session.commit()
 
@@ -249,11 +254,11 @@ def read_pointers(session: Session, plane: DataPlane, actor: Actor,
         except Exception:  # read_pointer fetches again and answers for it
             return None
 
-    blobs = side_by_side(fetch, pointers)
+    blobs = fetch_all(fetch, pointers, [t.adapter for t in targets.values()])
     key_ids = [envelope.read_header(b).key_id if b is not None and envelope.is_envelope(b)
                else None for b in blobs]
-    live: dict[Any, tuple[Any, bytes, Any] | None] = {}
-    for wanted in dict.fromkeys(k for k in key_ids if k is not None):
+    live: dict[Any, LiveKey | None] = dict(keys or {})
+    for wanted in dict.fromkeys(k for k in key_ids if k is not None and k not in live):
         row = keys_repo.subject_key(session, actor.tenant_id, wanted)
         live[wanted] = (None if row is None or row.wrapped_key is None else
                         (row.id, row.wrapped_key, row.kek_version_id))
@@ -261,10 +266,31 @@ def read_pointers(session: Session, plane: DataPlane, actor: Actor,
     for pointer, blob, found in zip(pointers, blobs, key_ids, strict=True):
         opened = None if blob is None else _verified(session, plane, actor, pointer, blob,
                                                      live.get(found))
-        values.append(MemoryValue(opened[0], pointer) if opened is not None
-                      else read_pointer(session, plane, actor, pointer))
+        if opened is not None:
+            values.append(MemoryValue(opened[0], pointer))
+            continue
+        try:
+            values.append(read_pointer(session, plane, actor, pointer))
+        except NotFound:
+            if not skip_missing:
+                raise
     if session.in_transaction():
         session.commit()
+    return values
+
+
+def listed_values(session: Session, plane: DataPlane, actor: Actor,
+                  page: Listed) -> list[MemoryValue]:
+    """A listing's memories with their values (``GET /v1/pointers?include_values=true``):
+    read side by side and verified as a read is (``read_pointers``, with the live keys the
+    listing found; one deleted meanwhile is left out), each read's audit row committed
+    before the answer (I6): with the page, or else here in one insert."""
+    values = read_pointers(session, plane, actor, page.pointers, skip_missing=True,
+                           keys=page.keys)
+    if not page.reads_logged:
+        audit.commit_reads(session, plane, actor, [
+            ("read", v.pointer.id, v.pointer.scope_type + listing.READ_DETAIL)
+            for v in values])
     return values
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -64,6 +64,20 @@ def side_by_side(task: Callable[[T], R], items: list[T]) -> list[R]:
         return [task(item) for item in items]
     context = contextvars.copy_context()
     return list(_pool.map(lambda item: context.copy().run(task, item), items))
+
+
+# Buckets whose reads are a local file's or memory's, with no network to wait on: a
+# request's few objects are read one after another in its own thread, since handing them to
+# the pool costs more than the reads (about 0.4 ms of hand-offs for four small objects).
+_NEAR = frozenset({"file", "memory"})
+
+
+def fetch_all(fetch: Callable[[T], R], items: list[T], adapters: Iterable[Any]) -> list[R]:
+    """``fetch`` over ``items``, answers in order: side by side on the shared pool, or in
+    this thread when every bucket among ``adapters`` is near (``_NEAR``)."""
+    if all(getattr(adapter, "scheme", None) in _NEAR for adapter in adapters):
+        return [fetch(item) for item in items]
+    return side_by_side(fetch, items)
 
 
 @dataclass(frozen=True)

@@ -189,6 +189,15 @@ def lookup_for_read(session: Session, tenant_id: uuid.UUID,
     return pointer_of(row), key
 
 
+def live_key_of(key: str, pointer: str) -> str:
+    """SQL: the subject key row ``key`` is the live key of the pointer row ``pointer``'s
+    subject (its user's when it has one, else its scope's)."""
+    return (f"{key}.tenant_id = {pointer}.tenant_id AND {key}.destroyed_at IS NULL "
+            f"AND {key}.scope_type = CASE WHEN {pointer}.subject_user_id IS NOT NULL "
+            f"THEN 'user' ELSE {pointer}.scope_type END "
+            f"AND {key}.scope_ref = COALESCE({pointer}.subject_user_id, {pointer}.scope_ref)")
+
+
 # A read in ONE statement (PostgreSQL): look the pointer and its subject's live key up and,
 # when the pointer is servable and its live key is the one the caller sealed the audit
 # address under (a guess from an earlier read of the address), append the read's audit row
@@ -196,13 +205,11 @@ def lookup_for_read(session: Session, tenant_id: uuid.UUID,
 # fails (a mismatch, a missing object, storage down) appends its failure row as well, so the
 # log keeps both facts. ``logged`` says whether the row went in; if not (no guess, a new
 # key, not servable) the caller audits as a two-statement read does.
-READ_LOGGED_POSTGRES = text("""
+READ_LOGGED_POSTGRES = text(f"""
 WITH found AS (
  SELECT p.*, k.id AS key_id, k.wrapped_key, k.kek_version_id
  FROM memory_pointers AS p LEFT JOIN subject_keys AS k
-  ON k.tenant_id = p.tenant_id AND k.destroyed_at IS NULL
-  AND k.scope_type = CASE WHEN p.subject_user_id IS NOT NULL THEN 'user' ELSE p.scope_type END
-  AND k.scope_ref = COALESCE(p.subject_user_id, p.scope_ref)
+  ON {live_key_of("k", "p")}
  WHERE p.tenant_id = :v_tenant AND p.scope_type = :v_scope AND p.scope_ref = :v_scope_ref
   AND p.key = :v_key
 ), aud AS (

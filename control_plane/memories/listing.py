@@ -37,7 +37,8 @@ from ..db.models import MemoryPointer
 from ..retention.repository import EVENT
 from ..retention.schemas import ALL_TYPES
 from ..tenants.access import ANY_REF, Access
-from .repository import After, pointer_of
+from .hotpath import live_key_of
+from .repository import UNREADABLE, After, pointer_of
 
 # Each optional filter: its condition in the page's WHERE, and the parameter it takes.
 _FILTERS: dict[str, str] = {
@@ -52,6 +53,9 @@ _FILTERS: dict[str, str] = {
     # Listing by key (memories only), byte by byte whatever the database's collation, and
     # past the previous page's last (key, id).
     "by_key": "p.key IS NOT NULL",
+    # What a read would serve (``repository.UNREADABLE``: a write or delete in flight).
+    "readable": "p.key IS NOT NULL AND p.sync_status NOT IN ({})".format(
+        ", ".join(f"'{status}'" for status in UNREADABLE)),
     "after_key": ('(p.key COLLATE "C" > :v_after_key '
                   "OR (p.key = :v_after_key AND p.id > :v_after))"),
     "before_key": ('(p.key COLLATE "C" < :v_after_key '
@@ -83,6 +87,24 @@ _ORDER_BY = {"created": "{t}id", "key": '{t}key COLLATE "C", {t}id',
              "key_desc": '{t}key COLLATE "C" DESC, {t}id DESC'}
 
 
+# The list's audit row (its detail ends in the number of pointers answered).
+_LIST_ROW = """SELECT 0 AS n, CAST(NULL AS uuid) AS pointer_id, 'list' AS operation,
+  CAST(:v_detail AS text) || LEAST((SELECT count(*) FROM page), CAST(:v_size AS int)) AS detail"""
+# A page with values (``readable``) appends, after the list's row, the read row of each of
+# its pointers (not the one past the page, which only says whether there is a next page),
+# as a single read appends its row with its lookup (a read that then fails appends its
+# failure row as well); and answers each row with its subject's live key.
+_READ_ROWS = """
+  UNION ALL
+  SELECT row_number() OVER (ORDER BY {by}), r.id, 'read', r.scope_type || :v_read_detail
+  FROM (SELECT * FROM page ORDER BY {by} LIMIT :v_size) AS r"""
+_LIVE_KEY = f"""
+ LEFT JOIN LATERAL (
+  SELECT s.id AS key_id, s.wrapped_key, s.kek_version_id FROM subject_keys AS s
+  WHERE {live_key_of("s", "page")} LIMIT 1) AS k ON true"""
+READ_DETAIL = " (listed)"  # after the scope: a listed value's read row
+
+
 def _statement(given: tuple[str, ...], order: str) -> TextClause:
     found = _STATEMENTS.get((*given, order))
     if found is None:
@@ -91,19 +113,21 @@ def _statement(given: tuple[str, ...], order: str) -> TextClause:
             "(p.expires_at IS NULL OR p.expires_at > CAST(:v_now AS timestamptz))",
             _KEPT, *(_FILTERS[name] for name in given)])
         by = _ORDER_BY[order]
+        readable = "readable" in given
+        rows = _LIST_ROW + (_READ_ROWS.format(by=by.format(t="")) if readable else "")
         found = _STATEMENTS[(*given, order)] = text(f"""
 WITH page AS (
  SELECT p.* FROM memory_pointers AS p
  WHERE {where}
  ORDER BY {by.format(t="p.")} LIMIT :v_limit
 ), aud AS (
- INSERT INTO access_logs (tenant_id, accessor_type, accessor_id, agent_id, operation,
-  success, detail, request_id, accessed_at)
- SELECT :v_tenant, :v_accessor_type, :v_accessor_id, :v_accessor_agent, 'list', true,
-  CAST(:v_detail AS text) || LEAST((SELECT count(*) FROM page), CAST(:v_size AS int)),
-  :v_request_id, :v_now
+ INSERT INTO access_logs (tenant_id, pointer_id, accessor_type, accessor_id, agent_id,
+  operation, success, detail, request_id, accessed_at)
+ SELECT :v_tenant, a.pointer_id, :v_accessor_type, :v_accessor_id, :v_accessor_agent,
+  a.operation, true, a.detail, :v_request_id, :v_now
+ FROM ({rows}) AS a ORDER BY a.n
 )
-SELECT * FROM page ORDER BY {by.format(t="")}
+SELECT * FROM page{_LIVE_KEY if readable else ""} ORDER BY {by.format(t="page.")}
 """)
     return found
 
@@ -122,6 +146,7 @@ class Listing:
     after: After | None
     limit: int
     order: str = "created"  # repository.ORDERS
+    readable: bool = False  # only memories by key a read would serve
 
 
 @dataclass(frozen=True)
@@ -141,11 +166,16 @@ def _like_prefix(prefix: str) -> str:
     return escaped + "%"
 
 
+# A subject key as ``keys.open_object`` takes it: id, wrapped key, KEK version.
+LiveKey = tuple[uuid.UUID, bytes, uuid.UUID]
+
+
 def list_page(engine: Engine, tenant_id: uuid.UUID, listing: Listing, access: Access,
-              now: datetime, by: ListedBy) -> list[MemoryPointer]:
+              now: datetime, by: ListedBy) -> tuple[list[MemoryPointer], dict[uuid.UUID, LiveKey]]:
     """Up to ``listing.limit`` pointers of the tenant the key may see, in ``listing.order``,
     past ``listing.after``; their audit row committed with them. The pointers are in no
-    session."""
+    session. With ``listing.readable`` also the read row of each of the first ``by.size``,
+    and the live subject keys of the page by id (else none)."""
     params: dict[str, Any] = {
         "v_tenant": tenant_id, "v_now": now, "v_limit": listing.limit, "v_event": EVENT,
         "v_all": ALL_TYPES, "v_accessor_type": by.accessor_type,
@@ -165,6 +195,9 @@ def list_page(engine: Engine, tenant_id: uuid.UUID, listing: Listing, access: Ac
         params[f"v_{name}"] = value
     if listing.order != "created":
         given.append("by_key")
+    if listing.readable:
+        given.append("readable")
+        params["v_read_detail"] = READ_DETAIL
     if listing.after is not None:
         given.append({"created": "after", "key": "after_key",
                       "key_desc": "before_key"}[listing.order])
@@ -173,5 +206,7 @@ def list_page(engine: Engine, tenant_id: uuid.UUID, listing: Listing, access: Ac
         given.append("grants")
         params |= {"v_grant_scopes": [g.scope for g in access.grants],
                    "v_grant_refs": [g.scope_ref for g in access.grants], "v_any_ref": ANY_REF}
-    statement = _statement(tuple(given), listing.order)
-    return [pointer_of(row) for row in direct.run(engine, statement, params)]
+    rows = direct.run(engine, _statement(tuple(given), listing.order), params)
+    keys = {row.key_id: (row.key_id, bytes(row.wrapped_key), row.kek_version_id)
+            for row in rows if listing.readable and row.wrapped_key is not None}
+    return [pointer_of(row) for row in rows], keys

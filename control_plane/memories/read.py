@@ -137,7 +137,7 @@ def _live_pointer(session: Session, actor: Actor, address: MemoryAddress,
 def check_live(pointer: MemoryPointer | None, address: MemoryAddress) -> MemoryPointer:
     """The pointer if a read may serve it: 404 if missing, being written or deleted, or
     expired."""
-    if pointer is None or pointer.sync_status in ("pending_delete", "pending_write"):
+    if pointer is None or pointer.sync_status in repo.UNREADABLE:
         raise NotFound(f"no memory at {address.describe()}")
     if expired(pointer):
         raise NotFound(f"the memory at {address.describe()} has expired")
@@ -234,6 +234,17 @@ def _report_corrupt(session: Session, actor: Actor, pointer: MemoryPointer,
     raise error
 
 
+@dataclass(frozen=True)
+class Listed:
+    """A page of pointers, and for a page of readable ones (``page_of_pointers``) what the
+    listing already did toward reading them."""
+
+    pointers: list[MemoryPointer]
+    next_cursor: str | None
+    keys: dict[uuid.UUID, listing.LiveKey]  # the pointers' live subject keys (PostgreSQL)
+    reads_logged: bool  # each pointer's read row went in with the page (PostgreSQL)
+
+
 def list_pointers(session: Session, actor: Actor, *, scope: str | None, scope_ref: str | None,
                   user_id: str | None, memory_type: str | None, sync_status: str | None,
                   cursor: str | None, limit: int | None, access: Access = EVERYTHING,
@@ -244,40 +255,57 @@ def list_pointers(session: Session, actor: Actor, *, scope: str | None, scope_re
     an expired memory (``ttl_days`` ran out) is not listed, as it is not read. The audit
     row: on PostgreSQL in the page's own statement (``listing``); elsewhere through
     ``batcher`` (the read group commit) when given."""
+    page = page_of_pointers(session, actor, scope=scope, scope_ref=scope_ref, user_id=user_id,
+                            memory_type=memory_type, sync_status=sync_status, cursor=cursor,
+                            limit=limit, access=access, tag=tag, key_prefix=key_prefix,
+                            batcher=batcher, order=order)
+    return page.pointers, page.next_cursor
+
+
+def page_of_pointers(session: Session, actor: Actor, *, scope: str | None,
+                     scope_ref: str | None, user_id: str | None, memory_type: str | None,
+                     sync_status: str | None, cursor: str | None, limit: int | None,
+                     access: Access, tag: str | None, key_prefix: str | None,
+                     batcher: AuditBatcher | None, order: str, readable: bool = False,
+                     ) -> Listed:
+    """``list_pointers``'s page; with ``readable``, of the memories by key a read would serve,
+    to be read (on PostgreSQL with their live keys and read rows)."""
     size = page_limit(limit)
     after = _after(cursor, order)
     scope_ref, user_id, key_prefix = (nfc(v) if v is not None else None
                                       for v in (scope_ref, user_id, key_prefix))
     # Filters by scope ref or user are personal: the row says only whether one was given.
-    detail = (f"pointers scope={scope} ref={given(scope_ref)} user={given(user_id)} "
+    detail = (f"{'pointers with values' if readable else 'pointers'} scope={scope} "
+              f"ref={given(scope_ref)} user={given(user_id)} "
               f"tag={given(tag)} prefix={given(key_prefix)} -> ")
     engine = session.get_bind().engine
-    if engine.dialect.name == "postgresql":  # the page and its audit row: one statement
+    if engine.dialect.name == "postgresql":  # the page and its audit rows: one statement
         if session.in_transaction():
             session.commit()
-        rows = listing.list_page(
+        rows, keys = listing.list_page(
             engine, actor.tenant_id,
             listing.Listing(scope, scope_ref, user_id, memory_type, sync_status, tag,
-                            key_prefix, after, size + 1, order),
+                            key_prefix, after, size + 1, order, readable),
             access, utcnow(),
             listing.ListedBy(actor.accessor_type, actor.accessor_id, actor.agent_id,
                              request_id_var.get(), detail, size))
-        return rows[:size], _next_cursor(rows, size, order)
+        return Listed(rows[:size], _next_cursor(rows, size, order), keys, readable)
     rows = list(repo.list_page(session, actor.tenant_id, scope=scope, scope_ref=scope_ref,
                                user_id=user_id, memory_type=memory_type,
                                sync_status=sync_status, after=after, limit=size + 1,
                                access=access, now=utcnow(), tag=tag, key_prefix=key_prefix,
-                               order=order))
+                               order=order, readable=readable))
     session.commit()
     detail += str(min(len(rows), size))
+    page = Listed(rows[:size], _next_cursor(rows, size, order), {}, False)
     if batcher is not None:
         batcher.record(actor.tenant_id, actor.accessor_type, actor.accessor_id, "list",
                        detail=detail, agent_id=actor.agent_id)
-        return rows[:size], _next_cursor(rows, size, order)
+        return page
     begin_write(session)
     audit.record(session, actor, "list", detail=detail)
     session.commit()
-    return rows[:size], _next_cursor(rows, size, order)
+    return page
 
 
 def _next_cursor(rows: list[MemoryPointer], size: int, order: str) -> str | None:

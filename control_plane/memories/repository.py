@@ -130,16 +130,22 @@ class After:
     key: str | None = None
 
 
+# What a read answers 404 for while it lasts (``read.check_live``): a write or delete in flight.
+UNREADABLE = ("pending_delete", "pending_write")
+
+
 def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
               scope_ref: str | None, user_id: str | None, memory_type: str | None,
               sync_status: str | None, after: After | None,
               limit: int, access: Access = EVERYTHING,
               now: datetime | None = None, tag: str | None = None,
-              key_prefix: str | None = None, order: str = "created") -> Sequence[MemoryPointer]:
+              key_prefix: str | None = None, order: str = "created",
+              readable: bool = False) -> Sequence[MemoryPointer]:
     """Keyset paging on the pointer's id, which a row keeps for life (or on its key and id):
     a row that exists throughout a walk is on exactly one page whatever is inserted or
     deleted meanwhile. With ``now``, memories whose ``ttl_days`` ran out by then are left
-    out, as reads refuse them. The pointers are in no session (``pointer_of``): for reading.
+    out, as reads refuse them; with ``readable``, all but the memories by key a read would
+    serve (``READABLE``). The pointers are in no session (``pointer_of``): for reading.
     (PostgreSQL lists through ``listing``, in one statement.)"""
     query = select(*MemoryPointer.__table__.c).where(MemoryPointer.tenant_id == tenant_id)
     if now is not None:
@@ -167,6 +173,9 @@ def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
         query = query.where(has_tag(session, tag))
     if key_prefix is not None:
         query = query.where(MemoryPointer.key.startswith(key_prefix, autoescape=True))
+    if readable:
+        query = query.where(MemoryPointer.key.is_not(None),
+                            MemoryPointer.sync_status.not_in(UNREADABLE))
     pid = MemoryPointer.id
     if order == "created":
         if after is not None:

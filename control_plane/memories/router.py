@@ -9,17 +9,20 @@ from fastapi.responses import JSONResponse
 
 from ..db.models import MemoryPointer
 from ..deps import READER, WRITER, PlaneDep, SessionDep, WriterCaller, call_of, get_runtime
+from ..errors import InvalidInput
 from ..idempotency import Idempotency, Replay
 from ..kit import PLAIN_TEXT, json_of, to_json
 from . import batch as batches
 from . import service as memories
 from .addresses import MemoryAddress, Scope
+from .batch_gets import listed_values
 from .schemas import (
     AppendIn,
     Cleared,
     MemoryIn,
     MemoryMeta,
     MemoryOut,
+    MemoryPage,
     PointerOrder,
     PointerOut,
     PointerPage,
@@ -50,6 +53,11 @@ FilterText = Annotated[str | None, Query(max_length=256, pattern=PLAIN_TEXT)]
 _ORDER = ("created (the default): in the order they were first written; key / key_desc: by "
           "key, byte by byte, up or down (memories by key only: entries have no key). A "
           "cursor continues the order its page was listed in.")
+
+
+_VALUES = ("Answer each memory with its value, read from the bucket and verified as a read "
+           "is (and audited as one): memories by key only, and only those a read would serve "
+           "(none being written or deleted); at most 100 a page.")
 
 
 class SyncStatus(StrEnum):
@@ -124,7 +132,11 @@ def clear_scope(scope: Scope, scope_ref: str, caller: WriterCaller, session: Ses
     return Cleared(deleted=deleted)
 
 
-@router.get("/v1/pointers", response_model=PointerPage)
+# A page with values reads an object per item: fewer items than a page of pointers.
+MAX_VALUES_PAGE = 100
+
+
+@router.get("/v1/pointers", response_model=PointerPage | MemoryPage)
 def list_pointers(request: Request, scope: Scope | None = None, scope_ref: FilterText = None,
                   user_id: FilterText = None, memory_type: FilterText = None,
                   sync_status: SyncStatus | None = None,
@@ -139,17 +151,29 @@ def list_pointers(request: Request, scope: Scope | None = None, scope_ref: Filte
                                   "(taken literally: % and _ are not wildcards).")] = None,
                   order: Annotated[PointerOrder, Query(description=_ORDER)] = (
                       PointerOrder.created),
+                  include_values: Annotated[bool, Query(description=_VALUES)] = False,
                   ) -> Response:
     """List pointers (metadata, no values) of the caller's tenant, filtered by scope, scope ref,
-    user, memory type, sync status, tag or key prefix; paginated with `cursor`."""
+    user, memory type, sync status, tag or key prefix; paginated with `cursor`. With
+    `include_values=true`: the memories by key a read would serve, each with its verified
+    value (`{"value", "pointer"}`, as a read answers), at most 100 a page."""
+    if include_values and limit is not None and limit > MAX_VALUES_PAGE:
+        raise InvalidInput(f"with include_values, limit must be between 1 and "
+                           f"{MAX_VALUES_PAGE}; ask for a smaller page")
     with call_of(request, READER) as call:
-        rows, next_cursor = memories.list_pointers(
+        page = memories.page_of_pointers(
             call.session, call.caller.actor, scope=scope.canonical if scope else None,
             scope_ref=scope_ref, user_id=user_id, memory_type=memory_type,
             sync_status=sync_status, cursor=cursor, limit=limit, access=call.caller.access,
             tag=tag, key_prefix=key_prefix, batcher=call.plane.audit_batcher,
-            order=order.value)
-    return json_of(PointerPage(items=[PointerOut.of(p) for p in rows], next_cursor=next_cursor))
+            order=order.value, readable=include_values)
+        if include_values:
+            values = listed_values(call.session, call.plane, call.caller.actor, page)
+            return json_of(MemoryPage(items=[MemoryOut(value=v.value,
+                                                       pointer=PointerOut.of(v.pointer))
+                                             for v in values], next_cursor=page.next_cursor))
+    return json_of(PointerPage(items=[PointerOut.of(p) for p in page.pointers],
+                               next_cursor=page.next_cursor))
 
 
 @router.post("/v1/memories:batch", response_model=batches.BatchOut)

@@ -163,5 +163,12 @@ class PointerPage(BaseModel):
                                     "the last page.")
 
 
+class MemoryPage(BaseModel):
+    items: list[MemoryOut] = Field(description="Memories by key with their verified values, "
+                                   "in a stable order.")
+    next_cursor: str | None = Field(description="Pass as ?cursor= for the next page; null on "
+                                    "the last page.")
+
+
 class Cleared(BaseModel):
     deleted: int = Field(description="How many memories were deleted.")

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from ..idempotency import Replay
 from .delete import clear_scope, delete_value
-from .read import MemoryValue, get_value, list_pointers, read_pointer
+from .read import MemoryValue, get_value, list_pointers, page_of_pointers, read_pointer
 from .shared import ensure_visible
 from .write import append_value, serialise, set_value
 
 __all__ = [
     "MemoryValue", "Replay", "append_value", "clear_scope", "delete_value", "ensure_visible",
-    "get_value", "list_pointers", "read_pointer", "serialise", "set_value",
+    "get_value", "list_pointers", "page_of_pointers", "read_pointer", "serialise", "set_value",
 ]

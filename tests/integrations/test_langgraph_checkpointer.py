@@ -178,12 +178,8 @@ def _step(saver: MemplaneCheckpointer, thread: str, parent: dict[str, Any] | Non
     return stored
 
 
-def test_the_newest_checkpoint_costs_one_short_listing_however_long_the_thread(
-        agent: memplane.Client) -> None:
-    saver = MemplaneCheckpointer(agent)
-    stored = None
-    for n in range(40):
-        stored = _step(saver, "t-long-thread", stored, n, writes=2)
+def _sent(agent: memplane.Client, read: Any) -> tuple[Any, list[tuple[str, str, dict[str, Any]]]]:
+    """What ``read()`` answered, and the requests it sent."""
     sent: list[tuple[str, str, dict[str, Any]]] = []
     real = agent._send
 
@@ -194,20 +190,48 @@ def test_the_newest_checkpoint_costs_one_short_listing_however_long_the_thread(
 
     agent._send = spy  # type: ignore[method-assign]
     try:
-        latest = saver.get_tuple({"configurable": {"thread_id": "t-long-thread"}})
+        return read(), sent
     finally:
         agent._send = real  # type: ignore[method-assign]
-    assert latest is not None and stored is not None
+
+
+def test_the_newest_checkpoint_costs_one_short_listing_however_long_the_thread(
+        agent: memplane.Client) -> None:
+    saver = MemplaneCheckpointer(agent)
+    stored = None
+    for n in range(40):
+        stored = _step(saver, "t-long-thread", stored, n, writes=2)
+    assert stored is not None
+    latest, sent = _sent(agent, lambda: saver.get_tuple(
+        {"configurable": {"thread_id": "t-long-thread"}}))
+    named, sent_named = _sent(agent, lambda: saver.get_tuple(stored))
+    assert latest is not None and named is not None
     assert latest.config["configurable"]["checkpoint_id"] == (
         stored["configurable"]["checkpoint_id"])
     assert latest.checkpoint["channel_values"] == {"said": ["m39"]}
     assert latest.pending_writes == [("task-39", "said", "w39-0"),
                                      ("task-39", "said", "w39-1")]
-    # One page of at most 16 keys (its two writes, then it), then one batch read: the same
-    # two requests at 40 checkpoints as at one.
-    assert [(method, path) for method, path, _ in sent] == [
-        ("GET", "/v1/pointers"), ("POST", "/v1/memories:batch")]
-    assert (sent[0][2]["order"], sent[0][2]["limit"]) == ("key_desc", "16")
+    assert (named.config, named.checkpoint, named.pending_writes) == (
+        latest.config, latest.checkpoint, latest.pending_writes)
+    # One page of 4 keys with their values (its two writes, then it): the same one request
+    # at 40 checkpoints as at one; the named one is one listing of its key's prefix.
+    assert [(method, path) for method, path, _ in sent + sent_named] == [
+        ("GET", "/v1/pointers"), ("GET", "/v1/pointers")]
+    assert {k: sent[0][2][k] for k in ("order", "limit", "include_values")} == {
+        "order": "key_desc", "limit": "4", "include_values": "true"}
+    assert sent_named[0][2]["include_values"] == "true"
+
+
+def test_a_checkpoint_with_more_writes_than_the_first_page_reads_on(
+        agent: memplane.Client) -> None:
+    saver = MemplaneCheckpointer(agent)
+    first = _step(saver, "t-many-writes", None, 0, writes=1)
+    second = _step(saver, "t-many-writes", first, 1, writes=6)
+    latest, sent = _sent(agent, lambda: saver.get_tuple(
+        {"configurable": {"thread_id": "t-many-writes"}}))
+    assert latest is not None and latest.config == second
+    assert latest.pending_writes == [("task-1", "said", f"w1-{i}") for i in range(6)]
+    assert [(p["limit"], "cursor" in p) for _, _, p in sent] == [("4", False), ("16", True)]
 
 
 def test_threads_stored_before_writes_moved_under_their_checkpoint_still_read_back(

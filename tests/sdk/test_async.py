@@ -114,6 +114,19 @@ async def test_iter_pointers_walks_three_pages() -> None:
     ]
 
 
+async def test_list_memories_asks_for_values_and_reads_value_and_pointer() -> None:
+    item = {"value": {"likes": "tea"}, "pointer": pointer_json(key="a")}
+    recorder = Recorder(httpx.Response(200, json=page_json([item], "c1")))
+    async with _client(recorder) as client:
+        page = await client.memory.list_memories(scope="user", scope_ref="u1", order="key",
+                                                 limit=5)
+
+    assert [(m.value, m.pointer.key) for m in page.items] == [({"likes": "tea"}, "a")]
+    assert page.next_cursor == "c1"
+    assert str(recorder.only.url) == (f"{BASE_URL}/v1/pointers?scope=user&scope_ref=u1"
+                                      "&limit=5&order=key&include_values=true")
+
+
 async def test_keys_tenants_and_audit_verify() -> None:
     recorder = Recorder(
         httpx.Response(201, json=key_json()),

@@ -23,13 +23,14 @@ from urllib.parse import quote, unquote
 from ..._base import Call, _query, parse_model
 from ..._batch import BatchResult
 from ..._batch import calls as batch_calls
-from ..._models import Page, Pointer
+from ..._models import Memory, Page, Pointer
 
 R = TypeVar("R")
 Step = Generator[Call[Any], Any, R]
 
 MAX_KEY_BYTES = 255
 PAGE = 1000
+VALUES_PAGE = 100  # the most a page with values holds
 _HASHED = "#"
 
 
@@ -122,6 +123,29 @@ def list_page(*, scope: str | None = None, scope_ref: str | None = None,
     params = _query(scope=scope, scope_ref=scope_ref, key_prefix=key_prefix, tag=tag,
                     user_id=user_id, order=order, limit=limit, cursor=cursor)
     return Call("GET", "/v1/pointers", parse_model(Page[Pointer]), params=params)
+
+
+def memory_page(*, scope: str, scope_ref: str, key_prefix: str, order: str | None = None,
+                limit: int = VALUES_PAGE, cursor: str | None = None) -> Call[Page[Memory]]:
+    """One page of memories with their verified values (``GET /v1/pointers`` with
+    ``include_values``: memories a read would serve, at most 100 a page)."""
+    params = _query(scope=scope, scope_ref=scope_ref, key_prefix=key_prefix, order=order,
+                    limit=limit, cursor=cursor)
+    params["include_values"] = "true"
+    return Call("GET", "/v1/pointers", parse_model(Page[Memory]), params=params)
+
+
+def list_memories(*, scope: str, scope_ref: str, key_prefix: str) -> Step[list[Memory]]:
+    """Every memory under ``key_prefix`` with its value, page after page."""
+    found: list[Memory] = []
+    cursor: str | None = None
+    while True:
+        page = yield memory_page(scope=scope, scope_ref=scope_ref, key_prefix=key_prefix,
+                                 cursor=cursor)
+        found.extend(page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            return found
 
 
 def batch(ops: list[dict[str, Any]]) -> Step[list[BatchResult]]:

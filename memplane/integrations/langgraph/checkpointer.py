@@ -56,7 +56,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..._async_client import AsyncClient
 from ..._client import Client
-from ..._models import Pointer
+from ..._models import Memory, Pointer
 from . import _wire
 from ._wire import Step
 
@@ -69,7 +69,8 @@ RUN_TAG = "lg-run:"
 NESTED_TAG = "lg-layout:2"  # its writes are under its own key
 PART_LIMIT = 96  # bytes of one encoded ns / id component before it is hashed
 LOAD_CHUNK = 50
-LATEST_PAGE = 16  # keys listed at a time while looking for the newest checkpoint
+FIRST_PAGE = 4  # keys (with values) listed first while looking for the newest checkpoint
+LATEST_PAGE = 16  # and then at a time
 
 
 def _typed(serde: SerializerProtocol, obj: Any) -> dict[str, str]:
@@ -286,32 +287,42 @@ class MemplaneCheckpointer(BaseCheckpointSaver[str]):
         ns = configurable.get("checkpoint_ns", "")
         wanted = get_checkpoint_id(config)
         if wanted is not None:
-            # Named: its key lists it and its writes (and keys of longer ids: left out).
+            # Named: its key lists it and its writes (and keys of longer ids: left out), with
+            # their values.
             key = _checkpoint_key(ns, wanted)
-            found = yield from _wire.list_pointers(scope=SCOPE, scope_ref=thread_ref,
+            found = yield from _wire.list_memories(scope=SCOPE, scope_ref=thread_ref,
                                                    key_prefix=key)
-            head = next((p for p in found if p.key == key), None)
+            head = next((m for m in found if m.pointer.key == key), None)
             if head is None:
                 return None
-            return (yield from self._load_one(
-                head, [p for p in found if (p.key or "").startswith(key + "/w/")]))
-        # The newest: the namespace's checkpoint keys by key, downwards; a checkpoint's writes
-        # (keys that extend its key) come just before it.
+            return (yield from self._loaded(
+                head, [m for m in found if (m.pointer.key or "").startswith(key + "/w/")]))
+        # The newest: the namespace's checkpoint keys by key, downwards, with their values; a
+        # checkpoint's writes (keys that extend its key) come just before it. The first page
+        # is short: the newest checkpoint of a thread between steps has no writes yet.
         prefix = _wire.prefix_of(ROOT, [ns, "c"], limit=PART_LIMIT)
-        writes: dict[str, list[Pointer]] = {}
+        writes: dict[str, list[Memory]] = {}
         cursor: str | None = None
+        limit = FIRST_PAGE
         while True:
-            page = yield _wire.list_page(scope=SCOPE, scope_ref=thread_ref, key_prefix=prefix,
-                                         order="key_desc", limit=LATEST_PAGE, cursor=cursor)
-            for pointer in page.items:
-                parts = (pointer.key or "")[len(prefix):].split("/")
+            page = yield _wire.memory_page(scope=SCOPE, scope_ref=thread_ref, key_prefix=prefix,
+                                           order="key_desc", limit=limit, cursor=cursor)
+            for memory in page.items:
+                parts = (memory.pointer.key or "")[len(prefix):].split("/")
                 if len(parts) == 1:
-                    return (yield from self._load_one(pointer, writes.get(parts[0], [])))
+                    return (yield from self._loaded(memory, writes.get(parts[0], [])))
                 if len(parts) == 4 and parts[1] == "w":
-                    writes.setdefault(parts[0], []).append(pointer)
-            cursor = page.next_cursor
+                    writes.setdefault(parts[0], []).append(memory)
+            cursor, limit = page.next_cursor, LATEST_PAGE
             if cursor is None:
                 return None
+
+    def _loaded(self, head: Memory, writes: list[Memory]) -> Step[CheckpointTuple | None]:
+        """The checkpoint ``head`` with ``writes``, as listed with their values; one stored
+        before writes were kept under its key is read again with those at the old place."""
+        if NESTED_TAG not in head.pointer.tags:
+            return (yield from self._load_one(head.pointer, [w.pointer for w in writes]))
+        return self._tuple(head.value, [w.value for w in writes])
 
     def _load_one(self, head: Pointer, writes: list[Pointer]
                      ) -> Step[CheckpointTuple | None]:
