@@ -320,7 +320,8 @@ class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
     ) -> Page[Pointer]:
         """One page of pointers (metadata only) matching the filters. ``key_prefix`` is taken
         literally; ``order``: ``created`` (the default), ``key`` or ``key_desc`` (by key,
-        byte by byte; memories by key only)."""
+        byte by byte; memories by key only) or ``updated_desc`` (by last write, newest
+        first)."""
         return await self._client._send(
             _base.list_pointers(
                 scope=scope,

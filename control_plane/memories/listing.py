@@ -60,6 +60,10 @@ _FILTERS: dict[str, str] = {
                   "OR (p.key = :v_after_key AND p.id > :v_after))"),
     "before_key": ('(p.key COLLATE "C" < :v_after_key '
                    "OR (p.key = :v_after_key AND p.id < :v_after))"),
+    # Listing by last write, newest first, past the previous page's last (written, id).
+    "before_updated": ("(p.updated_at < CAST(:v_after_updated AS timestamptz) "
+                       "OR (p.updated_at = CAST(:v_after_updated AS timestamptz) "
+                       "AND p.id < :v_after))"),
     # A scoped key: one grant per (scope, scope ref), '*' for every ref of its scope.
     "grants": ("EXISTS (SELECT 1 FROM unnest(CAST(:v_grant_scopes AS text[]), "
                "CAST(:v_grant_refs AS text[])) AS g(s, r) WHERE g.s = p.scope_type "
@@ -84,7 +88,8 @@ _STATEMENTS: dict[tuple[str, ...], TextClause] = {}
 
 # {t}: the table's alias and a dot, or nothing (the outer select orders the page's rows).
 _ORDER_BY = {"created": "{t}id", "key": '{t}key COLLATE "C", {t}id',
-             "key_desc": '{t}key COLLATE "C" DESC, {t}id DESC'}
+             "key_desc": '{t}key COLLATE "C" DESC, {t}id DESC',
+             "updated_desc": "{t}updated_at DESC, {t}id DESC"}
 
 
 # The list's audit row (its detail ends in the number of pointers answered).
@@ -193,15 +198,16 @@ def list_page(engine: Engine, tenant_id: uuid.UUID, listing: Listing, access: Ac
         elif name == "key_prefix":
             value = _like_prefix(value)
         params[f"v_{name}"] = value
-    if listing.order != "created":
+    if listing.order in ("key", "key_desc"):
         given.append("by_key")
     if listing.readable:
         given.append("readable")
         params["v_read_detail"] = READ_DETAIL
     if listing.after is not None:
-        given.append({"created": "after", "key": "after_key",
-                      "key_desc": "before_key"}[listing.order])
-        params |= {"v_after": listing.after.id, "v_after_key": listing.after.key}
+        given.append({"created": "after", "key": "after_key", "key_desc": "before_key",
+                      "updated_desc": "before_updated"}[listing.order])
+        params |= {"v_after": listing.after.id, "v_after_key": listing.after.key,
+                   "v_after_updated": listing.after.updated}
     if access.grants is not None:
         given.append("grants")
         params |= {"v_grant_scopes": [g.scope for g in access.grants],

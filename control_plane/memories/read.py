@@ -8,6 +8,7 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from sqlalchemy.orm import Session
@@ -308,11 +309,18 @@ def page_of_pointers(session: Session, actor: Actor, *, scope: str | None,
     return page
 
 
+_WRITTEN = "w"  # marks a cursor of a listing by last write
+
+
 def _next_cursor(rows: list[MemoryPointer], size: int, order: str) -> str | None:
     if len(rows) <= size:
         return None
     last = rows[size - 1]
-    return encode_cursor(str(last.id) if order == "created" else [last.key, str(last.id)])
+    if order == "created":
+        return encode_cursor(str(last.id))
+    if order == "updated_desc":
+        return encode_cursor([_WRITTEN, last.updated_at.isoformat(), str(last.id)])
+    return encode_cursor([last.key, str(last.id)])
 
 
 def _after(cursor: str | None, order: str) -> repo.After | None:
@@ -324,6 +332,12 @@ def _after(cursor: str | None, order: str) -> repo.After | None:
         return None
     value = decode_cursor(cursor)
     try:
+        if order == "updated_desc":
+            mark, written, pointer_id = value
+            if mark != _WRITTEN or not isinstance(written, str):
+                raise ValueError(mark)
+            return repo.After(uuid.UUID(str(pointer_id)),
+                              updated=datetime.fromisoformat(written).astimezone(UTC))
         key, pointer_id = value
         if not isinstance(key, str):
             raise ValueError(key)

@@ -124,10 +124,11 @@ ORDERS = tuple(order.value for order in PointerOrder)  # how a listing may be or
 @dataclass(frozen=True)
 class After:
     """Where the previous page ended: its last pointer's id, and its key when listing by
-    key."""
+    key or its last write when listing by that."""
 
     id: uuid.UUID
     key: str | None = None
+    updated: datetime | None = None
 
 
 # What a read answers 404 for while it lasts (``read.check_live``): a write or delete in flight.
@@ -181,6 +182,12 @@ def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
         if after is not None:
             query = query.where(pid > after.id)
         query = query.order_by(pid)
+    elif order == "updated_desc":
+        written = MemoryPointer.updated_at
+        if after is not None:
+            query = query.where(or_(written < after.updated,
+                                    and_(written == after.updated, pid < after.id)))
+        query = query.order_by(written.desc(), pid.desc())
     else:
         key = (MemoryPointer.key.collate("C")
                if session.get_bind().dialect.name == "postgresql" else MemoryPointer.key)

@@ -51,8 +51,10 @@ FilterText = Annotated[str | None, Query(max_length=256, pattern=PLAIN_TEXT)]
 
 
 _ORDER = ("created (the default): in the order they were first written; key / key_desc: by "
-          "key, byte by byte, up or down (memories by key only: entries have no key). A "
-          "cursor continues the order its page was listed in.")
+          "key, byte by byte, up or down (memories by key only: entries have no key); "
+          "updated_desc: by last write, newest first (a memory written again during a walk "
+          "moves ahead of the walk: it may be missed or seen twice). A cursor continues the "
+          "order its page was listed in.")
 
 
 _VALUES = ("Answer each memory with its value, read from the bucket and verified as a read "

@@ -149,12 +149,14 @@ class MemoryOut(BaseModel):
 
 
 class PointerOrder(StrEnum):
-    """How a listing is ordered: by creation (the pointer's id, the default), or by key,
-    byte by byte, up or down (memories by key only: entries have no key)."""
+    """How a listing is ordered: by creation (the pointer's id, the default), by key, byte
+    by byte, up or down (memories by key only: entries have no key), or by last write,
+    newest first."""
 
     created = "created"
     key = "key"
     key_desc = "key_desc"
+    updated_desc = "updated_desc"
 
 
 class PointerPage(BaseModel):

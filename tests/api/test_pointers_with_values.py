@@ -143,3 +143,40 @@ def test_a_scoped_key_lists_values_only_where_it_may_read(tenant: Tenant) -> Non
     with memplane.Client(tenant.stack.base_url, scoped) as client:
         page = client.memory.list_memories(scope="conversation")
     assert [(m.pointer.scope_ref, m.value) for m in page.items] == [(mine, {"owner": "mine"})]
+
+
+def test_a_listing_by_last_write_walks_newest_first_page_by_page(tenant: Tenant) -> None:
+    ref = f"t-{uuid.uuid4().hex[:8]}"
+    with tenant.stack.http(tenant.admin_key) as http:
+        for key in ("a", "b", "c", "d", "e"):
+            _put(http, ref, key, {"k": key, "round": 1})
+        entry = http.post("/v1/entries", json={"scope": "conversation", "scope_ref": ref,
+                                               "title": "no key", "summary": "s"}).json()
+        _put(http, ref, "b", {"k": "b", "round": 2})
+
+        def walk(limit: int, **extra: str) -> list[tuple[str | None, Any]]:
+            seen: list[tuple[str | None, Any]] = []
+            cursor = None
+            while True:
+                params = {"scope": "conversation", "scope_ref": ref, "order": "updated_desc",
+                          "limit": str(limit), **extra}
+                if cursor:
+                    params["cursor"] = cursor
+                answer = http.get("/v1/pointers", params=params)
+                assert answer.status_code == 200, answer.text
+                page = answer.json()
+                seen += [(i["pointer"]["key"], i["value"]) if "value" in i else (i["key"], None)
+                         for i in page["items"]]
+                cursor = page["next_cursor"]
+                if cursor is None:
+                    return seen
+
+        pointers, with_values = walk(2), walk(2, include_values="true")
+        by_key = http.get("/v1/pointers", params={"scope": "conversation", "scope_ref": ref,
+                                                  "order": "key", "limit": "1"}).json()
+        mixed = http.get("/v1/pointers", params={"order": "updated_desc",
+                                                 "cursor": by_key["next_cursor"]})
+    assert [key for key, _ in pointers] == ["b", None, "e", "d", "c", "a"]
+    assert entry["id"] and with_values == [
+        ("b", {"k": "b", "round": 2}), *((k, {"k": k, "round": 1}) for k in "edca")]
+    assert mixed.status_code == 422 and "cursor" in mixed.json()["detail"]
