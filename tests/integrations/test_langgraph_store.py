@@ -97,6 +97,39 @@ def test_search_filters_pages_and_stays_under_the_prefix(agent: memplane.Client)
     assert store.search(("users", "u-3", "nothing")) == []
 
 
+def test_a_search_reads_only_the_newest_items_it_answers(tenant: Tenant,
+                                                         agent: memplane.Client) -> None:
+    store = MemplaneStore(agent)
+    ns = ("users", "u-5", "notes")
+    for n in range(25):  # one after another: each written later than the one before
+        store.put(ns, f"k{n:02}", {"n": n})
+    store.put(ns, "k03", {"n": 3, "again": True})  # written last: the newest
+    sent: list[dict[str, str]] = []
+    real = agent._send
+
+    def spy(call: object) -> object:
+        sent.append(dict(getattr(call, "params", None) or {}))
+        return real(call)  # type: ignore[arg-type]
+
+    with tenant.client() as admin:
+        before = sum(1 for e in admin.audit.iter(operation="read"))
+    agent._send = spy  # type: ignore[method-assign]
+    try:
+        newest = store.search(ns, limit=3)
+        filtered = store.search(ns, filter={"n": {"$lt": 2}}, limit=5)
+    finally:
+        agent._send = real  # type: ignore[method-assign]
+    with tenant.client() as admin:
+        reads = sum(1 for e in admin.audit.iter(operation="read")) - before
+    assert [i.key for i in newest] == ["k03", "k24", "k23"]
+    assert [i.key for i in filtered] == ["k01", "k00"]
+    # One listing of the ten newest with their values; the filter walks pages of ten to the
+    # oldest. Each value listed is one read row: 10, then all 25.
+    assert [(p["order"], p["limit"], p["include_values"]) for p in sent] == [
+        ("updated_desc", "10", "true")] * 4
+    assert reads == 10 + 25
+
+
 def test_list_namespaces_with_prefix_suffix_depth_and_paging(agent: memplane.Client) -> None:
     store = MemplaneStore(agent)
     for ns in [("a", "b", "c"), ("a", "b", "d"), ("a", "e"), ("users", "u-5", "prefs"),

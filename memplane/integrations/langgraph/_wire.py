@@ -125,8 +125,9 @@ def list_page(*, scope: str | None = None, scope_ref: str | None = None,
     return Call("GET", "/v1/pointers", parse_model(Page[Pointer]), params=params)
 
 
-def memory_page(*, scope: str, scope_ref: str, key_prefix: str, order: str | None = None,
-                limit: int = VALUES_PAGE, cursor: str | None = None) -> Call[Page[Memory]]:
+def memory_page(*, scope: str | None, scope_ref: str | None, key_prefix: str | None,
+                order: str | None = None, limit: int = VALUES_PAGE,
+                cursor: str | None = None) -> Call[Page[Memory]]:
     """One page of memories with their verified values (``GET /v1/pointers`` with
     ``include_values``: memories a read would serve, at most 100 a page)."""
     params = _query(scope=scope, scope_ref=scope_ref, key_prefix=key_prefix, order=order,

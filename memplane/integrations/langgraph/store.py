@@ -297,17 +297,34 @@ class MemplaneStore(BaseStore):
     def _recent(self, op: SearchOp, prefix: tuple[str, ...], skip: set[tuple[str, str, str]],
                 count: int) -> Step[list[SearchItem]]:
         """The first ``count`` items under ``prefix`` passing the filter, newest first,
-        leaving out the addresses in ``skip``."""
-        pointers = yield from self._pointers(prefix)
-        pointers = [p for p in pointers if (p.scope, p.scope_ref, p.key or "") not in skip]
-        pointers.sort(key=lambda p: (p.updated_at, p.key or ""), reverse=True)
-        if not op.filter:
-            pointers = pointers[:count]
-        read = yield from self._read(pointers)
-        kept = [_found(value, pointer) for value, pointer in read
-                if tuple(value["namespace"])[:len(prefix)] == prefix
-                and all(_compare(value["value"].get(k), v) for k, v in (op.filter or {}).items())]
-        return kept[:count]
+        leaving out the addresses in ``skip``: each listing's newest first with their values
+        (``order=updated_desc``, ``include_values``), a page at a time until it has
+        ``count``."""
+        if count <= 0:
+            return []
+        found: list[tuple[SearchItem, str]] = []
+        for listing in _listings(prefix):
+            cursor: str | None = None
+            kept = 0
+            while kept < count:
+                page = yield _wire.memory_page(**listing, order="updated_desc",
+                                               limit=min(_wire.VALUES_PAGE, max(count, 10)),
+                                               cursor=cursor)
+                for memory in page.items:
+                    pointer, value = memory.pointer, memory.value
+                    if ((pointer.scope, pointer.scope_ref, pointer.key or "") in skip
+                            or not _is_store_pointer(pointer)
+                            or tuple(value["namespace"])[:len(prefix)] != prefix
+                            or not all(_compare(value["value"].get(k), v)
+                                       for k, v in (op.filter or {}).items())):
+                        continue
+                    found.append((_found(value, pointer), pointer.key or ""))
+                    kept += 1
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+        found.sort(key=lambda f: (f[0].updated_at, f[1]), reverse=True)
+        return [item for item, _ in found[:count]]
 
     def _semantic(self, op: SearchOp, prefix: tuple[str, ...],
                   ) -> Step[list[tuple[SearchItem, tuple[str, str, str]]] | None]:
