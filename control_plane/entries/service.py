@@ -34,11 +34,12 @@ from ..compliance.guard import ensure_writable
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
-from ..errors import Conflict, Forbidden, HashMismatch, InvalidInput, NotFound
+from ..errors import Conflict, DomainError, Forbidden, HashMismatch, InvalidInput, NotFound
 from ..holds.service import ensure_not_held
 from ..idempotency import Idempotency, Replay
 from ..keys import service as keys
 from ..kit import decode_uuid_cursor, encode_cursor, page_limit, request_id_var, sha256_hex
+from ..memories import batch_gets
 from ..memories import repository as memories_repo
 from ..memories.addresses import MemoryAddress, Scope, nfc
 from ..memories.delete import _finish_deletes as finish_deletes
@@ -556,12 +557,15 @@ def _with_summaries(session: Session, plane: DataPlane, actor: Actor,
     if not read:
         return [EntryValue(p, None) for p in rows]
     items = []
-    for pointer in rows:
-        try:
-            summary: str | None = _summary(read_pointer(session, plane, actor, pointer).value)
-        except HashMismatch:
-            summary = None  # audited and marked corrupt by the read; never served (I3)
-        except NotFound:
+    for pointer, got in zip(rows, batch_gets.read_each(session, plane, actor, list(rows)),
+                            strict=True):
+        if isinstance(got, NotFound):
             continue  # deleted since the page was read
-        items.append(EntryValue(pointer, summary))
+        if isinstance(got, HashMismatch):
+            # Audited and marked corrupt by the read; never served (I3).
+            items.append(EntryValue(pointer, None))
+            continue
+        if isinstance(got, DomainError):
+            raise got
+        items.append(EntryValue(pointer, _summary(got.value)))
     return items

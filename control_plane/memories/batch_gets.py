@@ -239,11 +239,25 @@ def read_pointers(session: Session, plane: DataPlane, actor: Actor,
                   pointers: list[Any], *, skip_missing: bool = False,
                   keys: Mapping[Any, LiveKey] | None = None) -> list[MemoryValue]:
     """``read.read_pointer`` for several pointers (a listing's items; the caller writes the
-    audit rows): the objects fetched side by side, each subject key looked up once (unless
-    ``keys``, the live keys by id, has it), each value decrypted and hash-verified here. One
-    that is missing, fails to open or does not match its hash is read again by
-    ``read_pointer``, which marks and raises as a read does; with ``skip_missing``, one
-    deleted meanwhile (404) is left out instead."""
+    audit rows), through ``read_each``: the first failure raises as a read does; with
+    ``skip_missing``, one deleted meanwhile (404) is left out instead."""
+    values = []
+    for got in read_each(session, plane, actor, pointers, keys=keys):
+        if isinstance(got, NotFound) and skip_missing:
+            continue
+        if isinstance(got, DomainError):
+            raise got
+        values.append(got)
+    return values
+
+
+def read_each(session: Session, plane: DataPlane, actor: Actor, pointers: list[Any], *,
+              keys: Mapping[Any, LiveKey] | None = None) -> list[MemoryValue | DomainError]:
+    """Each pointer's verified value, or the error its read raised: the objects fetched
+    side by side, each subject key looked up once (unless ``keys``, the live keys by id, has
+    it), each value decrypted and hash-verified here. One that is missing, fails to open or
+    does not match its hash is read again by ``read.read_pointer``, which marks and audits
+    it as a read does (404 when deleted meanwhile, 409 hash_mismatch when corrupt)."""
     targets = {cid: plane.by_id(session, cid) for cid in {p.storage_config_id for p in pointers}}
     session.commit()
 
@@ -255,14 +269,13 @@ def read_pointers(session: Session, plane: DataPlane, actor: Actor,
             return None
 
     blobs = fetch_all(fetch, pointers, [t.adapter for t in targets.values()])
-    key_ids = [envelope.read_header(b).key_id if b is not None and envelope.is_envelope(b)
-               else None for b in blobs]
+    key_ids = [_key_id(blob) for blob in blobs]
     live: dict[Any, LiveKey | None] = dict(keys or {})
     for wanted in dict.fromkeys(k for k in key_ids if k is not None and k not in live):
         row = keys_repo.subject_key(session, actor.tenant_id, wanted)
         live[wanted] = (None if row is None or row.wrapped_key is None else
                         (row.id, row.wrapped_key, row.kek_version_id))
-    values = []
+    values: list[MemoryValue | DomainError] = []
     for pointer, blob, found in zip(pointers, blobs, key_ids, strict=True):
         opened = None if blob is None else _verified(session, plane, actor, pointer, blob,
                                                      live.get(found))
@@ -271,12 +284,21 @@ def read_pointers(session: Session, plane: DataPlane, actor: Actor,
             continue
         try:
             values.append(read_pointer(session, plane, actor, pointer))
-        except NotFound:
-            if not skip_missing:
-                raise
+        except DomainError as exc:
+            values.append(exc)
     if session.in_transaction():
         session.commit()
     return values
+
+
+def _key_id(blob: bytes | None) -> Any:
+    """The id of the subject key an object names in its envelope header, if it has one."""
+    if blob is None or not envelope.is_envelope(blob):
+        return None
+    try:
+        return envelope.read_header(blob).key_id
+    except DecryptionError:
+        return None  # the read that follows fails to open it and answers for it
 
 
 def listed_values(session: Session, plane: DataPlane, actor: Actor,

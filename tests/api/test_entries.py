@@ -392,3 +392,26 @@ def test_a_tampered_summary_is_never_served(tenant: Tenant) -> None:
     assert [(i["id"], i["summary"], i["sync_status"]) for i in listed] == [
         (created["id"], None, "corrupt")]
     assert _pointer(tenant, created["id"]).sync_status == "corrupt"
+
+
+def test_a_listing_that_meets_a_tampered_summary_first_serves_the_others(
+        tenant: Tenant) -> None:
+    with tenant.stack.http(tenant.admin_key) as http:
+        good = _post(http, summary="Ana prefers email.")
+        bad = _post(http, summary="Ana prefers phone calls.")
+        with tenant.stack.engine.connect() as conn:
+            path = conn.scalar(select(MemoryPointer.storage_path).where(
+                MemoryPointer.id == uuid.UUID(bad["id"])))
+        stored = tenant.bucket_dir / path.split(f"tenants/{tenant.id}/", 1)[1]
+        stored.write_bytes(stored.read_bytes()[:-1] + b"\x00")
+        listed = http.get("/v1/entries", params={"include_summary": "true"})
+    assert listed.status_code == 200, listed.text
+    assert {i["id"]: i["summary"] for i in listed.json()["items"]} == {
+        good["id"]: "Ana prefers email.", bad["id"]: None}
+    assert "phone" not in listed.text
+    assert _pointer(tenant, bad["id"]).sync_status == "corrupt"
+    assert _pointer(tenant, good["id"]).sync_status == "synced"
+    with tenant.stack.engine.connect() as conn:
+        failures = conn.execute(select(AccessLog.pointer_id).where(
+            AccessLog.tenant_id == tenant.id, AccessLog.success.is_(False))).scalars().all()
+    assert [str(f) for f in failures] == [bad["id"]]
