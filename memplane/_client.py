@@ -166,12 +166,14 @@ class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
         user_id: str | None = None,
         agent_id: str | None = None,
         ttl_days: int | None = None,
+        searchable: bool | None = None,
         idempotency_key: str | None = None,
     ) -> Pointer:
         """Store ``value`` (any JSON) under the key, replacing what was there.
 
-        Metadata left as None is not sent. A retry with the same ``idempotency_key``
-        returns the first answer instead of writing again.
+        Metadata left as None is not sent (a rewrite keeps it). ``searchable=False``: never
+        embedded, never found by search (machine state). A retry with the same
+        ``idempotency_key`` returns the first answer instead of writing again.
         """
         metadata = dict(
             memory_type=memory_type,
@@ -181,6 +183,7 @@ class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
             user_id=user_id,
             agent_id=agent_id,
             ttl_days=ttl_days,
+            searchable=searchable,
         )
         return self._client._send(
             _base.memory_set(

@@ -67,6 +67,8 @@ class Pointer(_Model):
     expires_at: datetime | None = None
     # The storage class the archive tier moved its object to (backend's name); None: default.
     storage_class: str | None = None
+    # False: never embedded, never found by search (written with searchable=False).
+    searchable: bool = True
 
 
 class Memory(_Model):

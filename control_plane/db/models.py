@@ -19,6 +19,7 @@ from sqlalchemy import (
     UniqueConstraint,
     Uuid,
     text,
+    true,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -118,6 +119,8 @@ class MemoryPointer(Base):
     # The backend's name of the class the object was moved to (control_plane/archive); None:
     # the bucket's default class. Last, as the column was added last (hot-path RETURNING *).
     storage_class: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # False: never embedded, never found by search (written with ``searchable: false``).
+    searchable: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
 
 
 class AccessLog(Base):

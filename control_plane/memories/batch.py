@@ -83,8 +83,8 @@ class BatchIn(BaseModel):
         description=f"1 to {MAX_OPERATIONS} operations, each answered on its own: "
         "{op: set | get | delete, scope, scope_ref, key}; a set also takes value and the "
         "metadata of PUT /v1/memories/{scope}/{scope_ref}/{key} (memory_type, tags, "
-        "importance, title, user_id, agent_id, ttl_days, source). An operation that does not "
-        "validate gets its own 422 result; the others still run.")
+        "importance, title, user_id, agent_id, ttl_days, source, searchable). An operation "
+        "that does not validate gets its own 422 result; the others still run.")
 
 
 class BatchResult(BaseModel):

@@ -25,6 +25,7 @@ from typing import cast as as_type
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     String,
     Table,
     Uuid,
@@ -321,6 +322,7 @@ class WriteRequest:
     audit_address: str = ""  # " sealed:…": the address sealed under the subject's key
     key_id: uuid.UUID | None = None  # the subject key the object is sealed under
     source: str | None = None  # None: keep the row's (a new row: api)
+    searchable: bool | None = None  # None: keep the row's (a new row: true)
 
     def params(self) -> dict[str, Any]:
         return _params(self.tenant_id, self.address) | {
@@ -336,6 +338,7 @@ class WriteRequest:
             "v_detail_head": f"{self.address.scope} v",
             "v_detail_tail": f" {self.size} bytes{self.audit_address}",
             "v_key_id": self.key_id, "v_source": self.source,
+            "v_searchable": self.searchable, "v_new_searchable": self.searchable is not False,
         }
 
 
@@ -356,7 +359,8 @@ _TYPES: dict[str, Any] = {
     "importance": P.c.importance.type, "title": String, "agent_id": String,
     "expires_at": P.c.expires_at.type, "accessor_type": String, "accessor_id": String,
     "operation": String, "request_id": String, "accessor_agent": String, "detail_head": String,
-    "detail_tail": String, "key_id": Uuid, "source": String}
+    "detail_tail": String, "key_id": Uuid, "source": String, "searchable": Boolean,
+    "new_searchable": Boolean}
 _b: dict[str, Any] = {name: bindparam(f"v_{name}", type_=t) for name, t in _TYPES.items()}
 
 _GUARD = (select(E.c.job_id)
@@ -385,6 +389,7 @@ def _update_values() -> dict[str, Any]:
         "subject_user_id": func.coalesce(_meta_user, P.c.subject_user_id),
         "agent_id": func.coalesce(b["agent_id"], P.c.agent_id),
         "source": func.coalesce(b["source"], P.c.source),
+        "searchable": func.coalesce(b["searchable"], P.c.searchable),
         # A memory whose ttl ran out is gone: a new value does not inherit its expiry.
         "expires_at": case((P.c.expires_at <= b["now"], b["expires_at"]),
                            else_=func.coalesce(b["expires_at"], P.c.expires_at)),
@@ -405,7 +410,7 @@ def _insert_values() -> dict[str, Any]:
         "agent_id": b["agent_id"], "title": b["title"], "expires_at": b["expires_at"],
         "storage_config_id": b["config"], "storage_path": b["path"],
         "content_sha256": b["sha"], "content_size": b["size"],
-        "sync_status": literal("synced"),
+        "sync_status": literal("synced"), "searchable": b["new_searchable"],
     }
 
 
@@ -414,13 +419,19 @@ _STILL_BOUND = and_(P.c.id == _b["pointer_id"],
                         P.c.subject_user_id.is_not_distinct_from(_b["seen_user"])))
 
 
+def _unindented(sql: str) -> str:
+    """``sql`` without the indentation that makes it readable here (bytes under the 4 KiB
+    psycopg caches)."""
+    return "\n".join(line.strip() for line in sql.splitlines())
+
+
 # One statement: lock the row, check it is still what the object was sealed for, check the
 # erasure guard, check (under a share lock, so an erasure's key destruction waits for it)
 # that the object's subject key was not destroyed since the lookup and that orphan GC has not
 # marked the object, update or insert, append the audit row. Written out by hand to stay short:
 # psycopg converts and caches (and then prepares) only statements under 4 KiB, so this one
 # must stay below that (a test checks it).
-WRITE_POSTGRES = text("""
+WRITE_POSTGRES = text(_unindented("""
 WITH cur AS (
  SELECT id, storage_config_id, storage_path FROM memory_pointers
  WHERE tenant_id = :v_tenant AND scope_type = :v_scope AND scope_ref = :v_scope_ref
@@ -443,6 +454,7 @@ WITH cur AS (
   title = COALESCE(:v_title, p.title),
   subject_user_id = COALESCE(:v_meta_user, p.subject_user_id),
   agent_id = COALESCE(:v_agent_id, p.agent_id), source = COALESCE(:v_source, p.source),
+  searchable = COALESCE(CAST(:v_searchable AS boolean), p.searchable),
   expires_at = CASE WHEN p.expires_at <= CAST(:v_now AS timestamptz)
    THEN CAST(:v_expires_at AS timestamptz)
    ELSE COALESCE(CAST(:v_expires_at AS timestamptz), p.expires_at) END
@@ -458,12 +470,13 @@ WITH cur AS (
  INSERT INTO memory_pointers (id, tenant_id, scope_type, scope_ref, key, memory_type,
   subject_user_id, agent_id, title, tags, importance, source, storage_config_id,
   storage_path, content_sha256, content_size, sync_status, version, has_embeddings,
-  expires_at, created_at, updated_at)
+  expires_at, created_at, updated_at, searchable)
  SELECT :v_pointer_id, :v_tenant, :v_scope, :v_scope_ref, :v_key,
   COALESCE(:v_memory_type, :v_default_type), COALESCE(:v_meta_user, :v_user_ref),
   :v_agent_id, :v_title, COALESCE(CAST(:v_tags AS json), CAST('[]' AS json)),
   COALESCE(CAST(:v_importance AS int), 3), COALESCE(:v_source, 'api'), :v_config,
-  :v_path, :v_sha, :v_size, 'synced', 1, false, CAST(:v_expires_at AS timestamptz), :v_now, :v_now
+  :v_path, :v_sha, :v_size, 'synced', 1, false, CAST(:v_expires_at AS timestamptz), :v_now, :v_now,
+  :v_new_searchable
  WHERE NOT EXISTS (SELECT 1 FROM cur) AND NOT EXISTS (SELECT 1 FROM guard)
   AND NOT EXISTS (SELECT 1 FROM sk WHERE destroyed_at IS NOT NULL)
   AND NOT EXISTS (SELECT 1 FROM gc)
@@ -481,7 +494,7 @@ WITH cur AS (
 )
 SELECT res.*, (SELECT job_id FROM guard) AS blocked_by
 FROM (SELECT 1) AS one LEFT JOIN res ON true
-""").bindparams(*_b.values(), _tenant, _scope, _scope_ref, _key, _meta_user,
+""")).bindparams(*_b.values(), _tenant, _scope, _scope_ref, _key, _meta_user,
                 _user_ref).columns(*P.c, old_config=Uuid, old_path=String, blocked_by=Uuid)
 
 

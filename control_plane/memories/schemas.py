@@ -57,6 +57,10 @@ class MemoryMeta(BaseModel):
     ttl_days: int | None = Field(None, ge=1, le=36500, description="Delete the memory this "
                                  "many days after the write; default: keep.", examples=[30])
     source: Source | None = Field(None, description=SOURCE_DESCRIPTION, examples=["chat"])
+    searchable: bool | None = Field(
+        None, description="false: never embedded and never found by search (machine state "
+        "such as an agent framework's checkpoints); default true. A later write that does "
+        "not say keeps it.", examples=[False])
 
 
 class MemoryIn(MemoryMeta):
@@ -115,6 +119,8 @@ class PointerOut(BaseModel):
         "in the backend's own name (S3 STANDARD_IA or GLACIER_IR, GCS NEARLINE or COLDLINE, "
         "Azure Cool or Cold, local archive or cold); null: the bucket's default class. Reads "
         "verify it like any other.", examples=[None, "STANDARD_IA"])
+    searchable: bool = Field(True, description="false: never embedded, never found by "
+                             "search (written with searchable false).")
 
     @classmethod
     def of(cls, pointer: Any) -> PointerOut:
@@ -132,6 +138,7 @@ class PointerOut(BaseModel):
             created_at=pointer.created_at,
             updated_at=pointer.updated_at, expires_at=pointer.expires_at,
             storage_class=getattr(pointer, "storage_class", None),
+            searchable=getattr(pointer, "searchable", None) is not False,
         )
 
 

@@ -362,6 +362,7 @@ def request_fast(plane: DataPlane, target: Target, actor: Actor, address: Memory
         request_id=request_id_var.get(), accessor_agent_id=actor.agent_id,
         audit_address=sealed_address(actor, address, handle),
         key_id=handle.id if handle is not None else None, source=meta.source,
+        searchable=meta.searchable,
     )
     plane.checkpoint("write:after_put")
     return request
@@ -525,6 +526,8 @@ def _apply_meta(pointer: MemoryPointer, meta: MemoryMeta, now: Any) -> None:
         pointer.agent_id = meta.agent_id
     if meta.source is not None:
         pointer.source = meta.source
+    if meta.searchable is not None:
+        pointer.searchable = meta.searchable
     if meta.ttl_days is not None:
         pointer.expires_at = now + timedelta(days=meta.ttl_days)
 

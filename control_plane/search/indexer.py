@@ -45,7 +45,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
-from sqlalchemy import Connection, Engine, event, false, or_, select
+from sqlalchemy import Connection, Engine, event, select
 from sqlalchemy import text as sql
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -564,10 +564,7 @@ class Claims:
             return []
         P = MemoryPointer
         fresh = session.scalars(
-            select(P).where(P.id.in_(held), P.sync_status == "synced",
-                            or_(P.has_embeddings == false(), P.embedding_storage_path.is_(None),
-                                P.embedding_storage_path
-                                != P.storage_path.concat(repo.VECTOR_SUFFIX)))
+            select(P).where(P.id.in_(held), repo.wants_vector())
             .order_by(P.updated_at)).all()
         session.commit()
         return list(fresh)

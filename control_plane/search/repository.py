@@ -44,6 +44,14 @@ def vector_path(storage_path: str) -> str:
     return storage_path + VECTOR_SUFFIX
 
 
+def wants_vector() -> Any:
+    """The pointer is synced and searchable, and its vector is missing or made for older
+    content: the indexer's to make."""
+    return and_(P.sync_status == "synced", P.searchable == true(),
+                or_(P.has_embeddings == false(), P.embedding_storage_path.is_(None),
+                    P.embedding_storage_path != P.storage_path.concat(VECTOR_SUFFIX)))
+
+
 def vector_ready() -> Any:
     """The pointer's vector is the one of its current content."""
     return and_(P.has_embeddings == true(),
@@ -52,12 +60,10 @@ def vector_ready() -> Any:
 
 def needing_vectors(session: Session, since: datetime | None, limit: int,
                     skip: Sequence[uuid.UUID] = ()) -> Sequence[MemoryPointer]:
-    """Synced pointers whose vector is missing or made for older content, oldest first;
+    """Synced, searchable pointers whose vector is missing or made for older content, oldest first;
     ``since`` limits the look to rows written from then on (an index serves it); tenants in
     ``skip`` (whose bucket failed this pass) are left out."""
-    query = select(P).where(P.sync_status == "synced",
-                            or_(P.has_embeddings == false(), P.embedding_storage_path.is_(None),
-                                P.embedding_storage_path != P.storage_path.concat(VECTOR_SUFFIX)))
+    query = select(P).where(wants_vector())
     if since is not None:
         query = query.where(P.updated_at >= since)
     if skip:

@@ -306,3 +306,11 @@ def test_the_users_export_holds_what_the_store_keeps_for_them(
     assert manifest["counts"]["pointers"] == 1
     assert values == [{"namespace": ["users", "exported", "prefs"], "key": "tone",
                        "value": {"tone": "brief"}}]
+
+
+def test_an_item_put_with_index_false_is_not_searchable(agent: memplane.Client) -> None:
+    store = MemplaneStore(agent)
+    store.put(("users", "u-6", "notes"), "plain", {"text": "kept for search"})
+    store.put(("users", "u-6", "notes"), "state", {"text": "graph state"}, index=False)
+    searchable = {p.key: p.searchable for p in agent.memory.iter_pointers(scope_ref="u-6")}
+    assert searchable == {"lg-store/notes/plain": True, "lg-store/notes/state": False}

@@ -198,9 +198,11 @@ class MemplaneCheckpointer(BaseCheckpointSaver[str]):
 
     def _set(self, thread_ref: str, key: str, value: Any, user_id: str | None,
              memory_type: str, tags: list[str]) -> dict[str, Any]:
+        # Checkpoints and writes are the graph's state, not knowledge: never embedded, never
+        # among search results (or an assembled context).
         op: dict[str, Any] = {"op": "set", "scope": SCOPE, "scope_ref": thread_ref,
                               "key": key, "value": value, "memory_type": memory_type,
-                              "tags": tags}
+                              "tags": tags, "searchable": False}
         if user_id:
             op["user_id"] = user_id
         if self.ttl_days is not None:

@@ -254,6 +254,8 @@ class MemplaneStore(BaseStore):
             write["user_id"] = subject
         if op.ttl is not None:
             write["ttl_days"] = max(1, math.ceil(op.ttl / MINUTES_PER_DAY))
+        if op.index is False:  # LangGraph's "do not index this item"
+            write["searchable"] = False
         return write
 
     def _pointers(self, prefix: tuple[str, ...]) -> Step[list[Pointer]]:

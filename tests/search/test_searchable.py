@@ -1,0 +1,73 @@
+"""A memory written with ``searchable: false`` is never embedded (no vector in the bucket) and
+never found by search; a later write that does not say keeps it, one that says true makes it
+searchable again; the batch API and the LangGraph checkpointer write it so — on SQLite and
+PostgreSQL."""
+
+from __future__ import annotations
+
+from langgraph.checkpoint.base import empty_checkpoint
+
+import memplane
+from memplane.integrations.langgraph import MemplaneCheckpointer
+from tests.search.test_search_api import _file, _index, _keys, _put, _search
+from tests.support.service import Tenant
+
+TEXT = "The hikers crossed the glacier at dawn with ropes and crampons."
+
+
+def _vectors(tenant: Tenant) -> list[str]:
+    return sorted(p.name for p in tenant.objects() if p.name.endswith(".vec"))
+
+
+def test_an_unsearchable_memory_gets_no_vector_and_is_never_found(tenant: Tenant) -> None:
+    with tenant.stack.http(tenant.admin_key) as http:
+        plain = _put(http, "team", "t-s", "plain", TEXT)
+        hidden = _put(http, "team", "t-s", "hidden", TEXT, searchable=False)
+        batch = http.post("/v1/memories:batch", json={"operations": [
+            {"op": "set", "scope": "team", "scope_ref": "t-s", "key": "batched",
+             "value": TEXT, "searchable": False}]})
+        _index(tenant)
+        found = _search(http, "glacier crampons dawn", scope="team", scope_ref="t-s")
+        hidden_now = http.get("/v1/memories/team/t-s/hidden").json()["pointer"]
+        batched_now = http.get("/v1/memories/team/t-s/batched").json()["pointer"]
+        vectors = _vectors(tenant)
+    assert batch.status_code == 200 and batch.json()["results"][0]["status"] == 200
+    assert (plain["searchable"], hidden["searchable"]) == (True, False)
+    assert _keys(found) == ["plain"]
+    assert [(p["has_embeddings"], p["searchable"]) for p in (hidden_now, batched_now)] == [
+        (False, False), (False, False)]
+    plain_path = _file(tenant, plain["storage_path"])
+    assert vectors == [plain_path.name + ".vec"]
+
+
+def test_a_rewrite_keeps_it_unless_it_says_otherwise(tenant: Tenant) -> None:
+    with tenant.stack.http(tenant.admin_key) as http:
+        _put(http, "team", "t-r", "note", TEXT, searchable=False)
+        kept = _put(http, "team", "t-r", "note", TEXT + " Again.")
+        _index(tenant)
+        before = _keys(_search(http, "glacier crampons dawn", scope="team", scope_ref="t-r"))
+        again = _put(http, "team", "t-r", "note", TEXT, searchable=True)
+        _index(tenant)
+        after = _keys(_search(http, "glacier crampons dawn", scope="team", scope_ref="t-r"))
+        appended = http.post("/v1/memories/team/t-r/log/append", json={
+            "value": TEXT, "searchable": False})
+    assert (kept["searchable"], again["searchable"]) == (False, True)
+    assert (before, after) == ([], ["note"])
+    assert appended.status_code == 200 and appended.json()["searchable"] is False
+
+
+def test_checkpoints_are_never_embedded(tenant: Tenant) -> None:
+    with tenant.stack.client(tenant.key("agent")) as agent:
+        saver = MemplaneCheckpointer(agent, user_id="u-cp")
+        config = {"configurable": {"thread_id": "t-cp", "checkpoint_ns": ""}}
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"said": [TEXT]}
+        stored = saver.put(config, checkpoint, {"source": "loop", "step": 1}, {})
+        saver.put_writes(stored, [("said", TEXT)], "task-1")
+        _index(tenant)
+        pointers = list(agent.memory.iter_pointers(scope="conversation", scope_ref="t-cp"))
+    with memplane.Client(tenant.stack.base_url, tenant.admin_key) as admin:
+        found = admin.memory.search(query="glacier crampons dawn", user_id="u-cp")
+    assert len(pointers) == 2
+    assert {(p.searchable, p.has_embeddings) for p in pointers} == {(False, False)}
+    assert found.results == [] and _vectors(tenant) == []
