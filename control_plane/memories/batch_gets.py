@@ -187,8 +187,7 @@ def read_gets(session: Session, plane: DataPlane, actor: Actor, items: list[GetI
             return None
 
     verified: list[tuple[_Ready, Any]] = []
-    blobs = fetch_all(fetch, ready, {id(e.target.adapter): e.target.adapter
-                                     for e in ready}.values())
+    blobs = fetch_all(fetch, ready, [entry.target.adapter for entry in ready])
     for entry, blob in zip(ready, blobs, strict=True):
         value = None if blob is None else _open(session, plane, actor, entry, blob)
         if value is None:

@@ -26,6 +26,7 @@ from ..._batch import calls as batch_calls
 from ..._models import Memory, Page, Pointer
 
 R = TypeVar("R")
+T = TypeVar("T")
 Step = Generator[Call[Any], Any, R]
 
 MAX_KEY_BYTES = 255
@@ -100,19 +101,25 @@ def prefix_of(fixed: str, parts: Sequence[str], *, limit: int) -> str:
     return fixed + "".join(component(p, limit) + "/" for p in parts)
 
 
-def list_pointers(*, scope: str | None = None, scope_ref: str | None = None,
-                  key_prefix: str | None = None, tag: str | None = None,
-                  user_id: str | None = None) -> Step[list[Pointer]]:
-    """Every pointer matching, page after page (``GET /v1/pointers``)."""
-    found: list[Pointer] = []
+def every_page(page_at: Callable[[str | None], Call[Page[T]]]) -> Step[list[T]]:
+    """The items of every page, one after another: ``page_at(cursor)`` asks for one."""
+    found: list[T] = []
     cursor: str | None = None
     while True:
-        page = yield list_page(scope=scope, scope_ref=scope_ref, key_prefix=key_prefix,
-                               tag=tag, user_id=user_id, limit=PAGE, cursor=cursor)
+        page = yield page_at(cursor)
         found.extend(page.items)
         cursor = page.next_cursor
         if cursor is None:
             return found
+
+
+def list_pointers(*, scope: str | None = None, scope_ref: str | None = None,
+                  key_prefix: str | None = None, tag: str | None = None,
+                  user_id: str | None = None) -> Step[list[Pointer]]:
+    """Every pointer matching, page after page (``GET /v1/pointers``)."""
+    return (yield from every_page(lambda cursor: list_page(
+        scope=scope, scope_ref=scope_ref, key_prefix=key_prefix, tag=tag, user_id=user_id,
+        limit=PAGE, cursor=cursor)))
 
 
 def list_page(*, scope: str | None = None, scope_ref: str | None = None,
@@ -138,15 +145,8 @@ def memory_page(*, scope: str | None, scope_ref: str | None, key_prefix: str | N
 
 def list_memories(*, scope: str, scope_ref: str, key_prefix: str) -> Step[list[Memory]]:
     """Every memory under ``key_prefix`` with its value, page after page."""
-    found: list[Memory] = []
-    cursor: str | None = None
-    while True:
-        page = yield memory_page(scope=scope, scope_ref=scope_ref, key_prefix=key_prefix,
-                                 cursor=cursor)
-        found.extend(page.items)
-        cursor = page.next_cursor
-        if cursor is None:
-            return found
+    return (yield from every_page(lambda cursor: memory_page(
+        scope=scope, scope_ref=scope_ref, key_prefix=key_prefix, cursor=cursor)))
 
 
 def batch(ops: list[dict[str, Any]]) -> Step[list[BatchResult]]:
