@@ -34,7 +34,7 @@ from ..audit import service as audit
 from ..audit.service import Actor
 from ..db import direct
 from ..db.base import utcnow
-from ..errors import DomainError, NotFound
+from ..errors import DomainError, InvalidInput, NotFound
 from ..keys import repository as keys_repo
 from ..keys import service as keys
 from ..kit import request_id_var, sha256_hex
@@ -298,6 +298,17 @@ def _key_id(blob: bytes | None) -> Any:
         return envelope.read_header(blob).key_id
     except DecryptionError:
         return None  # the read that follows fails to open it and answers for it
+
+
+# A page with values reads an object per item: fewer items than a page of pointers.
+MAX_VALUES_PAGE = 100
+
+
+def check_values_page(limit: int | None) -> None:
+    """422 when a page with values would be longer than ``MAX_VALUES_PAGE``."""
+    if limit is not None and limit > MAX_VALUES_PAGE:
+        raise InvalidInput(f"with include_values, limit must be between 1 and "
+                           f"{MAX_VALUES_PAGE}; ask for a smaller page")
 
 
 def listed_values(session: Session, plane: DataPlane, actor: Actor,

@@ -9,13 +9,12 @@ from fastapi.responses import JSONResponse
 
 from ..db.models import MemoryPointer
 from ..deps import READER, WRITER, PlaneDep, SessionDep, WriterCaller, call_of, get_runtime
-from ..errors import InvalidInput
 from ..idempotency import Idempotency, Replay
 from ..kit import PLAIN_TEXT, json_of, to_json
 from . import batch as batches
 from . import service as memories
 from .addresses import MemoryAddress, Scope
-from .batch_gets import listed_values
+from .batch_gets import check_values_page, listed_values
 from .schemas import (
     AppendIn,
     Cleared,
@@ -134,10 +133,6 @@ def clear_scope(scope: Scope, scope_ref: str, caller: WriterCaller, session: Ses
     return Cleared(deleted=deleted)
 
 
-# A page with values reads an object per item: fewer items than a page of pointers.
-MAX_VALUES_PAGE = 100
-
-
 @router.get("/v1/pointers", response_model=PointerPage | MemoryPage)
 def list_pointers(request: Request, scope: Scope | None = None, scope_ref: FilterText = None,
                   user_id: FilterText = None, memory_type: FilterText = None,
@@ -159,9 +154,8 @@ def list_pointers(request: Request, scope: Scope | None = None, scope_ref: Filte
     user, memory type, sync status, tag or key prefix; paginated with `cursor`. With
     `include_values=true`: the memories by key a read would serve, each with its verified
     value (`{"value", "pointer"}`, as a read answers), at most 100 a page."""
-    if include_values and limit is not None and limit > MAX_VALUES_PAGE:
-        raise InvalidInput(f"with include_values, limit must be between 1 and "
-                           f"{MAX_VALUES_PAGE}; ask for a smaller page")
+    if include_values:
+        check_values_page(limit)
     with call_of(request, READER) as call:
         page = memories.page_of_pointers(
             call.session, call.caller.actor, scope=scope.canonical if scope else None,

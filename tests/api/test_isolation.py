@@ -23,6 +23,7 @@ def test_other_tenant_sees_nothing_on_any_endpoint(stack: Stack) -> None:
             "clear": http.delete("/v1/memories/user/u1"),
             "pointers": http.get("/v1/pointers"),
             "pointers by user": http.get("/v1/pointers", params={"user_id": "u1"}),
+            "pointers with values": http.get("/v1/pointers", params={"include_values": "true"}),
             "audit by pointer": http.get("/v1/audit", params={"pointer_id": str(pointer.id)}),
             "revoke A's key": http.delete(f"/v1/api-keys/{key_a.id}"),
             "append": http.post("/v1/memories/user/u1/log/append", json={"value": 2}),
@@ -36,6 +37,7 @@ def test_other_tenant_sees_nothing_on_any_endpoint(stack: Stack) -> None:
     assert answers["clear"].json() == {"deleted": 0}
     assert answers["pointers"].json()["items"] == []
     assert answers["pointers by user"].json()["items"] == []
+    assert answers["pointers with values"].json()["items"] == []
     assert answers["audit by pointer"].status_code == 200
     assert answers["audit by pointer"].json()["items"] == []
     # B's append and put made B's own two memories, under B's prefix, sharing nothing with A.
