@@ -3,7 +3,9 @@
 on PostgreSQL + a local bucket) against LangGraph's own ``PostgresStore`` and
 ``PostgresSaver`` in-process on the same PostgreSQL server, at 1 and 16 threads.
 
-Operations: store ``put``, ``get``, ``search`` (a namespace prefix, 10 items, no query),
+Operations: store ``put``, ``get``, ``search`` (a namespace prefix, 10 items, no query; the
+store is made with ``semantic=False``, so, like PostgresStore without an index, it embeds
+nothing),
 batched puts (``batch`` of :data:`BATCH` ``PutOp``), and a checkpoint step (``put`` of a
 checkpoint then ``get_tuple`` of the thread's latest, threads of :data:`STEPS` steps). Every
 thread has its own client / store / saver (its own connection). The two sides alternate over

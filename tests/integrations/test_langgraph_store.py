@@ -314,3 +314,17 @@ def test_an_item_put_with_index_false_is_not_searchable(agent: memplane.Client) 
     store.put(("users", "u-6", "notes"), "state", {"text": "graph state"}, index=False)
     searchable = {p.key: p.searchable for p in agent.memory.iter_pointers(scope_ref="u-6")}
     assert searchable == {"lg-store/notes/plain": True, "lg-store/notes/state": False}
+
+
+def test_a_store_without_semantic_search_writes_unsearchable_unless_asked(
+        agent: memplane.Client) -> None:
+    store = MemplaneStore(agent, semantic=False)
+    store.put(("users", "u-7", "notes"), "plain", {"text": "recency only"})
+    store.put(("users", "u-7", "notes"), "asked", {"text": "embed me"}, index=["text"])
+    store.batch([PutOp(("users", "u-7", "notes"), "batched", {"text": "also plain"})])
+    searchable = {p.key: p.searchable for p in agent.memory.iter_pointers(scope_ref="u-7")}
+    assert searchable == {"lg-store/notes/plain": False, "lg-store/notes/asked": True,
+                          "lg-store/notes/batched": False}
+    store.put(("users", "u-7", "notes"), "plain", {"text": "now indexed"}, index=True)
+    searchable = {p.key: p.searchable for p in agent.memory.iter_pointers(scope_ref="u-7")}
+    assert searchable["lg-store/notes/plain"] is True

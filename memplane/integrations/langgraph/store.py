@@ -18,8 +18,9 @@ than 64 bytes is replaced by ``#`` and 32 hex digits of its SHA-256). The value 
 ``uid`` removes everything the store held under ``("users", uid, ...)``.
 
 Operations: ``batch``/``abatch`` send every get, put and delete of the batch in one
-``POST /v1/memories:batch`` (operations on one item apply in batch order); each search and
-namespace listing is a ``GET /v1/pointers?key_prefix=`` listing plus one batch read.
+``POST /v1/memories:batch`` (operations on one item apply in batch order); a search without
+a query is a listing with values (``GET /v1/pointers?include_values=true``, newest first, a
+page at a time until the filter has kept enough); a namespace listing lists pointers only.
 
 Differences from LangGraph's own stores, by design:
 
@@ -32,8 +33,12 @@ Differences from LangGraph's own stores, by design:
   search, or with ``semantic=False``, the query is ignored, as LangGraph's stores ignore it
   without an index.
 - ``ttl`` (minutes) becomes ``ttl_days`` rounded up to whole days; reads do not extend it
-  (``refresh_ttl`` is accepted and ignored). ``index`` is accepted and ignored: what is
-  embedded is the server's configuration.
+  (``refresh_ttl`` is accepted and ignored).
+- What is embedded: an item put with ``index=False`` is written ``searchable: false`` (never
+  embedded, never a search result); with the default ``index=None``, so is every item of a
+  store made with ``semantic=False`` (LangGraph's stores embed nothing without an index
+  configuration); otherwise the server embeds the whole value (per-field index paths are
+  ignored).
 - Namespace parts and keys are NFC-normalised by the server, like every memplane key.
 """
 
@@ -178,7 +183,8 @@ class MemplaneStore(BaseStore):
     ``memplane.AsyncClient``) for the async ones, or both; the caller owns and closes them.
     The key needs the agent or admin role (a scoped agent key sees only its scopes).
     ``semantic=False`` ignores search queries (filters and recency only), as does a server
-    without ``POST /v1/search``.
+    without ``POST /v1/search``, and writes items unsearchable unless a put asks for
+    indexing (``index=True`` or field paths).
     """
 
     supports_ttl = True
@@ -190,7 +196,8 @@ class MemplaneStore(BaseStore):
                              "(aclient=), or both")
         self.client = client
         self.aclient = aclient
-        self.semantic = semantic
+        self.semantic = semantic  # turned off for good if the server has no search
+        self.embeds = semantic
 
     # -- BaseStore ------------------------------------------------------------------------
 
@@ -254,8 +261,8 @@ class MemplaneStore(BaseStore):
             write["user_id"] = subject
         if op.ttl is not None:
             write["ttl_days"] = max(1, math.ceil(op.ttl / MINUTES_PER_DAY))
-        if op.index is False:  # LangGraph's "do not index this item"
-            write["searchable"] = False
+        # Each put decides, as in LangGraph: False never indexes, None follows the store.
+        write["searchable"] = op.index is not False and (op.index is not None or self.embeds)
         return write
 
     def _pointers(self, prefix: tuple[str, ...]) -> Step[list[Pointer]]:
