@@ -3,11 +3,11 @@
 on PostgreSQL + a local bucket) against LangGraph's own ``PostgresStore`` and
 ``PostgresSaver`` in-process on the same PostgreSQL server, at 1 and 16 threads.
 
-Operations: store ``put``, ``get``, ``search`` (a namespace prefix, 10 items, no query; the
-store is made with ``semantic=False``, so, like PostgresStore without an index, it embeds
-nothing),
+Operations: store ``put``, ``get``, ``search`` (a namespace prefix, 10 items, no query),
 batched puts (``batch`` of :data:`BATCH` ``PutOp``), and a checkpoint step (``put`` of a
-checkpoint then ``get_tuple`` of the thread's latest, threads of :data:`STEPS` steps). Every
+checkpoint then ``get_tuple`` of the thread's latest, threads of :data:`STEPS` steps). The
+store is made with ``semantic=False``: like PostgresStore without an index, it embeds
+nothing. Every
 thread has its own client / store / saver (its own connection). The two sides alternate over
 :data:`ROUNDS` rounds; the table gives the median round and the spread of the per-round
 ratios. Bars (printed, never asserted): a checkpoint step's p50 latency within 3x
