@@ -34,8 +34,11 @@ def _compile(engine: Engine, statement: ClauseElement) -> Compiled:
     return found
 
 
-def run(engine: Engine, statement: ClauseElement, params: dict[str, Any]) -> list[Any]:
-    """Execute ``statement`` with ``params`` in a transaction of its own; its rows."""
+def run(engine: Engine, statement: ClauseElement, params: dict[str, Any], *,
+        expect: int | None = None) -> list[Any]:
+    """Execute ``statement`` with ``params`` in a transaction of its own; its rows. With
+    ``expect``, a statement that answers another number of rows is rolled back (RuntimeError)
+    instead of committed."""
     compiled = _compile(engine, statement)
     values = compiled.construct_params(params)
     dbapi_error = engine.dialect.loaded_dbapi.Error
@@ -49,13 +52,21 @@ def run(engine: Engine, statement: ClauseElement, params: dict[str, Any]) -> lis
     driver = raw.driver_connection
     assert driver is not None
     try:
-        driver.autocommit = True
+        driver.autocommit = expect is None
         try:
             with driver.cursor(row_factory=namedtuple_row) as cursor:
                 cursor.execute(compiled.string, values)
-                return cursor.fetchall() if _has_rows(cursor) else []
+                rows = cursor.fetchall() if _has_rows(cursor) else []
+            if expect is not None:
+                if len(rows) != expect:
+                    raise RuntimeError(f"expected {expect} rows, the statement answered "
+                                       f"{len(rows)}; rolled back")
+                driver.commit()
+            return rows
         finally:
             if not driver.closed:
+                if expect is not None and driver.info.transaction_status:
+                    driver.rollback()  # anything not committed above
                 driver.autocommit = False
     except dbapi_error as exc:
         lost = engine.dialect.is_disconnect(exc, driver, None)

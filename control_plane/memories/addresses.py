@@ -101,6 +101,11 @@ class MemoryAddress:
         return f"{self.scope_dir()}/{quote(self.key, safe='')}/{version_id}.json"
 
     @property
+    def user_ref(self) -> str | None:
+        """The user a ``user``-scope address belongs to (its scope ref); None elsewhere."""
+        return self.scope_ref if self.scope == "user" else None
+
+    @property
     def personal(self) -> tuple[str | None, ...]:
         """The parts that may identify a person: audit rows never hold them in clear."""
         return (None if self.scope == "tenant" else self.scope_ref, self.key)

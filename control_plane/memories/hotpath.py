@@ -49,6 +49,7 @@ from ..db import direct
 from ..db.engine import begin_write
 from ..db.models import AccessLog, GcCandidate, MemoryPointer, SubjectErasure, SubjectKey
 from .addresses import MemoryAddress
+from .hotpath_many import LOOKUP_MANY, WRITE_MANY, lookup_rows, unindented, write_rows
 from .repository import pointer_of
 
 
@@ -124,7 +125,7 @@ class WriteLookup:
 def _params(tenant_id: uuid.UUID, address: MemoryAddress) -> dict[str, Any]:
     return {"v_tenant": tenant_id, "v_scope": address.scope, "v_scope_ref": address.scope_ref,
             "v_key": address.key,
-            "v_user_ref": address.scope_ref if address.scope == "user" else None}
+            "v_user_ref": address.user_ref}
 
 
 def _one_statement(session: Session, statement: Any, params: dict[str, Any]) -> list[Any]:
@@ -152,21 +153,22 @@ def lookup_for_write(session: Session, tenant_id: uuid.UUID, address: MemoryAddr
 def lookup_many_for_write(session: Session, tenant_id: uuid.UUID,
                           writes: list[tuple[MemoryAddress, str | None]]) -> list[WriteLookup]:
     """``lookup_for_write`` for many writes (a batch's sets: address and ``user_id``), in
-    order: on PostgreSQL the same statement pipelined (about one round trip for all), on
-    SQLite in one short transaction."""
-    params = [_params(tenant_id, address) | {"v_meta_user": meta_user}
-              for address, meta_user in writes]
-    if not params:
+    order: on PostgreSQL one statement for all (``hotpath_many.LOOKUP_MANY``), on SQLite in
+    one short transaction."""
+    if not writes:
         return []
     if session.in_transaction():
         session.commit()
     engine = session.get_bind().engine
     if engine.dialect.name == "postgresql":
-        rows = [one for (one,) in direct.run_all(engine, LOOKUP_WRITE, params,
-                                                 transaction=False)]
+        rows = direct.run(engine, LOOKUP_MANY, lookup_rows(tenant_id, writes))
+        if len(rows) != len(writes):  # read only: nothing to roll back
+            raise RuntimeError(f"{len(writes)} write lookups answered {len(rows)} rows")
     else:
         try:
-            rows = [session.execute(LOOKUP_WRITE, one).one() for one in params]
+            rows = [session.execute(LOOKUP_WRITE, _params(tenant_id, address)
+                                    | {"v_meta_user": meta_user}).one()
+                    for address, meta_user in writes]
         finally:
             session.commit()
     return [_write_lookup(row) for row in rows]
@@ -324,6 +326,15 @@ class WriteRequest:
     source: str | None = None  # None: keep the row's (a new row: api)
     searchable: bool | None = None  # None: keep the row's (a new row: true)
 
+    @property
+    def detail_head(self) -> str:
+        """The audit row's detail is ``detail_head``, the new version, ``detail_tail``."""
+        return f"{self.address.scope} v"
+
+    @property
+    def detail_tail(self) -> str:
+        return f" {self.size} bytes{self.audit_address}"
+
     def params(self) -> dict[str, Any]:
         return _params(self.tenant_id, self.address) | {
             "v_pointer_id": self.pointer_id, "v_seen_user": self.seen_subject_user,
@@ -335,8 +346,7 @@ class WriteRequest:
             "v_expires_at": self.expires_at, "v_accessor_type": self.accessor_type,
             "v_accessor_id": self.accessor_id, "v_operation": self.operation,
             "v_request_id": self.request_id, "v_accessor_agent": self.accessor_agent_id,
-            "v_detail_head": f"{self.address.scope} v",
-            "v_detail_tail": f" {self.size} bytes{self.audit_address}",
+            "v_detail_head": self.detail_head, "v_detail_tail": self.detail_tail,
             "v_key_id": self.key_id, "v_source": self.source,
             "v_searchable": self.searchable, "v_new_searchable": self.searchable is not False,
         }
@@ -419,19 +429,13 @@ _STILL_BOUND = and_(P.c.id == _b["pointer_id"],
                         P.c.subject_user_id.is_not_distinct_from(_b["seen_user"])))
 
 
-def _unindented(sql: str) -> str:
-    """``sql`` without the indentation that makes it readable here (bytes under the 4 KiB
-    psycopg caches)."""
-    return "\n".join(line.strip() for line in sql.splitlines())
-
-
 # One statement: lock the row, check it is still what the object was sealed for, check the
 # erasure guard, check (under a share lock, so an erasure's key destruction waits for it)
 # that the object's subject key was not destroyed since the lookup and that orphan GC has not
 # marked the object, update or insert, append the audit row. Written out by hand to stay short:
 # psycopg converts and caches (and then prepares) only statements under 4 KiB, so this one
 # must stay below that (a test checks it).
-WRITE_POSTGRES = text(_unindented("""
+WRITE_POSTGRES = text(unindented("""
 WITH cur AS (
  SELECT id, storage_config_id, storage_path FROM memory_pointers
  WHERE tenant_id = :v_tenant AND scope_type = :v_scope AND scope_ref = :v_scope_ref
@@ -575,15 +579,9 @@ def commit_writes(session: Session, requests: list[WriteRequest]) -> list[WriteO
     if session.in_transaction():
         session.commit()
     if session.get_bind().dialect.name == "postgresql":
-        params = []
-        for i in order:
-            one = requests[i].params()
-            if requests[i].tags is not None:
-                one["v_tags"] = json.dumps(requests[i].tags)
-            params.append(one)
-        engine = session.get_bind().engine
-        for i, rows in zip(order, direct.run_all(engine, WRITE_POSTGRES, params), strict=True):
-            (row,) = rows
+        rows = direct.run(session.get_bind().engine, WRITE_MANY,
+                          write_rows([requests[i] for i in order]), expect=len(requests))
+        for i, row in zip(order, rows, strict=True):
             if row.id is None:
                 outcomes[i] = WriteOutcome(None, None, row.blocked_by)
             else:

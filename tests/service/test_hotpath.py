@@ -10,7 +10,13 @@ import pytest
 from sqlalchemy import func, select, update
 
 from control_plane.db.base import new_id, utcnow
-from control_plane.db.models import AccessLog, MemoryPointer, SubjectErasure
+from control_plane.db.models import (
+    AccessLog,
+    GcCandidate,
+    MemoryPointer,
+    SubjectErasure,
+    SubjectKey,
+)
 from control_plane.errors import HashMismatch, NotFound
 from control_plane.memories import hotpath
 from control_plane.memories import service as memories
@@ -227,3 +233,102 @@ def test_a_guess_at_a_key_that_changed_reads_and_audits_under_the_new_key(
     # "agent sealed:<key id hex>:…": the first row under u1's key, the others under u2's.
     assert [str(r[2]).split(":")[1] for r in reads] == [
         keys[0].id.hex, keys[1].id.hex, keys[1].id.hex]
+
+
+def test_a_batch_commit_settles_each_write_as_its_single_commit_would(
+        world: ServiceWorld) -> None:
+    """One ``commit_writes`` with a write of every kind: each lands or is refused on its
+    own, exactly as ``commit_write`` would settle it, and only what landed is audited."""
+    addresses = {name: MemoryAddress.parse(Scope.user, user, "k") for name, user in (
+        ("fresh", "u4"), ("update", "u5"), ("stale_id", "u6"), ("stale_subject", "u7"),
+        ("erased", "u8"), ("marked", "u9"), ("key_gone", "u10"))}
+    first: dict[str, MemoryPointer] = {}
+    with world.runtime.sessions() as session:
+        for name in ("update", "stale_id", "stale_subject", "key_gone"):
+            saved = memories.set_value(session, world.runtime.plane, world.actor,
+                                       addresses[name], 1, META)
+            assert isinstance(saved, MemoryPointer)
+            first[name] = saved
+        job_id = new_id()
+        session.add(SubjectErasure(tenant_id=world.tenant_id, user_id="u8", job_id=job_id,
+                                   started_at=utcnow()))
+        session.commit()
+    requests = {name: _request(world, address, guard_user=address.scope_ref)
+                for name, address in addresses.items()}
+    with world.runtime.sessions() as session:
+        key_id = hotpath.lookup_for_write(session, world.tenant_id, addresses["key_gone"],
+                                          None).key.id  # type: ignore[union-attr]
+        session.execute(update(SubjectKey).where(SubjectKey.id == key_id)
+                        .values(destroyed_at=utcnow()))
+        session.add(GcCandidate(storage_config_id=requests["marked"].config_id,
+                                path="memories/marked.json", tenant_id=world.tenant_id,
+                                marked_at=utcnow()))
+        session.commit()
+    requests |= {
+        "stale_id": dataclasses.replace(requests["stale_id"], pointer_id=new_id()),
+        "stale_subject": dataclasses.replace(requests["stale_subject"],
+                                             seen_subject_user="someone-else"),
+        "marked": dataclasses.replace(requests["marked"], path="memories/marked.json"),
+        "key_gone": dataclasses.replace(requests["key_gone"], key_id=key_id)}
+    names = list(requests)
+    _, audits_before = _state(world)
+
+    with world.runtime.sessions() as session:
+        outcomes = dict(zip(names, hotpath.commit_writes(
+            session, [requests[n] for n in names]), strict=True))
+
+    refused = hotpath.WriteOutcome(None, None, None)
+    assert {n: o for n, o in outcomes.items() if o.pointer is None} == {
+        "stale_id": refused, "stale_subject": refused, "erased": hotpath.WriteOutcome(
+            None, None, job_id), "marked": refused, "key_gone": refused}
+    fresh, updated = outcomes["fresh"], outcomes["update"]
+    assert fresh.pointer is not None and updated.pointer is not None
+    assert (fresh.pointer.id, fresh.pointer.version, fresh.superseded) == (
+        requests["fresh"].pointer_id, 1, None)
+    assert (updated.pointer.id, updated.pointer.version, updated.superseded) == (
+        first["update"].id, 2, (first["update"].storage_config_id,
+                                first["update"].storage_path))
+    rows, audits = _state(world)
+    assert sorted((str(r[3]), r[1], r[2]) for r in rows) == sorted(
+        [("u4", 1, "memories/elsewhere.json"), ("u5", 2, "memories/elsewhere.json")]
+        + [(p.subject_user_id or "", 1, p.storage_path) for n, p in first.items()
+           if n != "update"])
+    assert audits == audits_before + 2
+    with world.runtime.sessions() as session:
+        details = sorted(session.scalars(select(AccessLog.detail).where(
+            AccessLog.tenant_id == world.tenant_id,
+            AccessLog.pointer_id.in_([fresh.pointer.id, updated.pointer.id]),
+            AccessLog.operation == "write",
+            AccessLog.accessed_at.in_([requests["fresh"].now, requests["update"].now]))))
+    assert details == ["user v1 7 bytes", "user v2 7 bytes"]
+
+
+def test_a_batch_lookup_answers_what_each_lookup_would(world: ServiceWorld) -> None:
+    with world.runtime.sessions() as session:
+        for address, user in ((MemoryAddress.parse(Scope.user, "u11", "k"), None),
+                              (MemoryAddress.parse(Scope.agent, "a2", "k"), "u12"),
+                              (MemoryAddress.parse(Scope.app, "app1", "k"), None)):
+            memories.set_value(session, world.runtime.plane, world.actor, address, 1,
+                               MemoryMeta(user_id=user))
+        session.add(SubjectErasure(tenant_id=world.tenant_id, user_id="u13", job_id=new_id(),
+                                   started_at=utcnow()))
+        session.commit()
+    writes = [(MemoryAddress.parse(Scope.user, "u11", "k"), None),
+              (MemoryAddress.parse(Scope.user, "u11", "new"), None),
+              (MemoryAddress.parse(Scope.agent, "a2", "k"), None),
+              (MemoryAddress.parse(Scope.agent, "a2", "k"), "u13"),
+              (MemoryAddress.parse(Scope.agent, "a2", "new"), "u12"),
+              (MemoryAddress.parse(Scope.app, "app1", "k"), None),
+              (MemoryAddress.parse(Scope.app, "app2", "k"), None),
+              (MemoryAddress.parse(Scope.user, "u13", "k"), None)]
+    with world.runtime.sessions() as session:
+        together = hotpath.lookup_many_for_write(session, world.tenant_id, writes)
+        one_by_one = [hotpath.lookup_for_write(session, world.tenant_id, a, u)
+                      for a, u in writes]
+    assert together == one_by_one
+    assert [w.pointer_id is not None for w in together] == [
+        True, False, True, True, False, True, False, False]
+    assert [w.key is not None for w in together] == [True, True, True, False, True, True,
+                                                      False, False]
+    assert [w.blocked_by is not None for w in together] == [
+        False, False, False, True, False, False, False, True]
