@@ -83,6 +83,18 @@ class StorageConfig(Base):
     retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
+VECTOR_SUFFIX = ".vec"  # a memory's vector object is its content object's path + this
+
+# A synced, searchable memory whose vector is missing or was made for older content: the
+# search indexer's work. The partial index on it holds only those rows, so the indexer's look
+# costs what waits, not what the table holds (memories written unsearchable, such as agent
+# checkpoints, and memories embedded long ago). Queries name it word for word
+# (``search.repository.wants_vector``), so both databases see it implies the index.
+WANTS_VECTOR = ("sync_status = 'synced' AND searchable AND (NOT has_embeddings"
+                " OR embedding_storage_path IS NULL"
+                f" OR embedding_storage_path <> storage_path || '{VECTOR_SUFFIX}')")
+
+
 class MemoryPointer(Base):
     __tablename__ = "memory_pointers"
     __table_args__ = (
@@ -90,6 +102,8 @@ class MemoryPointer(Base):
         Index(None, "tenant_id", "scope_type", "scope_ref", "id"),
         Index(None, "tenant_id", "subject_user_id"),
         Index(None, "sync_status", "updated_at"),
+        Index("ix_memory_pointers_wanting_vectors", "updated_at",
+              postgresql_where=text(WANTS_VECTOR), sqlite_where=text(WANTS_VECTOR)),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)

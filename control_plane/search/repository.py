@@ -18,11 +18,11 @@ from sqlalchemy import (
     bindparam,
     cast,
     delete,
-    false,
     func,
     not_,
     or_,
     select,
+    text,
     true,
     type_coerce,
     update,
@@ -32,11 +32,17 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 
-from ..db.models import EmbedderConfig, MemoryPointer, RetentionPolicy, SearchSegment
+from ..db.models import (
+    VECTOR_SUFFIX,
+    WANTS_VECTOR,
+    EmbedderConfig,
+    MemoryPointer,
+    RetentionPolicy,
+    SearchSegment,
+)
 from ..tenants.access import Access
 
 P = MemoryPointer
-VECTOR_SUFFIX = ".vec"
 
 
 def vector_path(storage_path: str) -> str:
@@ -46,10 +52,9 @@ def vector_path(storage_path: str) -> str:
 
 def wants_vector() -> Any:
     """The pointer is synced and searchable, and its vector is missing or made for older
-    content: the indexer's to make."""
-    return and_(P.sync_status == "synced", P.searchable == true(),
-                or_(P.has_embeddings == false(), P.embedding_storage_path.is_(None),
-                    P.embedding_storage_path != P.storage_path.concat(VECTOR_SUFFIX)))
+    content: the indexer's to make. Written as the partial index on it is (``WANTS_VECTOR``,
+    over the unaliased ``memory_pointers``), so the database uses the index."""
+    return text(WANTS_VECTOR)
 
 
 def vector_ready() -> Any:
@@ -63,12 +68,19 @@ def needing_vectors(session: Session, since: datetime | None, limit: int,
     """Synced, searchable pointers whose vector is missing or made for older content, oldest first;
     ``since`` limits the look to rows written from then on (an index serves it); tenants in
     ``skip`` (whose bucket failed this pass) are left out."""
+    return session.scalars(needing_vectors_query(since, limit, skip)).all()
+
+
+def needing_vectors_query(since: datetime | None, limit: int,
+                          skip: Sequence[uuid.UUID] = ()) -> Any:
+    """``needing_vectors``' statement: an index scan of the partial index on
+    ``WANTS_VECTOR`` in ``updated_at`` order."""
     query = select(P).where(wants_vector())
     if since is not None:
         query = query.where(P.updated_at >= since)
     if skip:
         query = query.where(P.tenant_id.not_in(list(skip)))
-    return session.scalars(query.order_by(P.updated_at).limit(limit)).all()
+    return query.order_by(P.updated_at).limit(limit)
 
 
 def mark_vectors(session: Session, made: Sequence[tuple[uuid.UUID, int, str]],

@@ -5,6 +5,7 @@ PostgreSQL."""
 
 from __future__ import annotations
 
+import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 import memplane
@@ -71,3 +72,29 @@ def test_checkpoints_are_never_embedded(tenant: Tenant) -> None:
     assert len(pointers) == 2
     assert {(p.searchable, p.has_embeddings) for p in pointers} == {(False, False)}
     assert found.results == [] and _vectors(tenant) == []
+
+
+@pytest.mark.databases("postgres")
+def test_the_indexers_look_reads_the_index_of_memories_waiting_for_a_vector(
+        tenant: Tenant) -> None:
+    """Unsearchable memories and memories embedded already are not in that partial index,
+    so the look costs what waits, however many of them the table holds. (SQLite may use
+    it too; without statistics its planner prefers the (sync_status, updated_at) index.)"""
+    from datetime import timedelta
+
+    from sqlalchemy import text
+
+    from control_plane.db.base import utcnow
+    from control_plane.search import repository
+
+    engine = tenant.stack.runtime.engine
+    plans = []
+    for since in (None, utcnow() - timedelta(seconds=60)):
+        sql = str(repository.needing_vectors_query(since, 64).compile(
+            dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SET enable_seqscan = off")  # usable, not just cheap
+            plan = conn.execute(text("EXPLAIN " + sql)).scalars().all()
+            conn.rollback()
+        plans.append(" ".join(plan))
+    assert all("ix_memory_pointers_wanting_vectors" in plan for plan in plans), plans
