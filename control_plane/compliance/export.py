@@ -339,7 +339,7 @@ def _export_one(session: Session, plane: DataPlane, actor: Actor, archive: zipfi
         item["status"] = "deleted_during_export"
         return item
     try:
-        read = memories.read_pointer(session, plane, actor, pointer)
+        read = memories.read_pointer(session, plane, actor, pointer, raw=True)
     except HashMismatch as exc:
         item["status"] = "missing" if exc.extra.get("actual_sha256") is None else "corrupt"
         return item
@@ -349,13 +349,14 @@ def _export_one(session: Session, plane: DataPlane, actor: Actor, archive: zipfi
     # Overwritten since the page was read, the verified read follows the memory to its new
     # version: the item describes the version read (its hash, size, dates), not the one the
     # page saw, so the manifest and the file stay one value.
+    # The file is the verified bytes as stored: their SHA-256 is the pointer's, checked by
+    # the read (parsing and serialising 1 MiB again cost a fifth of an export's time).
     item.update(_describe(read.pointer))
-    data = memories.serialise(read.value)
+    data: bytes = read.value
     name = f"items/{pointer.id}.json"
     archive.writestr(name, data)
-    digest = hashlib.sha256(data).hexdigest()
-    item.update(file=name, file_sha256=digest,
-                hash_verified=digest == item["content_sha256"], content_size=len(data))
+    item.update(file=name, file_sha256=read.pointer.content_sha256, hash_verified=True,
+                content_size=len(data))
     return item
 
 

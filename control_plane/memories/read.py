@@ -147,7 +147,8 @@ def check_live(pointer: MemoryPointer | None, address: MemoryAddress) -> MemoryP
 
 def _read_verified(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
                    pointer: MemoryPointer,
-                   live: tuple[uuid.UUID, bytes, uuid.UUID] | None = None) -> MemoryValue:
+                   live: tuple[uuid.UUID, bytes, uuid.UUID] | None = None, *,
+                   raw: bool = False) -> MemoryValue:
     for _ in range(_READ_ATTEMPTS):
         target = plane.by_id(session, pointer.storage_config_id)
         session.commit()
@@ -158,7 +159,7 @@ def _read_verified(session: Session, plane: DataPlane, actor: Actor, address: Me
                 begin_write(session)
                 repo.mark_synced(session, pointer.id, pointer.storage_path, utcnow())
                 session.commit()
-            return MemoryValue(json.loads(data), pointer)
+            return MemoryValue(data if raw else json.loads(data), pointer)
         # A concurrent overwrite may have replaced the object after we read the pointer:
         # look again before calling anything corrupt. (The lookup refreshes the very same
         # object in the session, so remember what was read first.)
@@ -172,14 +173,15 @@ def _read_verified(session: Session, plane: DataPlane, actor: Actor, address: Me
 
 
 def read_pointer(session: Session, plane: DataPlane, actor: Actor,
-                 pointer: MemoryPointer) -> MemoryValue:
+                 pointer: MemoryPointer, *, raw: bool = False) -> MemoryValue:
     """Read and verify one pointer's value (I3) for bulk readers such as export.
 
     Same checks as ``get_value`` (a mismatch marks the pointer corrupt and raises
-    HashMismatch); the caller writes its own audit row.
+    HashMismatch); the caller writes its own audit row. ``raw``: the value is the verified
+    bytes as stored (serialised JSON, whose SHA-256 is the pointer's), not parsed.
     """
     address = MemoryAddress(pointer.scope_type, pointer.scope_ref, pointer.key)
-    return _read_verified(session, plane, actor, address, pointer)
+    return _read_verified(session, plane, actor, address, pointer, raw=raw)
 
 
 def fetch_locked(session: Session, plane: DataPlane, actor: Actor,
