@@ -157,9 +157,8 @@ def assemble(session: Session, plane: DataPlane, settings: Settings, actor: Acto
         covered = max(row.summarized_through, summary[2] if summary else 0)
         recent = _recent_messages(session, plane, actor, row.id, covered, window)
         older = _older_context(summary, window)
-        for message_row in repo.messages(session, row.id, after=0):
-            if message_row.seq > covered:
-                break
+        # The messages the summary covers: only their rows (none to read if it covers none).
+        for message_row in (repo.messages(session, row.id, through=covered) if covered else []):
             if older is not None:
                 window.note("message", str(message_row.seq), "summarized",
                             "superseded_by_summary", message_row.tokens)

@@ -29,10 +29,13 @@ def get_by_row(session: Session, tenant_id: uuid.UUID, row_id: uuid.UUID, *,
 
 
 def messages(session: Session, row_id: uuid.UUID, *, after: int = 0,
-             limit: int | None = None, newest_first: bool = False
-             ) -> list[ConversationMessage]:
+             through: int | None = None, limit: int | None = None,
+             newest_first: bool = False) -> list[ConversationMessage]:
+    """The conversation's message rows with ``after`` < seq (<= ``through``, if given)."""
     query = select(ConversationMessage).where(ConversationMessage.conversation_row_id == row_id,
                                               ConversationMessage.seq > after)
+    if through is not None:
+        query = query.where(ConversationMessage.seq <= through)
     query = query.order_by(ConversationMessage.seq.desc() if newest_first
                            else ConversationMessage.seq)
     if limit is not None:
