@@ -49,7 +49,14 @@ from ..db import direct
 from ..db.engine import begin_write
 from ..db.models import AccessLog, GcCandidate, MemoryPointer, SubjectErasure, SubjectKey
 from .addresses import MemoryAddress
-from .hotpath_many import LOOKUP_MANY, WRITE_MANY, lookup_rows, unindented, write_rows
+from .hotpath_many import (
+    INSERTED,
+    LOOKUP_MANY,
+    WRITE_MANY,
+    lookup_rows,
+    unindented,
+    write_rows,
+)
 from .repository import pointer_of
 
 
@@ -435,7 +442,7 @@ _STILL_BOUND = and_(P.c.id == _b["pointer_id"],
 # marked the object, update or insert, append the audit row. Written out by hand to stay short:
 # psycopg converts and caches (and then prepares) only statements under 4 KiB, so this one
 # must stay below that (a test checks it).
-WRITE_POSTGRES = text(unindented("""
+WRITE_POSTGRES = text(unindented(f"""
 WITH cur AS (
  SELECT id, storage_config_id, storage_path FROM memory_pointers
  WHERE tenant_id = :v_tenant AND scope_type = :v_scope AND scope_ref = :v_scope_ref
@@ -471,10 +478,7 @@ WITH cur AS (
   AND NOT EXISTS (SELECT 1 FROM gc)
  RETURNING p.*, cur.storage_config_id AS old_config, cur.storage_path AS old_path
 ), ins AS (
- INSERT INTO memory_pointers (id, tenant_id, scope_type, scope_ref, key, memory_type,
-  subject_user_id, agent_id, title, tags, importance, source, storage_config_id,
-  storage_path, content_sha256, content_size, sync_status, version, has_embeddings,
-  expires_at, created_at, updated_at, searchable)
+ INSERT INTO memory_pointers ({INSERTED})
  SELECT :v_pointer_id, :v_tenant, :v_scope, :v_scope_ref, :v_key,
   COALESCE(:v_memory_type, :v_default_type), COALESCE(:v_meta_user, :v_user_ref),
   :v_agent_id, :v_title, COALESCE(CAST(:v_tags AS json), CAST('[]' AS json)),

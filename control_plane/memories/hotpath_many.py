@@ -67,6 +67,12 @@ def lookup_rows(tenant_id: uuid.UUID, writes: Sequence[tuple[Any, str | None]]
         for n, (a, user) in enumerate(writes)])}
 
 
+# The columns a write's INSERT sets (the one-item statement's too), in its SELECT's order.
+INSERTED = ("id, tenant_id, scope_type, scope_ref, key, memory_type, subject_user_id, agent_id, "
+            "title, tags, importance, source, storage_config_id, storage_path, content_sha256, "
+            "content_size, sync_status, version, has_embeddings, expires_at, created_at, "
+            "updated_at, searchable")
+
 _COLUMNS = ("n int, pointer_id uuid, scope text, scope_ref text, key text, user_ref text, "
             "seen_user text, guard_user text, meta_user text, config uuid, path text, "
             "sha text, size bigint, memory_type text, default_type text, tags json, "
@@ -117,10 +123,7 @@ WITH w AS MATERIALIZED (
   AND chk.blocked_by IS NULL AND NOT chk.refused
  RETURNING p.*, cur.storage_config_id AS old_config, cur.storage_path AS old_path
 ), ins AS (
- INSERT INTO memory_pointers (id, tenant_id, scope_type, scope_ref, key, memory_type,
-  subject_user_id, agent_id, title, tags, importance, source, storage_config_id,
-  storage_path, content_sha256, content_size, sync_status, version, has_embeddings,
-  expires_at, created_at, updated_at, searchable)
+ INSERT INTO memory_pointers ({INSERTED})
  SELECT w.pointer_id, :v_tenant, w.scope, w.scope_ref, w.key,
   COALESCE(w.memory_type, w.default_type), COALESCE(w.meta_user, w.user_ref), w.agent_id,
   w.title, COALESCE(w.tags, CAST('[]' AS json)), COALESCE(w.importance, 3),
