@@ -79,62 +79,6 @@ def run(engine: Engine, statement: ClauseElement, params: dict[str, Any], *,
         raw.close()
 
 
-def run_all(engine: Engine, statement: ClauseElement, params: list[dict[str, Any]], *,
-            transaction: bool = True) -> list[list[Any]]:
-    """Execute ``statement`` once per parameter set; the rows of each execution, in order.
-    The executions are pipelined (sent without waiting for each answer: about one round trip
-    for all) and all land or none: any failure rolls all back. ``transaction``: in an
-    explicit transaction committed at the end (a batch's pointer rows); else in autocommit
-    mode, without the BEGIN and COMMIT (read-only statements: a batch's lookups), where the
-    server still runs the pipeline as one implicit transaction."""
-    if not params:
-        return []
-    compiled = _compile(engine, statement)
-    dbapi_error = engine.dialect.loaded_dbapi.Error
-    try:
-        raw = engine.raw_connection()
-    except dbapi_error as exc:
-        raise sa_exc.DBAPIError.instance(None, None, exc, dbapi_error,
-                                         dialect=engine.dialect) from exc
-    from psycopg.rows import namedtuple_row
-
-    driver = raw.driver_connection
-    assert driver is not None
-    values: Any = None
-    try:
-        driver.autocommit = not transaction
-        try:
-            values = [compiled.construct_params(one) for one in params]
-            results = []
-            with driver.cursor(row_factory=namedtuple_row) as cursor:
-                cursor.executemany(compiled.string, values, returning=True)
-                while True:
-                    results.append(cursor.fetchall() if _has_rows(cursor) else [])
-                    if not cursor.nextset():
-                        break
-            if transaction:
-                driver.commit()
-        except BaseException:
-            if transaction and not driver.closed:
-                driver.rollback()
-            raise
-        finally:
-            if not transaction and not driver.closed:
-                driver.autocommit = False
-        if len(results) != len(params):
-            raise RuntimeError(f"{len(params)} executions answered {len(results)} results")
-        return results
-    except dbapi_error as exc:
-        lost = engine.dialect.is_disconnect(exc, driver, None)
-        if lost:
-            raw.invalidate()
-        raise sa_exc.DBAPIError.instance(compiled.string, values, exc, dbapi_error,
-                                         connection_invalidated=lost,
-                                         dialect=engine.dialect) from exc
-    finally:
-        raw.close()
-
-
 def _has_rows(cursor: Any) -> bool:
     """Whether the cursor's current result has rows to fetch: what ``description`` checks,
     without building a column object per column on every call (a batch's hundred results)."""

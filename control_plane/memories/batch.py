@@ -254,7 +254,7 @@ def run_batch(sessions: Callable[[], Session], session: Session, plane: DataPlan
 
     if len(valid) == 1:
         # One operation is its single request, run here: the shared paths below would only
-        # add their pool hop, pipeline and transaction around one row.
+        # add their pool hop and set-wise statements around one row.
         with sessions() as own:
             results[valid[0].index] = _run_one(own, plane, caller, valid[0], idem)
         return _finish(session, caller, idem, replayed, results)

@@ -3,7 +3,7 @@
 
 For every set alone at its address the checks run in the request's thread (role, scoped
 key, agent, size, target: the single request's sentences and failure audit rows), then ONE
-pipelined lookup reads every pointer id, subject key and erasure guard, the sealed puts
+lookup reads every pointer id, subject key and erasure guard, the sealed puts
 run concurrently on a pool shared by all batches (or, for a bucket that stores many
 objects together, in one ``put_many`` call), and ONE transaction moves every pointer
 and appends every audit row (``commit_sets``). Each item still passes each step the single

@@ -1,5 +1,6 @@
-"""Statements run straight on the driver: the same exceptions a Session raises, and
-pipelined executions that answer in order and commit as asked."""
+"""Statements run straight on the driver: the same exceptions a Session raises, each
+committed on its own, and rolled back when it answers another number of rows than
+expected."""
 
 from __future__ import annotations
 
@@ -37,51 +38,45 @@ def test_an_unreachable_database_is_sqlalchemys_operational_error() -> None:
 
 
 def _table(engine: Engine) -> Table:
-    table = Table("pipelined", MetaData(), Column("id", Integer, primary_key=True),
+    table = Table("direct", MetaData(), Column("id", Integer, primary_key=True),
                   Column("name", String, unique=True))
     table.create(engine)
     return table
 
 
-def test_pipelined_executions_answer_in_order_and_commit_together(postgres: Any) -> None:
+def test_a_statement_commits_on_its_own_and_answers_its_rows(postgres: Any) -> None:
     engine = make_engine(postgres.create_database())
     try:
         table = _table(engine)
-        statement = insert(table).values(id=bindparam("i"), name=bindparam("n")).returning(
-            table.c.id, table.c.name)
-        rows = direct.run_all(engine, statement, [{"i": i, "n": f"n{i}"} for i in range(50)])
-        assert [[tuple(r) for r in one] for one in rows] == [[(i, f"n{i}")] for i in range(50)]
-        with pytest.raises(sa_exc.IntegrityError):  # the 3rd repeats a name: all roll back
-            direct.run_all(engine, statement, [{"i": 100, "n": "x"}, {"i": 101, "n": "y"},
-                                               {"i": 102, "n": "n7"}])
+        statement = insert(table).from_select(
+            ["id", "name"], select(func.generate_series(1, bindparam("n")).label("id"),
+                                   literal("x").concat(func.generate_series(1, bindparam("n")))
+                                   )).returning(table.c.id)
+        assert sorted(r.id for r in direct.run(engine, statement, {"n": 3})) == [1, 2, 3]
+        rename = update(table).where(table.c.id == bindparam("i")).values(name=bindparam("m"))
+        assert direct.run(engine, rename, {"i": 3, "m": "three"}) == []  # no rows: empty
+        with pytest.raises(sa_exc.IntegrityError):  # a repeated name: nothing lands
+            direct.run(engine, rename, {"i": 2, "m": "three"})
         with engine.connect() as conn:
-            assert conn.execute(select(func.count()).select_from(table)).scalar() == 50
-        # A statement that returns no rows answers an empty list per execution.
-        rename = update(table).where(table.c.id == bindparam("i")).values(name=bindparam("n"))
-        assert direct.run_all(engine, rename, [{"i": 1, "n": "one"}, {"i": 2, "n": "two"}]
-                              ) == [[], []]
-        assert direct.run(engine, rename, {"i": 3, "n": "three"}) == []
-        with engine.connect() as conn:
-            assert conn.execute(select(table.c.name).where(table.c.id < 4).order_by(table.c.id)
-                                ).scalars().all() == ["n0", "one", "two", "three"]
+            assert conn.execute(select(table.c.name).order_by(table.c.id)).scalars().all() == [
+                "x1", "x2", "three"]
     finally:
         engine.dispose()
 
 
-def test_pipelined_executions_in_autocommit_still_land_together(postgres: Any) -> None:
+def test_a_statement_that_answers_other_than_expected_is_rolled_back(postgres: Any) -> None:
     engine = make_engine(postgres.create_database())
     try:
         table = _table(engine)
         statement = insert(table).values(id=bindparam("i"), name=bindparam("n")).returning(
             table.c.id)
-        with pytest.raises(sa_exc.IntegrityError):
-            direct.run_all(engine, statement, [{"i": 1, "n": "a"}, {"i": 2, "n": "a"}],
-                           transaction=False)
-        with engine.connect() as conn:  # one implicit transaction on the server: none landed
-            assert conn.execute(select(table.c.name)).scalars().all() == []
-        direct.run_all(engine, statement, [{"i": 1, "n": "a"}], transaction=False)
+        with pytest.raises(RuntimeError, match="expected 2 rows, the statement answered 1"):
+            direct.run(engine, statement, {"i": 1, "n": "a"}, expect=2)
+        assert [tuple(r) for r in direct.run(engine, statement, {"i": 2, "n": "b"},
+                                             expect=1)] == [(2,)]
+        with engine.connect() as conn:  # the first rolled back, the second committed
+            assert conn.execute(select(table.c.name)).scalars().all() == ["b"]
         # The pooled connection went back usable, in its default (transactional) mode.
-        assert direct.run_all(engine, select(table.c.name).where(table.c.id == bindparam("i")),
-                              [{"i": 1}, {"i": 2}], transaction=False) == [[("a",)], []]
+        assert [tuple(r) for r in direct.run(engine, select(table.c.name), {})] == [("b",)]
     finally:
         engine.dispose()
