@@ -14,6 +14,7 @@ checkpoints the sealer writes into the tenant's bucket catch them (``checkpoints
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import uuid
@@ -81,12 +82,50 @@ def record_many(session: Session, actor: Actor, operation: str,
         for pointer_id, detail in entries])
 
 
+ReadRow = tuple[str, uuid.UUID | None, str]  # (operation, pointer id, detail)
+_gathered: contextvars.ContextVar[tuple[Actor, list[ReadRow]] | None] = (
+    contextvars.ContextVar("memplane_gathered_reads", default=None))
+
+
+@contextmanager
+def reads_committed_together(session: Session, plane: DataPlane, actor: Actor
+                             ) -> Iterator[None]:
+    """Within the block, ``commit_reads`` of ``actor``'s rows gathers them; they are
+    committed together, in one insert, when the block ends — before the caller answers, so
+    I6 holds — and also when it ends with an error (the reads happened). For a request that
+    reads several kinds of things and answers once (context assembly): one durable commit
+    instead of one per kind."""
+    if _gathered.get() is not None:  # already gathering: the outer block commits
+        yield
+        return
+    rows: list[ReadRow] = []
+    token = _gathered.set((actor, rows))
+    try:
+        yield
+    except BaseException:
+        _gathered.reset(token)
+        if rows:
+            try:
+                commit_reads(session, plane, actor, rows)
+            except Exception:  # the error being raised matters more
+                log.warning("could not commit the audit rows of a failed request's reads")
+        raise
+    _gathered.reset(token)
+    if rows:
+        commit_reads(session, plane, actor, rows)
+
+
 def commit_reads(session: Session, plane: DataPlane, actor: Actor,
-                 rows: list[tuple[str, uuid.UUID | None, str]]) -> None:
+                 rows: list[ReadRow]) -> None:
     """Commit the audit rows ``(operation, pointer_id, detail)`` of an operation that
     changed nothing else (a search, a listing, a read of several items) before its answer
     (I6): one insert of the audit batcher, committed on its own, when the plane has one;
-    else in a transaction of the session. The session's open transaction ends first."""
+    else in a transaction of the session. The session's open transaction ends first.
+    Inside ``reads_committed_together`` for the same actor, the rows wait for its end."""
+    gathering = _gathered.get()
+    if gathering is not None and gathering[0] == actor:
+        gathering[1].extend(rows)
+        return
     batcher = plane.audit_batcher
     if batcher is None:
         begin_write(session)
