@@ -22,7 +22,7 @@ from control_plane.db.models import (
     SubjectErasure,
 )
 from tests.api.test_no_content_in_control_plane import _database_text
-from tests.support.crypto import open_stored
+from tests.support.crypto import open_stored, tampered
 from tests.support.service import Tenant
 
 
@@ -382,7 +382,7 @@ def test_a_tampered_summary_is_never_served(tenant: Tenant) -> None:
     with tenant.stack.http(tenant.admin_key) as http:
         created = _post(http)
         (stored,) = tenant.objects()
-        stored.write_bytes(stored.read_bytes()[:-1] + b"\x00")
+        stored.write_bytes(tampered(stored.read_bytes()))
         read = http.get(f"/v1/entries/{created['id']}")
         listed = http.get("/v1/entries", params={"search": "roas"}).json()["items"]
 
@@ -403,7 +403,7 @@ def test_a_listing_that_meets_a_tampered_summary_first_serves_the_others(
             path = conn.scalar(select(MemoryPointer.storage_path).where(
                 MemoryPointer.id == uuid.UUID(bad["id"])))
         stored = tenant.bucket_dir / path.split(f"tenants/{tenant.id}/", 1)[1]
-        stored.write_bytes(stored.read_bytes()[:-1] + b"\x00")
+        stored.write_bytes(tampered(stored.read_bytes()))
         listed = http.get("/v1/entries", params={"include_summary": "true"})
     assert listed.status_code == 200, listed.text
     assert {i["id"]: i["summary"] for i in listed.json()["items"]} == {

@@ -13,6 +13,7 @@ from sqlalchemy import select, update
 
 import memplane
 from control_plane.db.models import AccessLog, MemoryPointer
+from tests.support.crypto import tampered
 from tests.support.service import Tenant
 
 
@@ -83,7 +84,7 @@ def test_a_tampered_object_fails_the_page_and_is_marked_corrupt(tenant: Tenant) 
             path = conn.scalar(select(MemoryPointer.storage_path).where(
                 MemoryPointer.id == uuid.UUID(ids[1])))
         stored = tenant.bucket_dir / path.split(f"tenants/{tenant.id}/", 1)[1]
-        stored.write_bytes(stored.read_bytes()[:-3] + b"xyz")
+        stored.write_bytes(tampered(stored.read_bytes()))
         params = {"scope": "conversation", "scope_ref": ref, "include_values": "true"}
         listed = http.get("/v1/pointers", params=params)
         again = http.get("/v1/pointers", params=params)

@@ -14,6 +14,7 @@ from control_plane.conversations import tokens
 from control_plane.db.models import AccessLog, Conversation, MemoryPointer
 from tests.api.test_no_content_in_control_plane import _database_text
 from tests.support.clock import wait_until
+from tests.support.crypto import tampered
 from tests.support.service import Tenant
 
 
@@ -226,7 +227,7 @@ def test_a_tampered_message_fails_the_listing_and_is_marked_corrupt(tenant: Tena
             path = conn.scalar(select(MemoryPointer.storage_path).where(
                 MemoryPointer.id == uuid.UUID(added[1]["pointer_id"])))
         stored = tenant.bucket_dir / path.split(f"tenants/{tenant.id}/", 1)[1]
-        stored.write_bytes(stored.read_bytes()[:-3] + b"xyz")
+        stored.write_bytes(tampered(stored.read_bytes()))
         listed = http.get(f"/v1/conversations/{conv}/messages")
         after = http.get(f"/v1/conversations/{conv}/messages", params={"after": 2})
     assert listed.status_code == 409, listed.text

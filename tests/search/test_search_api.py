@@ -14,6 +14,7 @@ from sqlalchemy import select, update
 from control_plane.db.base import utcnow
 from control_plane.db.models import AccessLog, MemoryPointer, SearchSegment
 from control_plane.search import indexer
+from tests.support.crypto import tampered
 from tests.support.service import Tenant
 
 
@@ -211,7 +212,7 @@ def test_a_corrupt_result_is_dropped_marked_and_audited(tenant: Tenant) -> None:
         _index(tenant)
         pointer = http.get("/v1/memories/agent/a-7/pet").json()["pointer"]
         stored = _file(tenant, pointer["storage_path"])
-        stored.write_bytes(stored.read_bytes()[:-3] + b"xyz")
+        stored.write_bytes(tampered(stored.read_bytes()))
         tenant.stack.runtime.search_cache.values.clear()
         found = _search(http, "dog Biscuit thunderstorms", scope="agent", scope_ref="a-7")
     with tenant.stack.engine.connect() as conn:

@@ -38,3 +38,9 @@ def seal_for(runtime: Runtime, tenant_id: uuid.UUID, path: str, pointer_id: uuid
     with runtime.sessions() as session:
         handle = keys.key_for_write(session, ring, tenant_id, subject)
     return keys.seal_object(ring, tenant_id, handle, path, pointer_id, plaintext)
+
+
+def tampered(data: bytes) -> bytes:
+    """``data`` with its last byte changed, always (writing a fixed byte instead leaves the
+    object intact whenever its last byte already was that one: one time in 256)."""
+    return data[:-1] + bytes([data[-1] ^ 0xFF])
