@@ -27,6 +27,7 @@ from typing import Any
 
 from sqlalchemy import event, select
 
+from control_plane.db import direct
 from control_plane.db.base import new_id
 from control_plane.db.models import MemoryPointer
 from control_plane.memories import hotpath
@@ -131,13 +132,25 @@ def explain(sized: Sized) -> dict[str, list[str]]:
         if statement.lstrip().upper().startswith("SELECT") and "memory_pointers" in statement:
             seen.append((statement, parameters))
 
+    # On PostgreSQL a listing is one statement run straight on the driver (``db.direct``),
+    # which SQLAlchemy's events do not see: it is caught on its way there.
+    run = direct.run
+
+    def run_and_capture(engine: Any, statement: Any, params: Any, **options: Any) -> Any:
+        if "memory_pointers" in str(statement):
+            compiled = direct._compile(engine, statement)
+            seen.append((compiled.string, compiled.construct_params(params)))
+        return run(engine, statement, params, **options)
+
     event.listen(engine, "before_cursor_execute", capture)
+    direct.run = run_and_capture  # type: ignore[assignment]
     try:
         sized.list_scope()
     finally:
+        direct.run = run  # type: ignore[assignment]
         event.remove(engine, "before_cursor_execute", capture)
     if not seen:
-        raise AssertionError("the list ran no SELECT on memory_pointers")
+        raise AssertionError("the list ran no statement on memory_pointers")
     list_sql, list_params = seen[0]
     raw = engine.raw_connection()
     try:
