@@ -26,7 +26,6 @@ from sqlalchemy.orm import Session
 
 from ..audit import service as audit
 from ..audit.service import Actor, audited
-from ..db.models import Conversation
 from ..entries import service as entries
 from ..errors import HashMismatch, InvalidInput, NotFound, StorageUnavailable
 from ..events import service as events
@@ -127,8 +126,11 @@ class _Window:
 def assemble(session: Session, plane: DataPlane, settings: Settings, actor: Actor,
              conversation_id: str, spec: ContextIn, *, access: Access = EVERYTHING,
              search: MemorySearch = no_search) -> ContextOut:
+    # Every read's audit row (the search, the entries, the messages) and the context's own
+    # go in one durable commit, before the answer (I6).
     with audited(session, actor, "context", detail="conversation",
-                 private=(conversation_id,)):
+                 private=(conversation_id,)), \
+            audit.reads_committed_together(session, plane, actor):
         conversation_id = address_of(conversation_id).scope_ref
         row = find(session, actor, access, conversation_id, "context")
         scopes = []
@@ -152,56 +154,47 @@ def assemble(session: Session, plane: DataPlane, settings: Settings, actor: Acto
         window.note("system_prompt", "system_prompt", "included", None, system_tokens)
         window.note("current_message", "current_message", "included", None, message_tokens)
         session.commit()
-        # Every read's audit row (the search, the entries, the messages) and the context's
-        # own go in one durable commit, before the answer (I6).
-        with audit.reads_committed_together(session, plane, actor):
-            return _assembled(session, plane, actor, access, spec, row, scopes, window, search,
-                              system_tokens, message_tokens)
 
+        memory = _memory_section(session, plane, actor, access, spec, scopes, window, search)
+        summary = previous_summary(session, plane, actor, row)
+        covered = max(row.summarized_through, summary[2] if summary else 0)
+        recent = _recent_messages(session, plane, actor, row.id, covered, window)
+        older = _older_context(summary, window)
+        # The messages the summary covers: only their rows (none to read if it covers none).
+        for message_row in (repo.messages(session, row.id, through=covered) if covered
+                            else []):
+            if older is not None:
+                window.note("message", str(message_row.seq), "summarized",
+                            "superseded_by_summary", message_row.tokens)
+            else:
+                window.note("message", str(message_row.seq), "dropped", "budget",
+                            message_row.tokens)
+        session.commit()
 
-def _assembled(session: Session, plane: DataPlane, actor: Actor, access: Access,
-               spec: ContextIn, row: Conversation, scopes: list[tuple[str, str]],
-               window: _Window,
-               search: MemorySearch, system_tokens: int, message_tokens: int) -> ContextOut:
-    memory = _memory_section(session, plane, actor, access, spec, scopes, window, search)
-    summary = previous_summary(session, plane, actor, row)
-    covered = max(row.summarized_through, summary[2] if summary else 0)
-    recent = _recent_messages(session, plane, actor, row.id, covered, window)
-    older = _older_context(summary, window)
-    # The messages the summary covers: only their rows (none to read if it covers none).
-    for message_row in (repo.messages(session, row.id, through=covered) if covered else []):
+        sections = [Section(role="system", kind="system_prompt", content=spec.system_prompt,
+                            tokens=system_tokens)]
+        if memory is not None:
+            sections.append(memory)
         if older is not None:
-            window.note("message", str(message_row.seq), "summarized",
-                        "superseded_by_summary", message_row.tokens)
-        else:
-            window.note("message", str(message_row.seq), "dropped", "budget",
-                        message_row.tokens)
-    session.commit()
-
-    sections = [Section(role="system", kind="system_prompt", content=spec.system_prompt,
-                        tokens=system_tokens)]
-    if memory is not None:
-        sections.append(memory)
-    if older is not None:
-        sections.append(older)
-    sections += recent
-    sections.append(Section(role="user", kind="current_message", content=spec.message,
-                            tokens=message_tokens))
-    total = sum(s.tokens for s in sections)
-    by_kind: dict[str, int] = {}
-    for section in sections:
-        by_kind[section.kind] = by_kind.get(section.kind, 0) + section.tokens
-    counts: dict[str, int] = {}
-    for item in window.report:
-        counts[item.status] = counts.get(item.status, 0) + 1
-    audit.commit_reads(session, plane, actor, [
-        ("context", None, f"conversation context: {total}/{spec.token_budget} tokens, "
-                          f"{counts.get('included', 0)} included, "
-                          f"{counts.get('summarized', 0)} summarized, "
-                          f"{counts.get('dropped', 0)} dropped")])
-    return ContextOut(sections=sections, total_tokens=total, token_budget=spec.token_budget,
-                      encoding=window.counter.encoding, tokens_by_kind=by_kind,
-                      report=window.report)
+            sections.append(older)
+        sections += recent
+        sections.append(Section(role="user", kind="current_message", content=spec.message,
+                                tokens=message_tokens))
+        total = sum(s.tokens for s in sections)
+        by_kind: dict[str, int] = {}
+        for section in sections:
+            by_kind[section.kind] = by_kind.get(section.kind, 0) + section.tokens
+        counts: dict[str, int] = {}
+        for item in window.report:
+            counts[item.status] = counts.get(item.status, 0) + 1
+        audit.commit_reads(session, plane, actor, [
+            ("context", None, f"conversation context: {total}/{spec.token_budget} tokens, "
+                              f"{counts.get('included', 0)} included, "
+                              f"{counts.get('summarized', 0)} summarized, "
+                              f"{counts.get('dropped', 0)} dropped")])
+        return ContextOut(sections=sections, total_tokens=total, token_budget=spec.token_budget,
+                          encoding=counter.encoding, tokens_by_kind=by_kind,
+                          report=window.report)
 
 
 def _memory_section(session: Session, plane: DataPlane, actor: Actor, access: Access,
