@@ -17,7 +17,6 @@ from .audit import checkpoints
 from .audit import service as audit
 from .audit.batcher import AuditBatcher
 from .db.engine import make_engine, make_session_factory
-from .db.migrate import upgrade
 from .keys.service import Keyring
 from .observability import DatabaseState
 from .settings import Settings
@@ -97,6 +96,8 @@ class Runtime:
             pending_oldest_age=age(pending_since, now), gc_candidates=int(candidates))
 
     def migrate(self) -> None:
+        from .db.migrate import upgrade  # Alembic: imported by the processes that migrate
+
         upgrade(self.engine)
 
     def start_background(self) -> None:

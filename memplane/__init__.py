@@ -8,58 +8,132 @@
 The exceptions are drawn as a tree in ``memplane._exceptions``.
 """
 
-from ._async_client import AsyncClient
-from ._batch import BatchResult
-from ._client import Client
-from ._compliance import Job, Receipt
-from ._config_calls import Agent
-from ._conversations import (
-    ContextItem,
-    ContextSection,
-    ContextWindow,
-    Conversation,
-    Message,
-    MessageAdded,
-)
-from ._exceptions import (
-    APIError,
-    BadRequest,
-    Conflict,
-    Forbidden,
-    HashMismatch,
-    InvalidResponse,
-    MemplaneError,
-    NotFound,
-    PayloadTooLarge,
-    ServerError,
-    StorageUnavailable,
-    SubjectErasureInProgress,
-    TransportError,
-    Unauthorized,
-)
-from ._hygiene import CleanupItem, CleanupResult, LegalHold, RetentionPolicy
-from ._models import (
-    AuditEntry,
-    AuditVerification,
-    CompactorConfig,
-    CreatedKey,
-    CreatedTenant,
-    Entry,
-    Event,
-    EventWithBody,
-    Memory,
-    Page,
-    Pointer,
-    Provenance,
-    ProvenanceEvent,
-    SearchResult,
-    SearchResults,
-    StorageConfig,
-    StorageHealth,
-    SummarizerConfig,
-    Tenant,
-)
+import typing
+
 from ._version import __version__
+
+if typing.TYPE_CHECKING:
+    from ._async_client import AsyncClient
+    from ._batch import BatchResult
+    from ._client import Client
+    from ._compliance import Job, Receipt
+    from ._config_calls import Agent
+    from ._conversations import (
+        ContextItem,
+        ContextSection,
+        ContextWindow,
+        Conversation,
+        Message,
+        MessageAdded,
+    )
+    from ._exceptions import (
+        APIError,
+        BadRequest,
+        Conflict,
+        Forbidden,
+        HashMismatch,
+        InvalidResponse,
+        MemplaneError,
+        NotFound,
+        PayloadTooLarge,
+        ServerError,
+        StorageUnavailable,
+        SubjectErasureInProgress,
+        TransportError,
+        Unauthorized,
+    )
+    from ._hygiene import CleanupItem, CleanupResult, LegalHold, RetentionPolicy
+    from ._models import (
+        AuditEntry,
+        AuditVerification,
+        CompactorConfig,
+        CreatedKey,
+        CreatedTenant,
+        Entry,
+        Event,
+        EventWithBody,
+        Memory,
+        Page,
+        Pointer,
+        Provenance,
+        ProvenanceEvent,
+        SearchResult,
+        SearchResults,
+        StorageConfig,
+        StorageHealth,
+        SummarizerConfig,
+        Tenant,
+    )
+
+# The names are imported when first used (PEP 562): ``import memplane`` stays cheap for the
+# command line's server and local commands, which never need the HTTP client or its models.
+_LAZY = {
+    "AsyncClient": "_async_client",
+    "BatchResult": "_batch",
+    "Client": "_client",
+    "Job": "_compliance",
+    "Receipt": "_compliance",
+    "Agent": "_config_calls",
+    "ContextItem": "_conversations",
+    "ContextSection": "_conversations",
+    "ContextWindow": "_conversations",
+    "Conversation": "_conversations",
+    "Message": "_conversations",
+    "MessageAdded": "_conversations",
+    "APIError": "_exceptions",
+    "BadRequest": "_exceptions",
+    "Conflict": "_exceptions",
+    "Forbidden": "_exceptions",
+    "HashMismatch": "_exceptions",
+    "InvalidResponse": "_exceptions",
+    "MemplaneError": "_exceptions",
+    "NotFound": "_exceptions",
+    "PayloadTooLarge": "_exceptions",
+    "ServerError": "_exceptions",
+    "StorageUnavailable": "_exceptions",
+    "SubjectErasureInProgress": "_exceptions",
+    "TransportError": "_exceptions",
+    "Unauthorized": "_exceptions",
+    "CleanupItem": "_hygiene",
+    "CleanupResult": "_hygiene",
+    "LegalHold": "_hygiene",
+    "RetentionPolicy": "_hygiene",
+    "AuditEntry": "_models",
+    "AuditVerification": "_models",
+    "CompactorConfig": "_models",
+    "CreatedKey": "_models",
+    "CreatedTenant": "_models",
+    "Entry": "_models",
+    "Event": "_models",
+    "EventWithBody": "_models",
+    "Memory": "_models",
+    "Page": "_models",
+    "Pointer": "_models",
+    "Provenance": "_models",
+    "ProvenanceEvent": "_models",
+    "SearchResult": "_models",
+    "SearchResults": "_models",
+    "StorageConfig": "_models",
+    "StorageHealth": "_models",
+    "SummarizerConfig": "_models",
+    "Tenant": "_models",
+}
+
+
+def __getattr__(name: str) -> typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memplane' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "APIError",

@@ -11,6 +11,7 @@ import pytest
 
 import memplane
 from control_plane.db.models import SubjectErasure
+from memplane import _batch
 from tests.support.service import Tenant
 
 
@@ -53,13 +54,13 @@ def test_set_many_then_get_many_round_trips_typed_results(tenant: Tenant) -> Non
 def test_the_sdk_sends_as_many_operations_a_request_as_the_server_takes() -> None:
     from control_plane.memories import batch
 
-    assert memplane._batch.MAX_OPERATIONS == batch.MAX_OPERATIONS == 1000
+    assert _batch.MAX_OPERATIONS == batch.MAX_OPERATIONS == 1000
 
 
 def test_more_items_than_a_request_takes_go_in_several_requests_in_order(
         tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
     # Chunks of 20 instead of 1,000: the same splitting, a fiftieth of the writes.
-    monkeypatch.setattr(memplane._batch, "MAX_OPERATIONS", 20)
+    monkeypatch.setattr(_batch, "MAX_OPERATIONS", 20)
     items = [{"scope": "agent", "scope_ref": "bot", "key": f"k{i:04d}", "value": i}
              for i in range(41)]
     sent: list[int] = []

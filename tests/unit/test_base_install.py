@@ -23,3 +23,18 @@ def test_server_and_cli_import_without_any_extra() -> None:
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "ok"
+
+
+def test_the_server_imports_neither_the_http_client_nor_alembic() -> None:
+    """``memplane serve`` starts faster without them: the SDK's client and models are
+    imported on first use, Alembic by the processes that migrate."""
+    code = ("import sys\n"
+            "import memplane.cli, control_plane.app\n"
+            "print(sorted(m for m in ('memplane._client', 'memplane._async_client',\n"
+            "                         'memplane._models', 'alembic') if m in sys.modules))\n"
+            "import memplane\n"
+            "print(memplane.Client.__module__, memplane.NotFound.__module__)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["[]", "memplane._client memplane._exceptions"]
