@@ -93,7 +93,12 @@ def test_the_indexers_look_reads_the_index_of_memories_waiting_for_a_vector(
         sql = str(repository.needing_vectors_query(since, 64).compile(
             dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
         with engine.connect() as conn:
-            conn.exec_driver_sql("SET enable_seqscan = off")  # usable, not just cheap
+            # Usable, not just cheap: no sequential scan, and the other index that orders by
+            # updated_at dropped inside this transaction (rolled back), so the planner's
+            # choice does not hang on the statistics other tests left in the table.
+            conn.exec_driver_sql("SET LOCAL lock_timeout = '10s'")
+            conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+            conn.exec_driver_sql("DROP INDEX ix_memory_pointers_sync_status_updated_at")
             plan = conn.execute(text("EXPLAIN " + sql)).scalars().all()
             conn.rollback()
         plans.append(" ".join(plan))
