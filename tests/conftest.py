@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 pytest_plugins = [
@@ -22,3 +23,15 @@ settings.register_profile(
 settings.register_profile("dev", deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("MEMPLANE_HYPOTHESIS_PROFILE")
                       or ("ci" if os.environ.get("CI", "").lower() == "true" else "dev"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules holding a test marked ``slow`` run first, each module's tests kept together.
+
+    The workers (pytest-xdist) take tests in this order, so the long ones (servers killed and
+    restarted, the fuzzer, the wheel in a clean venv) overlap at the start, and the run ends on
+    short tests that both workers finish at about the same time, not on one worker's last long
+    test while the other waits.
+    """
+    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow)

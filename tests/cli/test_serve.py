@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.emulators import free_port
 
@@ -41,6 +42,7 @@ def _stop(process: subprocess.Popen[str]) -> str:
     return output
 
 
+@pytest.mark.slow
 def test_serve_prints_a_key_once_and_answers_put_then_get(tmp_path: Path) -> None:
     data_dir, port = tmp_path / "data", free_port()
     process = _serve(data_dir, port, {})
@@ -74,6 +76,7 @@ def test_serve_prints_a_key_once_and_answers_put_then_get(tmp_path: Path) -> Non
 SCRIPTED_KEY = "mp_scripted_key_0123456789abcdefghij"  # at least 32 characters
 
 
+@pytest.mark.slow
 def test_admin_key_from_the_environment_is_used(tmp_path: Path) -> None:
     port = free_port()
     process = _serve(tmp_path / "data", port, {"MEMPLANE_ADMIN_KEY": SCRIPTED_KEY})

@@ -34,7 +34,7 @@ from tests.support.clock import wait_until
 from tests.support.postgres import PostgresCluster
 from tests.support.process import WorkerProcess, wait_for_pause
 
-pytestmark = pytest.mark.databases("postgres")
+pytestmark = [pytest.mark.slow, pytest.mark.databases("postgres")]
 
 
 @pytest.fixture

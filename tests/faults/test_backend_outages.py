@@ -28,6 +28,8 @@ from tests.support.process import MEMPLANE, ServerProcess, TcpProxy
 
 from .conftest import ADMIN_KEY, make_env
 
+pytestmark = pytest.mark.slow
+
 THREADS = 6
 CHECKPOINT = re.compile(r"tenants/[0-9a-f-]{36}/audit/checkpoints/[0-9]{20}\.json")
 

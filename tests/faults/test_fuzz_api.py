@@ -22,6 +22,8 @@ import pytest
 
 from .conftest import ADMIN_KEY, Deployment
 
+pytestmark = pytest.mark.slow
+
 ST = Path(sys.executable).with_name("st")
 HOOKS = Path(__file__).with_name("tenant_two_hooks.py")
 SEED = "20261130"

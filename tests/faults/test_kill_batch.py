@@ -39,6 +39,8 @@ from tests.support.service import ServiceWorld, SimulatedCrash
 
 from .conftest import Deployment
 
+pytestmark = pytest.mark.slow
+
 WRITERS = 4
 BATCH = 25
 PAUSED_KILLS = 3

@@ -17,6 +17,8 @@ from tests.support.process import wait_for_pause
 
 from .conftest import Deployment
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def deployment(any_deployment: Deployment) -> Deployment:

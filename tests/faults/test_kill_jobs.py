@@ -37,6 +37,8 @@ from tests.support.process import ServerProcess, WorkerProcess, wait_for_pause
 
 from .conftest import Deployment, make_env
 
+pytestmark = pytest.mark.slow
+
 SUBJECT = "alice@example.com"
 OTHER = "bob"
 LEASE_SECONDS = "2"

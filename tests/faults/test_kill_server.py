@@ -34,6 +34,8 @@ from tests.support.process import wait_for_pause
 
 from .conftest import Deployment
 
+pytestmark = pytest.mark.slow
+
 WRITERS = 8
 # Each kill restarts the server (~4 s here): four of each kind keep the run near a minute.
 PAUSED_KILLS = 4

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import pytest
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import CapabilityReport
 
@@ -33,6 +34,7 @@ def run_suite(base_url: str, api_key: str) -> CapabilityReport:
     return asyncio.run(main())
 
 
+@pytest.mark.slow
 def test_the_checkpointer_passes_every_capability_of_the_conformance_suite(
         tenant: Tenant) -> None:
     report = run_suite(tenant.stack.base_url, tenant.key("agent"))

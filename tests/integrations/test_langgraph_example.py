@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.service import Tenant
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,6 +24,7 @@ def _run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
                           env={**os.environ, "PYTHONPATH": str(ROOT), **env})
 
 
+@pytest.mark.slow
 def test_the_example_remembers_across_threads_and_forgets_on_erasure(tenant: Tenant) -> None:
     done = _run({"MEMPLANE_URL": tenant.stack.base_url, "MEMPLANE_API_KEY": tenant.admin_key,
                  "MEMPLANE_BUCKET_DIR": str(tenant.bucket_dir)})

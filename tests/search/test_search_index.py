@@ -66,6 +66,7 @@ def _gets(world: ServiceWorld) -> int:
     return int(adapter.stats.counts.get("get", 0))
 
 
+@pytest.mark.slow
 def test_deltas_compact_into_a_snapshot_and_cold_reads_are_bounded(world: ServiceWorld) -> None:
     _drain(world)  # what earlier tests on this database left unindexed
     _write(world, 300)

