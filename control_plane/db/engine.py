@@ -52,6 +52,13 @@ def _require_psycopg() -> None:
             "install it with: pip install 'memplane[postgres]'") from exc
 
 
+AUTOCOMMIT = "AUTOCOMMIT"
+"""SQLite: a connection with the execution option ``sqlite_begin=AUTOCOMMIT`` sends no BEGIN,
+so each statement is a transaction of its own, as SQLite runs a statement outside one (and the
+commit or rollback SQLAlchemy then sends finds nothing open). For one self-contained statement:
+no BEGIN/COMMIT around it."""
+
+
 def _sqlite_engine(url: str, synchronous: str) -> Engine:
     database = make_url(url).database
     if database and database != ":memory:" and not database.startswith("file:"):
@@ -76,7 +83,8 @@ def _sqlite_engine(url: str, synchronous: str) -> Engine:
         # A write transaction takes the write lock up front: a deferred one that reads and
         # then writes can fail with "database is locked" instead of waiting its turn.
         mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
-        conn.exec_driver_sql(f"BEGIN {mode}")
+        if mode != AUTOCOMMIT:
+            conn.exec_driver_sql(f"BEGIN {mode}")
 
     return engine
 

@@ -26,6 +26,7 @@ from typing import cast as as_type
 from sqlalchemy import (
     JSON,
     Boolean,
+    Connection,
     String,
     Table,
     Uuid,
@@ -36,17 +37,19 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    literal_column,
     null,
     or_,
     select,
     text,
+    true,
     tuple_,
     update,
 )
 from sqlalchemy.orm import Session
 
 from ..db import direct
-from ..db.engine import begin_write
+from ..db.engine import AUTOCOMMIT, begin_write
 from ..db.models import AccessLog, GcCandidate, MemoryPointer, SubjectErasure, SubjectKey
 from .addresses import MemoryAddress
 from .hotpath_many import (
@@ -137,17 +140,16 @@ def _params(tenant_id: uuid.UUID, address: MemoryAddress) -> dict[str, Any]:
 
 def _one_statement(session: Session, statement: Any, params: dict[str, Any]) -> list[Any]:
     """Run one self-contained statement outside the session's transaction: on PostgreSQL
-    straight on the driver (``db.direct``: one round trip, no BEGIN/COMMIT), on SQLite in a
-    short transaction of the session (in-process, nothing to save there)."""
+    straight on the driver (``db.direct``: one round trip, no BEGIN/COMMIT), on SQLite on a
+    pooled connection with no BEGIN/COMMIT either (SQLite runs a lone statement atomically;
+    ``db.engine.AUTOCOMMIT``)."""
     if session.in_transaction():
         session.commit()
     engine = session.get_bind().engine
     if engine.dialect.name == "postgresql":
         return direct.run(engine, statement, params)
-    try:
-        return list(session.execute(statement, params).all())
-    finally:
-        session.commit()
+    with engine.connect().execution_options(sqlite_begin=AUTOCOMMIT) as conn:
+        return list(conn.execute(statement, params).all())
 
 
 def lookup_for_write(session: Session, tenant_id: uuid.UUID, address: MemoryAddress,
@@ -506,8 +508,17 @@ FROM (SELECT 1) AS one LEFT JOIN res ON true
                 _user_ref).columns(*P.c, old_config=Uuid, old_path=String, blocked_by=Uuid)
 
 
-_SQLITE_CURRENT = select(P.c.id, P.c.subject_user_id, P.c.storage_config_id,
-                         P.c.storage_path).where(_AT_ADDRESS)
+_SQLITE_CURRENT = select(P.c.id, P.c.storage_config_id, P.c.storage_path).where(
+    _AT_ADDRESS).subquery("cur")
+# SQLite's checks before the row moves, in one statement: the erasure guard (blocked_by), the
+# object's key destroyed or the object marked by orphan GC (refused), and the row at the
+# address if there is one (id NULL: none).
+_SQLITE_CHECK = select(
+    _GUARD.scalar_subquery().label("blocked_by"),
+    or_(_KEY_DESTROYED.exists(), _GC_MARKED.exists()).label("refused"),
+    _SQLITE_CURRENT.c.id, _SQLITE_CURRENT.c.storage_config_id, _SQLITE_CURRENT.c.storage_path,
+).select_from(select(literal_column("1").label("one")).subquery("one")
+              .outerjoin(_SQLITE_CURRENT, true()))
 _SQLITE_UPDATE = (update(P).where(_STILL_BOUND).values(_update_values())
                   .returning(*P.c))
 _SQLITE_INSERT = insert(P).values(_insert_values()).returning(*P.c)
@@ -529,30 +540,28 @@ def commit_write(session: Session, request: WriteRequest) -> WriteOutcome:
 
 
 def _commit_write_sqlite(session: Session, params: dict[str, Any]) -> WriteOutcome:
+    """A write transaction of its own (``BEGIN IMMEDIATE``) on a pooled connection, not the
+    session's: the write lock is held for three statements and as little Python as can be."""
     if session.in_transaction():
         session.commit()
-    begin_write(session)
-    try:
-        outcome = _write_sqlite(session, params)
-        if outcome.pointer is not None:
-            session.commit()
-    finally:
-        if session.in_transaction():
-            session.rollback()
+    engine = session.get_bind().engine
+    with engine.connect().execution_options(sqlite_begin="IMMEDIATE") as conn:
+        with conn.begin() as transaction:
+            outcome = _write_sqlite(conn, params)
+            if outcome.pointer is None:
+                transaction.rollback()
     return outcome
 
 
-def _write_sqlite(session: Session, params: dict[str, Any]) -> WriteOutcome:
-    """One write's statements in the open write transaction (no commit)."""
-    conn = session.connection()
-    blocked = conn.execute(_GUARD, params).scalar()
-    if blocked is not None:
-        return WriteOutcome(None, None, blocked)
-    if ((params["v_key_id"] is not None and conn.execute(_KEY_DESTROYED, params).first())
-            or conn.execute(_GC_MARKED, params).first()):
+def _write_sqlite(conn: Connection, params: dict[str, Any]) -> WriteOutcome:
+    """One write's statements in the open write transaction (no commit): the checks in one
+    statement, the row's insert or update, its audit row."""
+    check = conn.execute(_SQLITE_CHECK, params).one()
+    if check.blocked_by is not None:
+        return WriteOutcome(None, None, check.blocked_by)
+    if check.refused:
         return WriteOutcome(None, None, None)
-    current = conn.execute(_SQLITE_CURRENT, params).first()
-    if current is None:
+    if check.id is None:
         row = conn.execute(_SQLITE_INSERT, params).one()
         superseded = None
     else:
@@ -560,7 +569,7 @@ def _write_sqlite(session: Session, params: dict[str, Any]) -> WriteOutcome:
         if updated is None:
             return WriteOutcome(None, None, None)
         row = updated
-        superseded = (current.storage_config_id, current.storage_path)
+        superseded = (check.storage_config_id, check.storage_path)
     conn.execute(insert(A), {
         "tenant_id": params["v_tenant"], "pointer_id": row.id,
         "accessor_type": params["v_accessor_type"], "accessor_id": params["v_accessor_id"],
@@ -595,8 +604,9 @@ def commit_writes(session: Session, requests: list[WriteRequest]) -> list[WriteO
     else:
         begin_write(session)
         try:
+            conn = session.connection()
             for i in order:
-                outcomes[i] = _write_sqlite(session, requests[i].params())
+                outcomes[i] = _write_sqlite(conn, requests[i].params())
             session.commit()
         finally:
             if session.in_transaction():
