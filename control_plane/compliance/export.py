@@ -2,10 +2,12 @@
 
 The job walks every pointer of the subject — those whose ``subject_user_id`` is the user and
 every pointer in the ``user`` scope with that ``scope_ref``; memories by key and curated
-entries alike — reads each value through the memory service's verified read (hash-checked,
-decrypted where encryption is on), then every raw event of the subject (same selection on
-``memory_events``) through ``events.service.read_bodies`` (hash-checked too), and streams
-them into a ZIP that goes to the tenant's own bucket at ``<prefix>/exports/<job id>/export.zip``.
+entries alike — reads each value verified (hash-checked, decrypted where encryption is on;
+a window of values side by side, ``export_items``), then every raw event of the subject (same
+selection on ``memory_events``) through ``events.service.read_bodies`` (hash-checked too),
+and writes them into a ZIP (``zipwriter``: each member deflated, or stored when deflate
+would not shrink it, its size and the archive's SHA-256 counted as it is written) that goes
+to the tenant's own bucket at ``<prefix>/exports/<job id>/export.zip``.
 The archive is built in a spooled temporary file (memory-bounded: small archives stay in
 memory, large ones spill to disk), sealed under the data subject's key like every object
 (envelope encryption, DESIGN §6 and §11: erasure's crypto-shredding covers every copy the
@@ -64,8 +66,8 @@ Archive layout::
 Every pointer appears in ``items`` and every event in ``events``; one whose object is
 missing or fails its hash is listed with that status (and again in ``not_exported``),
 never silently dropped. A memory overwritten while the export runs is archived in the
-version the verified read found, and its item describes that version (version, hash, size,
-dates); one deleted before it is read is listed ``deleted_during_export``.
+version its window's read found, and its item describes that version (version, hash, size,
+dates); one deleted before its window is read is listed ``deleted_during_export``.
 
 Resuming: the archive is rebuilt from the start if a worker dies while building it (the
 temporary file dies with the worker); once uploaded, ``progress`` records it and a rerun only
@@ -78,7 +80,6 @@ import hashlib
 import json
 import tempfile
 import uuid
-import zipfile
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import IO, Any
@@ -103,7 +104,8 @@ from ..jobs.service import JobContext
 from ..keys import service as keys
 from ..memories import service as memories
 from ..storage_config.plane import DataPlane, storage_errors
-from . import subjects
+from . import export_items, subjects
+from .zipwriter import Deflater, ZipWriter
 
 FORMAT = "memplane-export/1"
 ARCHIVE = "export.zip"
@@ -132,9 +134,9 @@ def run(ctx: JobContext) -> dict[str, Any]:
     started = utcnow()
     with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as spool, \
             tempfile.TemporaryFile() as items_file, tempfile.TemporaryFile() as events_file:
-        counts = _build(ctx, spool, items_file, events_file, started.isoformat())
+        counts, size, digest = _build(ctx, spool, items_file, events_file, started)
         ctx.checkpoint("before_upload")
-        size, digest = _measure(spool)
+        spool.seek(0)
         handle = _archive_key(ctx)
         session.commit()
         with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as sealed:
@@ -181,65 +183,62 @@ def _context(tenant_id: uuid.UUID, path: str, job_id: uuid.UUID) -> bytes:
 
 
 def _build(ctx: JobContext, spool: IO[bytes], items_file: IO[bytes], events_file: IO[bytes],
-           created_at: str) -> dict[str, int]:
+           started: datetime) -> tuple[dict[str, int], int, str]:
+    """The archive written to ``spool``: its counts, size and SHA-256."""
     session = ctx.session
     assert ctx.subject is not None
     counts = {"pointers": 0, "exported": 0, "missing": 0, "corrupt": 0,
               "deleted_during_export": 0, "bytes": 0, "entries": 0, "events": 0,
               "events_exported": 0, "events_missing": 0, "events_corrupt": 0}
     not_exported: list[dict[str, str]] = []
-    # Level 1: most of deflate's size saving on JSON text at several times level 6's speed.
-    with zipfile.ZipFile(spool, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1,
-                         allowZip64=True) as archive:
-        after: uuid.UUID | None = None
-        first = True
-        while True:
-            page = list(subjects.pointer_page(session, ctx.tenant_id, ctx.subject, after, PAGE))
-            session.commit()
-            if not page:
-                break
-            for pointer in page:
-                ctx.checkpoint("before_item")  # race tests: the page is read, the item not
-                item = _export_one(session, ctx.plane, ctx.actor, archive, pointer)
-                counts["pointers"] += 1
-                counts["entries"] += item["item_type"] == "entry"
-                counts[item["status"]] += 1
-                if item["status"] == "exported":
-                    counts["bytes"] += item["content_size"]
-                else:
-                    not_exported.append({"what": "memory value", "pointer_id": item["pointer_id"],
-                                         "why": _WHY[item["status"]]})
-                items_file.write((b"" if first else b",") + _dumps(item))
-                first = False
-            begin_write(session)
-            for pointer in page:
-                audit.record(session, ctx.actor, "export", pointer_id=pointer.id,
-                             detail=f"job {ctx.job_id}")
-            ctx.save(exported_pointers=counts["pointers"])
-            session.commit()
-            after = page[-1].id
-        _export_events(ctx, archive, events_file, counts, not_exported)
-        not_exported.append({"what": "embeddings",
-                             "why": "derived vectors (and the search snapshots holding "
-                                    "them), recomputable from the exported values"})
-        not_exported.append({"what": "access audit rows",
-                             "why": "records about access, not the subject's memories; "
-                                    "available to the controller through GET /v1/audit"})
-        head = {"format": FORMAT, "job_id": str(ctx.job_id), "tenant_id": str(ctx.tenant_id),
-                "user_id": ctx.subject, "created_at": created_at, "selection": SELECTION,
-                "counts": counts, "not_exported": not_exported}
-        with archive.open("manifest.json", "w", force_zip64=True) as manifest:
-            text = json.dumps(head, ensure_ascii=False, indent=None)
-            manifest.write(text[:-1].encode() + b',"items":[')
-            items_file.seek(0)
-            while chunk := items_file.read(_CHUNK):
-                manifest.write(chunk)
-            manifest.write(b'],"events":[')
-            events_file.seek(0)
-            while chunk := events_file.read(_CHUNK):
-                manifest.write(chunk)
-            manifest.write(b"]}")
-    return counts
+    archive = ZipWriter(spool, started)
+    reader = export_items.Reader(session, ctx.plane, ctx.actor)
+    after: uuid.UUID | None = None
+    while True:
+        page = list(subjects.pointer_page(session, ctx.tenant_id, ctx.subject, after, PAGE))
+        session.commit()
+        if not page:
+            break
+        previous: export_items.Started | None = None
+        for window in [*export_items.windows(page), None]:
+            if window is not None:
+                for _ in window:  # race tests: the page is read, the window's items not
+                    ctx.checkpoint("before_item")
+            reading = None if window is None else reader.start(window)
+            # the window before is written while this one is read
+            for read in reader.finish(previous) if previous is not None else ():
+                _add_item(archive, read, items_file, counts, not_exported)
+            previous = reading
+        _audit_page(ctx, "pointer_id", [p.id for p in page],
+                    exported_pointers=counts["pointers"])
+        after = page[-1].id
+    _export_events(ctx, archive, events_file, counts, not_exported)
+    not_exported.append({"what": "embeddings",
+                         "why": "derived vectors (and the search snapshots holding "
+                                "them), recomputable from the exported values"})
+    not_exported.append({"what": "access audit rows",
+                         "why": "records about access, not the subject's memories; "
+                                "available to the controller through GET /v1/audit"})
+    head = {"format": FORMAT, "job_id": str(ctx.job_id), "tenant_id": str(ctx.tenant_id),
+            "user_id": ctx.subject, "created_at": started.isoformat(), "selection": SELECTION,
+            "counts": counts, "not_exported": not_exported}
+    with tempfile.TemporaryFile() as packed:
+        manifest = Deflater(packed)
+        text = json.dumps(head, ensure_ascii=False, indent=None)
+        manifest.write(text[:-1].encode() + b',"items":[')
+        items_file.seek(0)
+        while chunk := items_file.read(_CHUNK):
+            manifest.write(chunk)
+        manifest.write(b'],"events":[')
+        events_file.seek(0)
+        while chunk := events_file.read(_CHUNK):
+            manifest.write(chunk)
+        manifest.write(b"]}")
+        crc, size, compressed = manifest.finish()
+        packed.seek(0)
+        archive.add_packed_file("manifest.json", packed, crc, size, compressed)
+    size, digest = archive.close()
+    return counts, size, digest
 
 
 _WHY = {
@@ -256,7 +255,7 @@ _EVENT_WHY = {
 }
 
 
-def _export_events(ctx: JobContext, archive: zipfile.ZipFile, events_file: IO[bytes],
+def _export_events(ctx: JobContext, archive: ZipWriter, events_file: IO[bytes],
                    counts: dict[str, int], not_exported: list[dict[str, str]]) -> None:
     """Every raw event of the subject, a page at a time: metadata in the manifest, the
     hash-verified body in ``events/<id>.json``."""
@@ -283,20 +282,27 @@ def _export_events(ctx: JobContext, archive: zipfile.ZipFile, events_file: IO[by
             else:
                 data = memories.serialise(bodies[event.id])
                 name = f"events/{event.id}.json"
-                archive.writestr(name, data)
+                archive.add_bytes(name, data)
                 digest = hashlib.sha256(data).hexdigest()
                 item.update(file=name, file_sha256=digest,
                             hash_verified=digest == event.content_sha256)
                 counts["events_exported"] += 1
             events_file.write((b"" if first else b",") + _dumps(item))
             first = False
-        begin_write(session)
-        for event in page:
-            audit.record(session, ctx.actor, "export", event_id=event.id,
-                         detail=f"job {ctx.job_id}")
-        ctx.save(exported_events=counts["events"])
-        session.commit()
+        _audit_page(ctx, "event_id", [e.id for e in page], exported_events=counts["events"])
         after = page[-1].id
+
+
+def _audit_page(ctx: JobContext, field: str, ids: list[uuid.UUID], **progress: int) -> None:
+    """An ``export`` audit row for each item of a page, and the job's progress: one commit."""
+    session = ctx.session
+    begin_write(session)
+    for item_id in ids:
+        audit.record(session, ctx.actor, "export", detail=f"job {ctx.job_id}",
+                     pointer_id=item_id if field == "pointer_id" else None,
+                     event_id=item_id if field == "event_id" else None)
+    ctx.save(**progress)
+    session.commit()
 
 
 def _event_bodies(ctx: JobContext, page: list[MemoryEvent]
@@ -329,34 +335,36 @@ def _describe_event(event: MemoryEvent) -> dict[str, Any]:
     }
 
 
-def _export_one(session: Session, plane: DataPlane, actor: Actor, archive: zipfile.ZipFile,
-                pointer: MemoryPointer) -> dict[str, Any]:
+def _add_item(archive: ZipWriter, read: export_items.Read, items_file: IO[bytes],
+              counts: dict[str, int], not_exported: list[dict[str, str]]) -> None:
+    item = _archived(archive, read)
+    items_file.write((b"," if counts["pointers"] else b"") + _dumps(item))
+    counts["pointers"] += 1
+    counts["entries"] += item["item_type"] == "entry"
+    counts[item["status"]] += 1
+    if item["status"] == "exported":
+        counts["bytes"] += item["content_size"]
+    else:
+        not_exported.append({"what": "memory value", "pointer_id": item["pointer_id"],
+                             "why": _WHY[item["status"]]})
+
+
+def _archived(archive: ZipWriter, read: export_items.Read) -> dict[str, Any]:
+    """The manifest's item for one read, its value added to the archive when exported.
+
+    Overwritten since the page was read, the verified read follows the memory to its new
+    version: the item describes the version read (its hash, size, dates), not the one the
+    page saw, so the manifest and the file stay one value. The file is the verified bytes
+    as stored: their SHA-256 is the pointer's, checked by the read."""
     item: dict[str, Any] = {
-        **_describe(pointer),
-        "status": "exported", "file": None, "file_sha256": None, "hash_verified": False,
+        **_describe(read.pointer),
+        "status": read.status, "file": None, "file_sha256": None, "hash_verified": False,
     }
-    if pointer.sync_status in ("pending_delete", "pending_write"):
-        item["status"] = "deleted_during_export"
-        return item
-    try:
-        read = memories.read_pointer(session, plane, actor, pointer, raw=True)
-    except HashMismatch as exc:
-        item["status"] = "missing" if exc.extra.get("actual_sha256") is None else "corrupt"
-        return item
-    except NotFound:
-        item["status"] = "deleted_during_export"
-        return item
-    # Overwritten since the page was read, the verified read follows the memory to its new
-    # version: the item describes the version read (its hash, size, dates), not the one the
-    # page saw, so the manifest and the file stay one value.
-    # The file is the verified bytes as stored: their SHA-256 is the pointer's, checked by
-    # the read (parsing and serialising 1 MiB again cost a fifth of an export's time).
-    item.update(_describe(read.pointer))
-    data: bytes = read.value
-    name = f"items/{pointer.id}.json"
-    archive.writestr(name, data)
-    item.update(file=name, file_sha256=read.pointer.content_sha256, hash_verified=True,
-                content_size=len(data))
+    if read.member is not None:
+        name = f"items/{read.pointer.id}.json"
+        archive.add(name, read.member)
+        item.update(file=name, file_sha256=read.pointer.content_sha256, hash_verified=True,
+                    content_size=read.member.size)
     return item
 
 

@@ -47,6 +47,15 @@ def subject_key(session: Session, tenant_id: uuid.UUID, key_id: uuid.UUID) -> Su
     )
 
 
+def live_key_ids(session: Session, tenant_id: uuid.UUID,
+                 key_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+    """Which of ``key_ids`` the tenant still has undestroyed."""
+    return set(session.scalars(
+        select(SubjectKey.id).where(SubjectKey.tenant_id == tenant_id,
+                                    SubjectKey.id.in_(key_ids),
+                                    SubjectKey.wrapped_key.is_not(None))))
+
+
 def wrapped_by_older(session: Session, tenant_id: uuid.UUID, current: uuid.UUID,
                      limit: int) -> Sequence[SubjectKey]:
     return session.scalars(

@@ -353,6 +353,14 @@ def open_object(session: Session, ring: Keyring, tenant_id: uuid.UUID, path: str
     return envelope.open_sealed(blob, subject_key=key, context=context, header=header)
 
 
+def open_with(tenant_id: uuid.UUID, path: str, pointer_id: uuid.UUID, blob: bytes,
+              key: bytes) -> bytes:
+    """The plaintext of an object sealed under ``key`` (unwrapped by :func:`key_to_open`):
+    no database, so a worker thread may open it; :class:`DecryptionError` if it does not."""
+    context = envelope.associated_data(tenant_id, path, _version_id(path), pointer_id)
+    return envelope.open_sealed(blob, subject_key=key, context=context)
+
+
 def key_to_open(session: Session, ring: Keyring, tenant_id: uuid.UUID,
                 key_id: uuid.UUID) -> bytes:
     """The unwrapped subject key an envelope's header names, for objects opened in a stream

@@ -221,9 +221,11 @@ def _report_corrupt(session: Session, actor: Actor, pointer: MemoryPointer,
     begin_write(session)
     repo.mark_corrupt(session, pointer.id, pointer.storage_path, utcnow())
     if problem is not None:
-        what = f"could not be decrypted ({problem})"
+        what, reason = f"could not be decrypted ({problem})", "undecryptable"
+    elif actual is None:
+        what, reason = "is missing from the bucket", "missing"
     else:
-        what = "is missing from the bucket" if actual is None else "does not match its hash"
+        what, reason = "does not match its hash", "mismatch"
     audit.record(session, actor, "read", success=False, pointer_id=pointer.id,
                  detail=f"hash_mismatch: object {what}; expected {pointer.content_sha256} "
                         f"actual {actual}")
@@ -231,7 +233,7 @@ def _report_corrupt(session: Session, actor: Actor, pointer: MemoryPointer,
     error = HashMismatch(
         f"the stored object {what}; it was not served and the pointer is marked corrupt",
         pointer_id=str(pointer.id), expected_sha256=pointer.content_sha256,
-        actual_sha256=actual,
+        actual_sha256=actual, reason=reason,
     )
     error.audited = True
     raise error

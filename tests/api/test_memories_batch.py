@@ -350,10 +350,10 @@ def test_a_get_whose_object_was_tampered_answers_hash_mismatch_alone(tenant: Ten
     results = answer.json()["results"]
     assert results[0]["value"] == 1
     assert {k: results[1][k] for k in ("index", "op", "status", "error", "pointer_id",
-                                       "expected_sha256", "actual_sha256")} == {
+                                       "expected_sha256", "actual_sha256", "reason")} == {
         "index": 1, "op": "get", "status": 409, "error": "hash_mismatch",
         "pointer_id": str(bad.id), "expected_sha256": bad.content_sha256,
-        "actual_sha256": None}
+        "actual_sha256": None, "reason": "undecryptable"}
     assert "value" not in results[1]
     assert [(p.key, p.sync_status) for p in _pointers(tenant)] == [
         ("a", "synced"), ("b", "corrupt")]

@@ -27,6 +27,7 @@ import pytest
 from sqlalchemy import select
 
 from control_plane.compliance import export as export_job
+from control_plane.compliance import export_items
 from control_plane.compliance import service as compliance
 from control_plane.db.engine import make_engine
 from control_plane.db.migrate import upgrade
@@ -332,7 +333,10 @@ def _download(world: ServiceWorld, job_id: uuid.UUID) -> zipfile.ZipFile:
 
 
 def test_export_archive_and_manifest_agree_under_overwrites_and_deletes(
-        world: ServiceWorld, pauses: Pauses) -> None:
+        world: ServiceWorld, pauses: Pauses, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the export reads windows of two: the meddling comes after the first window was read
+    # and before the second is
+    monkeypatch.setattr(export_items, "WINDOW_ITEMS", 2)
     keys = [f"k{i}" for i in range(6)]
     addresses = {k: MemoryAddress.parse(Scope.user, SUBJECT, k) for k in keys}
     for k in keys:

@@ -101,6 +101,7 @@ def test_every_kind_of_tampering_is_an_integrity_error(bucket_world: ServiceWorl
         assert (error.status_code, error.code) == (409, "hash_mismatch")
         assert reason in error.detail
         assert error.extra["actual_sha256"] is None
+        assert error.extra["reason"] == ("missing" if key == "deleted" else "undecryptable")
         assert error.extra["pointer_id"] == str(pointers[key].id)
         assert SECRET not in str(error.body())
     with world.runtime.sessions() as session:

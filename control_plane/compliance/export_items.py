@@ -1,0 +1,242 @@
+"""The export's memories, read a window at a time.
+
+A window is a run of a page's pointers holding at most ``WINDOW_BYTES`` of content (and at
+most ``WINDOW_ITEMS`` pointers). Its objects are fetched (a cloud bucket's four at a time),
+then opened, hash-verified (I3) and packed for the archive by a thread per core (AES-GCM,
+SHA-256 and ISA-L's deflate run outside the GIL), while the export's own thread writes the
+window before into the archive (:class:`Reader`: ``start`` a window,
+then ``finish`` the one before). A task opens only objects sealed under a subject key the
+export looked up again for its window, so a key destroyed during the export opens nothing
+after that; an object under a key not looked up yet comes back to the export's thread,
+which looks the key up and opens it there. An object that is missing, does not open or does
+not match its hash is read again through the memory service's verified read, which follows
+a memory overwritten meanwhile to its new version, answers 404 for one deleted, and marks
+and audits real corruption; the item says which. At most two windows' objects are in memory
+at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from storage_adapters import envelope
+from storage_adapters.envelope import DecryptionError
+
+from ..audit.service import Actor
+from ..db.models import MemoryPointer
+from ..errors import HashMismatch, NotFound
+from ..keys import repository as keys_repo
+from ..keys import service as keys
+from ..kit import sha256_hex
+from ..memories import service as memories
+from ..storage_config.plane import DataPlane, storage_errors
+from .zipwriter import Packed, pack
+
+WINDOW_BYTES = 4 << 20
+WINDOW_ITEMS = 64
+# A window of a local bucket with less content than this is read in the export's own
+# thread: handing small objects to the pool costs more than the work.
+_POOLED_BYTES = 256 << 10
+_NEAR = frozenset({"file", "memory"})
+# Objects are opened and packed by a thread per core: more would only take turns on the
+# cores and hold more values in memory (each thread's buffers come from its own malloc
+# arena). A cloud bucket's objects are fetched four at a time first, by threads of their own.
+_packers = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1),
+                              thread_name_prefix="memplane-export")
+_fetchers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memplane-export-fetch")
+_UNSETTLED = ("pending_delete", "pending_write")
+
+
+@dataclass(frozen=True)
+class Read:
+    """One pointer's outcome: the version read (the page's, or a newer one the verified read
+    followed), its status and, when exported, its value packed for the archive."""
+
+    pointer: MemoryPointer
+    status: str  # exported | missing | corrupt | deleted_during_export
+    member: Packed | None
+
+
+@dataclass(frozen=True)
+class _Job:
+    pointer_id: uuid.UUID
+    path: str
+    sha256: str
+    adapter: Any
+
+
+@dataclass(frozen=True)
+class _Sealed:
+    """An object under a subject key the window was not given: opened by the export."""
+
+    blob: bytes
+    key_id: uuid.UUID
+
+
+_Outcome = Packed | _Sealed | None
+
+
+@dataclass(frozen=True)
+class Started:
+    window: list[MemoryPointer]
+    ready: list[MemoryPointer]
+    jobs: list[_Job]
+    outcomes: list[Future[_Outcome]]
+
+
+def windows(page: list[MemoryPointer]) -> Iterator[list[MemoryPointer]]:
+    window: list[MemoryPointer] = []
+    size = 0
+    for pointer in page:
+        content = pointer.content_size or 0
+        if window and (size + content > WINDOW_BYTES or len(window) >= WINDOW_ITEMS):
+            yield window
+            window, size = [], 0
+        window.append(pointer)
+        size += content
+    if window:
+        yield window
+
+
+class Reader:
+    """Reads an export's windows, one in flight while the one before is written."""
+
+    def __init__(self, session: Session, plane: DataPlane, actor: Actor) -> None:
+        self._session = session
+        self._plane = plane
+        self._actor = actor
+        self._encrypted = plane.keys is not None and plane.keys.enabled
+        self._keys: dict[uuid.UUID, bytes] = {}  # unwrapped subject keys by id
+
+    def start(self, window: list[MemoryPointer]) -> Started:
+        """The window's reads under way (its settled pointers; one being written or deleted
+        is reported ``deleted_during_export``)."""
+        session = self._session
+        ready = [p for p in window if p.sync_status not in _UNSETTLED]
+        targets = {cid: self._plane.by_id(session, cid)
+                   for cid in {p.storage_config_id for p in ready}}
+        self._look_keys_up_again()
+        session.commit()
+        jobs = [_Job(p.id, p.storage_path, p.content_sha256,
+                     targets[p.storage_config_id].adapter) for p in ready]
+        task = partial(_open_and_pack, self._actor.tenant_id, self._encrypted,
+                       dict(self._keys))
+        near = all(getattr(t.adapter, "scheme", None) in _NEAR for t in targets.values())
+        if not near:
+            fetched = [_fetchers.submit(_fetch, job) for job in jobs]
+            outcomes = [_packers.submit(_after, task, job, blob)
+                        for job, blob in zip(jobs, fetched, strict=True)]
+        elif sum(p.content_size or 0 for p in ready) < _POOLED_BYTES:
+            outcomes = [_done(task(job, _fetch(job))) for job in jobs]
+        else:
+            outcomes = [_packers.submit(lambda job: task(job, _fetch(job)), job)
+                        for job in jobs]
+        return Started(window, ready, jobs, outcomes)
+
+    def finish(self, started: Started) -> list[Read]:
+        """Each pointer's :class:`Read`, in the window's order."""
+        read: dict[uuid.UUID, Read] = {}
+        for pointer, job, outcome in zip(started.ready, started.jobs, started.outcomes,
+                                         strict=True):
+            got = outcome.result()
+            if isinstance(got, _Sealed):
+                got = self._open_here(job, got)
+            if got is None or pointer.sync_status == "corrupt":
+                read[pointer.id] = _read_again(self._session, self._plane, self._actor,
+                                               pointer)
+            else:
+                read[pointer.id] = Read(pointer, "exported", got)
+        return [read.get(p.id) or Read(p, "deleted_during_export", None)
+                for p in started.window]
+
+    def _look_keys_up_again(self) -> None:
+        """Forget the keys destroyed since the window before (one statement): what they
+        sealed is read again, and no longer opens."""
+        if self._keys:
+            live = keys_repo.live_key_ids(self._session, self._actor.tenant_id,
+                                          list(self._keys))
+            self._keys = {k: v for k, v in self._keys.items() if k in live}
+
+    def _open_here(self, job: _Job, sealed: _Sealed) -> Packed | None:
+        if sealed.key_id not in self._keys:
+            try:
+                self._keys[sealed.key_id] = keys.key_to_open(
+                    self._session, self._keyring, self._actor.tenant_id, sealed.key_id)
+            except DecryptionError:
+                return None
+            finally:
+                self._session.commit()
+        opened = _open_and_pack(self._actor.tenant_id, self._encrypted, self._keys, job,
+                                sealed.blob)
+        return None if isinstance(opened, _Sealed) else opened
+
+    @property
+    def _keyring(self) -> keys.Keyring:
+        assert self._plane.keys is not None  # an envelope is only met with a keyring
+        return self._plane.keys
+
+
+def _done(outcome: _Outcome) -> Future[_Outcome]:
+    future: Future[_Outcome] = Future()
+    future.set_result(outcome)
+    return future
+
+
+def _fetch(job: _Job) -> bytes | None:
+    try:
+        with storage_errors(job.pointer_id):
+            blob: bytes = job.adapter.get(job.path)
+            return blob
+    except Exception:  # read again by the verified read, which answers for it
+        return None
+
+
+def _after(task: Callable[[_Job, bytes | None], _Outcome], job: _Job,
+           fetched: Future[bytes | None]) -> _Outcome:
+    return task(job, fetched.result())
+
+
+def _open_and_pack(tenant_id: uuid.UUID, encrypted: bool, known: dict[uuid.UUID, bytes],
+                   job: _Job, blob: bytes | None) -> _Outcome:
+    """The verified value packed for the archive; :class:`_Sealed` when its key is not in
+    ``known``; None when it must be read again (``blob`` None: it could not be fetched)."""
+    if blob is None:
+        return None
+    if envelope.is_envelope(blob):
+        try:
+            key_id = envelope.read_header(blob).key_id
+        except DecryptionError:
+            return None
+        if key_id not in known:
+            return _Sealed(blob, key_id)
+        try:
+            data = keys.open_with(tenant_id, job.path, job.pointer_id, blob, known[key_id])
+        except DecryptionError:
+            return None
+    elif encrypted:  # a plain object where a sealed one belongs: the verified read says so
+        return None
+    else:
+        data = blob
+    if sha256_hex(data) != job.sha256:
+        return None
+    return pack(data)
+
+
+def _read_again(session: Session, plane: DataPlane, actor: Actor,
+                pointer: MemoryPointer) -> Read:
+    try:
+        got = memories.read_pointer(session, plane, actor, pointer, raw=True)
+    except HashMismatch as exc:
+        status = "missing" if exc.extra.get("reason") == "missing" else "corrupt"
+        return Read(pointer, status, None)
+    except NotFound:
+        return Read(pointer, "deleted_during_export", None)
+    return Read(got.pointer, "exported", pack(got.value))
