@@ -46,10 +46,11 @@ WINDOW_ITEMS = 64
 # thread: handing small objects to the pool costs more than the work.
 _POOLED_BYTES = 256 << 10
 _NEAR = frozenset({"file", "memory"})
-# Objects are opened and packed by a thread per core: more would only take turns on the
-# cores and hold more values in memory (each thread's buffers come from its own malloc
-# arena). A cloud bucket's objects are fetched four at a time first, by threads of their own.
-_packers = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1),
+# Objects are opened and packed by a thread per core, at most four, so that an export on a
+# machine of many cores does not hold a value per core in memory (each thread's buffers
+# come from its own malloc arena, which keeps what it freed). A cloud bucket's objects are
+# fetched four at a time first, by threads of their own.
+_packers = ThreadPoolExecutor(max_workers=min(4, max(2, os.cpu_count() or 1)),
                               thread_name_prefix="memplane-export")
 _fetchers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memplane-export-fetch")
 _UNSETTLED = ("pending_delete", "pending_write")
