@@ -37,6 +37,7 @@ from ..keys import repository as keys_repo
 from ..keys import service as keys
 from ..kit import sha256_hex
 from ..memories import service as memories
+from ..memories.batch_sets import all_near
 from ..storage_config.plane import DataPlane, storage_errors
 from .zipwriter import Packed, pack
 
@@ -45,7 +46,6 @@ WINDOW_ITEMS = 64
 # A window of a local bucket with less content than this is read in the export's own
 # thread: handing small objects to the pool costs more than the work.
 _POOLED_BYTES = 256 << 10
-_NEAR = frozenset({"file", "memory"})
 # Objects are opened and packed by a thread per core, at most four, so that an export on a
 # machine of many cores does not hold a value per core in memory (each thread's buffers
 # come from its own malloc arena, which keeps what it freed). A cloud bucket's objects are
@@ -130,8 +130,7 @@ class Reader:
                      targets[p.storage_config_id].adapter) for p in ready]
         task = partial(_open_and_pack, self._actor.tenant_id, self._encrypted,
                        dict(self._keys))
-        near = all(getattr(t.adapter, "scheme", None) in _NEAR for t in targets.values())
-        if not near:
+        if not all_near(t.adapter for t in targets.values()):
             fetched = [_fetchers.submit(_fetch, job) for job in jobs]
             outcomes = [_packers.submit(_after, task, job, blob)
                         for job, blob in zip(jobs, fetched, strict=True)]

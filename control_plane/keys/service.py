@@ -339,34 +339,28 @@ def open_object(session: Session, ring: Keyring, tenant_id: uuid.UUID, path: str
         row = WrappedKey(live[0], tenant_id, live[1], live[2])
     else:
         row = repo.subject_key(session, tenant_id, header.key_id)
-    if row is None:
-        raise DecryptionError("the object was encrypted under a key this tenant does not have")
-    if row.wrapped_key is None:
-        raise DecryptionError("the object's subject key was destroyed (crypto-shredded); "
-                              "its content can never be read again")
-    try:
-        key = _unwrap(session, ring, row)
-    except WrongKey:
-        raise DecryptionError("the subject key's wrapped form does not unwrap with its "
-                              "KEK (edited in the database?)") from None
-    context = envelope.associated_data(tenant_id, path, _version_id(path), pointer_id)
-    return envelope.open_sealed(blob, subject_key=key, context=context, header=header)
+    return open_with(tenant_id, path, pointer_id, blob, _usable(session, ring, row), header)
 
 
 def open_with(tenant_id: uuid.UUID, path: str, pointer_id: uuid.UUID, blob: bytes,
-              key: bytes) -> bytes:
+              key: bytes, header: envelope.Header | None = None) -> bytes:
     """The plaintext of an object sealed under ``key`` (unwrapped by :func:`key_to_open`):
     no database, so a worker thread may open it; :class:`DecryptionError` if it does not."""
     context = envelope.associated_data(tenant_id, path, _version_id(path), pointer_id)
-    return envelope.open_sealed(blob, subject_key=key, context=context)
+    return envelope.open_sealed(blob, subject_key=key, context=context, header=header)
 
 
 def key_to_open(session: Session, ring: Keyring, tenant_id: uuid.UUID,
                 key_id: uuid.UUID) -> bytes:
     """The unwrapped subject key an envelope's header names, for objects opened in a stream
-    (export archives); :class:`DecryptionError` if the tenant has no such key or it was
-    destroyed."""
-    row = repo.subject_key(session, tenant_id, key_id)
+    (export archives) or in worker threads; :class:`DecryptionError` if the tenant has no
+    such key or it was destroyed."""
+    return _usable(session, ring, repo.subject_key(session, tenant_id, key_id))
+
+
+def _usable(session: Session, ring: Keyring, row: SubjectKey | WrappedKey | None) -> bytes:
+    """The subject key ``row`` holds, unwrapped; :class:`DecryptionError` if there is none,
+    it was destroyed, or it does not unwrap."""
     if row is None:
         raise DecryptionError("the object was encrypted under a key this tenant does not have")
     if row.wrapped_key is None:

@@ -72,10 +72,15 @@ def side_by_side(task: Callable[[T], R], items: list[T]) -> list[R]:
 _NEAR = frozenset({"file", "memory"})
 
 
+def all_near(adapters: Iterable[Any]) -> bool:
+    """Whether every bucket among ``adapters`` is near (``_NEAR``)."""
+    return all(getattr(adapter, "scheme", None) in _NEAR for adapter in adapters)
+
+
 def fetch_all(fetch: Callable[[T], R], items: list[T], adapters: Iterable[Any]) -> list[R]:
     """``fetch`` over ``items``, answers in order: side by side on the shared pool, or in
-    this thread when every bucket among ``adapters`` is near (``_NEAR``)."""
-    if all(getattr(adapter, "scheme", None) in _NEAR for adapter in adapters):
+    this thread when every bucket among ``adapters`` is near (``all_near``)."""
+    if all_near(adapters):
         return [fetch(item) for item in items]
     return side_by_side(fetch, items)
 
