@@ -10,11 +10,13 @@ audit rows belong to).
 
     PUT /floor/{key}   body: the JSON memplane's PUT takes; stored as sent      -> 200 {}
     GET /floor/{key}   the stored body, verified against its SHA-256           -> 200
+    POST /floor:batch  {"items": [{"key", "value"}, ...]}: stored together     -> 200 {}
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import uuid
 
@@ -38,6 +40,13 @@ def create_app(floor: Floor) -> FastAPI:
     async def put(key: str, request: Request) -> Response:
         body = await request.body()
         await run_in_threadpool(floor.set, key, body)
+        return Response(_EMPTY, media_type="application/json")
+
+    @app.post("/floor:batch")
+    async def batch(request: Request) -> Response:
+        body = await request.json()
+        items = [(item["key"], json.dumps(item["value"]).encode()) for item in body["items"]]
+        await run_in_threadpool(floor.set_many, items)
         return Response(_EMPTY, media_type="application/json")
 
     @app.get("/floor/{key}")

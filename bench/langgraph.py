@@ -15,11 +15,13 @@ PostgresSaver's; batched puts at least 1.0x PostgresStore's items/s."""
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Callable
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, cast
 
+import httpx
 from rich.console import Console
 from rich.table import Table
 
@@ -107,6 +109,40 @@ def _step_op(saver: Any, thread: int, rnd: type[_Round]) -> Op:
     return step
 
 
+def _floor_ops(client: httpx.Client, case: str, thread: int, rnd: type[_Round]) -> Op | None:
+    """The same operation as the HTTP floor does it (bench/http_floor.py): the least that
+    memplane's invariants ask of it — each value a durable object in the bucket and a
+    pointer row whose audit row is durable with it (I1, I6), each read checked against its
+    SHA-256 and audited — behind the leanest FastAPI endpoint. No floor for a search."""
+    value = json.dumps(VALUE).encode()
+
+    def ok(response: httpx.Response) -> httpx.Response:
+        response.raise_for_status()
+        return response
+
+    if case == "store-put":
+        return lambda i: ok(client.put(f"/floor/p-{rnd.tag}-{thread}-{i}", content=value))
+    if case == "store-batch-put":
+        return lambda i: ok(client.post("/floor:batch", json={"items": [
+            {"key": f"b-{rnd.tag}-{thread}-{i}-{j}", "value": VALUE} for j in range(BATCH)]}))
+    if case == "store-get":
+        return lambda i: ok(client.get(f"/floor/g-{thread}-{i % SEARCH_ITEMS}")).content
+    if case == "checkpoint-step":
+        def step(i: int) -> object:
+            key = f"t-{rnd.tag}-{thread}-{i // STEPS}-{i % STEPS}"
+            state = {"messages": [MESSAGE] * (i % STEPS + 1)}
+            ok(client.put(f"/floor/{key}", content=json.dumps(state).encode()))
+            return ok(client.get(f"/floor/{key}")).content
+        return step
+    return None
+
+
+def _seed_floor(client: httpx.Client, thread: int) -> None:
+    client.post("/floor:batch", json={"items": [
+        {"key": f"g-{thread}-{j}", "value": VALUE} for j in range(SEARCH_ITEMS)]}
+    ).raise_for_status()
+
+
 def run(*, quick: bool) -> dict[str, dict[str, Any]]:
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.store.postgres import PostgresStore
@@ -117,8 +153,9 @@ def run(*, quick: bool) -> dict[str, dict[str, Any]]:
     console = Console(stderr=True, width=170)
     table = Table(title=f"LangGraph integration vs PostgresStore/PostgresSaver (median of "
                         f"{ROUNDS} rounds; batches of {BATCH} puts)")
-    for column in ("case", "memplane /s", "peer /s", "ratio (spread)", "memplane p50 ms",
-                   "peer p50 ms", "p50 ratio (spread)", "bar"):
+    for column in ("case", "memplane /s", "HTTP floor /s", "peer /s", "ratio (spread)",
+                   "floor/peer", "memplane p50 ms", "floor p50 ms", "peer p50 ms",
+                   "p50 ratio (spread)", "floor p50/peer", "bar"):
         table.add_column(column, justify="right" if column != "case" else "left")
     results: dict[str, dict[str, Any]] = {}
     backends = Backends()
@@ -135,6 +172,7 @@ def run(*, quick: bool) -> dict[str, dict[str, Any]]:
         peer_stores[0].setup()
         peer_savers[0].setup()
         stack.serve()
+        stack.serve_floor()
         with memplane.Client(stack.base_url, ADMIN_KEY) as admin:
             agent_key = admin.keys.create(role="agent", name="bench agent").api_key
         clients = [resources.enter_context(memplane.Client(stack.base_url, agent_key))
@@ -142,9 +180,11 @@ def run(*, quick: bool) -> dict[str, dict[str, Any]]:
         ours_stores = [MemplaneStore(c, semantic=False) for c in clients]
         ours_savers = [MemplaneCheckpointer(c, user_id=f"bench-{t}")
                        for t, c in enumerate(clients)]
+        floor_clients = [resources.enter_context(stack.floor_client()) for _ in range(threads)]
         for t in range(threads):
             _seed_store(ours_stores[t], t)
             _seed_store(peer_stores[t], t)
+            _seed_floor(floor_clients[t], t)
         stack.analyze()
 
         for case in ("store-put", "store-batch-put", "store-get", "store-search",
@@ -165,8 +205,11 @@ def run(*, quick: bool) -> dict[str, dict[str, Any]]:
                         return _measure(ops, n, c)
                     return one
 
-                runs = alternate({"memplane": runner("memplane", ours),
-                                  "peer": runner("peer", peer)}, ROUNDS)
+                sides = {"memplane": runner("memplane", ours), "peer": runner("peer", peer)}
+                floor = [_floor_ops(c, case, t, _Round) for t, c in enumerate(floor_clients)]
+                if all(op is not None for op in floor):
+                    sides["floor"] = runner("floor", cast(list[Op], floor))
+                runs = alternate(sides, ROUNDS)
                 results |= _report(table, case, concurrency, runs)
                 console.print(f"done {case} c{concurrency}")
     console.print(table)
@@ -187,6 +230,12 @@ def _report(table: Table, case: str, concurrency: int,
     peer_p50 = summarize([m.p50_ms for m in runs["peer"]]).median
     latency = ratio_of_rounds_values([m.p50_ms for m in runs["memplane"]],
                                      [m.p50_ms for m in runs["peer"]])
+    floors = runs.get("floor")
+    floor = statistics.median(m.per_second for m in floors) * items if floors else None
+    floor_p50 = summarize([m.p50_ms for m in floors]).median if floors else None
+    floor_ratio = ratio_of_rounds(floors, runs["peer"]) if floors else None
+    floor_latency = ratio_of_rounds_values([m.p50_ms for m in floors],
+                                           [m.p50_ms for m in runs["peer"]]) if floors else None
     if case == "checkpoint-step":
         bar = f"p50 <= 3x: {'met' if latency.median <= 3 else 'MISSED'}"
     elif case == "store-batch-put":
@@ -195,9 +244,20 @@ def _report(table: Table, case: str, concurrency: int,
         bar = "-"
     unit = "items/s" if items > 1 else ("steps/s" if case == "checkpoint-step" else "ops/s")
     name = f"langgraph-{case}/postgres+local/http/c{concurrency}"
-    table.add_row(name, f"{ours:,.0f}", f"{peer:,.0f}",
-                  f"{ratio.median:.2f} ({ratio.spread:.0%})", f"{ours_p50:.1f}",
-                  f"{peer_p50:.1f}", f"{latency.median:.2f} ({latency.spread:.0%})", bar)
-    return {name: {"memplane": round(ours, 1), "floor": None, "peer": round(peer, 1),
-                   "unit": unit, "ratio": ratio.json(), "p50_ms": round(ours_p50, 2),
-                   "peer_p50_ms": round(peer_p50, 2), "p50_ratio": latency.json()}}
+
+    def num(value: float | None, form: str) -> str:
+        return "-" if value is None else format(value, form)
+
+    table.add_row(name, f"{ours:,.0f}", num(floor, ",.0f"), f"{peer:,.0f}",
+                  f"{ratio.median:.2f} ({ratio.spread:.0%})",
+                  num(floor_ratio.median if floor_ratio else None, ".2f"), f"{ours_p50:.1f}",
+                  num(floor_p50, ".1f"), f"{peer_p50:.1f}",
+                  f"{latency.median:.2f} ({latency.spread:.0%})",
+                  num(floor_latency.median if floor_latency else None, ".2f"), bar)
+    return {name: {"memplane": round(ours, 1), "floor": round(floor, 1) if floor else None,
+                   "peer": round(peer, 1), "unit": unit, "ratio": ratio.json(),
+                   "floor_vs_peer": floor_ratio.json() if floor_ratio else None,
+                   "p50_ms": round(ours_p50, 2), "peer_p50_ms": round(peer_p50, 2),
+                   "floor_p50_ms": round(floor_p50, 2) if floor_p50 is not None else None,
+                   "p50_ratio": latency.json(),
+                   "floor_p50_vs_peer": floor_latency.json() if floor_latency else None}}
