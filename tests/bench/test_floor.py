@@ -89,3 +89,25 @@ def test_the_http_floor_stores_and_serves_the_body_as_sent(world: ServiceWorld,
     finally:
         floor.close()
     assert _audit_rows(world) == [("write", True, "floor", key), ("read", True, "floor", key)]
+
+
+def test_the_floors_batch_stores_every_object_and_audits_every_write(world: ServiceWorld,
+                                                                     tmp_path: Path) -> None:
+    floor = _floor(world, tmp_path)
+    keys = [f"m-{i}" for i in range(5)]
+    try:
+        with TestClient(create_app(floor)) as client:
+            answer = client.post("/floor:batch", json={"items": [
+                {"key": key, "value": {"text": key * 3}} for key in keys]})
+            assert (answer.status_code, answer.content) == (200, b"{}")
+        assert [floor.get(key) for key in keys] == [
+            b'{"text": "' + key.encode() * 3 + b'"}' for key in keys]
+        with world.runtime.engine.connect() as conn:
+            stored = conn.execute(text("SELECT count(*) FROM bench_floor WHERE key LIKE :p"),
+                                  {"p": f"{floor.prefix}/m-%"}).scalar_one()
+    finally:
+        floor.close()
+    assert stored == 5
+    assert sorted(_audit_rows(world)) == sorted(
+        [("write", True, "floor", key) for key in keys]
+        + [("read", True, "floor", key) for key in keys])
