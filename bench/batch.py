@@ -1,7 +1,9 @@
 """The batch case of ``python -m bench``: 1 KiB writes and verified reads over HTTP through
 ``POST /v1/memories:batch`` (batches of :data:`BATCH`), against single-request memplane over
-HTTP on the same server and against LangGraph's PostgresStore ``put``/``get`` in-process on
-the same PostgreSQL (one store, with its own connection, per thread), at 1 and 16 threads.
+HTTP on the same server, against the HTTP floor's batch of writes (``POST /floor:batch``: the
+objects stored together, every row in one transaction) and against LangGraph's PostgresStore
+``put``/``get`` in-process on the same PostgreSQL (one store, with its own connection, per
+thread), at 1 and 16 threads.
 Items per second; the rounds alternate and each side keeps its median round."""
 
 from __future__ import annotations
@@ -69,8 +71,8 @@ def run(*, quick: bool) -> dict[str, dict[str, Any]]:
     console = Console(stderr=True)
     table = Table(title=f"batch API (items/s, batches of {BATCH}, 1 KiB values, "
                         f"median of {ROUNDS} rounds)")
-    for column in ("case", "memplane batch", "memplane single", "LangGraph peer",
-                   "batch/peer", "batch/single"):
+    for column in ("case", "memplane batch", "HTTP floor batch", "memplane single",
+                   "LangGraph peer", "batch/peer", "batch/floor", "floor/peer", "batch/single"):
         table.add_column(column, justify="right" if column != "case" else "left")
     results: dict[str, dict[str, Any]] = {}
     backends = Backends()
@@ -78,6 +80,7 @@ def run(*, quick: bool) -> dict[str, dict[str, Any]]:
     peers = _PeerStores(_dsn(backends), 16)
     try:
         stack.serve()
+        stack.serve_floor()
         with stack.http_client() as warm:  # subject key, caches, connections, a filled table
             warm.put("/v1/memories/user/bench/warm", json={"value": VALUE}).raise_for_status()
             for b in range(WARM_BATCHES):
@@ -89,11 +92,13 @@ def run(*, quick: bool) -> dict[str, dict[str, Any]]:
             n = _items(quick, concurrency)
             runs: dict[str, list[Measurement]] = {k: [] for k in (
                 "batch-write", "batch-read", "single-write", "single-read", "peer-write",
-                "peer-read")}
+                "peer-read", "floor-write")}
             for r in range(ROUNDS):
                 tag = f"c{concurrency}-r{r}"
                 runs["batch-write"].append(measure(lambda i: None, n // BATCH, concurrency,
                                                    setup=_batch_op(stack, "set", tag)))
+                runs["floor-write"].append(measure(lambda i: None, n // BATCH, concurrency,
+                                                   setup=_floor_op(stack, tag)))
                 runs["batch-read"].append(measure(lambda i: None, n // BATCH, concurrency,
                                                   setup=_batch_op(stack, "get", tag)))
                 single = max(concurrency * 10, n // 10)  # single requests are ~20x slower
@@ -109,11 +114,15 @@ def run(*, quick: bool) -> dict[str, dict[str, Any]]:
                 batch = _median(runs[f"batch-{kind}"], BATCH)
                 single = _median(runs[f"single-{kind}"], 1)
                 peer = _median(runs[f"peer-{kind}"], 1)
+                floor = _median(runs["floor-write"], BATCH) if kind == "write" else None
                 name = f"batch-{kind}/postgres+local/http/c{concurrency}"
                 results[name] = {"memplane": round(batch, 1), "floor": round(single, 1),
+                                 "http_floor": round(floor, 1) if floor else None,
                                  "peer": round(peer, 1), "unit": "items/s"}
-                table.add_row(name, f"{batch:,.0f}", f"{single:,.0f}", f"{peer:,.0f}",
-                              f"{batch / peer:.2f}", f"{batch / single:.2f}")
+                table.add_row(name, f"{batch:,.0f}", f"{floor:,.0f}" if floor else "-",
+                              f"{single:,.0f}", f"{peer:,.0f}", f"{batch / peer:.2f}",
+                              f"{batch / floor:.2f}" if floor else "-",
+                              f"{floor / peer:.2f}" if floor else "-", f"{batch / single:.2f}")
             console.print(f"done batch c{concurrency}")
     finally:
         peers.close()
@@ -138,6 +147,20 @@ def _batch_op(stack: MemplaneStack, op: str,
             response.raise_for_status()
             statuses = {r["status"] for r in response.json()["results"]}
             assert statuses == {200}, statuses
+        return send
+    return setup
+
+
+def _floor_op(stack: MemplaneStack, tag: str) -> Callable[[], Callable[[int], object]]:
+    """The HTTP floor's batch (bench/http_floor.py): the objects stored together, every
+    pointer row and audit row in one transaction."""
+    def setup() -> Callable[[int], object]:
+        client = stack.floor_client()
+
+        def send(i: int) -> None:
+            client.post("/floor:batch", json={"items": [
+                {"key": f"f-{tag}-{i * BATCH + j}", "value": VALUE} for j in range(BATCH)]}
+            ).raise_for_status()
         return send
     return setup
 

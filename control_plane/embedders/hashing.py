@@ -63,33 +63,63 @@ class HashingEmbedder:
     dim = _DIM
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        # Each distinct feature is hashed once per text, its weights summed first, and the
-        # row summed in plain floats: the weights are multiples of 0.5, so every sum is exact
-        # and the vector is bit for bit what adding feature by feature gave. (The indexer
-        # runs this inside the server; feature by feature it was ~2 ms of CPU per KiB.)
+        # Each word's features are hashed and summed once (cached across texts), and a
+        # text's row is the sum of its words' rows, counted by ``np.bincount`` in float64:
+        # the weights are multiples of 0.5, so every sum is exact and the vector is bit for
+        # bit what adding feature by feature gave. (The indexer runs this inside the server:
+        # 1 KiB of English-like text took 2.2 ms of CPU feature by feature, 0.34 ms so.)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
-            weights: dict[str, float] = {}
-            for feature, weight in _features(text):
-                weights[feature] = weights.get(feature, 0.0) + weight
-            sums = [0.0] * self.dim
-            for feature, weight in weights.items():
-                slot, positive = _bucket(feature)
-                sums[slot] += weight if positive else -weight
-            out[row] = sums
+            parts = [_word_row(word) for word in _words(text)]
+            if not parts:
+                continue
+            slots = np.concatenate([part[0] for part in parts])
+            values = np.concatenate([part[1] for part in parts])
+            out[row] = np.bincount(slots, values, minlength=self.dim)
             norm = float(np.linalg.norm(out[row]))
             if norm:
                 out[row] /= norm
         return out
 
 
+def _words(text: str) -> list[str]:
+    return [w for w in (w.lower() for w in _WORD.findall(text)) if w not in STOP_WORDS]
+
+
+def _word_features(word: str) -> list[tuple[str, float]]:
+    """One word's features: the word, its stem, and its stem's character trigrams."""
+    root = stem(word)
+    padded = f"<{root}>"
+    return [(f"w:{word}", 1.0), (f"s:{root}", 1.0),
+            *((f"g:{padded[i:i + 3]}", 0.5) for i in range(len(padded) - 2))]
+
+
 def _features(text: str) -> list[tuple[str, float]]:
-    words = [w for w in (w.lower() for w in _WORD.findall(text)) if w not in STOP_WORDS]
-    features: list[tuple[str, float]] = []
-    for word in words:
-        root = stem(word)
-        features.append((f"w:{word}", 1.0))
-        features.append((f"s:{root}", 1.0))
-        padded = f"<{root}>"
-        features.extend((f"g:{padded[i:i + 3]}", 0.5) for i in range(len(padded) - 2))
-    return features
+    """The text's features in order, one entry per occurrence: the embedder's definition."""
+    return [feature for word in _words(text) for feature in _word_features(word)]
+
+
+_CACHED_WORD = 32  # longer words are rare and rarely repeated: computed, not cached
+
+
+def _word_row(word: str) -> tuple[np.ndarray, np.ndarray]:
+    """A word's features as (buckets, signed weights), features in one bucket summed."""
+    return _cached_row(word) if len(word) <= _CACHED_WORD else _row(word)
+
+
+def _row(word: str) -> tuple[np.ndarray, np.ndarray]:
+    weights: dict[str, float] = {}
+    for feature, weight in _word_features(word):  # a long word repeats its trigrams
+        weights[feature] = weights.get(feature, 0.0) + weight
+    sums: dict[int, float] = {}
+    for feature, weight in weights.items():
+        slot, positive = _bucket(feature)
+        sums[slot] = sums.get(slot, 0.0) + (weight if positive else -weight)
+    slots = np.fromiter(sums.keys(), np.intp, len(sums))
+    values = np.fromiter(sums.values(), np.float64, len(sums))
+    slots.flags.writeable = values.flags.writeable = False  # shared through the cache
+    return slots, values
+
+
+# At most ~1 KiB per entry (a word of 32 characters has 35 features): a few MiB in all.
+_cached_row = functools.lru_cache(maxsize=1 << 13)(_row)

@@ -528,6 +528,12 @@ def drain(session: Session, plane: DataPlane, runtime: Runtime | Settings,
 _CLAIM_CLASS = 0x4D505658  # "MPVX": the first key of the indexer's advisory locks
 
 
+# One statement for a batch's claims: the scan stops once ``n`` locks are held (no ORDER BY
+# above the filter), so no candidate past them is locked; the candidates come in order.
+_TAKE = sql("SELECT c.id FROM unnest(CAST(:ids AS uuid[]), CAST(:keys AS integer[])) AS c(id, k) "
+            "WHERE pg_try_advisory_xact_lock(CAST(:c AS integer), c.k) LIMIT :n")
+
+
 def _lock_key(pointer_id: uuid.UUID) -> int:
     return int.from_bytes(pointer_id.bytes[-4:], "big", signed=True)  # the random bits
 
@@ -553,13 +559,9 @@ class Claims:
         if self._connection is None:
             self._connection = self.engine.connect()
         connection = self._connection
-        held: list[uuid.UUID] = []
-        for pointer in candidates:
-            if connection.execute(sql("SELECT pg_try_advisory_xact_lock(:c, :k)"),
-                                  {"c": _CLAIM_CLASS, "k": _lock_key(pointer.id)}).scalar():
-                held.append(pointer.id)
-                if len(held) == limit:
-                    break
+        held = list(connection.execute(_TAKE, {
+            "ids": [p.id for p in candidates], "keys": [_lock_key(p.id) for p in candidates],
+            "c": _CLAIM_CLASS, "n": limit}).scalars())
         if not held:
             return []
         P = MemoryPointer

@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from control_plane.embedders.hashing import HashingEmbedder, _features
 
@@ -40,3 +42,17 @@ def test_the_embedding_is_bit_for_bit_the_feature_by_feature_sum() -> None:
     assert not got[1].any() and not got[2].any()
     # Embedding again (the bucket cache now warm) gives the same bits.
     assert np.array_equal(HashingEmbedder().embed(TEXTS), got)
+
+
+WORDS = st.one_of(
+    st.sampled_from(["deploy", "Deploys", "running", "the", "café", "x" * 33, "日本語", "a1_b"]),
+    st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(WORDS, max_size=30).map(" ".join), min_size=1, max_size=4))
+def test_any_texts_embed_bit_for_bit_as_their_features_one_by_one(texts: list[str]) -> None:
+    # Words repeat within and across texts; short words come from the cache the second time.
+    for got in (HashingEmbedder().embed(texts), HashingEmbedder().embed(texts)):
+        for row, text in zip(got, texts, strict=True):
+            assert np.array_equal(row, one_by_one(text)), text[:40]
