@@ -19,11 +19,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+_TRIGRAM = re.compile(r"(?=(...))", re.DOTALL)  # every overlapping three characters
 
 STOP_WORDS = frozenset("""
 a about after all also am an and any are as at be been before being but by can could did
@@ -108,9 +110,11 @@ def _word_row(word: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _row(word: str) -> tuple[np.ndarray, np.ndarray]:
-    weights: dict[str, float] = {}
-    for feature, weight in _word_features(word):  # a long word repeats its trigrams
-        weights[feature] = weights.get(feature, 0.0) + weight
+    # _word_features(word), counted: a long word repeats its trigrams, found here in C.
+    root = stem(word)
+    weights = {f"g:{gram}": 0.5 * n for gram, n in Counter(_TRIGRAM.findall(f"<{root}>")).items()}
+    for feature in (f"w:{word}", f"s:{root}"):
+        weights[feature] = weights.get(feature, 0.0) + 1.0
     sums: dict[int, float] = {}
     for feature, weight in weights.items():
         slot, positive = _bucket(feature)
