@@ -233,8 +233,9 @@ def embed_batch(session: Session, plane: DataPlane, runtime: Runtime | Settings,
 
     # Vectors bound for a bucket that stores many objects together go in one call per
     # bucket; the others side by side on the pool.
-    together = [(i, p) for i, p in enumerate(todo)
-                if isinstance(targets[p.storage_config_id].adapter, storage.BatchAdapter)]
+    batch_adapter = {config_id: isinstance(target.adapter, storage.BatchAdapter)
+                     for config_id, target in targets.items()}
+    together = [(i, p) for i, p in enumerate(todo) if batch_adapter[p.storage_config_id]]
     for config_id in dict.fromkeys(p.storage_config_id for _, p in together):
         store.put_vectors(targets[config_id], [
             store.seal_vector(plane, p, rows_of(i, p), handle_of(p))
