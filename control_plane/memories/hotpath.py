@@ -49,7 +49,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from ..db import direct
-from ..db.engine import AUTOCOMMIT, begin_write
+from ..db.engine import begin_write
 from ..db.models import AccessLog, GcCandidate, MemoryPointer, SubjectErasure, SubjectKey
 from .addresses import MemoryAddress
 from .hotpath_many import (
@@ -139,17 +139,16 @@ def _params(tenant_id: uuid.UUID, address: MemoryAddress) -> dict[str, Any]:
 
 
 def _one_statement(session: Session, statement: Any, params: dict[str, Any]) -> list[Any]:
-    """Run one self-contained statement outside the session's transaction: on PostgreSQL
-    straight on the driver (``db.direct``: one round trip, no BEGIN/COMMIT), on SQLite on a
-    pooled connection with no BEGIN/COMMIT either (SQLite runs a lone statement atomically;
-    ``db.engine.AUTOCOMMIT``)."""
+    """Run one self-contained statement outside the session's transaction, straight on the
+    driver (``db.direct``): on PostgreSQL one round trip, on SQLite a pooled connection; no
+    BEGIN/COMMIT on either (SQLite runs a lone statement atomically). On SQLite only the
+    lookups come here, which write nothing."""
     if session.in_transaction():
         session.commit()
     engine = session.get_bind().engine
     if engine.dialect.name == "postgresql":
         return direct.run(engine, statement, params)
-    with engine.connect().execution_options(sqlite_begin=AUTOCOMMIT) as conn:
-        return list(conn.execute(statement, params).all())
+    return direct.run_sqlite(engine, statement, params)
 
 
 def lookup_for_write(session: Session, tenant_id: uuid.UUID, address: MemoryAddress,
