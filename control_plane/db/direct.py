@@ -22,7 +22,7 @@ from collections import namedtuple
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Compiled
 from sqlalchemy.sql.elements import ClauseElement
@@ -127,15 +127,39 @@ class _SqliteStatement:
 _sqlite: dict[tuple[int, int], _SqliteStatement] = {}
 
 
+def _prepared(engine: Engine, statement: ClauseElement) -> _SqliteStatement:
+    key = (id(engine.dialect), id(statement))  # statements are module constants, as _compile's
+    prepared = _sqlite.get(key)
+    if prepared is None:  # built twice at worst by racing threads: the same either way
+        prepared = _sqlite[key] = _SqliteStatement(engine, statement)
+    return prepared
+
+
+def execute_sqlite(conn: Connection, statement: ClauseElement,
+                   params: dict[str, Any]) -> list[Any]:
+    """``statement`` (a module constant) with ``params`` on ``conn``'s SQLite connection, in
+    whatever transaction ``conn`` has open (its commit or rollback ends it); its rows, if
+    it returns any, as ``run_sqlite`` gives them."""
+    engine = conn.engine
+    prepared = _prepared(engine, statement)
+    values = prepared.parameters(params)
+    dbapi_error = engine.dialect.loaded_dbapi.Error
+    driver: Any = conn.connection.driver_connection
+    try:
+        cursor = driver.execute(prepared.sql, values)
+        fetched = cursor.fetchall() if cursor.description is not None else []
+    except dbapi_error as exc:
+        raise sa_exc.DBAPIError.instance(prepared.sql, values, exc, dbapi_error,
+                                         dialect=engine.dialect) from exc
+    return prepared.rows(fetched)
+
+
 def run_sqlite(engine: Engine, statement: ClauseElement, params: dict[str, Any]) -> list[Any]:
     """Execute the read-only ``statement`` with ``params`` on a pooled SQLite connection, on
     its own (SQLite runs a lone statement atomically: no BEGIN/COMMIT); its rows as named
     tuples holding the values SQLAlchemy would give. Driver errors are raised as
     SQLAlchemy's, as ``run`` does."""
-    key = (id(engine.dialect), id(statement))
-    prepared = _sqlite.get(key)
-    if prepared is None:  # built twice at worst by racing threads: the same either way
-        prepared = _sqlite[key] = _SqliteStatement(engine, statement)
+    prepared = _prepared(engine, statement)
     values = prepared.parameters(params)
     dbapi_error = engine.dialect.loaded_dbapi.Error
     raw = engine.raw_connection()

@@ -521,6 +521,10 @@ _SQLITE_CHECK = select(
 _SQLITE_UPDATE = (update(P).where(_STILL_BOUND).values(_update_values())
                   .returning(*P.c))
 _SQLITE_INSERT = insert(P).values(_insert_values()).returning(*P.c)
+# The write's audit row; statements run straight on the driver are module constants.
+_SQLITE_AUDIT = insert(A).values({name: bindparam(name) for name in (
+    "tenant_id", "pointer_id", "accessor_type", "accessor_id", "agent_id", "operation",
+    "success", "detail", "request_id", "accessed_at")})
 
 
 def commit_write(session: Session, request: WriteRequest) -> WriteOutcome:
@@ -555,21 +559,21 @@ def _commit_write_sqlite(session: Session, params: dict[str, Any]) -> WriteOutco
 def _write_sqlite(conn: Connection, params: dict[str, Any]) -> WriteOutcome:
     """One write's statements in the open write transaction (no commit): the checks in one
     statement, the row's insert or update, its audit row."""
-    check = conn.execute(_SQLITE_CHECK, params).one()
+    (check,) = direct.execute_sqlite(conn, _SQLITE_CHECK, params)
     if check.blocked_by is not None:
         return WriteOutcome(None, None, check.blocked_by)
     if check.refused:
         return WriteOutcome(None, None, None)
     if check.id is None:
-        row = conn.execute(_SQLITE_INSERT, params).one()
+        (row,) = direct.execute_sqlite(conn, _SQLITE_INSERT, params)
         superseded = None
     else:
-        updated = conn.execute(_SQLITE_UPDATE, params).first()
-        if updated is None:
+        updated = direct.execute_sqlite(conn, _SQLITE_UPDATE, params)
+        if not updated:
             return WriteOutcome(None, None, None)
-        row = updated
+        row = updated[0]
         superseded = (check.storage_config_id, check.storage_path)
-    conn.execute(insert(A), {
+    direct.execute_sqlite(conn, _SQLITE_AUDIT, {
         "tenant_id": params["v_tenant"], "pointer_id": row.id,
         "accessor_type": params["v_accessor_type"], "accessor_id": params["v_accessor_id"],
         "agent_id": params["v_accessor_agent"],

@@ -4,12 +4,15 @@ keys and flags — whatever the memory holds, and a missing address answers as i
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from control_plane.db import direct
+from control_plane.db.models import AccessLog, MemoryPointer
 from control_plane.memories import hotpath
 from control_plane.memories import service as memories
 from control_plane.memories.addresses import MemoryAddress, Scope
@@ -58,3 +61,42 @@ def test_the_lookups_rows_are_sqlalchemys(world: ServiceWorld) -> None:
     assert row.tags == ["a", "ü"] and row.importance == 5 and row.searchable is True
     assert abs(row.expires_at.replace(tzinfo=UTC) - datetime.now(UTC)
                - timedelta(days=3)) < timedelta(minutes=5)
+
+
+def test_a_row_written_on_the_driver_is_stored_as_the_orm_stores_it(
+        world: ServiceWorld) -> None:
+    values = {"tenant_id": world.tenant_id, "pointer_id": uuid.uuid4(),
+              "accessor_type": "key", "accessor_id": "k1", "agent_id": None,
+              "operation": "write", "success": True, "detail": "user:é",
+              "request_id": "r-1", "accessed_at": datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC)}
+    engine = world.runtime.engine
+    with engine.connect() as conn, conn.begin():
+        assert direct.execute_sqlite(conn, hotpath._SQLITE_AUDIT, values) == []
+    with world.runtime.sessions() as session:
+        session.add(AccessLog(**values))
+        session.commit()
+    columns = ", ".join(values)
+    with engine.connect() as conn:
+        stored = conn.exec_driver_sql(
+            f"SELECT {columns} FROM access_logs WHERE request_id = 'r-1' ORDER BY id").all()
+    assert len(stored) == 2
+    assert tuple(stored[0]) == tuple(stored[1])  # the same text, bytes and numbers
+
+
+def test_a_write_on_sqlite_reads_back_through_the_orm(world: ServiceWorld) -> None:
+    address = MemoryAddress.parse(Scope.user, "bo", "prefs")
+    with world.runtime.sessions() as session:
+        first = memories.set_value(session, world.runtime.plane, world.actor, address,
+                                   {"v": 1}, MemoryMeta(tags=["x", "ÿ"], ttl_days=2))
+        second = memories.set_value(session, world.runtime.plane, world.actor, address,
+                                    {"v": 2}, MemoryMeta(tags=["y"]))
+    with world.runtime.sessions() as session:
+        pointer = session.get(MemoryPointer, first.id)
+        assert pointer is not None
+        rows = session.scalars(select(AccessLog).where(AccessLog.pointer_id == first.id)
+                               .order_by(AccessLog.id)).all()
+        assert (pointer.id, pointer.version, pointer.tags) == (second.id, 2, ["y"])
+        assert pointer.updated_at == second.updated_at and pointer.created_at.tzinfo is not None
+        assert [(r.operation, r.success, r.pointer_id) for r in rows] == [
+            ("write", True, first.id), ("write", True, first.id)]
+        assert rows[1].accessed_at >= rows[0].accessed_at
