@@ -7,12 +7,14 @@ autocommit mode: one round trip, committed on its own, rows back as named tuples
 the same SQLAlchemy exceptions a Session raises, and a connection lost on the way is
 dropped from the pool, so callers handle failures exactly as before.
 
-``run`` is PostgreSQL's. ``run_sqlite`` does the same on SQLite for a read-only statement:
-through a Core connection a lookup cost ~250 us of CPU, nearly all of it SQLAlchemy's (the
-statement's cache key walked on every call, the result's processors set up per result), for
-~15 us of SQLite's own work. Here the parameters go through the compiled statement's own bind
-processors and each row's values through its columns' result processors, both taken once
-per statement, so the values are exactly those SQLAlchemy gives.
+``run`` is PostgreSQL's. On SQLite, ``run_sqlite`` runs a lone read-only statement on a
+pooled connection and ``execute_sqlite`` a statement inside a transaction a Core connection
+holds open (a write's): through Core a lookup cost ~250 us of CPU, nearly all of it
+SQLAlchemy's (the statement's cache key walked on every call, the result's processors set up
+per result), for ~15 us of SQLite's own work. Here the parameters go through the compiled
+statement's own bind processors and each row's values through its columns' result
+processors, both taken once per statement, so what is stored and read back is exactly what
+SQLAlchemy would store and give. Statements are module constants (cached by identity).
 """
 
 from __future__ import annotations
