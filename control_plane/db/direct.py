@@ -142,18 +142,7 @@ def execute_sqlite(conn: Connection, statement: ClauseElement,
     """``statement`` (a module constant) with ``params`` on ``conn``'s SQLite connection, in
     whatever transaction ``conn`` has open (its commit or rollback ends it); its rows, if
     it returns any, as ``run_sqlite`` gives them."""
-    engine = conn.engine
-    prepared = _prepared(engine, statement)
-    values = prepared.parameters(params)
-    dbapi_error = engine.dialect.loaded_dbapi.Error
-    driver: Any = conn.connection.driver_connection
-    try:
-        cursor = driver.execute(prepared.sql, values)
-        fetched = cursor.fetchall() if cursor.description is not None else []
-    except dbapi_error as exc:
-        raise sa_exc.DBAPIError.instance(prepared.sql, values, exc, dbapi_error,
-                                         dialect=engine.dialect) from exc
-    return prepared.rows(fetched)
+    return _on_driver(conn.engine, conn.connection.driver_connection, statement, params)
 
 
 def run_sqlite(engine: Engine, statement: ClauseElement, params: dict[str, Any]) -> list[Any]:
@@ -161,17 +150,22 @@ def run_sqlite(engine: Engine, statement: ClauseElement, params: dict[str, Any])
     its own (SQLite runs a lone statement atomically: no BEGIN/COMMIT); its rows as named
     tuples holding the values SQLAlchemy would give. Driver errors are raised as
     SQLAlchemy's, as ``run`` does."""
+    raw = engine.raw_connection()
+    try:
+        return _on_driver(engine, raw.driver_connection, statement, params)
+    finally:
+        raw.close()
+
+
+def _on_driver(engine: Engine, driver: Any, statement: ClauseElement,
+               params: dict[str, Any]) -> list[Any]:
     prepared = _prepared(engine, statement)
     values = prepared.parameters(params)
     dbapi_error = engine.dialect.loaded_dbapi.Error
-    raw = engine.raw_connection()
     try:
-        driver: Any = raw.driver_connection
-        try:
-            fetched = driver.execute(prepared.sql, values).fetchall()
-        except dbapi_error as exc:
-            raise sa_exc.DBAPIError.instance(prepared.sql, values, exc, dbapi_error,
-                                             dialect=engine.dialect) from exc
-    finally:
-        raw.close()
+        cursor = driver.execute(prepared.sql, values)
+        fetched = cursor.fetchall() if cursor.description is not None else []
+    except dbapi_error as exc:
+        raise sa_exc.DBAPIError.instance(prepared.sql, values, exc, dbapi_error,
+                                         dialect=engine.dialect) from exc
     return prepared.rows(fetched)

@@ -195,12 +195,13 @@ def _store(plane: DataPlane, actor: Any, bound: list[_Bound]) -> list[Prepared |
     alone: list[int] = []
     # One protocol check per bucket, not per item (a runtime protocol check reads the
     # class's members each time: ~10 us).
-    batch_adapter = {id(adapter): isinstance(adapter, storage.BatchAdapter)
-                     for adapter in {id(one.target.adapter): one.target.adapter
-                                     for one, _, _ in bound}.values()}
+    stores_many: dict[int, bool] = {}
     for n, (one, _, _) in enumerate(bound):
-        if batch_adapter[id(one.target.adapter)]:
-            together.setdefault(id(one.target.adapter), []).append(n)
+        adapter = one.target.adapter
+        if id(adapter) not in stores_many:
+            stores_many[id(adapter)] = isinstance(adapter, storage.BatchAdapter)
+        if stores_many[id(adapter)]:
+            together.setdefault(id(adapter), []).append(n)
         else:
             alone.append(n)
 
