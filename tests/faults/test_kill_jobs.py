@@ -53,7 +53,10 @@ def job_env(postgres: PostgresCluster, tmp_path: Path) -> dict[str, str]:
             "MEMPLANE_JOB_POLL_INTERVAL_SECONDS": "0.1",
             "MEMPLANE_RECEIPT_SIGNING_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
             # The children's temporary files (export spools) go here, where the test looks.
-            "TMPDIR": str(spool)}
+            "TMPDIR": str(spool),
+            # One audit checkpoint, the first: a later one could be in flight (its temporary
+            # file in the bucket) when a test kills the process for the job's sake.
+            "MEMPLANE_AUDIT_CHECKPOINT_SECONDS": "3600"}
 
 
 def _deployment(env: dict[str, str], tmp_path: Path) -> Iterator[Deployment]:
@@ -161,7 +164,7 @@ def test_erasure_killed_mid_job_finishes_after_restart(serving: Deployment, runt
     before = _files(bucket)
     assert subject_paths | {archive} <= before
 
-    server.kill()
+    server.stop()  # a polite restart, to start again with the pause point
     pause = tmp_path / "pause"
     server.start(pause_at=f"erase:{step}", pause_file=pause)
     with serving.http() as http:
