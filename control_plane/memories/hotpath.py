@@ -333,6 +333,9 @@ class WriteRequest:
     key_id: uuid.UUID | None = None  # the subject key the object is sealed under
     source: str | None = None  # None: keep the row's (a new row: api)
     searchable: bool | None = None  # None: keep the row's (a new row: true)
+    # The lookup found a row at the address: the object is sealed for that row, so if the row
+    # has gone since, no new one is inserted for it (the general path binds anew).
+    existed: bool = False
 
     @property
     def detail_head(self) -> str:
@@ -357,6 +360,7 @@ class WriteRequest:
             "v_detail_head": self.detail_head, "v_detail_tail": self.detail_tail,
             "v_key_id": self.key_id, "v_source": self.source,
             "v_searchable": self.searchable, "v_new_searchable": self.searchable is not False,
+            "v_existed": self.existed,
         }
 
 
@@ -378,7 +382,7 @@ _TYPES: dict[str, Any] = {
     "expires_at": P.c.expires_at.type, "accessor_type": String, "accessor_id": String,
     "operation": String, "request_id": String, "accessor_agent": String, "detail_head": String,
     "detail_tail": String, "key_id": Uuid, "source": String, "searchable": Boolean,
-    "new_searchable": Boolean}
+    "new_searchable": Boolean, "existed": Boolean}
 _b: dict[str, Any] = {name: bindparam(f"v_{name}", type_=t) for name, t in _TYPES.items()}
 
 _GUARD = (select(E.c.job_id)
@@ -486,7 +490,8 @@ WITH cur AS (
   COALESCE(CAST(:v_importance AS int), 3), COALESCE(:v_source, 'api'), :v_config,
   :v_path, :v_sha, :v_size, 'synced', 1, false, CAST(:v_expires_at AS timestamptz), :v_now, :v_now,
   :v_new_searchable
- WHERE NOT EXISTS (SELECT 1 FROM cur) AND NOT EXISTS (SELECT 1 FROM guard)
+ WHERE NOT EXISTS (SELECT 1 FROM cur) AND NOT CAST(:v_existed AS boolean)
+  AND NOT EXISTS (SELECT 1 FROM guard)
   AND NOT EXISTS (SELECT 1 FROM sk WHERE destroyed_at IS NOT NULL)
   AND NOT EXISTS (SELECT 1 FROM gc)
  ON CONFLICT (tenant_id, scope_type, scope_ref, key) DO NOTHING
@@ -565,6 +570,8 @@ def _write_sqlite(conn: Connection, params: dict[str, Any]) -> WriteOutcome:
     if check.refused:
         return WriteOutcome(None, None, None)
     if check.id is None:
+        if params["v_existed"]:  # the row the object was sealed for has gone
+            return WriteOutcome(None, None, None)
         (row,) = direct.execute_sqlite(conn, _SQLITE_INSERT, params)
         superseded = None
     else:

@@ -79,7 +79,7 @@ _COLUMNS = ("n int, pointer_id uuid, scope text, scope_ref text, key text, user_
             "importance int, title text, agent_id text, expires_at timestamptz, source text, "
             "searchable boolean, key_id uuid, detail_head text, detail_tail text, "
             "operation text, now timestamptz, accessor_type text, accessor_id text, "
-            "accessor_agent text, request_id text")
+            "accessor_agent text, request_id text, existed boolean")
 
 # The same steps as ``hotpath.WRITE_POSTGRES``, for every item: lock the row (if any),
 # check it is still what the object was sealed for, the erasure guard, the object's subject
@@ -130,8 +130,8 @@ WITH w AS MATERIALIZED (
   COALESCE(w.source, 'api'), w.config, w.path, w.sha, w.size, 'synced', 1, false,
   w.expires_at, w.now, w.now, COALESCE(w.searchable, true)
  FROM w JOIN chk ON chk.n = w.n
- WHERE NOT EXISTS (SELECT 1 FROM cur WHERE cur.n = w.n) AND chk.blocked_by IS NULL
-  AND NOT chk.refused
+ WHERE NOT EXISTS (SELECT 1 FROM cur WHERE cur.n = w.n) AND NOT w.existed
+  AND chk.blocked_by IS NULL AND NOT chk.refused
  ORDER BY w.n
  ON CONFLICT (tenant_id, scope_type, scope_ref, key) DO NOTHING
  RETURNING *, CAST(NULL AS uuid) AS old_config, CAST(NULL AS text) AS old_path
@@ -176,5 +176,5 @@ def write_rows(requests: Sequence[WriteRequest]) -> dict[str, Any]:
             "operation": r.operation,
             "now": r.now.isoformat(), "accessor_type": r.accessor_type,
             "accessor_id": r.accessor_id, "accessor_agent": r.accessor_agent_id,
-            "request_id": r.request_id})
+            "request_id": r.request_id, "existed": r.existed})
     return {"v_tenant": requests[0].tenant_id, "v_rows": json.dumps(rows)}

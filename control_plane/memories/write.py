@@ -362,7 +362,7 @@ def request_fast(plane: DataPlane, target: Target, actor: Actor, address: Memory
         request_id=request_id_var.get(), accessor_agent_id=actor.agent_id,
         audit_address=sealed_address(actor, address, handle),
         key_id=handle.id if handle is not None else None, source=meta.source,
-        searchable=meta.searchable,
+        searchable=meta.searchable, existed=found.pointer_id is not None,
     )
     plane.checkpoint("write:after_put")
     return request

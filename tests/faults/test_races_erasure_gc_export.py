@@ -322,6 +322,35 @@ def test_gc_never_leaves_a_synced_pointer_without_its_object(
     assert [(path, swept is not None) for path, swept in rows] == [(in_flight, True)]
 
 
+# -- a delete vs an in-flight overwrite ----------------------------------------------------------
+
+def test_overwrite_whose_row_is_deleted_meanwhile_is_sealed_for_the_new_row(
+        world: ServiceWorld, pauses: Pauses) -> None:
+    """The overwrite's object is sealed under the row's subject's key (alice's); the row is
+    deleted before the overwrite commits, so the overwrite makes a new row, whose subject is
+    the scope's: it must not name an object sealed under alice's key."""
+    address = MemoryAddress.parse(Scope.agent, "agent-del", "k")
+    _set(world, MemoryAddress.parse(Scope.agent, "agent-del", "warm"), {"warm": True})
+    _set(world, address, {"v": 0}, MemoryMeta(user_id=SUBJECT))
+    before_put = _memory_objects(world)
+    pauses.pause("write:after_put")
+    writer = Outcome(lambda: _set(world, address, {"v": 1}))
+    pauses.reached("write:after_put", writer)
+    (in_flight,) = _memory_objects(world) - before_put
+    _delete(world, address)
+    pauses.release("write:after_put")
+    writer.join()
+    assert writer.error is None, repr(writer.error)
+    written = writer.result
+    assert isinstance(written, MemoryPointer)
+    assert (written.version, written.subject_user_id) == (1, None)
+    assert written.storage_path != in_flight
+    assert in_flight not in _memory_objects(world)  # the object sealed for alice is gone
+    with world.runtime.sessions() as session:
+        read = memories.get_value(session, world.runtime.plane, world.actor, address)
+    assert read.value == {"v": 1} and read.pointer.id == written.id
+
+
 # -- export vs overwrites and deletes -----------------------------------------------------------
 
 def _download(world: ServiceWorld, job_id: uuid.UUID) -> zipfile.ZipFile:
