@@ -52,6 +52,9 @@ CLASSES = StorageClasses("standard", "archive", "cold", ("standard", "archive", 
 
 class LocalAdapter:
     scheme = "file"
+    # A put costs about what a database lookup does (no network): a writer may put first
+    # and check after, throwing the object away if it guessed wrong.
+    cheap_puts = True
 
     def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True,
                  archive_class: str | None = None, cold_class: str | None = None) -> None:

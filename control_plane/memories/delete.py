@@ -21,6 +21,7 @@ from ..errors import NotFound
 from ..holds.service import ensure_not_held, ensure_scope_not_held
 from ..storage_config.plane import DataPlane, storage_errors
 from ..tenants.access import EVERYTHING, Access
+from . import guesses
 from . import repository as repo
 from .addresses import MemoryAddress
 from .shared import (
@@ -51,6 +52,7 @@ def delete_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
         session.commit()
         plane.checkpoint("delete:after_mark")
         _finish_deletes(session, plane, actor, [pointer], "delete")
+        guesses.forget_row(actor.tenant_id, address)
 
 
 def clear_scope(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress, *,

@@ -37,7 +37,7 @@ from ..keys import service as keys
 from ..kit import request_id_var, sha256_hex
 from ..storage_config.plane import DataPlane, Target, storage_errors
 from ..tenants.access import EVERYTHING, Access
-from . import hotpath
+from . import guesses, hotpath
 from . import repository as repo
 from .addresses import DEFAULT_MEMORY_TYPES, MemoryAddress
 from .read import fetch_locked
@@ -260,19 +260,36 @@ def _write(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddr
         session.rollback()
         delete_quietly(target, [path])
         raise
+    guesses.saw_row(actor.tenant_id, address, saved[0].id, saved[0].subject_user_id)
+    if binding.key is not None:
+        guesses.saw_key(actor.tenant_id, binding.key.subject, binding.key.id)
     return _after_commit(session, plane, saved)
 
 
 def _write_fast(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
                 payload: bytes, meta: MemoryMeta
                 ) -> tuple[MemoryPointer, tuple[uuid.UUID, str] | None] | None:
-    """The write protocol in two statements (``hotpath``). None when the fast path cannot
-    settle it — the subject has no key yet, or the row changed since the lookup — and the
-    general protocol below must."""
+    """The write protocol in two statements (``hotpath``), or in one when what the lookup
+    would find can be guessed (``guesses``). None when the fast path cannot settle it — the
+    subject has no key yet, or the row changed since the lookup — and the general protocol
+    below must."""
+    guessed = _prepare_guessed(session, plane, actor, address, payload, meta)
+    if guessed is not None:
+        target, request, subject = guessed
+        settled = _commit_fast(session, plane, target, request)
+        if settled is not None:
+            return settled
+        guesses.forget(actor.tenant_id, address, subject)
     prepared = prepare_fast(session, plane, actor, address, payload, meta)
     if prepared is None:
         return None
-    target, request = prepared
+    return _commit_fast(session, plane, *prepared)
+
+
+def _commit_fast(session: Session, plane: DataPlane, target: Target,
+                 request: hotpath.WriteRequest
+                 ) -> tuple[MemoryPointer, tuple[uuid.UUID, str] | None] | None:
+    """Step 3 of the fast path, and what it settles (``settle_fast``)."""
     try:
         plane.checkpoint("write:before_commit")
         outcome = hotpath.commit_write(session, request)
@@ -283,7 +300,38 @@ def _write_fast(session: Session, plane: DataPlane, actor: Actor, address: Memor
         session.rollback()
         delete_quietly(target, [request.path])
         raise
-    return settle_fast(target, request, outcome)
+    settled = settle_fast(target, request, outcome)
+    if settled is not None:
+        guesses.saw_row(request.tenant_id, request.address, settled[0].id,
+                        settled[0].subject_user_id)
+    return settled
+
+
+def _prepare_guessed(session: Session, plane: DataPlane, actor: Actor,
+                     address: MemoryAddress, payload: bytes, meta: MemoryMeta
+                     ) -> tuple[Target, hotpath.WriteRequest, tuple[str, str]] | None:
+    """Step 2 of the fast path without step 1: the put, sealed for what the lookup is
+    guessed to find (``guesses``), which step 3 checks. None: no guess to take."""
+    target = plane.for_memory(session, actor.tenant_id, address.scope, meta.agent_id,
+                              meta.user_id)
+    if session.in_transaction():
+        session.commit()
+    ring = keyring_of(plane)
+    taken = guesses.guess(actor.tenant_id, address, meta.user_id, encrypted=ring.enabled,
+                          cheap_puts=getattr(target.adapter, "cheap_puts", False))
+    if taken is None:
+        return None
+    found, subject, key_id = taken
+    key = None
+    if key_id is not None:
+        raw = ring.cache.get(key_id)
+        if raw is None:  # not unwrapped here lately (or forgotten by an erasure)
+            return None
+        key = keys.SubjectKeyHandle(key_id, subject[0], subject[1], raw)
+    binding = _Binding(found.pointer_id or new_id(), key)
+    remember_key(actor.tenant_id, address, key_id)
+    return (target, put_fast(plane, target, actor, address, payload, meta, found, binding),
+            subject)
 
 
 def prepare_fast(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
@@ -298,6 +346,10 @@ def prepare_fast(session: Session, plane: DataPlane, actor: Actor, address: Memo
     if bound is None:
         return None
     remember_key(actor.tenant_id, address, bound.key.id if bound.key is not None else None)
+    if bound.key is not None:
+        guesses.saw_key(actor.tenant_id, bound.key.subject, bound.key.id)
+    if found.pointer_id is not None:
+        guesses.saw_row(actor.tenant_id, address, found.pointer_id, found.subject_user_id)
     return target, put_fast(plane, target, actor, address, payload, meta, found, bound)
 
 
