@@ -26,8 +26,10 @@ import hashlib
 import uuid
 from typing import Any
 
+from ..keys.service import subject_of
 from .addresses import MemoryAddress
 from .hotpath import WriteLookup
+from .shared import address_digest, subject_after_write
 
 _MAX = 100_000
 # The row's subject, as far as a guess may know it: none (the scope's key seals it), or the
@@ -37,16 +39,13 @@ _ROWS: dict[bytes, tuple[uuid.UUID, int]] = {}
 _KEYS: dict[bytes, uuid.UUID] = {}
 
 
-def _digest(*parts: str) -> bytes:
-    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).digest()
-
-
 def _row_of(tenant_id: uuid.UUID, address: MemoryAddress) -> bytes:
-    return _digest("row", str(tenant_id), address.scope, address.scope_ref, address.key or "")
+    return address_digest(tenant_id, address)
 
 
 def _subject(tenant_id: uuid.UUID, subject: tuple[str, str]) -> bytes:
-    return _digest("key", str(tenant_id), *subject)
+    return hashlib.blake2b("\x1f".join((str(tenant_id), *subject)).encode(),
+                           digest_size=16).digest()
 
 
 def _keep(cache: dict[bytes, Any], digest: bytes, value: Any) -> None:
@@ -95,17 +94,10 @@ def guess(tenant_id: uuid.UUID, address: MemoryAddress, meta_user: str | None, *
     if row is not None:
         found = WriteLookup(row[0], address.scope_ref if row[1] == _SCOPE_USER else None,
                             None, None)
-    subject = subject_of(address, meta_user, found)
+    subject = subject_of(address.scope, address.scope_ref, subject_after_write(
+        address, meta_user, found.pointer_id is not None, found.subject_user_id))
     key_id = _KEYS.get(_subject(tenant_id, subject)) if encrypted else None
     if encrypted and key_id is None:
         return None
     return found, subject, key_id
 
-
-def subject_of(address: MemoryAddress, meta_user: str | None,
-               found: WriteLookup) -> tuple[str, str]:
-    """The subject whose key seals the object of a write that found ``found`` (as the
-    lookup's own statement decides it)."""
-    subject_user = meta_user or (found.subject_user_id if found.pointer_id is not None
-                                 else address.user_ref)
-    return ("user", subject_user) if subject_user else (address.scope, address.scope_ref)

@@ -73,14 +73,14 @@ _KEYS: dict[bytes, uuid.UUID | None] = {}
 _KEYS_MAX = 100_000
 
 
-def _address_digest(tenant_id: uuid.UUID, address: MemoryAddress) -> bytes:
+def address_digest(tenant_id: uuid.UUID, address: MemoryAddress) -> bytes:
     return hashlib.blake2b("\x1f".join((str(tenant_id), address.scope, address.scope_ref,
                                         address.key or "")).encode(), digest_size=16).digest()
 
 
 def key_guess(tenant_id: uuid.UUID, address: MemoryAddress) -> Any:
     """The remembered live key id of the address's subject (or None), or UNKNOWN."""
-    return _KEYS.get(_address_digest(tenant_id, address), UNKNOWN)
+    return _KEYS.get(address_digest(tenant_id, address), UNKNOWN)
 
 
 def guessed_key(plane: DataPlane, tenant_id: uuid.UUID, address: MemoryAddress
@@ -103,7 +103,18 @@ def remember_key(tenant_id: uuid.UUID, address: MemoryAddress,
                  key_id: uuid.UUID | None) -> None:
     if len(_KEYS) >= _KEYS_MAX:
         _KEYS.clear()
-    _KEYS[_address_digest(tenant_id, address)] = key_id
+    _KEYS[address_digest(tenant_id, address)] = key_id
+
+
+def subject_after_write(address: MemoryAddress, meta_user: str | None, exists: bool,
+                        current: str | None) -> str | None:
+    """The data subject a row will have after a write: the one given, else the existing
+    row's, else (for a new row) the user of a ``user`` scope."""
+    if meta_user is not None:
+        return meta_user
+    if exists:
+        return current
+    return address.user_ref
 
 
 def expired(pointer: MemoryPointer) -> bool:

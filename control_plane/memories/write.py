@@ -50,6 +50,7 @@ from .shared import (
     keyring_of,
     remember_key,
     sealed_address,
+    subject_after_write,
 )
 
 log = logging.getLogger(__name__)
@@ -398,8 +399,8 @@ def request_fast(plane: DataPlane, target: Target, actor: Actor, address: Memory
     step 3 commits."""
     pointer_id, handle = binding.pointer_id, binding.key
     now = utcnow()
-    subject_user = _subject_after_write(address, meta, found.pointer_id is not None,
-                                        found.subject_user_id)
+    subject_user = subject_after_write(address, meta.user_id, found.pointer_id is not None,
+                                       found.subject_user_id)
     request = hotpath.WriteRequest(
         tenant_id=actor.tenant_id, address=address, pointer_id=pointer_id,
         seen_subject_user=found.subject_user_id, guard_user=subject_user,
@@ -435,19 +436,8 @@ def settle_fast(target: Target, request: hotpath.WriteRequest, outcome: hotpath.
 def _subject_user(address: MemoryAddress, meta: MemoryMeta,
                   pointer: MemoryPointer | None) -> str | None:
     """The pointer's data subject once this write is saved (mirrors ``_save``)."""
-    return _subject_after_write(address, meta, pointer is not None,
-                                pointer.subject_user_id if pointer is not None else None)
-
-
-def _subject_after_write(address: MemoryAddress, meta: MemoryMeta, exists: bool,
-                         current: str | None) -> str | None:
-    """The data subject a row will have after this write: the one given, else the existing
-    row's, else (for a new row) the user of a ``user`` scope."""
-    if meta.user_id is not None:
-        return meta.user_id
-    if exists:
-        return current
-    return address.scope_ref if address.scope == "user" else None
+    return subject_after_write(address, meta.user_id, pointer is not None,
+                               pointer.subject_user_id if pointer is not None else None)
 
 
 def _bind(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
