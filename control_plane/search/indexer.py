@@ -63,6 +63,7 @@ from ..errors import DomainError
 from ..keys import service as keys
 from ..kit import sha256_hex
 from ..memories import repository as memories_repo
+from ..memories.batch_sets import all_near
 from ..memories.shared import delete_quietly, keyring_of
 from ..storage_config.plane import DataPlane, Target
 from . import codec, store
@@ -157,7 +158,8 @@ def _verified_text(session: Session, plane: DataPlane, pointer: MemoryPointer,
             actual = sha256_hex(data)
         except DecryptionError as exc:
             data, problem = b"", str(exc)
-        session.commit()
+        if session.in_transaction():  # a key looked up, or unwrapped with its KEK row
+            session.commit()
     if actual == pointer.content_sha256:
         return searchable_text(json.loads(data), pointer.title)
     begin_write(session)
@@ -198,7 +200,11 @@ def embed_batch(session: Session, plane: DataPlane, runtime: Runtime | Settings,
     todo: list[MemoryPointer] = []
     # The reads side by side on the pool; the keys they need in one query; opening and
     # verifying here, in this session (a failure is recorded as a read's would be).
-    blobs = _io(pool, lambda p: _fetch(targets[p.storage_config_id], p), pointers)
+    # A local directory's objects are read in this thread: a hand-off to the pool costs more
+    # than the read (as a batch's gets do, ``all_near``).
+    near = all_near(t.adapter for t in targets.values())
+    blobs = _io(None if near else pool, lambda p: _fetch(targets[p.storage_config_id], p),
+                pointers)
     live = _live_keys(session, tenant_id, blobs)
     for pointer, blob in zip(pointers, blobs, strict=True):
         text = _verified_text(session, plane, pointer, blob, live)

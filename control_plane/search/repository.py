@@ -83,12 +83,29 @@ def needing_vectors_query(since: datetime | None, limit: int,
     return query.order_by(P.updated_at).limit(limit)
 
 
+# PostgreSQL: a batch's vectors recorded in ONE statement (the executemany ran an UPDATE
+# per pointer on the server, then a SELECT read back which ones took); what it answers is
+# what it updated, each row then holding its vector.
+_MARK_MANY = text(
+    "UPDATE memory_pointers AS p SET has_embeddings = true, embedding_model = :model, "
+    "embedding_storage_path = p.storage_path || :suffix "
+    "FROM unnest(CAST(:ids AS uuid[]), CAST(:versions AS integer[]), CAST(:paths AS text[])) "
+    "AS m(id, version, path) "
+    "WHERE p.id = m.id AND p.version = m.version AND p.storage_path = m.path "
+    "AND p.sync_status = 'synced' RETURNING p.id, p.version")
+
+
 def mark_vectors(session: Session, made: Sequence[tuple[uuid.UUID, int, str]],
                  model: str) -> set[tuple[uuid.UUID, int]]:
     """Record each (pointer id, version, content path)'s vector, if the pointer is still at
     the content it was made from (one statement for all); which ones were recorded."""
     if not made:
         return set()
+    if session.get_bind().dialect.name == "postgresql":
+        rows = session.execute(_MARK_MANY, {
+            "ids": [m[0] for m in made], "versions": [m[1] for m in made],
+            "paths": [m[2] for m in made], "model": model, "suffix": VECTOR_SUFFIX}).all()
+        return {(r.id, r.version) for r in rows}
     table = MemoryPointer.__table__  # core: one executemany, no ORM bookkeeping
     session.execute(
         update(table).where(table.c.id == bindparam("b_id"),  # type: ignore[arg-type]

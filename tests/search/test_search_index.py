@@ -286,3 +286,37 @@ def test_a_tenant_whose_bucket_fails_never_holds_up_the_others(world: ServiceWor
             session.execute(MemoryPointer.__table__.delete().where(
                 MemoryPointer.tenant_id == broken.id))
             session.commit()
+
+
+def test_vectors_are_recorded_only_for_pointers_still_at_their_content(
+        world: ServiceWorld) -> None:
+    """``mark_vectors`` (one statement on PostgreSQL, an executemany on SQLite) records a
+    vector for a pointer still synced at the version and content it was made from, and for
+    no other: not one overwritten meanwhile, not one being deleted."""
+    from control_plane.search import repository as search_repo
+
+    _write(world, 3, ref="marks")
+    with world.runtime.sessions() as session:
+        before = {p.key: (p.id, p.version, p.storage_path) for p in session.scalars(
+            select(MemoryPointer).where(MemoryPointer.tenant_id == world.tenant_id,
+                                        MemoryPointer.scope_ref == "marks"))}
+        memories.set_value(session, world.runtime.plane, world.actor,
+                           MemoryAddress.parse(Scope.agent, "marks", "k1"), "rewritten",
+                           MemoryMeta())
+        session.execute(MemoryPointer.__table__.update()
+                        .where(MemoryPointer.id == before["k2"][0])
+                        .values(sync_status="pending_delete"))
+        session.commit()
+        marked = search_repo.mark_vectors(session, [before[k] for k in ("k0", "k1", "k2")],
+                                          "model-x")
+        session.commit()
+        after = {p.key: (p.has_embeddings, p.embedding_model, p.embedding_storage_path)
+                 for p in session.scalars(
+                     select(MemoryPointer).execution_options(populate_existing=True)
+                     .where(MemoryPointer.tenant_id == world.tenant_id,
+                            MemoryPointer.scope_ref == "marks"))}
+
+    assert marked == {(before["k0"][0], before["k0"][1])}
+    assert after["k0"] == (True, "model-x", before["k0"][2] + search_repo.VECTOR_SUFFIX)
+    assert after["k1"][1] != "model-x"
+    assert after["k2"][1] != "model-x"
