@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -81,3 +82,40 @@ def test_rows_written_after_sealing_are_reported_unsealed(engine) -> None:  # ty
     assert (before.ok, before.checked, before.unsealed) == (True, 3, 1)
     assert (after.ok, after.checked, after.unsealed) == (True, 4, 0)
     assert seqs == [1, 2, 3, 4]
+
+
+def _canonical_by_json(row: object, seq: int | None = None) -> bytes:
+    """The chain's hashed form as first defined: ``json.dumps`` of the row's fields. Every
+    row sealed since is hashed over these bytes, so they must never change."""
+    import json
+
+    r: Any = row
+    fields = [
+        str(r.tenant_id), r.seq if seq is None else seq,
+        str(r.pointer_id) if r.pointer_id else None,
+        str(r.event_id) if r.event_id else None, r.accessor_type, r.accessor_id,
+        r.operation, bool(r.success), r.detail, r.request_id,
+        r.accessed_at.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+    ]
+    if r.agent_id is not None:
+        fields.append(r.agent_id)
+    return json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+_TEXT = st.text(st.characters(codec="utf-8"), max_size=40)  # quotes, controls, emoji, ...
+
+
+@settings(max_examples=400, deadline=None)
+@given(tenant_id=st.uuids(), seq=st.one_of(st.none(), st.integers(0, 2**62)),
+       pointer_id=st.one_of(st.none(), st.uuids()), event_id=st.one_of(st.none(), st.uuids()),
+       accessor_type=_TEXT, accessor_id=_TEXT, operation=_TEXT, success=st.booleans(),
+       detail=st.one_of(st.none(), _TEXT), request_id=st.one_of(st.none(), _TEXT),
+       accessed_at=st.datetimes(timezones=st.one_of(st.none(), st.timezones())),
+       agent_id=st.one_of(st.none(), _TEXT), given_seq=st.one_of(st.none(), st.integers(1, 10**9)))
+def test_the_hashed_form_is_json_dumps_of_the_fields_byte_for_byte(
+        given_seq: int | None, **columns: Any) -> None:
+    from types import SimpleNamespace
+
+    row = SimpleNamespace(**columns)
+
+    assert audit._canonical(row, given_seq) == _canonical_by_json(row, given_seq)
