@@ -109,7 +109,7 @@ class _Op:
     index: int
     op: BatchOperation
     address: MemoryAddress
-    fingerprint: str  # the operation as sent, for its idempotency record
+    fingerprint: str  # the operation as sent, for its idempotency record ("" without one)
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def _describe(error: ValidationError) -> str:
     return "; ".join(sentences)
 
 
-def _parse(index: int, raw: dict[str, Any]) -> _Op | dict[str, Any]:
+def _parse(index: int, raw: dict[str, Any], *, idempotent: bool) -> _Op | dict[str, Any]:
     sent = raw.get("op")
     op_name = sent if isinstance(sent, str) else ""
     try:
@@ -146,7 +146,8 @@ def _parse(index: int, raw: dict[str, Any]) -> _Op | dict[str, Any]:
         return failure(index, op_name, InvalidInput(_describe(exc)))
     except DomainError as exc:
         return failure(index, op_name, exc)
-    fingerprint = sha256_hex(op.model_dump_json(exclude_unset=True).encode())
+    fingerprint = (sha256_hex(op.model_dump_json(exclude_unset=True).encode()) if idempotent
+                   else "")
     return _Op(index, op, address, fingerprint)
 
 
@@ -246,7 +247,7 @@ def run_batch(sessions: Callable[[], Session], session: Session, plane: DataPlan
     results: list[dict[str, Any] | None] = [None] * len(operations)
     valid: list[_Op] = []
     for index, raw in enumerate(operations):
-        parsed = _parse(index, raw)
+        parsed = _parse(index, raw, idempotent=idem is not None)
         if isinstance(parsed, _Op):
             valid.append(parsed)
         else:
