@@ -73,9 +73,13 @@ _KEYS: dict[bytes, uuid.UUID | None] = {}
 _KEYS_MAX = 100_000
 
 
+def digest_of(*parts: str) -> bytes:
+    """A short digest naming ``parts`` in the process's caches (no personal string kept)."""
+    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).digest()
+
+
 def address_digest(tenant_id: uuid.UUID, address: MemoryAddress) -> bytes:
-    return hashlib.blake2b("\x1f".join((str(tenant_id), address.scope, address.scope_ref,
-                                        address.key or "")).encode(), digest_size=16).digest()
+    return digest_of(str(tenant_id), address.scope, address.scope_ref, address.key or "")
 
 
 def key_guess(tenant_id: uuid.UUID, address: MemoryAddress) -> Any:

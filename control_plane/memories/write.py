@@ -274,17 +274,19 @@ def _write_fast(session: Session, plane: DataPlane, actor: Actor, address: Memor
     would find can be guessed (``guesses``). None when the fast path cannot settle it — the
     subject has no key yet, or the row changed since the lookup — and the general protocol
     below must."""
-    guessed = _prepare_guessed(session, plane, actor, address, payload, meta)
+    target = plane.for_memory(session, actor.tenant_id, address.scope, meta.agent_id,
+                              meta.user_id)
+    guessed = _prepare_guessed(session, plane, actor, address, target, payload, meta)
     if guessed is not None:
-        target, request, subject = guessed
+        request, subject = guessed
         settled = _commit_fast(session, plane, target, request)
         if settled is not None:
             return settled
         guesses.forget(actor.tenant_id, address, subject)
-    prepared = prepare_fast(session, plane, actor, address, payload, meta)
-    if prepared is None:
+    looked = prepare_fast(session, plane, actor, address, target, payload, meta)
+    if looked is None:
         return None
-    return _commit_fast(session, plane, *prepared)
+    return _commit_fast(session, plane, target, looked)
 
 
 def _commit_fast(session: Session, plane: DataPlane, target: Target,
@@ -309,12 +311,10 @@ def _commit_fast(session: Session, plane: DataPlane, target: Target,
 
 
 def _prepare_guessed(session: Session, plane: DataPlane, actor: Actor,
-                     address: MemoryAddress, payload: bytes, meta: MemoryMeta
-                     ) -> tuple[Target, hotpath.WriteRequest, tuple[str, str]] | None:
-    """Step 2 of the fast path without step 1: the put, sealed for what the lookup is
-    guessed to find (``guesses``), which step 3 checks. None: no guess to take."""
-    target = plane.for_memory(session, actor.tenant_id, address.scope, meta.agent_id,
-                              meta.user_id)
+                     address: MemoryAddress, target: Target, payload: bytes, meta: MemoryMeta
+                     ) -> tuple[hotpath.WriteRequest, tuple[str, str]] | None:
+    """Step 2 of the fast path without step 1: the put to ``target``, sealed for what the
+    lookup is guessed to find (``guesses``), which step 3 checks. None: no guess to take."""
     if session.in_transaction():
         session.commit()
     ring = keyring_of(plane)
@@ -331,16 +331,14 @@ def _prepare_guessed(session: Session, plane: DataPlane, actor: Actor,
         key = keys.SubjectKeyHandle(key_id, subject[0], subject[1], raw)
     binding = _Binding(found.pointer_id or new_id(), key)
     remember_key(actor.tenant_id, address, key_id)
-    return (target, put_fast(plane, target, actor, address, payload, meta, found, binding),
-            subject)
+    return put_fast(plane, target, actor, address, payload, meta, found, binding), subject
 
 
 def prepare_fast(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
-                 payload: bytes, meta: MemoryMeta) -> tuple[Target, hotpath.WriteRequest] | None:
-    """Steps 1–2 of the fast path: the one-statement lookup, then the put; what step 3
-    (``hotpath.commit_write`` / ``commit_writes``) needs. None: take the general path."""
-    target = plane.for_memory(session, actor.tenant_id, address.scope, meta.agent_id,
-                              meta.user_id)
+                 target: Target, payload: bytes, meta: MemoryMeta
+                 ) -> hotpath.WriteRequest | None:
+    """Steps 1–2 of the fast path: the one-statement lookup, then the put to ``target``;
+    what step 3 (``hotpath.commit_write``) needs. None: take the general path."""
     found = hotpath.lookup_for_write(session, actor.tenant_id, address, meta.user_id)
     bound = bind_fast(session, plane, actor, found)
     session.commit()
@@ -351,7 +349,7 @@ def prepare_fast(session: Session, plane: DataPlane, actor: Actor, address: Memo
         guesses.saw_key(actor.tenant_id, bound.key.subject, bound.key.id)
     if found.pointer_id is not None:
         guesses.saw_row(actor.tenant_id, address, found.pointer_id, found.subject_user_id)
-    return target, put_fast(plane, target, actor, address, payload, meta, found, bound)
+    return put_fast(plane, target, actor, address, payload, meta, found, bound)
 
 
 def bind_fast(session: Session, plane: DataPlane, actor: Actor,
