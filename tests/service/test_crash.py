@@ -36,10 +36,6 @@ def _set(world: ServiceWorld, value: object, address: MemoryAddress = ADDRESS) -
         memories.set_value(session, world.runtime.plane, world.actor, address, value, META)
 
 
-def _get(world: ServiceWorld, address: MemoryAddress = ADDRESS) -> object:
-    with world.runtime.sessions() as session:
-        return memories.get_value(session, world.runtime.plane, world.actor, address).value
-
 
 def _pointers(world: ServiceWorld) -> list[MemoryPointer]:
     with world.runtime.sessions() as session:
@@ -85,11 +81,11 @@ def test_crash_during_overwrite(world: ServiceWorld, step: str, survivor: str) -
     with pytest.raises(SimulatedCrash):
         _set(world, "v2")
     _assert_pointer_truth(world)
-    assert _get(world) == survivor
+    assert world.read(ADDRESS) == survivor
     assert len(_objects(world)) == 2  # the survivor's object and one orphan
     _settle(world)
     assert len(_objects(world)) == 1
-    assert _get(world) == survivor
+    assert world.read(ADDRESS) == survivor
 
 
 @pytest.mark.parametrize("step", ["write:after_put", "write:before_commit"])
@@ -99,7 +95,7 @@ def test_crash_during_first_write_leaves_no_pointer(world: ServiceWorld, step: s
         _set(world, "first")
     assert _pointers(world) == []
     with pytest.raises(NotFound):
-        _get(world)
+        world.read(ADDRESS)
     _settle(world)
     assert _objects(world) == set()
 
@@ -112,7 +108,7 @@ def test_crash_during_delete(world: ServiceWorld, step: str) -> None:
         memories.delete_value(session, world.runtime.plane, world.actor, ADDRESS)
     assert [p.sync_status for p in _pointers(world)] == ["pending_delete"]
     with pytest.raises(NotFound):
-        _get(world)
+        world.read(ADDRESS)
     _assert_pointer_truth(world)
     _settle(world)
     assert _pointers(world) == []
@@ -160,9 +156,9 @@ def test_reconciler_settles_pending_writes_by_asking_the_bucket(world: ServiceWo
         report = reconcile(session, world.runtime.plane, grace_seconds=0,
                            tenant_id=world.tenant_id)
     assert (report.writes_completed, report.writes_rolled_back) == (1, 1)
-    assert _get(world, MemoryAddress.parse(Scope.user, "u1", "arrived")) == "arrived"
+    assert world.read(MemoryAddress.parse(Scope.user, "u1", "arrived")) == "arrived"
     with pytest.raises(NotFound):
-        _get(world, MemoryAddress.parse(Scope.user, "u1", "lost"))
+        world.read(MemoryAddress.parse(Scope.user, "u1", "lost"))
     _settle(world)
 
 
@@ -218,5 +214,5 @@ def test_gc_spares_a_candidate_that_a_pointer_names_by_the_sweep(world: ServiceW
         swept = sweep_orphans(session, world.runtime.plane, grace_seconds=0,
                               tenant_id=world.tenant_id)
     assert (swept.orphans_deleted, swept.rescued) == (0, 1)
-    assert _get(world) == "kept"
+    assert world.read(ADDRESS) == "kept"
     _settle(world)

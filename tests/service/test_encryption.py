@@ -36,10 +36,6 @@ def _set(world: ServiceWorld, address: MemoryAddress, value: Any,
     return result
 
 
-def _get(world: ServiceWorld, address: MemoryAddress) -> Any:
-    with world.runtime.sessions() as session:
-        return memories.get_value(session, world.runtime.plane, world.actor, address).value
-
 
 def _subject_keys(world: ServiceWorld) -> list[SubjectKey]:
     with world.runtime.sessions() as session:
@@ -114,11 +110,11 @@ def test_shredding_a_subject_makes_its_objects_unreadable(world: ServiceWorld) -
 
     for address in (mine, tagged):
         with pytest.raises(HashMismatch) as caught:
-            _get(world, address)
+            world.read(address)
         assert "destroyed (crypto-shredded)" in caught.value.detail
         assert caught.value.extra["actual_sha256"] is None
         assert "diary" not in caught.value.detail and "tea" not in caught.value.detail
-    assert _get(world, theirs) == "other"
+    assert world.read(theirs) == "other"
     [row] = [k for k in _subject_keys(world) if k.scope_ref == "u1"]
     assert (row.wrapped_key, row.destroyed_at is not None) == (None, True)
     with world.runtime.sessions() as session:
@@ -130,7 +126,7 @@ def test_shredding_a_subject_makes_its_objects_unreadable(world: ServiceWorld) -
         "hash_mismatch: object could not be decrypted (the object's subject key was destroyed")
     # A new write for the subject gets a new key; the old objects stay unreadable.
     _set(world, MemoryAddress.parse(Scope.user, "u1", "fresh"), "new start")
-    assert _get(world, MemoryAddress.parse(Scope.user, "u1", "fresh")) == "new start"
+    assert world.read(MemoryAddress.parse(Scope.user, "u1", "fresh")) == "new start"
     assert [k.destroyed_at is None for k in _subject_keys(world)
             if k.scope_ref == "u1"] == [False, True]
 
@@ -151,7 +147,7 @@ def test_hot_reads_do_not_unwrap_through_the_kek(world: ServiceWorld) -> None:
     try:
         ring.cache.forget([k.id for k in _subject_keys(world)])
         for _ in range(20):
-            assert _get(world, address) == "v"
+            assert world.read(address) == "v"
     finally:
         provider.unwrap = original  # type: ignore[method-assign]
     assert calls["unwrap"] == 1
@@ -189,7 +185,7 @@ def test_rotation_mid_stream_fails_no_read_or_write(world: ServiceWorld,
         while not stop.is_set():
             try:
                 for address in addresses:
-                    assert isinstance(_get(world, address), int)
+                    assert isinstance(world.read(address), int)
                 with counting:
                     done["read"] += len(addresses)
             except BaseException as exc:
@@ -241,8 +237,8 @@ def test_rotation_mid_stream_fails_no_read_or_write(world: ServiceWorld,
     assert sum(ref.startswith(f"local:{world.tenant_id}:")
                for ref in ring_file._read()) == 1  # only the current KEK's material is left
     for address in addresses:
-        assert isinstance(_get(world, address), int)
-    assert len(_get(world, log)) == done["write"] // 3
+        assert isinstance(world.read(address), int)
+    assert len(world.read(log)) == done["write"] // 3
 
 
 def test_retire_refuses_versions_still_in_use(world: ServiceWorld) -> None:
@@ -261,7 +257,7 @@ def test_retire_refuses_versions_still_in_use(world: ServiceWorld) -> None:
         session.commit()
         report = keys.retire_keks(session, ring, world.actor)
     assert (report.retired, report.in_use, report.current) == ([], {1: 1}, 2)
-    assert _get(world, MemoryAddress.parse(Scope.user, "u1", "k")) == 1
+    assert world.read(MemoryAddress.parse(Scope.user, "u1", "k")) == 1
 
 
 def test_integrity_sweep_reports_and_marks(world: ServiceWorld) -> None:

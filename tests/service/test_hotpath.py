@@ -141,10 +141,6 @@ def _reads(world: ServiceWorld) -> list[tuple[object, bool, str]]:
             .order_by(AccessLog.id)).all()]
 
 
-def _get(world: ServiceWorld, address: MemoryAddress) -> object:
-    with world.runtime.sessions() as session:
-        return memories.get_value(session, world.runtime.plane, world.actor, address).value
-
 
 @pytest.mark.databases("postgres")
 def test_a_read_of_a_known_address_is_audited_by_its_lookup_statement(
@@ -154,12 +150,12 @@ def test_a_read_of_a_known_address_is_audited_by_its_lookup_statement(
         pointer = memories.set_value(session, world.runtime.plane, world.actor, address, 7,
                                      META)
     assert isinstance(pointer, MemoryPointer)
-    assert _get(world, address) == 7  # the first read: lookup, then the audit row
+    assert world.read(address) == 7  # the first read: lookup, then the audit row
     batcher = world.runtime.plane.audit_batcher
     assert batcher is not None
     queued: list[object] = []
     monkeypatch.setattr(batcher, "record", lambda *a, **k: queued.append(a))
-    assert [_get(world, address) for _ in range(3)] == [7, 7, 7]
+    assert [world.read(address) for _ in range(3)] == [7, 7, 7]
     assert queued == []  # no second statement: the lookup wrote each row
     reads = _reads(world)
     assert [(r[0], r[1]) for r in reads] == [(pointer.id, True)] * 4
@@ -176,12 +172,12 @@ def test_a_logged_read_that_fails_verification_adds_its_failure_row(
         pointer = memories.set_value(session, world.runtime.plane, world.actor, address,
                                      {"a": 1}, META)
     assert isinstance(pointer, MemoryPointer)
-    assert _get(world, address) == {"a": 1}
+    assert world.read(address) == {"a": 1}
     target = world.runtime.plane.by_id(world.runtime.sessions(), pointer.storage_config_id)
     target.adapter.delete_many([pointer.storage_path])
     target.adapter.put(pointer.storage_path, b"tampered")
     with pytest.raises(HashMismatch):
-        _get(world, address)
+        world.read(address)
     assert [(r[0], r[1]) for r in _reads(world)] == [
         (pointer.id, True), (pointer.id, True), (pointer.id, False)]
     assert str(_reads(world)[-1][2]).startswith("hash_mismatch: object could not be decrypted")
@@ -195,7 +191,7 @@ def test_a_logged_read_of_a_deleted_or_expired_memory_writes_no_success_row(
     with world.runtime.sessions() as session:
         for address in (gone, old):
             memories.set_value(session, world.runtime.plane, world.actor, address, 1, META)
-    assert [_get(world, gone), _get(world, old)] == [1, 1]  # both addresses known now
+    assert [world.read(gone), world.read(old)] == [1, 1]  # both addresses known now
     with world.runtime.sessions() as session:
         memories.delete_value(session, world.runtime.plane, world.actor, gone)
         session.execute(update(MemoryPointer).where(
@@ -205,7 +201,7 @@ def test_a_logged_read_of_a_deleted_or_expired_memory_writes_no_success_row(
     for address, sentence in ((gone, "no memory at user/u1 key=gone"),
                               (old, "the memory at user/u1 key=old has expired")):
         with pytest.raises(NotFound) as raised:
-            _get(world, address)
+            world.read(address)
         assert raised.value.detail == sentence
     assert [r[1] for r in _reads(world)] == [True, True, False, False]
 
@@ -219,11 +215,11 @@ def test_a_guess_at_a_key_that_changed_reads_and_audits_under_the_new_key(
     with world.runtime.sessions() as session:
         memories.set_value(session, world.runtime.plane, world.actor, address, 1,
                            MemoryMeta(user_id="u1"))
-    assert _get(world, address) == 1
+    assert world.read(address) == 1
     with world.runtime.sessions() as session:
         memories.set_value(session, world.runtime.plane, world.actor, address, 2,
                            MemoryMeta(user_id="u2"))
-    assert [_get(world, address), _get(world, address)] == [2, 2]
+    assert [world.read(address), world.read(address)] == [2, 2]
     with world.runtime.sessions() as session:
         keys = [hotpath.lookup_for_write(session, world.tenant_id, MemoryAddress.parse(
             Scope.user, user, "x"), None).key for user in ("u1", "u2")]

@@ -35,10 +35,6 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     return c
 
 
-def _get(world: ServiceWorld, address: MemoryAddress) -> object:
-    with world.runtime.sessions() as session:
-        return memories.get_value(session, world.runtime.plane, world.actor, address).value
-
 
 def _listed(world: ServiceWorld) -> list[str]:
     with world.runtime.sessions() as session:
@@ -59,15 +55,15 @@ def test_an_expired_memory_is_neither_read_nor_listed(world: ServiceWorld,
                            MemoryMeta())
     written = clock.now
     clock.now = written + timedelta(days=1) - TICK  # the last instant it lives
-    assert _get(world, brief) == "short-lived"
+    assert world.read(brief) == "short-lived"
     assert _listed(world) == ["u1/brief", "u1/kept"]
 
     clock.now = written + timedelta(days=1)  # expires_at itself: expired
     with pytest.raises(NotFound) as refused:
-        _get(world, brief)
+        world.read(brief)
     assert refused.value.detail == "the memory at user/u1 key=brief has expired"
     assert _listed(world) == ["u1/kept"]
-    assert _get(world, kept) == "for good"
+    assert world.read(kept) == "for good"
 
 
 def test_an_append_after_expiry_starts_a_new_list_and_never_serves_the_old_items(
@@ -77,18 +73,18 @@ def test_an_append_after_expiry_starts_a_new_list_and_never_serves_the_old_items
         for item in ("old 1", "old 2"):
             memories.append_value(session, world.runtime.plane, world.actor, log, item,
                                   MemoryMeta(ttl_days=2))
-    assert _get(world, log) == ["old 1", "old 2"]
+    assert world.read(log) == ["old 1", "old 2"]
     clock.now += timedelta(days=2)
     with pytest.raises(NotFound):
-        _get(world, log)
+        world.read(log)
     with world.runtime.sessions() as session:
         pointer = memories.append_value(session, world.runtime.plane, world.actor, log,
                                         "new", MemoryMeta())
     assert not isinstance(pointer, memories.Replay)
     assert pointer.expires_at is None  # the old expiry went with the old items
-    assert _get(world, log) == ["new"]
+    assert world.read(log) == ["new"]
     clock.now += timedelta(days=3650)
-    assert _get(world, log) == ["new"]
+    assert world.read(log) == ["new"]
 
 
 def test_a_value_set_after_expiry_is_a_new_memory_without_the_old_expiry(
@@ -106,7 +102,7 @@ def test_a_value_set_after_expiry_is_a_new_memory_without_the_old_expiry(
                                      "new", MemoryMeta())
     assert not isinstance(pointer, memories.Replay)
     assert pointer.expires_at is None
-    assert _get(world, address) == "new"
+    assert world.read(address) == "new"
     assert _listed(world) == ["u1/other", "u1/status"]
     # A live memory rewritten without ttl_days keeps its expiry, as before.
     with world.runtime.sessions() as session:
@@ -117,5 +113,5 @@ def test_a_value_set_after_expiry_is_a_new_memory_without_the_old_expiry(
     assert kept.expires_at is not None
     assert kept.expires_at - (clock.now - timedelta(days=1)) == timedelta(days=5)
     clock.now += timedelta(days=365)
-    assert _get(world, address) == "new"
+    assert world.read(address) == "new"
     assert _listed(world) == ["u1/status"]

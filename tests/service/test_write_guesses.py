@@ -45,10 +45,6 @@ def _set(world: ServiceWorld, address: MemoryAddress, value: Any,
     return written
 
 
-def _get(world: ServiceWorld, address: MemoryAddress) -> Any:
-    with world.runtime.sessions() as session:
-        return memories.get_value(session, world.runtime.plane, world.actor, address).value
-
 
 def _objects(world: ServiceWorld) -> set[str]:
     with world.runtime.sessions() as session:
@@ -77,7 +73,7 @@ def test_writes_after_the_first_of_a_scope_take_no_lookup(
     new = _set(world, MemoryAddress.parse(Scope.user, "ada", "b"), 3)  # a new row, known key
     assert lookups == [first]
     assert (overwritten.version, new.version) == (2, 1)
-    assert (_get(world, first), _get(world, MemoryAddress.parse(Scope.user, "ada", "b"))) == (2, 3)
+    assert (world.read(first), world.read(MemoryAddress.parse(Scope.user, "ada", "b"))) == (2, 3)
     assert _objects(world) == _named(world)  # superseded objects went, nothing else left
 
 
@@ -94,7 +90,7 @@ def test_a_row_deleted_behind_the_process_is_written_anew(
     # the guess (the old row) was put and failed; looked up, then put and written
     assert (lookups, _puts(world) - puts) == ([address], 2)
     assert written.id != old.id and written.version == 1
-    assert _get(world, address) == {"v": 2}
+    assert world.read(address) == {"v": 2}
     assert _objects(world) - {old.storage_path} == _named(world)
 
 
@@ -112,7 +108,7 @@ def test_a_row_whose_subject_changed_behind_the_process_is_sealed_for_the_new_on
     written = _set(world, address, {"v": 2})
     assert (lookups, _puts(world) - puts) == ([address], 2)
     assert (written.id, written.version, written.subject_user_id) == (old.id, 2, "bo")
-    assert _get(world, address) == {"v": 2}  # sealed under bo's key, which the row names
+    assert world.read(address) == {"v": 2}  # sealed under bo's key, which the row names
     assert _objects(world) == _named(world)
 
 
@@ -136,7 +132,7 @@ def test_a_key_destroyed_behind_the_process_is_not_sealed_under(
             SubjectKey.tenant_id == world.tenant_id, SubjectKey.scope_ref == "cy",
             SubjectKey.destroyed_at.is_(None))).all()
     assert len(live) == 1 and live[0] != old_key
-    assert _get(world, second) == 2
+    assert world.read(second) == 2
     assert _objects(world) - {p for p in _objects(world) if "/cy/a/" in p} == _named(world)
 
 

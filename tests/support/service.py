@@ -222,6 +222,13 @@ class ServiceWorld:
 
         return Actor(self.tenant_id, "api", "test")
 
+    def read(self, address: Any) -> Any:
+        """The memory's value, read as the tenant's API key would."""
+        from control_plane.memories import service as memories
+
+        with self.runtime.sessions() as session:
+            return memories.get_value(session, self.runtime.plane, self.actor, address).value
+
 
 def own_runtime(database: str, request: pytest.FixtureRequest,
                 tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Runtime]:
