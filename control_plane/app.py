@@ -56,7 +56,10 @@ _NO_TELEMETRY = {"tracing": False, "metrics": False, "logs": False, "operation_s
 _HAS_TELEMETRY = "telemetry" in inspect.signature(FastAPI.__init__).parameters
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, background_process: bool = False,
+               ) -> FastAPI:
+    """The API. With ``background_process`` (``memplane serve``), the background work may
+    run in a process of its own (MEMPLANE_BACKGROUND_PROCESS, control_plane.background)."""
     settings = settings or Settings()
 
     @asynccontextmanager
@@ -75,7 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                       f"    {new_key}\n\nKeep it safe; it can create tenants and keys.\n",
                       file=sys.stderr, flush=True)
         if settings.run_background:
-            runtime.start_background()
+            runtime.start_background(separate_process=background_process)
         app.state.runtime = runtime
         try:
             yield

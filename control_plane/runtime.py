@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -24,6 +25,10 @@ from .storage_config.credentials import CredentialBox, load_server_key
 from .storage_config.plane import DataPlane
 from .tenants.service import CALLERS
 from .testhooks import pause_from_env
+
+if TYPE_CHECKING:
+    from .background import BackgroundProcess
+    from .search.indexer import ForegroundActivity, ServerActivity
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +54,8 @@ class Runtime:
         self.plane.audit_batcher = AuditBatcher(self.engine)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._background: BackgroundProcess | None = None
+        self._activity: ForegroundActivity | None = None
         from .search.blas import limit_threads
         from .search.index import SearchCache
 
@@ -100,14 +107,22 @@ class Runtime:
 
         upgrade(self.engine)
 
-    def start_background(self) -> None:
-        """The audit sealer: chains new audit rows every few hundred milliseconds, and
-        anchors each tenant's chain head in its bucket every MEMPLANE_AUDIT_CHECKPOINT_SECONDS
-        while rows arrive."""
-        thread = threading.Thread(target=self._seal_loop, name="memplane-audit-sealer",
-                                  daemon=True)
-        thread.start()
-        self._threads.append(thread)
+    def start_background(self, *, separate_process: bool = False) -> None:
+        """The server's background work: the audit sealer and, with MEMPLANE_RUN_JOBS, a
+        job worker and the search indexer. With ``separate_process`` (``memplane serve``),
+        MEMPLANE_BACKGROUND_PROCESS and an indexer to run on PostgreSQL, the sealer and the
+        indexer run in a process of their own beside the server (control_plane.background)."""
+        from . import background
+
+        if separate_process and background.wanted(self.settings, self.engine):
+            from .search.indexer import ForegroundActivity
+
+            clock = background.shared_clock()
+            self._activity = ForegroundActivity(self.engine, shared=clock)
+            self._background = background.BackgroundProcess(self.settings, clock)
+            self.start_worker()
+            return
+        self.start_sealer()
         if self.settings.run_jobs:
             self.start_worker()
             # The indexer goes where the jobs go: an API replica that runs no jobs
@@ -115,15 +130,26 @@ class Runtime:
             if self.settings.embed_on_write:
                 self.start_indexer(yield_to_requests=True)
 
-    def start_indexer(self, *, yield_to_requests: bool = False) -> None:
+    def start_sealer(self) -> None:
+        """The audit sealer: chains new audit rows every few hundred milliseconds, and
+        anchors each tenant's chain head in its bucket every MEMPLANE_AUDIT_CHECKPOINT_SECONDS
+        while rows arrive."""
+        thread = threading.Thread(target=self._seal_loop, name="memplane-audit-sealer",
+                                  daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def start_indexer(self, *, yield_to_requests: bool = False,
+                      activity: ServerActivity | None = None) -> None:
         """The search indexer: embeds what was written, after its commit (search.indexer).
-        Inside the server it yields to requests (MEMPLANE_INDEX_YIELD_MS, within
-        MEMPLANE_INDEX_MAX_LAG_SECONDS); in a worker process it runs flat out."""
+        Beside the server's requests it yields to them (MEMPLANE_INDEX_YIELD_MS, within
+        MEMPLANE_INDEX_MAX_LAG_SECONDS): to this process's own, or to those ``activity``
+        tells of; in a worker process it runs flat out."""
         from .search.indexer import Indexer
 
         indexer = Indexer(self.sessions, self.plane, self, self.search_cache,
                           yield_ms=self.settings.index_yield_ms if yield_to_requests else 0.0,
-                          max_lag=self.settings.index_max_lag_seconds)
+                          max_lag=self.settings.index_max_lag_seconds, activity=activity)
         thread = threading.Thread(target=indexer.run_forever, args=(self._stop,),
                                   name="memplane-search-indexer", daemon=True)
         thread.start()
@@ -155,6 +181,10 @@ class Runtime:
 
     def close(self) -> None:
         self._stop.set()
+        if self._background is not None:
+            self._background.close()
+        if self._activity is not None:
+            self._activity.close()
         for thread in self._threads:
             thread.join(timeout=10)
         self.search_cache.close()

@@ -62,6 +62,11 @@ class Settings(BaseSettings):
         "private, link-local and metadata addresses are refused unless a CIDR covers them.")
     log_level: str = "INFO"
     run_background: bool = Field(True, description="Run the audit sealer inside the server.")
+    background_process: bool = Field(
+        True, description="`memplane serve` on PostgreSQL, running jobs and embedding: the "
+        "audit sealer and the search indexer run in a second process beside the server, "
+        "started, restarted and stopped with it, so they never take the server's interpreter "
+        "from its requests; false keeps them threads of the server (as on SQLite, always).")
     embed_on_write: bool = Field(True, description="Embed new and changed memories in the "
                                  "background after their write commits (semantic search); "
                                  "false leaves them unindexed.")

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 from sqlalchemy import Connection, Engine, event, select
@@ -600,19 +600,26 @@ class ForegroundActivity:
     single statements run on raw connections (``db.direct``) that fire no commit event."""
 
     def __init__(self, engine: Engine,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, *,
+                 shared: SharedClock | None = None) -> None:
         self.engine = engine
         self.clock = clock
         self.last = -math.inf
+        self.shared = shared  # also told to the indexer of a background process
         self.ignored: set[int] = set()  # thread idents whose commits do not count
         event.listen(engine, "checkout", self._used)
         event.listen(engine, "commit", self._used)
+
+    def ignore_this_thread(self) -> None:
+        self.ignored.add(threading.get_ident())
 
     def _used(self, *_: object) -> None:
         thread = threading.current_thread()
         if thread.ident in self.ignored or thread.name.startswith(_BACKGROUND_THREADS):
             return
         self.last = self.clock()
+        if self.shared is not None:
+            self.shared.value = self.last
 
     def quiet_for(self) -> float:
         """Seconds since the foreground last used the database (infinite if never)."""
@@ -622,6 +629,32 @@ class ForegroundActivity:
         for name in ("checkout", "commit"):
             if event.contains(self.engine, name, self._used):
                 event.remove(self.engine, name, self._used)
+
+
+class SharedClock(Protocol):
+    """A ``time.monotonic`` reading shared between processes (a ``multiprocessing``
+    ``RawValue`` of a double): the system-wide monotonic clock, so comparable in both."""
+
+    value: float
+
+
+class ServerActivity:
+    """``ForegroundActivity`` of the server this process runs beside (control_plane.
+    background): when its requests last used the database, read from the clock it shares."""
+
+    def __init__(self, shared: SharedClock,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.shared = shared
+        self.clock = clock
+
+    def ignore_this_thread(self) -> None:
+        pass  # this process's own threads never publish
+
+    def quiet_for(self) -> float:
+        return self.clock() - self.shared.value
+
+    def close(self) -> None:
+        pass
 
 
 class Indexer:
@@ -637,7 +670,7 @@ class Indexer:
                  runtime: Runtime, cache: SearchCache, *, interval: float = 0.2,
                  clock: Callable[[], datetime] = utcnow, yield_ms: float = 0.0,
                  max_lag: float = 5.0, monotonic: Callable[[], float] = time.monotonic,
-                 claims: bool = True) -> None:
+                 claims: bool = True, activity: ServerActivity | None = None) -> None:
         self.sessions, self.plane, self.runtime, self.cache = sessions, plane, runtime, cache
         self.interval = interval
         self.clock = clock
@@ -649,15 +682,16 @@ class Indexer:
         engine = runtime.engine
         self.claims = (Claims(engine) if claims and engine.dialect.name == "postgresql"
                        else None)
-        self.activity = (ForegroundActivity(engine, monotonic) if self.yield_s > 0
-                         else None)
+        self.activity: ForegroundActivity | ServerActivity | None = None
+        if self.yield_s > 0:
+            self.activity = activity or ForegroundActivity(engine, monotonic)
         self._caught_up = monotonic()  # when a round last found nothing waiting
         self.catching_up = False
         self.full = False  # the last round took a full batch: more may wait
 
     def run_forever(self, stop: threading.Event) -> None:
         if self.activity is not None:
-            self.activity.ignored.add(threading.get_ident())
+            self.activity.ignore_this_thread()
         try:
             while not stop.is_set():
                 wait = self.should_wait()

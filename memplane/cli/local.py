@@ -216,7 +216,7 @@ def serve(
                     workers=workers, access_log=False, log_config=None)
         return
     try:
-        app = create_app(settings)
+        app = create_app(settings, background_process=True)
     except MissingExtra as exc:
         missing_extra(exc)
     uvicorn.run(app, host=host, port=port, access_log=False, log_config=None)

@@ -140,12 +140,13 @@ def test_a_claim_rechecks_what_another_indexer_finished(world: ServiceWorld) -> 
 
 
 def test_indexer_threads_follow_the_jobs(tmp_path: Path) -> None:
-    def threads(**overrides: Any) -> list[str]:
+    def threads(separate: bool = False, **overrides: Any) -> list[str]:
         runtime = Runtime(Settings(data_dir=tmp_path / uuid.uuid4().hex,
                                    **overrides))
         runtime.migrate()
         try:
-            runtime.start_background()
+            runtime.start_background(separate_process=separate)
+            assert runtime._background is None
             return sorted(t.name for t in runtime._threads)
         finally:
             runtime.close()
@@ -153,10 +154,14 @@ def test_indexer_threads_follow_the_jobs(tmp_path: Path) -> None:
     api_replica = threads(run_jobs=False)
     embedded = threads()
     unindexed = threads(embed_on_write=False)
+    # On SQLite ``memplane serve`` keeps them threads: writers in two processes would meet
+    # SQLite's sleeping busy handler (a second process is for PostgreSQL).
+    served = threads(separate=True)
     assert api_replica == ["memplane-audit-sealer"]
     assert embedded == ["memplane-audit-sealer", "memplane-job-worker",
                         "memplane-search-indexer"]
     assert unindexed == ["memplane-audit-sealer", "memplane-job-worker"]
+    assert served == embedded
 
 
 class _Clock:
@@ -228,6 +233,68 @@ def test_only_foreground_database_use_holds_the_indexer_back(world: ServiceWorld
     assert after_foreground == pytest.approx(0.05)
     assert quiet_again == 0.0
     assert after_raw == pytest.approx(0.05)
+
+
+def test_only_a_server_that_indexes_on_postgresql_runs_a_background_process(
+        world: ServiceWorld) -> None:
+    from control_plane.background import wanted
+
+    engine = world.runtime.engine
+    settings = world.runtime.settings.model_copy(update={
+        "run_jobs": True, "embed_on_write": True, "background_process": True})
+    answers = {
+        "default": wanted(settings, engine),
+        "api replica": wanted(settings.model_copy(update={"run_jobs": False}), engine),
+        "no embedding": wanted(settings.model_copy(update={"embed_on_write": False}), engine),
+        "turned off": wanted(settings.model_copy(update={"background_process": False}), engine),
+    }
+    on_postgres = engine.dialect.name == "postgresql"
+    assert answers == {"default": on_postgres, "api replica": False, "no embedding": False,
+                       "turned off": False}
+
+
+def test_an_indexer_beside_the_server_waits_for_the_servers_requests(
+        world: ServiceWorld) -> None:
+    """The server publishes when its requests last used the database on a clock shared with
+    its background process (control_plane.background); the indexer there waits on it."""
+    from control_plane.background import shared_clock
+
+    clock = _Clock()
+    shared = shared_clock()
+    server = indexer.ForegroundActivity(world.runtime.engine, clock, shared=shared)
+    worker = indexer.Indexer(world.runtime.sessions, world.runtime.plane, world.runtime,
+                             world.runtime.search_cache, yield_ms=50, max_lag=2.0,
+                             monotonic=clock,
+                             activity=indexer.ServerActivity(shared, clock))
+
+    def commit() -> None:
+        with world.runtime.sessions() as session:
+            session.execute(select(1))
+            session.commit()
+
+    try:
+        never = shared.value
+        quiet = worker.should_wait()
+        background = threading.Thread(target=commit, name="memplane-job-worker")
+        background.start()
+        background.join()
+        after_background = shared.value
+        clock.now += 0.5
+        commit()
+        published = shared.value
+        clock.now += 0.02
+        busy = worker.should_wait()
+        clock.now += 0.05
+        after_quiet = worker.should_wait()
+    finally:
+        worker.close()
+        server.close()
+    assert never == float("-inf")
+    assert quiet == 0.0
+    assert after_background == float("-inf")
+    assert published == 1000.5
+    assert busy == pytest.approx(0.03)
+    assert after_quiet == 0.0
 
 
 def test_the_indexer_verifies_each_object_it_reads(world: ServiceWorld,

@@ -1,0 +1,149 @@
+"""The server's background work in a process of its own: the audit sealer and the search
+indexer of ``memplane serve`` on PostgreSQL, when it runs jobs and embeds (the embedded
+default's shape).
+
+One Python process runs one thread at a time. As threads of the server, the indexer and the
+sealer take turns with the requests: under batched reads at 16 clients they held the
+interpreter in 29 % and 14 % of the samples. In a second process they run on another core,
+and the indexer still waits while the server's requests use the database (the server
+publishes when they last did on a clock the two processes share), within the same lag bound.
+
+The process is the server's: it is started and stopped with it, started again if it dies,
+and dies with it — a SIGKILL of the server included (``PR_SET_PDEATHSIG``, and the end of the
+pipe it watches). On SQLite the work stays in threads: SQLite writers in two processes would
+meet SQLite's sleeping busy handler instead of the server's writer queue
+(``db.engine.SqliteWriters``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection, wait
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from .search.indexer import SharedClock
+    from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+_CONTEXT = multiprocessing.get_context("spawn")  # never fork a process that runs threads
+_PR_SET_PDEATHSIG = 1
+_RESTART_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0)
+_STOP_TIMEOUT = 15.0
+
+
+def wanted(settings: Settings, engine: Engine) -> bool:
+    """A server that runs the indexer (jobs and embedding on) on PostgreSQL; an API replica
+    beside ``memplane worker`` processes keeps its sealer a thread (no process per pod)."""
+    return (settings.background_process and settings.run_jobs and settings.embed_on_write
+            and engine.dialect.name == "postgresql")
+
+
+class BackgroundProcess:
+    """Runs ``run_child`` in a spawned process and keeps it running until ``close``.
+
+    Every start happens in the supervising thread, which outlives the child: Linux sends
+    the parent-death signal when the thread that started the child ends."""
+
+    def __init__(self, settings: Settings, activity: SharedClock) -> None:
+        self.settings = settings
+        self.activity = activity
+        self.starts = 0
+        self.process: Any = None
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._supervise, daemon=True,
+                                        name="memplane-background-supervisor")
+        self._thread.start()
+
+    def _supervise(self) -> None:
+        failures = 0
+        while not self._closing.is_set():
+            stop_reader, stop_writer = _CONTEXT.Pipe(duplex=False)
+            process = _CONTEXT.Process(
+                target=run_child, name="memplane-background", daemon=True,
+                args=(self.settings, self.activity, stop_reader, os.getpid()))
+            try:
+                process.start()
+            except Exception:
+                log.exception("could not start the background process; trying again")
+                stop_writer.close()
+                self._closing.wait(_RESTART_DELAYS[min(failures, len(_RESTART_DELAYS) - 1)])
+                failures += 1
+                continue
+            finally:
+                stop_reader.close()  # the child holds its own end
+            self.process = process
+            self.starts += 1
+            started = time.monotonic()
+            while not self._closing.is_set() and process.is_alive():
+                wait([process.sentinel], timeout=0.5)
+            if self._closing.is_set():
+                _stop(process, stop_writer)
+                return
+            stop_writer.close()
+            process.join()
+            failures = 0 if time.monotonic() - started > 60 else failures + 1
+            delay = _RESTART_DELAYS[min(failures, len(_RESTART_DELAYS) - 1)]
+            log.error("the background process (audit sealer, search indexer) exited with %s; "
+                      "starting it again in %.0f s", process.exitcode, delay)
+            self._closing.wait(delay)
+
+    def close(self) -> None:
+        self._closing.set()
+        self._thread.join(timeout=_STOP_TIMEOUT + 5)
+
+
+def _stop(process: Any, stop_writer: Connection) -> None:
+    """Ask the child to stop (the end of its pipe), then make sure it did."""
+    stop_writer.close()
+    process.join(timeout=_STOP_TIMEOUT)
+    if process.is_alive():
+        log.error("the background process did not stop in %.0f s; killing it", _STOP_TIMEOUT)
+        process.kill()
+        process.join()
+
+
+def shared_clock() -> SharedClock:
+    """A double both processes see, for when the server's requests last used the database."""
+    value: SharedClock = _CONTEXT.RawValue(ctypes.c_double, float("-inf"))
+    return value
+
+
+def run_child(settings: Settings, activity: SharedClock, stop: Connection,
+              parent: int) -> None:
+    """The background process: the sealer and (with jobs) the indexer, until the server
+    closes its end of ``stop`` or dies."""
+    _die_with(parent)
+    from .observability import configure_logging
+    from .runtime import Runtime
+    from .search.indexer import ServerActivity
+
+    configure_logging(settings.log_level)
+    runtime = Runtime(settings)
+    try:
+        runtime.start_sealer()
+        runtime.start_indexer(yield_to_requests=True, activity=ServerActivity(activity))
+        try:
+            stop.poll(None)  # the server writes nothing: this returns at the pipe's end
+        except (EOFError, OSError):
+            pass
+    finally:
+        runtime.close()
+
+
+def _die_with(parent: int) -> None:
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # it died before the signal was set
+        os._exit(0)

@@ -1,0 +1,152 @@
+"""``memplane serve`` on PostgreSQL runs the audit sealer and the search indexer in a process
+of its own (control_plane.background): the work gets done there, the process is started
+again when it dies, and it dies with the server, SIGKILL included. On SQLite there is none."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from control_plane.db.engine import make_engine
+from control_plane.db.models import AccessLog
+from tests.support.postgres import ExternalPostgres, PostgresCluster
+from tests.support.process import ServerProcess
+
+from .conftest import ADMIN_KEY, make_env
+
+pytestmark = pytest.mark.slow
+
+T = TypeVar("T")
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The live child processes of ``pid``: pid → command line."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                command = cmdline.read().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found[int(entry)] = command
+    return found
+
+
+def _background(pid: int) -> list[int]:
+    return [child for child, command in _children(pid).items() if "spawn_main" in command]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _until(probe: Callable[[], T], timeout: float = 30) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.1)  # polling another process's state, not synchronising threads
+
+
+def _embedded(http: httpx.Client, key: str) -> bool:
+    return bool(http.get(f"/v1/memories/user/alice/{key}").json()["pointer"]["has_embeddings"])
+
+
+@pytest.fixture
+def served(postgres: PostgresCluster | ExternalPostgres,
+           tmp_path: Path) -> Iterator[tuple[ServerProcess, str]]:
+    url = postgres.create_database()
+    env = make_env(url, tmp_path) | {"MEMPLANE_EMBED_ON_WRITE": "true"}
+    server = ServerProcess(env).start()
+    try:
+        yield server, url
+    finally:
+        server.stop()
+
+
+def _client(server: ServerProcess) -> httpx.Client:
+    return httpx.Client(base_url=server.base_url, timeout=10,
+                        headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+
+
+def test_the_background_process_seals_and_indexes(served: tuple[ServerProcess, str]) -> None:
+    server, url = served
+    assert server.process is not None
+    children = _until(lambda: _background(server.process.pid))  # type: ignore[union-attr]
+    with _client(server) as http:
+        for n in range(3):
+            assert http.put(f"/v1/memories/user/alice/k{n}",
+                            json={"value": {"text": f"violet umbrella {n}"}}).status_code == 200
+        indexed = _until(lambda: all(_embedded(http, f"k{n}") for n in range(3)))
+    engine = make_engine(url)
+    try:
+        def unsealed() -> int:
+            with engine.connect() as connection:
+                return int(connection.scalar(
+                    select(func.count()).select_from(AccessLog).where(AccessLog.seq.is_(None)))
+                    or 0)
+
+        sealed = _until(lambda: unsealed() == 0)
+        with engine.connect() as connection:
+            rows = connection.scalar(select(func.count()).select_from(AccessLog))
+    finally:
+        engine.dispose()
+    assert len(children) == 1
+    assert indexed is True
+    assert sealed is True
+    assert rows is not None and rows >= 6  # three writes, three reads, sealed in a chain
+
+
+def test_the_background_process_restarts_and_dies_with_the_server(
+        served: tuple[ServerProcess, str]) -> None:
+    server, _ = served
+    assert server.process is not None
+    pid = server.process.pid
+    first = _until(lambda: _background(pid))
+    os.kill(first[0], signal.SIGKILL)
+    second = _until(lambda: [c for c in _background(pid) if c not in first])
+    with _client(server) as http:
+        assert http.put("/v1/memories/user/alice/after",
+                        json={"value": {"text": "a green kite"}}).status_code == 200
+        indexed = _until(lambda: _embedded(http, "after"))
+    os.kill(pid, signal.SIGKILL)  # the server alone, not its process group
+    server.process.wait(timeout=10)
+    gone = _until(lambda: not _alive(second[0]), timeout=10)
+    assert len(first) == 1 and len(second) == 1
+    assert indexed is True
+    assert gone is True
+
+
+def test_serve_on_sqlite_keeps_its_background_work_in_threads(tmp_path: Path) -> None:
+    env = make_env(f"sqlite:///{tmp_path / 'memplane.db'}", tmp_path) | {
+        "MEMPLANE_EMBED_ON_WRITE": "true"}
+    server = ServerProcess(env).start()
+    try:
+        assert server.process is not None
+        with _client(server) as http:
+            assert http.put("/v1/memories/user/alice/k",
+                            json={"value": {"text": "violet umbrella"}}).status_code == 200
+            indexed = _until(lambda: _embedded(http, "k"))
+        children = _background(server.process.pid)
+    finally:
+        server.stop()
+    assert indexed is True
+    assert children == []
