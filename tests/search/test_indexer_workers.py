@@ -297,6 +297,37 @@ def test_an_indexer_beside_the_server_waits_for_the_servers_requests(
     assert after_quiet == 0.0
 
 
+def test_the_background_process_reads_the_clock_the_server_publishes(
+        world: ServiceWorld) -> None:
+    from control_plane import background
+    from tests.support.spawned import echo_clock
+
+    shared = background.shared_clock()
+    server = indexer.ForegroundActivity(world.runtime.engine, _Clock(), shared=shared)
+    asked_reader, asked = background._CONTEXT.Pipe(duplex=False)
+    answers, answer_writer = background._CONTEXT.Pipe(duplex=False)
+    child = background._CONTEXT.Process(target=echo_clock,
+                                        args=(shared, asked_reader, answer_writer))
+    child.start()
+    asked_reader.close()
+    answer_writer.close()
+    try:
+        asked.send(None)
+        before = answers.recv()
+        with world.runtime.sessions() as session:  # a request's use of the database
+            session.execute(select(1))
+            session.commit()
+        asked.send(None)
+        after = answers.recv()
+    finally:
+        asked.close()
+        child.join(timeout=30)
+        server.close()
+    assert before == float("-inf")
+    assert after == 1000.0
+    assert child.exitcode == 0
+
+
 def test_the_indexer_verifies_each_object_it_reads(world: ServiceWorld,
                                                    vector_puts: list[str]) -> None:
     from control_plane.db.models import AccessLog
