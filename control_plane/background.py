@@ -58,8 +58,6 @@ class BackgroundProcess:
     def __init__(self, settings: Settings, activity: SharedClock) -> None:
         self.settings = settings
         self.activity = activity
-        self.starts = 0
-        self.process: Any = None
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._supervise, daemon=True,
                                         name="memplane-background-supervisor")
@@ -82,8 +80,6 @@ class BackgroundProcess:
                 continue
             finally:
                 stop_reader.close()  # the child holds its own end
-            self.process = process
-            self.starts += 1
             started = time.monotonic()
             while not self._closing.is_set() and process.is_alive():
                 wait([process.sentinel], timeout=0.5)
@@ -121,9 +117,12 @@ def shared_clock() -> SharedClock:
 
 def run_child(settings: Settings, activity: SharedClock, stop: Connection,
               parent: int) -> None:
-    """The background process: the sealer and (with jobs) the indexer, until the server
-    closes its end of ``stop`` or dies."""
+    """The background process: the sealer and the indexer, until the server closes its end
+    of ``stop`` or dies. Ctrl-C in a terminal reaches the whole process group: the server
+    handles it and closes the pipe; a SIGTERM stops this process cleanly."""
     _die_with(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     from .observability import configure_logging
     from .runtime import Runtime
     from .search.indexer import ServerActivity
