@@ -75,8 +75,8 @@ class BackgroundProcess:
             except Exception:
                 log.exception("could not start the background process; trying again")
                 stop_writer.close()
-                self._closing.wait(_RESTART_DELAYS[min(failures, len(_RESTART_DELAYS) - 1)])
                 failures += 1
+                self._closing.wait(restart_delay(failures))
                 continue
             finally:
                 stop_reader.close()  # the child holds its own end
@@ -89,7 +89,7 @@ class BackgroundProcess:
             stop_writer.close()
             process.join()
             failures = 0 if time.monotonic() - started > 60 else failures + 1
-            delay = _RESTART_DELAYS[min(failures, len(_RESTART_DELAYS) - 1)]
+            delay = restart_delay(failures)
             log.error("the background process (audit sealer, search indexer) exited with %s; "
                       "starting it again in %.0f s", process.exitcode, delay)
             self._closing.wait(delay)
@@ -97,6 +97,12 @@ class BackgroundProcess:
     def close(self) -> None:
         self._closing.set()
         self._thread.join(timeout=_STOP_TIMEOUT + 5)
+
+
+def restart_delay(failures: int) -> float:
+    """Seconds before the next start after ``failures`` starts in a row that failed or
+    exited within a minute: 1, 2, 5, 10, then 30 (0 failures: a long run ended, 1 s)."""
+    return _RESTART_DELAYS[min(max(failures - 1, 0), len(_RESTART_DELAYS) - 1)]
 
 
 def _stop(process: Any, stop_writer: Connection) -> None:

@@ -253,6 +253,13 @@ def test_only_a_server_that_indexes_on_postgresql_runs_a_background_process(
                        "turned off": False}
 
 
+def test_a_background_process_that_keeps_failing_is_restarted_less_often() -> None:
+    from control_plane.background import restart_delay
+
+    assert [restart_delay(n) for n in range(8)] == [1.0, 1.0, 2.0, 5.0, 10.0, 30.0, 30.0,
+                                                   30.0]
+
+
 def test_an_indexer_beside_the_server_waits_for_the_servers_requests(
         world: ServiceWorld) -> None:
     """The server publishes when its requests last used the database on a clock shared with
