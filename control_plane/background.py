@@ -26,7 +26,8 @@ import sys
 import threading
 import time
 from multiprocessing.connection import Connection, wait
-from typing import TYPE_CHECKING, Any
+from multiprocessing.process import BaseProcess
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -105,7 +106,7 @@ def restart_delay(failures: int) -> float:
     return _RESTART_DELAYS[min(max(failures - 1, 0), len(_RESTART_DELAYS) - 1)]
 
 
-def _stop(process: Any, stop_writer: Connection) -> None:
+def _stop(process: BaseProcess, stop_writer: Connection) -> None:
     """Ask the child to stop (the end of its pipe), then make sure it did."""
     stop_writer.close()
     process.join(timeout=_STOP_TIMEOUT)

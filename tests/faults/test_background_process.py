@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import httpx
 import pytest
@@ -17,14 +15,13 @@ from sqlalchemy import func, select
 
 from control_plane.db.engine import make_engine
 from control_plane.db.models import AccessLog
+from tests.support.clock import wait_until
 from tests.support.postgres import ExternalPostgres, PostgresCluster
 from tests.support.process import ServerProcess
 
 from .conftest import ADMIN_KEY, make_env
 
 pytestmark = pytest.mark.slow
-
-T = TypeVar("T")
 
 
 def _children(pid: int) -> dict[int, str]:
@@ -57,15 +54,6 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _until(probe: Callable[[], T], timeout: float = 30) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.1)  # polling another process's state, not synchronising threads
-
-
 def _embedded(http: httpx.Client, key: str) -> bool:
     return bool(http.get(f"/v1/memories/user/alice/{key}").json()["pointer"]["has_embeddings"])
 
@@ -90,12 +78,15 @@ def _client(server: ServerProcess) -> httpx.Client:
 def test_the_background_process_seals_and_indexes(served: tuple[ServerProcess, str]) -> None:
     server, url = served
     assert server.process is not None
-    children = _until(lambda: _background(server.process.pid))  # type: ignore[union-attr]
+    pid = server.process.pid
+    wait_until(lambda: bool(_background(pid)), "the background process's start")
+    children = _background(pid)
     with _client(server) as http:
         for n in range(3):
             assert http.put(f"/v1/memories/user/alice/k{n}",
                             json={"value": {"text": f"violet umbrella {n}"}}).status_code == 200
-        indexed = _until(lambda: all(_embedded(http, f"k{n}") for n in range(3)))
+        wait_until(lambda: all(_embedded(http, f"k{n}") for n in range(3)),
+                   "the vectors of the three writes")
     engine = make_engine(url)
     try:
         def unsealed() -> int:
@@ -104,14 +95,12 @@ def test_the_background_process_seals_and_indexes(served: tuple[ServerProcess, s
                     select(func.count()).select_from(AccessLog).where(AccessLog.seq.is_(None)))
                     or 0)
 
-        sealed = _until(lambda: unsealed() == 0)
+        wait_until(lambda: unsealed() == 0, "the sealing of every audit row")
         with engine.connect() as connection:
             rows = connection.scalar(select(func.count()).select_from(AccessLog))
     finally:
         engine.dispose()
     assert len(children) == 1
-    assert indexed is True
-    assert sealed is True
     assert rows is not None and rows >= 6  # three writes, three reads, sealed in a chain
 
 
@@ -120,19 +109,20 @@ def test_the_background_process_restarts_and_dies_with_the_server(
     server, _ = served
     assert server.process is not None
     pid = server.process.pid
-    first = _until(lambda: _background(pid))
+    wait_until(lambda: bool(_background(pid)), "the background process's start")
+    first = _background(pid)
     os.kill(first[0], signal.SIGKILL)
-    second = _until(lambda: [c for c in _background(pid) if c not in first])
+    wait_until(lambda: any(c not in first for c in _background(pid)),
+               "the background process's restart")
+    second = [c for c in _background(pid) if c not in first]
     with _client(server) as http:
         assert http.put("/v1/memories/user/alice/after",
                         json={"value": {"text": "a green kite"}}).status_code == 200
-        indexed = _until(lambda: _embedded(http, "after"))
+        wait_until(lambda: _embedded(http, "after"), "the vector of the write after it")
     os.kill(pid, signal.SIGKILL)  # the server alone, not its process group
     server.process.wait(timeout=10)
-    gone = _until(lambda: not _alive(second[0]), timeout=10)
+    wait_until(lambda: not _alive(second[0]), "the background process's end", seconds=10)
     assert len(first) == 1 and len(second) == 1
-    assert indexed is True
-    assert gone is True
 
 
 def test_serve_on_sqlite_keeps_its_background_work_in_threads(tmp_path: Path) -> None:
@@ -144,9 +134,8 @@ def test_serve_on_sqlite_keeps_its_background_work_in_threads(tmp_path: Path) ->
         with _client(server) as http:
             assert http.put("/v1/memories/user/alice/k",
                             json={"value": {"text": "violet umbrella"}}).status_code == 200
-            indexed = _until(lambda: _embedded(http, "k"))
+            wait_until(lambda: _embedded(http, "k"), "the write's vector")
         children = _background(server.process.pid)
     finally:
         server.stop()
-    assert indexed is True
     assert children == []

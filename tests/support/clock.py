@@ -84,10 +84,11 @@ class Beats:
                 raise AssertionError(f"the heartbeat paused {self.pauses} times, not {count}")
 
 
-def wait_until(condition: Callable[[], bool], what: str) -> None:
+def wait_until(condition: Callable[[], bool], what: str,
+               seconds: float = DEADLINE_SECONDS) -> None:
     """Poll ``condition()`` until true; fail after a generous deadline (never a timing check)."""
-    deadline = time.monotonic() + DEADLINE_SECONDS
+    deadline = time.monotonic() + seconds
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {DEADLINE_SECONDS:.0f} s")
+            raise AssertionError(f"{what} did not happen within {seconds:.0f} s")
         time.sleep(0.01)
