@@ -3,7 +3,9 @@
 Writes are atomic and create-only: the bytes go to a temporary file in the same file
 system, are fsynced, then hard-linked into place (``link`` fails if the target exists, so
 two writers can never overwrite each other) and the directory entry is fsynced. A batch's
-objects (``put_many``) are all written and linked first, then flushed together.
+objects (``put_many``) are all written and linked first, then flushed together. Where the
+file system can (Linux: ext4, XFS, btrfs, tmpfs), the temporary file is an unnamed one
+(``O_TMPFILE``): a crash leaves nothing behind, and no name is made and removed per object.
 
 A directory has no storage classes, so the class an object was moved to is recorded in a
 small file under ``.memplane-class/`` mirroring the object's path (portable, unlike extended
@@ -14,6 +16,7 @@ left at the same path.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import itertools
 import os
@@ -65,6 +68,12 @@ class LocalAdapter:
         self.stats = RequestStats()
         self._tmp = self.root / _TMP_DIR
         self._tmp.mkdir(parents=True, exist_ok=True)
+        self._root_text = str(self.root)
+        self._tmp_text = str(self._tmp)
+        # Directories this adapter made or found (a put then skips its mkdir); a link into
+        # one removed since then is retried after making it again.
+        self._dirs: set[str] = set()
+        self._unnamed: bool | None = None  # O_TMPFILE works here (found at the first put)
         self._root_fd: int | None = None
         self._root_fd_lock = threading.Lock()
 
@@ -78,12 +87,17 @@ class LocalAdapter:
                    cold_class=config.get("cold_class"))
 
     def _file(self, path: str) -> Path:
+        return Path(self._target(path))
+
+    def _target(self, path: str) -> str:
+        """The object's file name (``check_path`` leaves no empty, ``.`` or ``..``
+        segment, so joining the text is the path ``root / path`` names)."""
         check_path(path)
         if path.split("/", 1)[0] in (_TMP_DIR, _CLASS_DIR):
             raise InvalidPath(f"invalid object path {path!r}")
         if any(len(segment.encode()) > 255 for segment in path.split("/")):
             raise InvalidPath("a path segment is longer than 255 bytes")
-        return self.root / path
+        return f"{self._root_text}/{path}"
 
     def put(self, path: str, data: bytes) -> None:
         self._put(path, data, durable=self.fsync)
@@ -99,7 +113,7 @@ class LocalAdapter:
         fails, every object it covered answers StorageUnavailable (written but not known
         durable: no pointer may name it)."""
         answers: list[StorageError | None] = []
-        written: list[Path] = []
+        written: list[str] = []
         # No class was ever recorded in this bucket: there is no record to clear, and the
         # link alone refuses an object that exists (two system calls fewer per object).
         classes = self._classes.exists()
@@ -110,13 +124,13 @@ class LocalAdapter:
                 answers.append(exc)
                 continue
             answers.append(None)
-            written.append(self._file(path))
+            written.append(self._target(path))
         if self.fsync and written:
             try:
                 if _syncfs is not None:
                     self._sync_filesystem()
                 else:
-                    _fsync_all([*written, *dict.fromkeys(f.parent for f in written)])
+                    _fsync_all([*written, *dict.fromkeys(os.path.dirname(f) for f in written)])
             except OSError as exc:
                 failed = StorageUnavailable(f"local write failed: {exc.strerror}")
                 answers = [failed if answer is None else answer for answer in answers]
@@ -139,34 +153,91 @@ class LocalAdapter:
             os.close(fd)
 
     def _put(self, path: str, data: bytes, *, durable: bool, classes: bool = True) -> None:
-        target = self._file(path)
+        target = self._target(path)
         self.stats.add("put")
         if classes:
-            if target.exists():  # before clearing a record: it may be this object's
+            if os.path.exists(target):  # before clearing a record: it may be this object's
                 raise ObjectExists(path)
             self._forget_class(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._tmp / _tmp_name()
+        parent = os.path.dirname(target)
+        tmp: str | None = None
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            if parent not in self._dirs:
+                self._make_dir(parent)
+            fd, tmp = self._temporary()
             try:
                 os.write(fd, data) if len(data) < (1 << 30) else _write_all(fd, data)
                 if durable:
                     os.fsync(fd)
+                self._link(fd, tmp, target, path)
             finally:
                 os.close(fd)
-            try:
-                os.link(tmp, target)
-            except FileExistsError:
-                raise ObjectExists(path) from None
             if durable:
-                _fsync_path(target.parent)
+                _fsync_path(parent)
         except OSError as exc:
             if isinstance(exc, ObjectExists):
                 raise
             raise StorageUnavailable(f"local write failed: {exc.strerror}") from exc
         finally:
-            tmp.unlink(missing_ok=True)
+            if tmp is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+
+    def _make_dir(self, directory: str) -> None:
+        os.makedirs(directory, exist_ok=True)
+        if len(self._dirs) >= _KNOWN_DIRS:
+            self._dirs.clear()
+        self._dirs.add(directory)
+
+    def _temporary(self) -> tuple[int, str | None]:
+        """A file to write an object into before it is linked into place: unnamed where
+        the file system allows (the name is None), else a new name under ``.memplane-tmp/``
+        (the caller removes it)."""
+        if self._unnamed is None:
+            self._unnamed = self._unnamed_works()
+        if self._unnamed and _UNNAMED_FLAGS is not None:
+            return os.open(self._tmp_text, _UNNAMED_FLAGS, 0o600), None
+        tmp = f"{self._tmp_text}/{_tmp_name()}"
+        return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), tmp
+
+    def _unnamed_works(self) -> bool:
+        """Whether an ``O_TMPFILE`` file opens in this bucket and links into place through
+        ``/proc/self/fd`` (Linux 3.11+, a file system that supports it, /proc mounted)."""
+        if _UNNAMED_FLAGS is None:
+            return False
+        probe = f"{self._tmp_text}/{_tmp_name()}"
+        try:
+            fd = os.open(self._tmp_text, _UNNAMED_FLAGS, 0o600)
+        except OSError:
+            return False
+        try:
+            _link_unnamed(fd, probe)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
+        return True
+
+    def _link(self, fd: int, tmp: str | None, target: str, path: str) -> None:
+        """Link the written file into place; a directory removed since it was made is made
+        again once."""
+        for attempt in (1, 2):
+            try:
+                if tmp is None:
+                    _link_unnamed(fd, target)
+                else:
+                    os.link(tmp, target)
+                return
+            except FileExistsError:
+                raise ObjectExists(path) from None
+            except FileNotFoundError:
+                parent = os.path.dirname(target)
+                if attempt == 2 or (tmp is not None and not os.path.exists(tmp)):
+                    raise
+                self._dirs.discard(parent)
+                self._make_dir(parent)
 
     def put_file(self, path: str, file: BinaryIO) -> None:
         """Like ``put``, copying ``file`` in chunks so memory stays bounded at any size."""
@@ -229,10 +300,11 @@ class LocalAdapter:
                 yield chunk
 
     def get(self, path: str) -> bytes:
-        target = self._file(path)
+        target = self._target(path)
         self.stats.add("get")
         try:
-            return target.read_bytes()
+            with open(target, "rb", buffering=0) as handle:
+                return handle.readall()
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             raise ObjectNotFound(path) from None
         except OSError as exc:
@@ -372,8 +444,19 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+_KNOWN_DIRS = 65536
+# O_TMPFILE (it includes O_DIRECTORY) where the platform defines it.
+_UNNAMED_FLAGS: int | None = (os.O_TMPFILE | os.O_WRONLY) if hasattr(os, "O_TMPFILE") else None
 _TMP_PREFIX = uuid.uuid4().hex[:16]
 _tmp_count = itertools.count()
+
+
+def _link_unnamed(fd: int, target: str) -> None:
+    """Give the unnamed file open as ``fd`` the name ``target``: ``linkat`` following
+    ``/proc/self/fd/N`` (no privilege needed, unlike ``AT_EMPTY_PATH``). Python calls
+    ``linkat`` only when given a directory descriptor; the source path is absolute, so the
+    kernel never looks at the one passed."""
+    os.link(f"/proc/self/fd/{fd}", target, src_dir_fd=fd, follow_symlinks=True)
 
 
 def _tmp_name() -> str:
@@ -401,7 +484,7 @@ _flushers: ThreadPoolExecutor | None = None
 _flushers_lock = threading.Lock()
 
 
-def _fsync_all(paths: list[Path]) -> None:
+def _fsync_all(paths: list[str]) -> None:
     """fsync every file or directory in ``paths``, side by side (the calls wait on the
     disk, not on the interpreter); the first failure is raised once all have ended."""
     global _flushers
@@ -413,7 +496,7 @@ def _fsync_all(paths: list[Path]) -> None:
         raise errors[0]
 
 
-def _fsync_quietly(path: Path) -> OSError | None:
+def _fsync_quietly(path: str) -> OSError | None:
     try:
         _fsync_path(path)
     except OSError as exc:
@@ -421,7 +504,7 @@ def _fsync_quietly(path: Path) -> OSError | None:
     return None
 
 
-def _fsync_path(path: Path) -> None:
+def _fsync_path(path: str | Path) -> None:
     """fsync a file or a directory (opened read-only: either can be)."""
     fd = os.open(path, os.O_RDONLY)
     try:

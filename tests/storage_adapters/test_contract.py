@@ -9,6 +9,7 @@ import ctypes
 import errno
 import hashlib
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,12 @@ from typing import Any
 import pytest
 
 from storage_adapters import local as local_adapter
-from storage_adapters.base import IntegrityError, StorageAdapter, StorageUnavailable
+from storage_adapters.base import (
+    IntegrityError,
+    ObjectExists,
+    StorageAdapter,
+    StorageUnavailable,
+)
 from storage_adapters.local import LocalAdapter
 from storage_adapters.memory import MemoryAdapter
 from tests.support.emulators import (
@@ -127,6 +133,48 @@ class TestLocalContract(AdapterContract):
         answers = adapter.put_many([("m/1", b"one"), ("a/1", b"again")])
         assert [type(a).__name__ for a in answers] == ["StorageUnavailable", "ObjectExists"]
         assert str(answers[0]) == "local write failed: Input/output error"
+
+    @pytest.mark.parametrize("unnamed", [True, False])
+    def test_puts_name_no_temporary_file_where_the_file_system_allows(
+            self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unnamed: bool) -> None:
+        """On Linux (ext4 here) an object is written to an unnamed file and linked into
+        place: the temporary directory's entries never change, so its mtime stays. Without
+        O_TMPFILE a named temporary is made and removed. Either way nothing is left."""
+        if not unnamed:
+            monkeypatch.setattr(local_adapter, "_UNNAMED_FLAGS", None)
+        adapter = LocalAdapter(tmp_path / "bucket")
+        temporaries = adapter.root / ".memplane-tmp"
+        adapter.put("warm/1", b"the first put probes the file system")
+        os.utime(temporaries, ns=(10**18, 10**18))
+        adapter.put("a/1", b"one")
+        assert adapter.put_many([("m/1", b"two"), ("a/1", b"again"), ("m/2", b"three")])[
+            1].__class__.__name__ == "ObjectExists"
+        with pytest.raises(ObjectExists):
+            adapter.put("a/1", b"again")
+        assert (temporaries.stat().st_mtime_ns == 10**18) is unnamed
+        assert list(temporaries.iterdir()) == []
+        assert (adapter.get("a/1"), adapter.get("m/1"), adapter.get("m/2")) == (
+            b"one", b"two", b"three")
+        assert oct((adapter.root / "a/1").stat().st_mode & 0o777) == "0o600"
+        adapter.close()
+
+    @pytest.mark.parametrize("unnamed", [True, False])
+    def test_a_put_into_a_directory_removed_since_the_last_put_makes_it_again(
+            self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unnamed: bool) -> None:
+        if not unnamed:
+            monkeypatch.setattr(local_adapter, "_UNNAMED_FLAGS", None)
+        adapter = LocalAdapter(tmp_path / "bucket")
+        adapter.put("d/e/1", b"one")
+        assert adapter.put_many([("d/e/2", b"two")]) == [None]
+        shutil.rmtree(adapter.root / "d")
+        adapter.put("d/e/3", b"three")
+        assert adapter.get("d/e/3") == b"three"
+        shutil.rmtree(adapter.root / "d")
+        assert adapter.put_many([("d/e/4", b"four"), ("d/f/5", b"five")]) == [None, None]
+        assert sorted(info.path for info in adapter.list("d/")) == ["d/e/4", "d/f/5"]
+        assert (adapter.get("d/e/4"), adapter.get("d/f/5")) == (b"four", b"five")
+        assert list((adapter.root / ".memplane-tmp").iterdir()) == []
+        adapter.close()
 
 
 class TestMemoryContract(AdapterContract):
