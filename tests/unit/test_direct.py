@@ -4,6 +4,7 @@ expected."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -80,3 +81,18 @@ def test_a_statement_that_answers_other_than_expected_is_rolled_back(postgres: A
         assert [tuple(r) for r in direct.run(engine, select(table.c.name), {})] == [("b",)]
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("value", [
+    [{"n": 0, "key": "k", "tags": ["a", "é"], "size": 1024, "importance": 0.25,
+      "title": None, "searchable": True}],
+    {"text": "line\nbreak \"quoted\" \\ \u2028 😀"},
+    [1.5e300, -0.0, 2**63 - 1, -(2**63)],
+])
+def test_json_text_is_the_json_the_standard_library_reads_back(value: Any) -> None:
+    assert json.loads(direct.json_text(value)) == value
+
+
+@pytest.mark.parametrize("value", [["lone \ud800 surrogate"], [2**64], {"n": -(2**70)}])
+def test_json_text_hands_what_orjson_refuses_to_the_standard_library(value: Any) -> None:
+    assert direct.json_text(value) == json.dumps(value)
