@@ -204,8 +204,20 @@ def scrub_freed(session: Session) -> None:
         raw.close()
 
 
+class ControlSession(Session):
+    """The control plane's session. ``commit()`` with no transaction open returns at once:
+    SQLAlchemy would begin a transaction only to commit it (no statement is sent, but its
+    bookkeeping costs ~50 us, and a verified read ends a possible transaction twice). Nothing
+    else differs: objects are not expired on commit anyway, and no session event is used."""
+
+    def commit(self) -> None:
+        if self.in_transaction():
+            super().commit()
+
+
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
-    return sessionmaker(engine, expire_on_commit=False, autoflush=False)
+    return sessionmaker(engine, class_=ControlSession, expire_on_commit=False,
+                        autoflush=False)
 
 
 def begin_write(session: Session) -> None:

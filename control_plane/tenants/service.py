@@ -7,6 +7,7 @@ import threading
 import time
 import unicodedata
 import uuid
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -110,12 +111,24 @@ def cached_caller(engine: Engine, authorization: str | None) -> Caller | None:
         digest = _digest(authorization)
     except Unauthorized:
         return None
-    return CALLERS.get(str(engine.url), digest)
+    return CALLERS.get(_where(engine), digest)
+
+
+_WHERE: weakref.WeakKeyDictionary[Engine, str] = weakref.WeakKeyDictionary()
+
+
+def _where(engine: Engine) -> str:
+    """The database an engine names, as the cache keys callers (rendering its URL costs
+    ~20 us, every request)."""
+    where = _WHERE.get(engine)
+    if where is None:
+        where = _WHERE.setdefault(engine, str(engine.url))
+    return where
 
 
 def authenticate(session: Session, authorization: str | None) -> Caller:
     digest = _digest(authorization)
-    where = str(session.get_bind().engine.url)  # one process may serve several databases
+    where = _where(session.get_bind().engine)  # one process may serve several databases
     cached = CALLERS.get(where, digest)
     if cached is not None:
         return cached
