@@ -208,10 +208,12 @@ class ControlSession(Session):
     """The control plane's session. ``commit()`` with no transaction open returns at once:
     SQLAlchemy would begin a transaction only to commit it (no statement is sent, but its
     bookkeeping costs ~50 us, and a verified read ends a possible transaction twice). Nothing
-    else differs: objects are not expired on commit anyway, and no session event is used."""
+    else differs: objects are not expired on commit anyway, no session event is used, and a
+    change made to the session (an object added, changed or deleted) opens a transaction,
+    or is committed as before if one day it does not."""
 
     def commit(self) -> None:
-        if self.in_transaction():
+        if self.in_transaction() or self.new or self.dirty or self.deleted:
             super().commit()
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import event, text
-from sqlalchemy.orm import Session, SessionTransaction
+from sqlalchemy import Column, Integer, MetaData, Table, event, text
+from sqlalchemy.orm import Session, SessionTransaction, registry
 
 from control_plane.db.engine import ControlSession, make_engine, make_session_factory
 from control_plane.tenants import service as tenants
@@ -47,3 +47,39 @@ def test_callers_are_kept_per_database(tmp_path: Path) -> None:
     assert tenants._where(first) is tenants._where(first)
     first.dispose()
     second.dispose()
+
+
+def test_changes_made_after_a_commit_are_committed_by_the_next(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    factory = make_session_factory(engine)
+    with factory() as session:
+        session.execute(text("CREATE TABLE k (id INTEGER PRIMARY KEY, n INTEGER)"))
+        session.commit()
+    table = Table("k", MetaData(), Column("id", Integer, primary_key=True), Column("n", Integer))
+
+    class Row:
+        id: int
+        n: int
+
+    registry().map_imperatively(Row, table)
+    with factory() as session:
+        row = Row()
+        row.id, row.n = 1, 1
+        session.add(row)
+        session.commit()
+        row.n = 2  # a loaded object changed with no transaction open
+        session.commit()
+        session.delete(row)
+        session.commit()
+    with factory() as session:
+        assert session.execute(text("SELECT count(*) FROM k")).scalar_one() == 0
+    with factory() as session:
+        again = Row()
+        again.id, again.n = 2, 1
+        session.add(again)
+        session.commit()
+        again.n = 3
+        session.commit()
+    with factory() as session:
+        assert session.execute(text("SELECT n FROM k WHERE id = 2")).scalar_one() == 3
+    engine.dispose()
