@@ -100,13 +100,15 @@ def _fill(runtime: Runtime, actor: Actor, ref: str, texts: list[str], chunk: int
         for first in range(0, len(texts), chunk):
             prepared = []
             for i in range(first, min(first + chunk, len(texts))):
-                found = write.prepare_fast(session, runtime.plane, actor,
-                                           MemoryAddress.parse(Scope.agent, ref, f"m{i}"),
-                                           write.serialise(texts[i]), MemoryMeta())
-                if found is None:  # the scope's key did not exist yet: the general path
+                address, meta = MemoryAddress.parse(Scope.agent, ref, f"m{i}"), MemoryMeta()
+                target = runtime.plane.for_memory(session, actor.tenant_id, address.scope,
+                                                  meta.agent_id, meta.user_id)
+                request = write.prepare_fast(session, runtime.plane, actor, address, target,
+                                             write.serialise(texts[i]), meta)
+                if request is None:  # the scope's key did not exist yet: the general path
                     _write(runtime, actor, ref, [texts[i]], i)
                     continue
-                prepared.append(found[1])
+                prepared.append(request)
             hotpath.commit_writes(session, prepared)
     return time.perf_counter() - began
 

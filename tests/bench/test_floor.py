@@ -111,3 +111,16 @@ def test_the_floors_batch_stores_every_object_and_audits_every_write(world: Serv
     assert sorted(_audit_rows(world)) == sorted(
         [("write", True, "floor", key) for key in keys]
         + [("read", True, "floor", key) for key in keys])
+
+
+def test_the_search_bench_fills_its_scope_through_the_batch_protocol(
+        world: ServiceWorld) -> None:
+    """``bench.search`` fills a scope as the batch API does (lookup and sealed put per
+    memory, one commit per chunk): every text ends up readable at its key."""
+    from bench.search import _fill
+    from control_plane.memories.addresses import MemoryAddress, Scope
+
+    texts = [f"memory number {i}" for i in range(7)]
+    _fill(world.runtime, world.actor, "filled", texts, chunk=3)
+    assert [world.read(MemoryAddress.parse(Scope.agent, "filled", f"m{i}"))
+            for i in range(7)] == texts
