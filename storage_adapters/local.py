@@ -20,7 +20,6 @@ import contextlib
 import ctypes
 import itertools
 import os
-import shutil
 import sys
 import threading
 import uuid
@@ -152,7 +151,8 @@ class LocalAdapter:
         finally:
             os.close(fd)
 
-    def _put(self, path: str, data: bytes, *, durable: bool, classes: bool = True) -> None:
+    def _put(self, path: str, data: bytes | BinaryIO, *, durable: bool,
+             classes: bool = True) -> None:
         target = self._target(path)
         self.stats.add("put")
         if classes:
@@ -166,7 +166,7 @@ class LocalAdapter:
                 self._make_dir(parent)
             fd, tmp = self._temporary()
             try:
-                os.write(fd, data) if len(data) < (1 << 30) else _write_all(fd, data)
+                _write_into(fd, data)
                 if durable:
                     os.fsync(fd)
                 self._link(fd, tmp, target, path)
@@ -241,31 +241,7 @@ class LocalAdapter:
 
     def put_file(self, path: str, file: BinaryIO) -> None:
         """Like ``put``, copying ``file`` in chunks so memory stays bounded at any size."""
-        target = self._file(path)
-        self.stats.add("put")
-        if target.exists():
-            raise ObjectExists(path)
-        self._forget_class(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._tmp / _tmp_name()
-        try:
-            with open(tmp, "xb") as out:
-                shutil.copyfileobj(file, out, _CHUNK)
-                out.flush()
-                if self.fsync:
-                    os.fsync(out.fileno())
-            try:
-                os.link(tmp, target)
-            except FileExistsError:
-                raise ObjectExists(path) from None
-            if self.fsync:
-                _fsync_path(target.parent)
-        except OSError as exc:
-            if isinstance(exc, ObjectExists):
-                raise
-            raise StorageUnavailable(f"local write failed: {exc.strerror}") from exc
-        finally:
-            tmp.unlink(missing_ok=True)
+        self._put(path, file, durable=self.fsync)
 
     def remove_stale_temporaries(self, older_than: float) -> int:
         """Delete temporary files (``.memplane-tmp/``) last modified before ``older_than``
@@ -435,6 +411,15 @@ class LocalAdapter:
             if self._root_fd is not None:
                 os.close(self._root_fd)
                 self._root_fd = None
+
+
+def _write_into(fd: int, data: bytes | BinaryIO) -> None:
+    """Write bytes, or a file's content copied in chunks (memory bounded at any size)."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        os.write(fd, data) if len(data) < (1 << 30) else _write_all(fd, data)
+        return
+    while chunk := data.read(_CHUNK):
+        _write_all(fd, chunk)
 
 
 def _write_all(fd: int, data: bytes) -> None:
