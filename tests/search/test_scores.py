@@ -44,7 +44,13 @@ def test_a_hashing_query_reads_few_columns_and_ranks_as_the_whole_product() -> N
     sparse = segment.scores(query, nonzero)
     dense = vectors @ query
     np.testing.assert_allclose(sparse, dense, rtol=0, atol=1e-6)
-    assert np.argsort(-sparse).tolist() == np.argsort(-dense).tolist()
+    # The same order wherever the whole product tells two memories apart. Memories sharing
+    # no feature with the query score 0 there and a rounding error (±1e-9) here, so those
+    # ties may fall either way, depending on the BLAS kernel the machine picks.
+    apart = [(i, j) for i in range(len(dense)) for j in range(len(dense))
+             if dense[i] - dense[j] > 1e-6]
+    assert len(apart) == 14
+    assert [(i, j) for i, j in apart if not sparse[i] > sparse[j]] == []
     assert int(np.argmax(sparse)) == 1  # the dog
 
 
