@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections import namedtuple
@@ -399,6 +400,13 @@ def raw_uuid(value: Any) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
 
+@functools.lru_cache(maxsize=1024)
+def _config_id(value: Any) -> uuid.UUID:
+    """A bucket configuration's id as the driver gave it, as a UUID (a tenant's searches
+    name the same few configurations over and over)."""
+    return raw_uuid(value)
+
+
 def raw_utc(value: Any) -> datetime | None:
     """A time column as the driver gave it (SQLite: naive UTC text), timezone-aware UTC."""
     if value is None:
@@ -408,7 +416,7 @@ def raw_utc(value: Any) -> datetime | None:
 
 
 def tag_list(value: Any) -> list[str]:
-    if value is None:
+    if value is None or value == "[]":
         return []
     found = json.loads(value) if isinstance(value, str | bytes) else value
     return list(found or [])
@@ -433,8 +441,10 @@ class LivePointer(NamedTuple):
     expires_at: datetime | None
 
     @classmethod
-    def of(cls, row: Any) -> LivePointer:
-        return cls(raw_uuid(row.id), row.version, row.scope_type, row.scope_ref, row.key,
+    def of(cls, row: Any, pointer_id: uuid.UUID | None = None) -> LivePointer:
+        """The row as a pointer (``pointer_id``: its id, if the caller has it as a UUID)."""
+        return cls(raw_uuid(row.id) if pointer_id is None else pointer_id, row.version,
+                   row.scope_type, row.scope_ref, row.key,
                    row.title, row.memory_type, tag_list(row.tags), row.subject_user_id,
-                   raw_uuid(row.storage_config_id), row.storage_path, row.content_sha256,
+                   _config_id(row.storage_config_id), row.storage_path, row.content_sha256,
                    raw_utc(row.expires_at))

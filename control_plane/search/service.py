@@ -6,14 +6,17 @@ also called by other services (context assembly).
      scope costs 1 + at most ``indexer.COMPACT_AFTER`` object reads, a warm one none;
   3. the query embedded by the tenant's embedder; cosine of every row (one matrix product
      per segment) and BM25 of the rows' texts (held in the cache, never in the database);
-  4. the live filter, one SQL statement: a candidate counts only if its pointer is synced,
-     not expired nor past a retention policy, at the version the vector was made for, in the
-     key's scopes and matching the filters — deletions, overwrites and erasures drop out at
-     once. The tenant's embedder, policies and the scope's segment rows are kept in memory
-     between searches (``SearchState``); the same statement reads their tokens, and a
-     changed token means: read them again and rank again (``_read_state``);
-  5. reciprocal rank fusion of the two rankings: score = 1/(60 + vector rank) +
-     1/(60 + keyword rank) (a row without any query word has no keyword rank);
+  4. reciprocal rank fusion of the two rankings: score = 1/(60 + vector rank) +
+     1/(60 + keyword rank) (a row without any query word has no keyword rank); the ranks
+     are the indexed rows', so a candidate's score does not depend on another's liveness;
+  5. the live filter, one SQL statement over the best-scored candidates (``first_check``;
+     the next ones only if too few of those are live): a candidate counts only if its
+     pointer is synced, not expired nor past a retention policy, at the version the vector
+     was made for, in the key's scopes and matching the filters — deletions, overwrites and
+     erasures drop out at once. The tenant's embedder, policies and the scope's segment
+     rows are kept in memory between searches (``SearchState``); the same statement reads
+     their tokens, and a changed token means: read them again and rank again
+     (``_read_state``);
   6. values verified like reads (I3), through a cache keyed by SHA-256: a mismatch marks the
      pointer corrupt, audits the failure and drops the result;
   7. one ``search`` audit row (the filters as given/not given and the count, never the
@@ -279,38 +282,61 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
     vec_top = vec_top[np.isfinite(vec_all[vec_top])].tolist()
     kw_top = _top(kw_all, pool)
     kw_top = kw_top[kw_all[kw_top] > 0].tolist()
-    chosen = list(dict.fromkeys(vec_top + kw_top))
-    at = np.asarray(chosen, dtype=np.int64)
+    fused = fuse(vec_top, kw_top)
+    chosen = np.fromiter(fused, dtype=np.int64, count=len(fused))
+    # Best score first; between equal scores, the better vector score first.
+    order = chosen[np.lexsort((-vec_all[chosen],
+                               -np.fromiter(fused.values(), dtype=np.float64,
+                                            count=len(fused))))].tolist()
     offsets = np.cumsum([0] + [len(seg) for seg in segments])
-    seg_of = (np.searchsorted(offsets, at, side="right") - 1).tolist()
-    row_of = (at - offsets[seg_of]).tolist() if chosen else []
-    ids = [segments[s].ids[i] for s, i in zip(seg_of, row_of, strict=True)]
-    hexes = [pid.hex for pid in ids]
-    versions = [int(segments[s].versions[i]) for s, i in zip(seg_of, row_of, strict=True)]
-    if live is None:  # the live filter: one statement over the candidates
-        live = live_of(ids)
-        if live is None:
+
+    def rows_of(chosen: list[int]) -> list[tuple[int, int]]:
+        at = np.asarray(chosen, dtype=np.int64)
+        seg_of = (np.searchsorted(offsets, at, side="right") - 1).tolist()
+        return list(zip(seg_of, (at - offsets[seg_of]).tolist(), strict=True))
+
+    hits: list[SearchHit] = []
+    start, size = 0, first_check(request.limit)
+    while len(hits) < request.limit and start < len(order):
+        chosen = order[start:start + size]
+        start += len(chosen)
+        places = rows_of(chosen)
+        ids = [segments[s].ids[i] for s, i in places]
+        found = live if live is not None else live_of(ids)  # the live filter, one statement
+        if found is None:
             return None
-    eligible = {j: (s, i, live[pid]) for j, s, i, pid, version
-                in zip(chosen, seg_of, row_of, hexes, versions, strict=True)
-                if pid in live and live[pid].version == version}
-    fused: dict[int, float] = {}
-    for ranking in (vec_top, kw_top):
-        rank = 0
-        for j in ranking:
-            if j in eligible:
-                rank += 1
-                fused[j] = fused.get(j, 0.0) + 1.0 / (RRF_K + rank)
-    best = sorted(fused, key=lambda j: (-fused[j], -float(vec_all[j])))[:request.limit]
-    hits = []
-    for j in best:
-        s, i, row = eligible[j]
-        pointer = repo.LivePointer.of(row)
-        hits.append(SearchHit(kind_of(pointer), pointer.id, pointer.scope_type,
-                              pointer.scope_ref, pointer.key, pointer.title,
-                              pointer.memory_type, list(pointer.tags), round(fused[j], 6),
-                              None, segments[s].texts[i], pointer))
+        for j, (s, i), pid in zip(chosen, places, ids, strict=True):
+            row = found.get(pid.hex)
+            if row is None or row.version != int(segments[s].versions[i]):
+                continue
+            pointer = repo.LivePointer.of(row, pid)
+            hits.append(SearchHit(kind_of(pointer), pid, pointer.scope_type,
+                                  pointer.scope_ref, pointer.key, pointer.title,
+                                  pointer.memory_type, list(pointer.tags),
+                                  round(fused[j], 6), None, segments[s].texts[i], pointer))
+            if len(hits) == request.limit:
+                break
+        size = max(size, 2 * (request.limit - len(hits)))
     return hits
+
+
+def fuse(*rankings: Sequence[int]) -> dict[int, float]:
+    """Reciprocal rank fusion: each candidate's score is the sum, over the rankings it is in,
+    of 1 / (60 + its rank there). The ranks are the rankings' own (the indexed rows', before
+    the live filter), so a candidate's score never depends on whether another is live: the
+    live filter can check the best candidates first and stop once ``limit`` are found."""
+    fused: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, j in enumerate(ranking, 1):
+            fused[j] = fused.get(j, 0.0) + 1.0 / (RRF_K + rank)
+    return fused
+
+
+def first_check(limit: int) -> int:
+    """How many of the best candidates the live filter checks first: ``limit`` and a margin
+    for the few that are not live (deleted or overwritten since their segment was written,
+    expired); if too few of them are, the next ones are checked, twice as many as missing."""
+    return limit + max(4, limit // 2)
 
 
 def _with_values(session: Session, runtime: Runtime, cache: SearchCache, actor: Actor,

@@ -6,6 +6,7 @@ and writes its audit row."""
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from control_plane.retention import service as retention
 from control_plane.retention.schemas import PolicyIn
 from control_plane.runtime import Runtime
 from control_plane.search import indexer
+from control_plane.search import repository as repo
 from control_plane.search import service as search
 from control_plane.search.schemas import SearchIn
 from tests.support import fake_llm as llm
@@ -249,3 +251,46 @@ def test_a_scope_wide_policy_beside_a_typed_one_is_applied_by_the_search(
 
     assert _keys(hidden) == ["food", "job"]
     assert _keys(typed) == ["food", "job", "pet"]
+
+
+def test_the_live_filter_checks_the_best_candidates_first_and_more_only_if_too_few_live(
+        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scores come from the rankings alone, so deleting the best candidates (their vectors
+    stay in the segment until a compaction) leaves every other score as it was: the search
+    then answers the next ones, found by a second statement over the next candidates."""
+    colours = ["red", "green", "blue", "amber", "violet", "grey"]
+    _write(world.runtime, world, {f"k{i}": f"lantern {colours[i % 6]} {colours[i * 5 % 6]} "
+                                           f"shelf {i}" for i in range(30)})
+    checked: list[int] = []
+    run = repo.LiveQuery.run
+
+    def counted(query: Any, engine: Engine, parameters: dict[str, Any]) -> Any:
+        ids = parameters.get("ids")
+        checked.append(len(json.loads(ids) if isinstance(ids, str) else ids))
+        return run(query, engine, parameters)
+
+    monkeypatch.setattr(repo.LiveQuery, "run", counted)
+
+    def found(limit: int) -> list[tuple[str, float]]:
+        with world.runtime.sessions() as session:
+            hits = search.search(session, world.runtime, world.actor, SearchIn(
+                query="lantern blue shelf", scope=Scope.agent, scope_ref="a-1", limit=limit,
+                include_values=False)).hits
+        return [(h.key or "", h.score) for h in hits]
+
+    ranking = found(14)
+    first = found(5)
+    all_live = list(checked)
+    with world.runtime.sessions() as session:
+        for key, _ in ranking[:search.first_check(5)]:
+            memories.delete_value(session, world.runtime.plane, world.actor,
+                                  MemoryAddress.parse(Scope.agent, "a-1", key))
+    checked.clear()
+    after = found(5)
+
+    assert len(ranking) == 14 and all_live == [search.first_check(14), search.first_check(5)]
+    assert first == ranking[:5]
+    # The 9 checked first are deleted: 10 more are checked, and the next five answer, with
+    # the very scores they had while the others were live.
+    assert checked == [search.first_check(5), 2 * 5]
+    assert after == ranking[9:14]
