@@ -319,14 +319,21 @@ class LiveQuery:
         self._processors = dict(self._compiled._bind_processors)
         self._expanding = [name for bind, name in self._compiled.bind_names.items()
                            if bind.expanding]
+        # The statement's own values (tenant, scopes, separators), converted for the driver
+        # once: a run converts only the parameters it is given.
+        self._base = {name: value if name in self._expanding or name not in self._processors
+                      else self._processors[name](value)
+                      for name, value in self._compiled.construct_params(_check=False).items()}
         self.row: Any = namedtuple(  # type: ignore[misc]  # noqa: PYI024
             "LiveRow", [c.key for c in statement.selected_columns])
 
     def values(self, parameters: dict[str, Any]) -> Any:
-        values = self._compiled.construct_params(parameters)
-        for name, process in self._processors.items():
-            if name in values and name not in self._expanding:
-                values[name] = process(values[name])
+        values = dict(self._base)
+        for name, value in parameters.items():
+            if name in values:  # a parameter the statement does not have is not sent
+                process = self._processors.get(name)
+                values[name] = (value if process is None or name in self._expanding
+                                else process(value))
         for name in self._expanding:  # ``x IN (...)``: rendered as x_1, x_2, … in self.sql
             process = self._processors.get(name)
             for i, value in enumerate(values.pop(name), 1):

@@ -222,8 +222,12 @@ def _load_one(runtime: Runtime, cache: SearchCache, row: Any) -> None:
 def _top(scores: np.ndarray, n: int) -> np.ndarray:
     if len(scores) <= n:
         return np.argsort(-scores, kind="stable")
-    part = np.argpartition(-scores, n)[:n]
+    part = np.argpartition(scores, len(scores) - n)[len(scores) - n:]  # the n highest
     return part[np.argsort(-scores[part], kind="stable")]
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
@@ -273,10 +277,11 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
                                  count=len(seg))
                  for seg, m in zip(segments, masks, strict=True)]
     nonzero = sparse_dimensions(query)
-    vec_all = np.concatenate([np.where(m, seg.scores(query, nonzero), -np.inf)
-                              for seg, m in zip(segments, masks, strict=True)])
-    kw_all = np.concatenate(bm25(segments, masks, request.query,
-                                 None if filtered else keywords))
+    full = keywords.full if not filtered else [False] * len(segments)
+    vec_all = _joined([seg.scores(query, nonzero) if whole
+                       else np.where(m, seg.scores(query, nonzero), -np.inf)
+                       for seg, m, whole in zip(segments, masks, full, strict=True)])
+    kw_all = _joined(bm25(segments, masks, request.query, None if filtered else keywords))
     pool = max(32, request.limit * _POOL)
     vec_top = _top(vec_all, pool)
     vec_top = vec_top[np.isfinite(vec_all[vec_top])].tolist()
