@@ -288,29 +288,30 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
     kw_top = _top(kw_all, pool)
     kw_top = kw_top[kw_all[kw_top] > 0].tolist()
     fused = fuse(vec_top, kw_top)
-    chosen = np.fromiter(fused, dtype=np.int64, count=len(fused))
+    candidates = np.fromiter(fused, dtype=np.int64, count=len(fused))
     # Best score first; between equal scores, the better vector score first.
-    order = chosen[np.lexsort((-vec_all[chosen],
+    order = candidates[np.lexsort((-vec_all[candidates],
                                -np.fromiter(fused.values(), dtype=np.float64,
                                             count=len(fused))))].tolist()
     offsets = np.cumsum([0] + [len(seg) for seg in segments])
 
-    def rows_of(chosen: list[int]) -> list[tuple[int, int]]:
-        at = np.asarray(chosen, dtype=np.int64)
+    def rows_of(batch: list[int]) -> list[tuple[int, int]]:
+        """(segment, row) of each candidate."""
+        at = np.asarray(batch, dtype=np.int64)
         seg_of = (np.searchsorted(offsets, at, side="right") - 1).tolist()
         return list(zip(seg_of, (at - offsets[seg_of]).tolist(), strict=True))
 
     hits: list[SearchHit] = []
     start, size = 0, first_check(request.limit)
     while len(hits) < request.limit and start < len(order):
-        chosen = order[start:start + size]
-        start += len(chosen)
-        places = rows_of(chosen)
+        batch = order[start:start + size]
+        start += len(batch)
+        places = rows_of(batch)
         ids = [segments[s].ids[i] for s, i in places]
         found = live if live is not None else live_of(ids)  # the live filter, one statement
         if found is None:
             return None
-        for j, (s, i), pid in zip(chosen, places, ids, strict=True):
+        for j, (s, i), pid in zip(batch, places, ids, strict=True):
             row = found.get(pid.hex)
             if row is None or row.version != int(segments[s].versions[i]):
                 continue
