@@ -301,6 +301,8 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
         seg_of = (np.searchsorted(offsets, at, side="right") - 1).tolist()
         return list(zip(seg_of, (at - offsets[seg_of]).tolist(), strict=True))
 
+    if not order and live is None:  # no candidate; the state is still checked
+        return None if live_of([]) is None else []
     hits: list[SearchHit] = []
     start, size = 0, first_check(request.limit)
     while len(hits) < request.limit and start < len(order):

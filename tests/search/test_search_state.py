@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import pytest
 from sqlalchemy import Engine, event, select, update
 
@@ -294,3 +295,26 @@ def test_the_live_filter_checks_the_best_candidates_first_and_more_only_if_too_f
     # the very scores they had while the others were live.
     assert checked == [search.first_check(5), 2 * 5]
     assert after == ranking[9:14]
+
+
+def test_a_search_without_any_candidate_still_checks_the_kept_state(
+        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An embedder answering NaN and a query of no known word leave no candidate: the
+    statement still runs (with no id), so a stale kept state is still noticed."""
+    _write(world.runtime, world, FACTS)
+    _search(world.runtime, world, "dog biscuit")  # reads and keeps the state
+    checked: list[int] = []
+    run = repo.LiveQuery.run
+
+    def counted(query: Any, engine: Engine, parameters: dict[str, Any]) -> Any:
+        ids = parameters.get("ids")
+        checked.append(len(json.loads(ids) if isinstance(ids, str) else ids))
+        return run(query, engine, parameters)
+
+    monkeypatch.setattr(repo.LiveQuery, "run", counted)
+    monkeypatch.setattr(search.Segment, "scores",
+                        lambda segment, query, nonzero: np.full(len(segment), np.nan))
+    found = _search(world.runtime, world, "zeppelin")
+
+    assert found.hits == []
+    assert checked == [0]
