@@ -222,7 +222,10 @@ def _load_one(runtime: Runtime, cache: SearchCache, row: Any) -> None:
 def _top(scores: np.ndarray, n: int) -> np.ndarray:
     if len(scores) <= n:
         return np.argsort(-scores, kind="stable")
-    part = np.argpartition(scores, len(scores) - n)[len(scores) - n:]  # the n highest
+    # Partitioned on the negated scores: from the high end, around many equal values (the
+    # zeros of a keyword ranking, the -inf of rows filtered out), numpy's selection takes
+    # ten times as long.
+    part = np.argpartition(-scores, n)[:n]
     return part[np.argsort(-scores[part], kind="stable")]
 
 
@@ -293,10 +296,12 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
     order = candidates[np.lexsort((-vec_all[candidates],
                                -np.fromiter(fused.values(), dtype=np.float64,
                                             count=len(fused))))].tolist()
-    offsets = np.cumsum([0] + [len(seg) for seg in segments])
+    offsets = np.cumsum([0] + [len(seg) for seg in segments]) if len(segments) > 1 else None
 
     def rows_of(batch: list[int]) -> list[tuple[int, int]]:
         """(segment, row) of each candidate."""
+        if offsets is None:
+            return [(0, j) for j in batch]
         at = np.asarray(batch, dtype=np.int64)
         seg_of = (np.searchsorted(offsets, at, side="right") - 1).tolist()
         return list(zip(seg_of, (at - offsets[seg_of]).tolist(), strict=True))
