@@ -254,14 +254,8 @@ def test_a_scope_wide_policy_beside_a_typed_one_is_applied_by_the_search(
     assert _keys(typed) == ["food", "job", "pet"]
 
 
-def test_the_live_filter_checks_the_best_candidates_first_and_more_only_if_too_few_live(
-        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Scores come from the rankings alone, so deleting the best candidates (their vectors
-    stay in the segment until a compaction) leaves every other score as it was: the search
-    then answers the next ones, found by a second statement over the next candidates."""
-    colours = ["red", "green", "blue", "amber", "violet", "grey"]
-    _write(world.runtime, world, {f"k{i}": f"lantern {colours[i % 6]} {colours[i * 5 % 6]} "
-                                           f"shelf {i}" for i in range(30)})
+def _count_checked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many candidate ids each live statement checks from now on, in order."""
     checked: list[int] = []
     run = repo.LiveQuery.run
 
@@ -271,6 +265,18 @@ def test_the_live_filter_checks_the_best_candidates_first_and_more_only_if_too_f
         return run(query, engine, parameters)
 
     monkeypatch.setattr(repo.LiveQuery, "run", counted)
+    return checked
+
+
+def test_the_live_filter_checks_the_best_candidates_first_and_more_only_if_too_few_live(
+        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scores come from the rankings alone, so deleting the best candidates (their vectors
+    stay in the segment until a compaction) leaves every other score as it was: the search
+    then answers the next ones, found by a second statement over the next candidates."""
+    colours = ["red", "green", "blue", "amber", "violet", "grey"]
+    _write(world.runtime, world, {f"k{i}": f"lantern {colours[i % 6]} {colours[i * 5 % 6]} "
+                                           f"shelf {i}" for i in range(30)})
+    checked = _count_checked(monkeypatch)
 
     def found(limit: int) -> list[tuple[str, float]]:
         with world.runtime.sessions() as session:
@@ -303,15 +309,7 @@ def test_a_search_without_any_candidate_still_checks_the_kept_state(
     statement still runs (with no id), so a stale kept state is still noticed."""
     _write(world.runtime, world, FACTS)
     _search(world.runtime, world, "dog biscuit")  # reads and keeps the state
-    checked: list[int] = []
-    run = repo.LiveQuery.run
-
-    def counted(query: Any, engine: Engine, parameters: dict[str, Any]) -> Any:
-        ids = parameters.get("ids")
-        checked.append(len(json.loads(ids) if isinstance(ids, str) else ids))
-        return run(query, engine, parameters)
-
-    monkeypatch.setattr(repo.LiveQuery, "run", counted)
+    checked = _count_checked(monkeypatch)
     monkeypatch.setattr(search.Segment, "scores",
                         lambda segment, query, nonzero: np.full(len(segment), np.nan))
     found = _search(world.runtime, world, "zeppelin")
