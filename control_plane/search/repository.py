@@ -299,6 +299,50 @@ def live_parameters(policies: Sequence[Any], now: datetime) -> dict[str, Any]:
     return values
 
 
+# PostgreSQL: a warm search's live statement (by ids) that also writes the search's audit
+# row, committed with it: one round trip instead of two (the commit's WAL flush is paid
+# once either way). The row is written only if the search ends with this statement: the
+# kept state's tokens are the ones the statement reads (else the search ranks again), and
+# the candidates found live at the version their vector was made for, with the hits found
+# by earlier statements (``a_found``), reach the limit, or no candidate is left to check
+# (``a_final``). Its detail ends with that count: the number of hits the search answers.
+# When it is not written, the search commits its row as before (the audit batcher).
+_AUDITED = (
+    "WITH live AS ({live}), audited AS ("
+    "INSERT INTO access_logs (tenant_id, accessor_type, accessor_id, operation, success, "
+    "detail, request_id, accessed_at, agent_id) "
+    "SELECT %(a_tenant_id)s::uuid, %(a_accessor_type)s::text, %(a_accessor_id)s::text, "
+    "'search', true, left(%(a_detail)s::text || least(%(a_found)s::int + m.n, "
+    "%(a_limit)s::int), 2000), %(a_request_id)s::text, %(a_accessed_at)s::timestamptz, "
+    "%(a_agent_id)s::text "
+    "FROM (SELECT count(*)::int AS n FROM live JOIN unnest(%(ids)s::uuid[], "
+    "%(a_versions)s::int[]) AS c(id, version) ON live.id = c.id AND live.version = c.version"
+    ") AS m, (SELECT t_embedder, t_policies, t_segments FROM live LIMIT 1) AS t "
+    "WHERE t.t_embedder IS NOT DISTINCT FROM %(a_embedder)s::uuid "
+    "AND ARRAY(SELECT p FROM unnest(string_to_array(t.t_policies, ',')) AS p "
+    "ORDER BY p COLLATE \"C\") = %(a_policies)s::text[] "
+    "AND ARRAY(SELECT g FROM unnest(string_to_array(t.t_segments, ',')) AS g "
+    "ORDER BY g COLLATE \"C\") = %(a_segments)s::text[] "
+    "AND (%(a_found)s::int + m.n >= %(a_limit)s::int OR %(a_final)s::boolean) "
+    "RETURNING 1) "
+    "SELECT live.*, (SELECT count(*) FROM audited) AS audited FROM live")
+
+
+def audit_values(row: dict[str, Any], tokens: tuple[Any, frozenset[str], frozenset[str]],
+                 versions: list[int], found: int, final: bool) -> dict[str, Any]:
+    """``LiveQuery.run``'s ``audit``: ``row`` the audit row's columns as the audit batcher
+    takes them (``detail``: up to the count), ``tokens`` the kept state's, ``versions`` of
+    the candidates (as ``ids``), ``found`` the hits so far, ``final``: no candidate left."""
+    embedder, policies, segments = tokens
+    return {"a_tenant_id": row["tenant_id"], "a_accessor_type": row["accessor_type"],
+            "a_accessor_id": row["accessor_id"], "a_detail": row["detail"],
+            "a_request_id": row["request_id"], "a_accessed_at": row["accessed_at"],
+            "a_agent_id": row["agent_id"], "a_limit": row["limit"],
+            "a_embedder": embedder, "a_policies": sorted(policies),
+            "a_segments": sorted(segments), "a_versions": versions, "a_found": found,
+            "a_final": final}
+
+
 class LiveQuery:
     """A live statement compiled once for the driver and run straight on a pooled driver
     connection, outside any transaction: one statement is its own snapshot, and a warm
@@ -326,6 +370,14 @@ class LiveQuery:
                       for name, value in self._compiled.construct_params(_check=False).items()}
         self.row: Any = namedtuple(  # type: ignore[misc]  # noqa: PYI024
             "LiveRow", [c.key for c in statement.selected_columns])
+        self._audited: tuple[str, Any] | None = None
+
+    def _audited_sql(self) -> tuple[str, Any]:
+        if self._audited is None:
+            row: Any = namedtuple(  # type: ignore[misc]  # noqa: PYI024
+                "AuditedLiveRow", [*self.row._fields, "audited"])
+            self._audited = (_AUDITED.replace("{live}", self.sql), row._make)
+        return self._audited
 
     def values(self, parameters: dict[str, Any]) -> Any:
         values = dict(self._base)
@@ -340,10 +392,19 @@ class LiveQuery:
                 values[f"{name}_{i}"] = process(value) if process is not None else value
         return values if self.order is None else [values[name] for name in self.order]
 
-    def run(self, engine: Engine, parameters: dict[str, Any]) -> list[Any]:
+    def run(self, engine: Engine, parameters: dict[str, Any],
+            audit: dict[str, Any] | None = None) -> list[Any]:
         """Execute with ``parameters``: the rows, as ``self.row`` tuples. Errors are the
-        SQLAlchemy exceptions a Session raises (a lost connection leaves the pool)."""
+        SQLAlchemy exceptions a Session raises (a lost connection leaves the pool).
+
+        With ``audit`` (PostgreSQL, a statement by ids: ``audit_values``), the same statement
+        also writes the search's audit row and commits it, if the search ends with these
+        candidates (see ``_AUDITED``); the rows then carry ``audited``, 1 if it did."""
         values = self.values(parameters)
+        sql, make = self.sql, self.row._make
+        if audit is not None:
+            values = {**values, **audit}
+            sql, make = self._audited_sql()
         dbapi_error = engine.dialect.loaded_dbapi.Error
         try:
             raw = engine.raw_connection()
@@ -357,8 +418,8 @@ class LiveQuery:
                 driver.autocommit = True  # one statement, no BEGIN/COMMIT round trips
             cursor = driver.cursor()
             try:
-                cursor.execute(self.sql, values)
-                return list(map(self.row._make, cursor.fetchall()))
+                cursor.execute(sql, values)
+                return list(map(make, cursor.fetchall()))
             finally:
                 cursor.close()
                 if postgres and not driver.closed:
@@ -367,7 +428,7 @@ class LiveQuery:
             lost = engine.dialect.is_disconnect(exc, driver, None)
             if lost:
                 raw.invalidate()
-            raise sa_exc.DBAPIError.instance(self.sql, values, exc, dbapi_error,
+            raise sa_exc.DBAPIError.instance(sql, values, exc, dbapi_error,
                                              connection_invalidated=lost,
                                              dialect=engine.dialect) from exc
         finally:
@@ -375,11 +436,12 @@ class LiveQuery:
 
 
 def live_with_tokens(session: Session, statement: LiveQuery, parameters: dict[str, Any],
-                     tags: Sequence[str]) -> tuple[Any, list[Any]]:
+                     tags: Sequence[str], audit: dict[str, Any] | None = None
+                     ) -> tuple[Any, list[Any]]:
     """Run a ``live_statement``: (the tokens row, the live pointers' rows)."""
     if session.in_transaction():
         session.commit()  # the statement runs on a connection of its own: end this one first
-    rows = statement.run(session.get_bind().engine, parameters)
+    rows = statement.run(session.get_bind().engine, parameters, audit)
     found = [r for r in rows if r.id is not None]
     if tags:  # tags are a JSON list: filtered here, portably, on the few candidates left
         wanted = set(tags)

@@ -20,8 +20,9 @@ also called by other services (context assembly).
   6. values verified like reads (I3), through a cache keyed by SHA-256: a mismatch marks the
      pointer corrupt, audits the failure and drops the result;
   7. one ``search`` audit row (the filters as given/not given and the count, never the
-     query; through the group commit reads use when no value is served) and one ``read``
-     row per value served, committed before the answer (I6).
+     query) and one ``read`` row per value served, committed before the answer (I6). When
+     no value is served: on PostgreSQL, written by the live statement that ends the search
+     (``repo._AUDITED``: one round trip), else through the group commit reads use.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from ..db.engine import begin_write
 from ..embedders import EmbedderFailed, embedder_for
 from ..errors import Conflict, InvalidInput, StorageUnavailable
 from ..keys import service as keys
-from ..kit import sha256_hex
+from ..kit import request_id_var, sha256_hex
 from ..memories import repository as memories_repo
 from ..memories.addresses import nfc
 from ..memories.shared import given, keyring_of
@@ -123,6 +124,16 @@ def search(session: Session, runtime: Runtime, actor: Actor, request: SearchIn, 
                          what=f"{scope} scope", missing=f"no scope {scope}/{scope_ref}")
         key = (actor.tenant_id, scope, scope_ref, access if scope_ref is None else None)
         state = cache.state(key)
+        # PostgreSQL, no values served: the live statement may write the search's audit row
+        # itself (``repo._AUDITED``), sparing the audit batcher's round trip.
+        in_statement = None
+        if (not request.include_values and runtime.plane.audit_batcher is not None
+                and session.get_bind().dialect.name == "postgresql"):
+            in_statement = {"tenant_id": actor.tenant_id, "accessor_type": actor.accessor_type,
+                            "accessor_id": actor.accessor_id, "detail": f"{detail} -> ",
+                            "request_id": request_id_var.get(), "accessed_at": utcnow(),
+                            "agent_id": actor.agent_id, "limit": request.limit}
+        audited_by_statement = False
         for _ in range(_ATTEMPTS):
             if state is None:
                 state = _read_state(session, runtime, cache, actor.tenant_id, key,
@@ -134,9 +145,10 @@ def search(session: Session, runtime: Runtime, actor: Actor, request: SearchIn, 
             except EmbedderFailed as exc:
                 raise StorageUnavailable(f"the embedder is unavailable right now "
                                          f"({exc.code}); retry later") from None
-            ranked = _rank(session, cache, actor, access, request, segments, query, state)
+            ranked = _rank(session, cache, actor, access, request, segments, query, state,
+                           in_statement)
             if ranked is not None:
-                hits = ranked
+                hits, audited_by_statement = ranked
                 break
             cache.forget_state(key)  # the kept state is stale: read it again, rank again
             state = None
@@ -145,7 +157,9 @@ def search(session: Session, runtime: Runtime, actor: Actor, request: SearchIn, 
         if request.include_values:
             hits = _with_values(session, runtime, cache, actor, hits)
         batcher = runtime.plane.audit_batcher
-        if not request.include_values and batcher is not None:
+        if audited_by_statement:
+            pass  # the live statement wrote and committed the search's row
+        elif not request.include_values and batcher is not None:
             # One audit row, committed (group commit, as reads do) before the answer (I6).
             batcher.record(actor.tenant_id, actor.accessor_type, actor.accessor_id, "search",
                            detail=f"{detail} -> {len(hits)}", agent_id=actor.agent_id)
@@ -235,16 +249,23 @@ def _joined(parts: list[np.ndarray]) -> np.ndarray:
 
 def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
           request: SearchIn, segments: list[Segment], query: np.ndarray,
-          state: SearchState) -> list[SearchHit] | None:
-    """The hits, ranked; None if the live filter found ``state`` stale (read it again)."""
+          state: SearchState, in_statement: dict[str, Any] | None = None
+          ) -> tuple[list[SearchHit], bool] | None:
+    """The hits, ranked, and whether the live filter's last statement wrote the search's
+    audit row (``in_statement``: that row, see ``repo.audit_values``); None if the live
+    filter found ``state`` stale (read it again)."""
     now = utcnow()
     scopes = state.scopes
+    wrote_audit = False
 
     dialect = session.get_bind().dialect
 
-    def live_of(ids: Sequence[uuid.UUID] | None) -> dict[str, Any] | None:
+    def live_of(ids: Sequence[uuid.UUID] | None, versions: list[int] | None = None,
+                found: int = 0, final: bool = True) -> dict[str, Any] | None:
         """The live filter, one statement (rows by pointer id in hex); it also reads the
-        tokens of ``state``."""
+        tokens of ``state``, and with ``in_statement`` and ``ids`` may write the audit row
+        (``versions``: the candidates', ``found``: hits so far, ``final``: none left)."""
+        nonlocal wrote_audit
         shape = (ids is not None, ids is None and request.user_id is not None,
                  ids is None and request.memory_type is not None, access)
         statement = state.statements.get(shape)
@@ -258,14 +279,17 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
             parameters["ids"] = repo.id_list(ids, dialect)
         else:
             parameters |= {"user_id": request.user_id, "memory_type": request.memory_type}
+        audit = (None if in_statement is None or ids is None else repo.audit_values(
+            in_statement, state.tokens, versions or [], found, final))
         token, rows = repo.live_with_tokens(session, statement, parameters,
-                                            request.tags if ids is None else ())
+                                            request.tags if ids is None else (), audit)
         if _tokens(token) != state.tokens:
             return None
+        wrote_audit = audit is not None and token.audited == 1
         return {repo.raw_hex(r.id): r for r in rows}
 
     if not segments:  # nothing to rank; the state is still checked (a segment may be new)
-        return None if live_of([]) is None else []
+        return None if live_of([]) is None else ([], wrote_audit)
     filtered = (request.user_id is not None or request.memory_type is not None
                 or bool(request.tags))
     # A pointer in several segments counts once, at its newest version (cached per set).
@@ -307,7 +331,7 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
         return list(zip(seg_of, (at - offsets[seg_of]).tolist(), strict=True))
 
     if not order and live is None:  # no candidate; the state is still checked
-        return None if live_of([]) is None else []
+        return None if live_of([]) is None else ([], wrote_audit)
     hits: list[SearchHit] = []
     start, size = 0, first_check(request.limit)
     while len(hits) < request.limit and start < len(order):
@@ -315,12 +339,14 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
         start += len(batch)
         places = rows_of(batch)
         ids = [segments[s].ids[i] for s, i in places]
-        found = live if live is not None else live_of(ids)  # the live filter, one statement
+        versions = [int(segments[s].versions[i]) for s, i in places]
+        found = live if live is not None else live_of(  # the live filter, one statement
+            ids, versions, len(hits), start >= len(order))
         if found is None:
             return None
-        for j, (s, i), pid in zip(batch, places, ids, strict=True):
+        for j, (s, i), pid, version in zip(batch, places, ids, versions, strict=True):
             row = found.get(pid.hex)
-            if row is None or row.version != int(segments[s].versions[i]):
+            if row is None or row.version != version:
                 continue
             pointer = repo.LivePointer.of(row, pid)
             hits.append(SearchHit(kind_of(pointer), pid, pointer.scope_type,
@@ -330,7 +356,7 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
             if len(hits) == request.limit:
                 break
         size = max(size, 2 * (request.limit - len(hits)))
-    return hits
+    return hits, wrote_audit
 
 
 def fuse(*rankings: Sequence[int]) -> dict[int, float]:

@@ -42,16 +42,6 @@ FACTS = {"pet": "the dog is called biscuit and fears thunder",
          "food": "allergic to peanuts and loves thai curry"}
 
 
-@pytest.fixture
-def other(world: ServiceWorld) -> Iterator[Runtime]:
-    """A second runtime on the same database and bucket: another server process."""
-    runtime = Runtime(world.runtime.settings)
-    try:
-        yield runtime
-    finally:
-        runtime.close()
-
-
 def _write(runtime: Runtime, world: ServiceWorld, facts: dict[str, str],
            ref: str = "a-1") -> None:
     with runtime.sessions() as session:
@@ -259,10 +249,10 @@ def _count_checked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     checked: list[int] = []
     run = repo.LiveQuery.run
 
-    def counted(query: Any, engine: Engine, parameters: dict[str, Any]) -> Any:
+    def counted(query: Any, engine: Engine, parameters: dict[str, Any], *rest: Any) -> Any:
         ids = parameters.get("ids")
         checked.append(len(json.loads(ids) if isinstance(ids, str) else ids))
-        return run(query, engine, parameters)
+        return run(query, engine, parameters, *rest)
 
     monkeypatch.setattr(repo.LiveQuery, "run", counted)
     return checked
