@@ -171,3 +171,33 @@ def test_a_filtered_search_and_one_serving_values_are_audited_once_too(
                        SEARCH + "2"]
     assert sorted(uuid.UUID(str(r.pointer_id)) for r in reads) == sorted(
         h.pointer_id for h in valued.hits)
+
+
+def test_a_search_of_every_scope_the_key_sees_audits_itself_once(
+        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No scope named: the statement's tokens cover the segments of every scope searched."""
+    _set(world.runtime, world, FACTS)
+    with world.runtime.sessions() as session:
+        memories.set_value(session, world.runtime.plane, world.actor,
+                           MemoryAddress.parse(Scope.user, "u-9", "boat"),
+                           "sails a small boat called heron", MemoryMeta())
+        indexer.drain(session, world.runtime.plane, world.runtime, world.runtime.search_cache)
+
+    def everywhere(query: str) -> list[str]:
+        with world.runtime.sessions() as session:
+            return [h.key or "" for h in search.search(session, world.runtime, world.actor,
+                                                       SearchIn(query=query, limit=3,
+                                                                include_values=False)).hits]
+
+    everywhere("dog")  # reads and keeps the state
+    with driver_statements(world.runtime.engine, monkeypatch) as seen:
+        keys = everywhere("boat heron nurse")
+    with world.runtime.sessions() as session:
+        details = session.execute(select(AccessLog.detail).where(
+            AccessLog.tenant_id == world.tenant_id, AccessLog.operation == "search")
+            .order_by(AccessLog.id)).scalars().all()
+
+    assert keys[0] == "boat" and len(keys) == 3
+    assert seen == (["WITH"] if world.runtime.engine.dialect.name == "postgresql"
+                    else ["SELECT"])
+    assert details == ["scope=None ref=None user=None type=None tags=0 -> 3"] * 2
