@@ -39,6 +39,7 @@ class Runtime:
         self.engine: Engine = make_engine(
             settings.resolved_database_url, pool_size=settings.db_pool_size,
             sqlite_synchronous=settings.sqlite_synchronous,
+            pool_recycle=settings.db_pool_recycle_seconds, pre_ping=settings.db_pool_pre_ping,
         )
         self.sessions: sessionmaker[Session] = make_session_factory(self.engine)
         # Tenants' bucket credentials are sealed with the server key; the data plane opens

@@ -48,6 +48,14 @@ class Settings(BaseSettings):
     reconcile_grace_seconds: float = Field(300.0, ge=0)
     sqlite_synchronous: str = Field("FULL", pattern="^(OFF|NORMAL|FULL|EXTRA)$")
     db_pool_size: int = Field(10, ge=1)
+    db_pool_recycle_seconds: int = Field(
+        1800, ge=1, description="PostgreSQL: a pooled connection older than this is replaced "
+        "when next handed out; set it below any idle timeout between this server and the "
+        "database (a proxy, a load balancer).")
+    db_pool_pre_ping: bool = Field(
+        False, description="PostgreSQL: test each pooled connection with a round trip before "
+        "handing it out, so one the database or a proxy closed is replaced instead of failing "
+        "the request; costs that round trip on every checkout.")
     allow_local_storage: bool | None = Field(
         None, description="Let tenants configure a directory on this server as their bucket; "
         "default: allowed on the embedded default only."

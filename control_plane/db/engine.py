@@ -26,7 +26,8 @@ from sqlalchemy.orm import Session, sessionmaker
 log = logging.getLogger(__name__)
 
 
-def make_engine(url: str, *, pool_size: int = 10, sqlite_synchronous: str = "FULL") -> Engine:
+def make_engine(url: str, *, pool_size: int = 10, sqlite_synchronous: str = "FULL",
+                pool_recycle: int = 1800, pre_ping: bool = False) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(url, sqlite_synchronous)
@@ -41,10 +42,11 @@ def make_engine(url: str, *, pool_size: int = 10, sqlite_synchronous: str = "FUL
     # reusing one server process, warm, with its statements prepared and their plans made.
     # Handed out in turn (FIFO), a burst's ten connections served the following requests
     # each a tenth of the time: a warm search took ~0.7 ms longer (docs/performance.md).
-    # Connections older than pool_recycle are replaced when next checked out, either way.
+    # Connections older than pool_recycle are replaced when next checked out, either way;
+    # with pre_ping, one the server or a proxy closed meanwhile is replaced too.
     return create_engine(
-        parsed, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False,
-        pool_recycle=1800, pool_use_lifo=True,
+        parsed, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=pre_ping,
+        pool_recycle=pool_recycle, pool_use_lifo=True,
     )
 
 

@@ -33,3 +33,79 @@ def test_the_connection_returned_last_is_handed_out_next(
 
     assert len({id(d) for d in drivers}) == 3
     assert [drivers.index(d) for d in following] == [2, 2, 2, 2]
+
+
+def _backend(engine: Any) -> int:
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        return int(conn.execute(text("SELECT pg_backend_pid()")).scalar_one())
+
+
+def _terminate(url: str, pid: int) -> None:
+    """What a proxy's idle timeout or a database restart does to a pooled connection."""
+    import psycopg
+
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"),
+                         autocommit=True) as admin:
+        assert admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
+
+
+@pytest.mark.parametrize("pre_ping", [True, False])
+def test_a_connection_closed_by_the_server_is_replaced_with_pre_ping(
+        pre_ping: bool, postgres: Any) -> None:
+    from sqlalchemy import exc as sa_exc
+
+    url = postgres.create_database()
+    engine = make_engine(url, pre_ping=pre_ping)
+    try:
+        first = _backend(engine)
+        _terminate(url, first)
+        if pre_ping:
+            after = _backend(engine)  # the closed one is noticed and replaced
+        else:
+            with pytest.raises(sa_exc.OperationalError):  # the request that meets it fails
+                _backend(engine)
+            after = _backend(engine)  # and the pool has dropped it
+    finally:
+        engine.dispose()
+
+    assert after != first
+
+
+def test_a_connection_older_than_the_recycle_time_is_replaced(postgres: Any) -> None:
+    import time
+
+    engine = make_engine(postgres.create_database(), pool_recycle=1)
+    try:
+        first = _backend(engine)
+        again = _backend(engine)
+        time.sleep(1.2)
+        later = _backend(engine)
+    finally:
+        engine.dispose()
+
+    assert (again == first, later != first) == (True, True)
+
+
+def test_the_servers_settings_reach_its_pool(postgres: Any, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """MEMPLANE_DB_POOL_PRE_PING and MEMPLANE_DB_POOL_RECYCLE_SECONDS, read from the
+    environment as a server reads them."""
+    from control_plane.runtime import Runtime
+    from tests.support.service import make_settings
+
+    url = postgres.create_database()
+    monkeypatch.setenv("MEMPLANE_DB_POOL_PRE_PING", "true")
+    monkeypatch.setenv("MEMPLANE_DB_POOL_RECYCLE_SECONDS", "600")
+    settings = make_settings(url, tmp_path, run_background=False)
+    runtime = Runtime(settings)
+    try:
+        first = _backend(runtime.engine)
+        _terminate(url, first)
+        after = _backend(runtime.engine)  # replaced, not failed: pre-ping is on
+    finally:
+        runtime.close()
+
+    assert (settings.db_pool_pre_ping, settings.db_pool_recycle_seconds) == (True, 600)
+    assert after != first
