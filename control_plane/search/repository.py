@@ -328,17 +328,23 @@ _AUDITED = (
     "SELECT live.*, (SELECT count(*) FROM audited) AS audited FROM live")
 
 
+def audit_row(actor: Any, detail: str, request_id: str | None, accessed_at: datetime,
+              limit: int) -> dict[str, Any]:
+    """A search's ``_AUDITED`` values known before its ranking: the audit row's columns as
+    the audit batcher writes them (``detail``: up to the count) and the search's limit."""
+    return {"a_tenant_id": actor.tenant_id, "a_accessor_type": actor.accessor_type,
+            "a_accessor_id": actor.accessor_id, "a_detail": detail,
+            "a_request_id": request_id, "a_accessed_at": accessed_at,
+            "a_agent_id": actor.agent_id, "a_limit": limit}
+
+
 def audit_values(row: dict[str, Any], tokens: tuple[Any, frozenset[str], frozenset[str]],
                  versions: list[int], found: int, final: bool) -> dict[str, Any]:
-    """``LiveQuery.run``'s ``audit``: ``row`` the audit row's columns as the audit batcher
-    takes them (``detail``: up to the count), ``tokens`` the kept state's, ``versions`` of
-    the candidates (as ``ids``), ``found`` the hits so far, ``final``: no candidate left."""
+    """``LiveQuery.run``'s ``audit``: ``row`` from ``audit_row``, ``tokens`` the kept
+    state's, ``versions`` of the candidates (as ``ids``), ``found`` the hits so far,
+    ``final``: no candidate left."""
     embedder, policies, segments = tokens
-    return {"a_tenant_id": row["tenant_id"], "a_accessor_type": row["accessor_type"],
-            "a_accessor_id": row["accessor_id"], "a_detail": row["detail"],
-            "a_request_id": row["request_id"], "a_accessed_at": row["accessed_at"],
-            "a_agent_id": row["agent_id"], "a_limit": row["limit"],
-            "a_embedder": embedder, "a_policies": sorted(policies),
+    return {**row, "a_embedder": embedder, "a_policies": sorted(policies),
             "a_segments": sorted(segments), "a_versions": versions, "a_found": found,
             "a_final": final}
 

@@ -129,10 +129,8 @@ def search(session: Session, runtime: Runtime, actor: Actor, request: SearchIn, 
         in_statement = None
         if (not request.include_values and runtime.plane.audit_batcher is not None
                 and session.get_bind().dialect.name == "postgresql"):
-            in_statement = {"tenant_id": actor.tenant_id, "accessor_type": actor.accessor_type,
-                            "accessor_id": actor.accessor_id, "detail": f"{detail} -> ",
-                            "request_id": request_id_var.get(), "accessed_at": utcnow(),
-                            "agent_id": actor.agent_id, "limit": request.limit}
+            in_statement = repo.audit_row(actor, f"{detail} -> ", request_id_var.get(),
+                                          utcnow(), request.limit)
         audited_by_statement = False
         for _ in range(_ATTEMPTS):
             if state is None:
@@ -156,21 +154,25 @@ def search(session: Session, runtime: Runtime, actor: Actor, request: SearchIn, 
             raise Conflict("the search index kept changing during the search; retry")
         if request.include_values:
             hits = _with_values(session, runtime, cache, actor, hits)
-        batcher = runtime.plane.audit_batcher
-        if audited_by_statement:
-            pass  # the live statement wrote and committed the search's row
-        elif not request.include_values and batcher is not None:
-            # One audit row, committed (group commit, as reads do) before the answer (I6).
-            batcher.record(actor.tenant_id, actor.accessor_type, actor.accessor_id, "search",
-                           detail=f"{detail} -> {len(hits)}", agent_id=actor.agent_id)
-        else:
-            # The search row and a read row per value (if values are asked for), committed
-            # before the answer (I6).
-            audit.commit_reads(session, runtime.plane, actor, [
-                ("search", None, f"{detail} -> {len(hits)}"),
-                *(("read", h.pointer_id, f"{h.scope} v{h.pointer.version} search result")
-                  for h in hits if request.include_values)])
+        if not audited_by_statement:  # else the live statement wrote and committed it
+            _commit_rows(session, runtime, actor, f"{detail} -> {len(hits)}", hits,
+                         request.include_values)
     return SearchResults(hits, state.embedder.name, (time.perf_counter() - started) * 1000.0)
+
+
+def _commit_rows(session: Session, runtime: Runtime, actor: Actor, detail: str,
+                 hits: list[SearchHit], values: bool) -> None:
+    """The search's row, and a read row per value served, committed before the answer
+    (I6)."""
+    batcher = runtime.plane.audit_batcher
+    if not values and batcher is not None:  # one row: the group commit reads use
+        batcher.record(actor.tenant_id, actor.accessor_type, actor.accessor_id, "search",
+                       detail=detail, agent_id=actor.agent_id)
+        return
+    audit.commit_reads(session, runtime.plane, actor, [
+        ("search", None, detail),
+        *(("read", h.pointer_id, f"{h.scope} v{h.pointer.version} search result")
+          for h in hits if values)])
 
 
 def _read_state(session: Session, runtime: Runtime, cache: SearchCache, tenant_id: uuid.UUID,
