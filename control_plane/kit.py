@@ -30,7 +30,7 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def json_of(model: BaseModel, status_code: int = 200) -> Response:
+def json_of(model: BaseModel | dict[str, Any], status_code: int = 200) -> Response:
     """``model`` as the route's JSON answer, serialised by the route itself.
 
     A sync route that returns a model has FastAPI validate it again in a second trip to the

@@ -46,7 +46,7 @@ from .batch_gets import GetItem, Looked
 from .batch_sets import WRITER_ROLES, SetItem, commit_sets, failure, prepare_sets, side_by_side
 from .delete import delete_value
 from .read import get_value, read_found, read_logged
-from .schemas import MemoryMeta, PointerOut
+from .schemas import MemoryMeta, PointerOut, pointer_json
 from .shared import ensure_visible
 from .write import set_value
 
@@ -180,15 +180,14 @@ def _run_one(session: Session, plane: DataPlane, caller: Caller, item: _Op,
                     found = reader(session, plane, actor, item.address,
                                    looked.get(item.address))
             return head | {"status": 200, "value": found.value,
-                           "pointer": PointerOut.of(found.pointer).model_dump(mode="json")}
+                           "pointer": pointer_json(found.pointer)}
         require_role(session, caller, WRITER_ROLES, "write memories")
         if op.op == "set":
             written = set_value(session, plane, actor, item.address, op.value, _meta_of(op),
                                 item_idem, access=caller.access)
             if isinstance(written, Replay):
                 return head | {"status": written.status_code, "pointer": written.response}
-            return head | {"status": 200,
-                           "pointer": PointerOut.of(written).model_dump(mode="json")}
+            return head | {"status": 200, "pointer": pointer_json(written)}
         if item_idem is not None:
             replay = idempotency.find(session, actor.tenant_id, item_idem)
             session.commit()
@@ -267,7 +266,9 @@ def run_batch(sessions: Callable[[], Session], session: Session, plane: DataPlan
     # else — and whatever those paths leave — runs the single-request protocol, one address
     # per worker, in request order.
     groups = _groups(valid)
-    sets = [SetItem(g[0].index, g[0].address, g[0].op.value, _meta_of(g[0].op))
+    # A set's operation is its metadata (a BatchOperation is a MemoryMeta with the same
+    # fields validated): the batched path only reads them, so no copy is made.
+    sets = [SetItem(g[0].index, g[0].address, g[0].op.value, g[0].op)
             for g in groups if idem is None and len(g) == 1 and g[0].op.op == "set"]
     gets = [GetItem(g[0].index, g[0].address) for g in groups
             if len(g) == 1 and g[0].op.op == "get"

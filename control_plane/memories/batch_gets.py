@@ -44,7 +44,7 @@ from .addresses import MemoryAddress
 from .batch_sets import fetch_all
 from .listing import LiveKey
 from .read import Listed, MemoryValue, check_live, live_key, read_pointer
-from .schemas import PointerOut
+from .schemas import pointer_json
 from .shared import guessed_key, keyring_of, read_key, remember_key, sealed_address
 
 log = logging.getLogger(__name__)
@@ -225,7 +225,7 @@ def read_gets(session: Session, plane: DataPlane, actor: Actor, items: list[GetI
 
 def _answer(entry: _Ready, value: Any) -> dict[str, Any]:
     return {"index": entry.item.index, "op": "get", "status": 200, "value": value,
-            "pointer": PointerOut.of(entry.found[0]).model_dump(mode="json")}
+            "pointer": pointer_json(entry.found[0])}
 
 
 def _open(session: Session, plane: DataPlane, actor: Actor, entry: _Ready,

@@ -32,7 +32,7 @@ from ..storage_config.plane import DataPlane, Target, storage_errors
 from ..tenants.service import Caller, require_role
 from . import hotpath
 from .addresses import MemoryAddress
-from .schemas import MemoryMeta, PointerOut
+from .schemas import MemoryMeta, pointer_json
 from .shared import delete_quietly, ensure_visible, remember_key
 from .write import (
     _as_agent,
@@ -289,8 +289,7 @@ def commit_sets(session: Session, plane: DataPlane, caller: Caller, prepared: li
         pointer, old = saved
         if old is not None:
             superseded.append(old)
-        answers[p.item.index] = head | {"status": 200,
-                                        "pointer": PointerOut.of(pointer).model_dump(mode="json")}
+        answers[p.item.index] = head | {"status": 200, "pointer": pointer_json(pointer)}
     plane.checkpoint("write:after_commit")
     by_config: dict[Any, list[str]] = {}
     for config, path in superseded:

@@ -25,6 +25,7 @@ from .schemas import (
     PointerOrder,
     PointerOut,
     PointerPage,
+    pointer_json,
 )
 
 router = APIRouter(tags=["memories"])
@@ -72,7 +73,7 @@ def _answer(result: MemoryPointer | Replay) -> Response:
     if isinstance(result, Replay):
         return JSONResponse(result.response, status_code=result.status_code,
                             headers={"Idempotent-Replayed": "true"})
-    return json_of(PointerOut.of(result))
+    return json_of(pointer_json(result))
 
 
 @router.put("/v1/memories/{scope}/{scope_ref}/{key}", response_model=PointerOut)
@@ -98,7 +99,7 @@ def get_memory(scope: Scope, scope_ref: str, key: str, request: Request) -> Resp
     with call_of(request, READER) as call:
         result = memories.get_value(call.session, call.plane, call.caller.actor,
                                     _address(scope, scope_ref, key), access=call.caller.access)
-    return json_of(MemoryOut(value=result.value, pointer=PointerOut.of(result.pointer)))
+    return json_of({"value": result.value, "pointer": pointer_json(result.pointer)})
 
 
 @router.post("/v1/memories/{scope}/{scope_ref}/{key}/append", response_model=PointerOut)
@@ -165,11 +166,10 @@ def list_pointers(request: Request, scope: Scope | None = None, scope_ref: Filte
             order=order.value, readable=include_values)
         if include_values:
             values = listed_values(call.session, call.plane, call.caller.actor, page)
-            return json_of(MemoryPage(items=[MemoryOut(value=v.value,
-                                                       pointer=PointerOut.of(v.pointer))
-                                             for v in values], next_cursor=page.next_cursor))
-    return json_of(PointerPage(items=[PointerOut.of(p) for p in page.pointers],
-                               next_cursor=page.next_cursor))
+            return json_of({"items": [{"value": v.value, "pointer": pointer_json(v.pointer)}
+                                      for v in values], "next_cursor": page.next_cursor})
+    return json_of({"items": [pointer_json(p) for p in page.pointers],
+                    "next_cursor": page.next_cursor})
 
 
 @router.post("/v1/memories:batch", response_model=batches.BatchOut)

@@ -13,6 +13,7 @@ from pydantic import (
     Field,
     StringConstraints,
 )
+from pydantic_core import to_jsonable_python
 
 from ..kit import PLAIN_TEXT
 from .addresses import nfc
@@ -140,6 +141,33 @@ class PointerOut(BaseModel):
             storage_class=getattr(pointer, "storage_class", None),
             searchable=getattr(pointer, "searchable", None) is not False,
         )
+
+
+def pointer_json(pointer: Any) -> dict[str, Any]:
+    """``PointerOut.of(pointer).model_dump(mode="json")``, built directly from a saved
+    pointer, whose values have the model's types already: a batch answers up to a thousand
+    pointers, and validating each into the model and dumping it again cost ~13 µs a pointer
+    against ~3 µs this way. pydantic's own encoder writes the ids and times, so the text is
+    the model's to the byte; a property test holds the two forms equal."""
+    ready = _vector_ready(pointer)
+    return {
+        "id": str(pointer.id), "scope": pointer.scope_type, "scope_ref": pointer.scope_ref,
+        "key": pointer.key, "memory_type": pointer.memory_type, "title": pointer.title,
+        "tags": list(pointer.tags or []), "importance": pointer.importance,
+        "source": pointer.source, "user_id": pointer.subject_user_id,
+        "agent_id": pointer.agent_id, "storage_path": pointer.storage_path,
+        "content_sha256": pointer.content_sha256, "content_size": pointer.content_size,
+        "sync_status": pointer.sync_status, "version": pointer.version,
+        "has_embeddings": ready,
+        "embedding_model": pointer.embedding_model if ready else None,
+        "embedding_storage_path": pointer.embedding_storage_path if ready else None,
+        "created_at": to_jsonable_python(pointer.created_at),
+        "updated_at": to_jsonable_python(pointer.updated_at),
+        "expires_at": (None if pointer.expires_at is None
+                       else to_jsonable_python(pointer.expires_at)),
+        "storage_class": getattr(pointer, "storage_class", None),
+        "searchable": getattr(pointer, "searchable", None) is not False,
+    }
 
 
 def _vector_ready(pointer: Any) -> bool:

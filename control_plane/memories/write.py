@@ -41,7 +41,7 @@ from . import guesses, hotpath
 from . import repository as repo
 from .addresses import DEFAULT_MEMORY_TYPES, MemoryAddress
 from .read import fetch_locked
-from .schemas import MemoryMeta, PointerOut
+from .schemas import MemoryMeta, pointer_json
 from .shared import (
     CommitUncertain,
     delete_quietly,
@@ -528,7 +528,7 @@ def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
                         f"{sealed_address(actor, address, binding.key)}")
     if idem is not None:
         idempotency.remember(session, actor.tenant_id, idem, 200,
-                             PointerOut.of(pointer).model_dump(mode="json"))
+                             pointer_json(pointer))
     plane.checkpoint("write:before_commit")
     try:
         session.commit()
