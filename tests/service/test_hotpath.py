@@ -21,7 +21,7 @@ from control_plane.errors import HashMismatch, NotFound
 from control_plane.memories import hotpath
 from control_plane.memories import service as memories
 from control_plane.memories.addresses import MemoryAddress, Scope
-from control_plane.memories.schemas import MemoryMeta
+from control_plane.memories.schemas import MemoryMeta, PointerOut, pointer_json
 from tests.support.service import ServiceWorld
 
 META = MemoryMeta()
@@ -328,3 +328,27 @@ def test_a_batch_lookup_answers_what_each_lookup_would(world: ServiceWorld) -> N
                                                       False, False]
     assert [w.blocked_by is not None for w in together] == [
         False, False, False, True, False, False, False, True]
+
+
+def test_a_pointer_answer_reads_what_is_saved_even_when_its_state_has_expired(
+        world: ServiceWorld) -> None:
+    """``pointer_json`` reads loaded values straight from the instance; an instance whose
+    state a commit expired is read through the ORM, so a column changed in the database
+    since (here the archive tier's storage class) is answered as saved."""
+    address = MemoryAddress.parse(Scope.user, "u-json", "k")
+    with world.runtime.sessions() as session:
+        pointer = memories.set_value(session, world.runtime.plane, world.actor, address,
+                                     {"a": 1}, META)
+        assert isinstance(pointer, MemoryPointer)
+        loaded = pointer_json(pointer)
+        assert loaded == PointerOut.of(pointer).model_dump(mode="json")
+        assert (loaded["storage_class"], loaded["version"]) == (None, 1)
+        session.execute(update(MemoryPointer).where(MemoryPointer.id == pointer.id)
+                        .values(storage_class="STANDARD_IA"))
+        session.commit()
+        session.expire(pointer)
+        assert "storage_class" not in pointer.__dict__
+        answer = pointer_json(pointer)
+        assert answer["storage_class"] == "STANDARD_IA"
+        assert answer == PointerOut.of(pointer).model_dump(mode="json") == loaded | {
+            "storage_class": "STANDARD_IA"}
