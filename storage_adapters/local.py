@@ -184,7 +184,15 @@ class LocalAdapter:
                     os.unlink(tmp)
 
     def _make_dir(self, directory: str) -> None:
-        os.makedirs(directory, exist_ok=True)
+        # Its parent usually exists (the scope's directory, made for the scope's first key):
+        # one mkdir, where makedirs would look at the parent first.
+        try:
+            os.mkdir(directory)
+        except FileExistsError:
+            if not os.path.isdir(directory):
+                raise
+        except FileNotFoundError:
+            os.makedirs(directory, exist_ok=True)
         if len(self._dirs) >= _KNOWN_DIRS:
             self._dirs.clear()
         self._dirs.add(directory)

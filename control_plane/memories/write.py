@@ -71,10 +71,13 @@ class _Rebind(Exception):
     the row with another id, or the data subject changed): seal the object again."""
 
 
+# json.dumps with these settings builds an encoder per call; one, kept, writes the same text.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def serialise(value: Any) -> bytes:
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"),
-                          allow_nan=False).encode()
+        return _ENCODER.encode(value).encode()
     except ValueError as exc:
         raise InvalidInput(f"value is not valid JSON: {exc}") from None
 

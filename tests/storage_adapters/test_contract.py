@@ -176,6 +176,22 @@ class TestLocalContract(AdapterContract):
         assert list((adapter.root / ".memplane-tmp").iterdir()) == []
         adapter.close()
 
+    def test_a_put_makes_missing_directories_at_any_depth_and_refuses_a_file_in_the_way(
+            self, adapter: LocalAdapter) -> None:
+        (adapter.root / "s" / "made-elsewhere").mkdir(parents=True)  # another process's
+        (adapter.root / "s" / "taken").write_bytes(b"a file, not a directory")
+        answers = adapter.put_many([("s/made-elsewhere/1", b"one"), ("deep/a/b/c/2", b"two"),
+                                    ("s/taken/3", b"three"), ("s/new/4", b"four")])
+        assert [type(a).__name__ if a is not None else None for a in answers] == [
+            None, None, "StorageUnavailable", None]
+        assert str(answers[2]) == "local write failed: File exists"
+        assert (adapter.get("s/made-elsewhere/1"), adapter.get("deep/a/b/c/2"),
+                adapter.get("s/new/4")) == (b"one", b"two", b"four")
+        assert (adapter.root / "s" / "taken").read_bytes() == b"a file, not a directory"
+        with pytest.raises(StorageUnavailable):
+            adapter.put("s/taken/x/5", b"five")  # a file where a parent directory should be
+        assert list((adapter.root / ".memplane-tmp").iterdir()) == []
+
 
 class TestMemoryContract(AdapterContract):
     backend = "memory"
