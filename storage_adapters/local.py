@@ -64,6 +64,7 @@ class LocalAdapter:
         self.fsync = fsync
         self.storage_classes = CLASSES.with_overrides(archive_class, cold_class)
         self._classes = self.root / _CLASS_DIR
+        self._classes_text = str(self._classes)
         self.stats = RequestStats()
         self._tmp = self.root / _TMP_DIR
         self._tmp.mkdir(parents=True, exist_ok=True)
@@ -99,7 +100,13 @@ class LocalAdapter:
         return f"{self._root_text}/{path}"
 
     def put(self, path: str, data: bytes) -> None:
-        self._put(path, data, durable=self.fsync)
+        self._put(path, data, durable=self.fsync, classes=self._any_class())
+
+    def _any_class(self) -> bool:
+        """Whether a storage class was ever recorded in this bucket. If not, a put has no
+        record to clear, and its link alone refuses an object that exists: one system call
+        instead of two (and no path object) per put."""
+        return os.path.isdir(self._classes_text)
 
     def put_many(self, items: Sequence[tuple[str, bytes]]) -> list[StorageError | None]:
         """``put`` of each ``(path, data)``, made durable together: every object is written
@@ -113,9 +120,7 @@ class LocalAdapter:
         durable: no pointer may name it)."""
         answers: list[StorageError | None] = []
         written: list[str] = []
-        # No class was ever recorded in this bucket: there is no record to clear, and the
-        # link alone refuses an object that exists (two system calls fewer per object).
-        classes = self._classes.exists()
+        classes = self._any_class()
         for path, data in items:
             try:
                 self._put(path, data, durable=False, classes=classes)
@@ -152,7 +157,7 @@ class LocalAdapter:
             os.close(fd)
 
     def _put(self, path: str, data: bytes | BinaryIO, *, durable: bool,
-             classes: bool = True) -> None:
+             classes: bool) -> None:
         target = self._target(path)
         self.stats.add("put")
         if classes:
@@ -249,7 +254,7 @@ class LocalAdapter:
 
     def put_file(self, path: str, file: BinaryIO) -> None:
         """Like ``put``, copying ``file`` in chunks so memory stays bounded at any size."""
-        self._put(path, file, durable=self.fsync)
+        self._put(path, file, durable=self.fsync, classes=self._any_class())
 
     def remove_stale_temporaries(self, older_than: float) -> int:
         """Delete temporary files (``.memplane-tmp/``) last modified before ``older_than``

@@ -8,6 +8,7 @@ import base64
 import ctypes
 import errno
 import hashlib
+import io
 import os
 import shutil
 from collections.abc import Iterator
@@ -74,6 +75,28 @@ class TestLocalContract(AdapterContract):
         assert (adapter.head("m/1").storage_class, adapter.head("a/1").storage_class) == (
             "standard", "archive")
         assert (adapter.get("m/1"), adapter.get("a/1")) == (b"one", b"first")
+
+    def test_put_clears_a_record_left_at_its_path_and_keeps_an_existing_objects(
+            self, adapter: LocalAdapter) -> None:
+        adapter.put("a/1", b"first")
+        adapter.put_file("a/2", io.BytesIO(b"second"))
+        assert not (adapter.root / ".memplane-class").exists()  # no class recorded yet
+        with pytest.raises(ObjectExists):
+            adapter.put("a/1", b"again")
+        assert adapter.set_storage_class("a/1", "archive") == "archive"
+        left = adapter.root / ".memplane-class" / "m" / "1"  # a record outliving its object
+        left.parent.mkdir(parents=True)
+        left.write_text("cold")
+        adapter.put("m/1", b"one")
+        assert not left.exists()
+        with pytest.raises(ObjectExists):
+            adapter.put("a/1", b"again")
+        with pytest.raises(ObjectExists):
+            adapter.put_file("a/1", io.BytesIO(b"again"))
+        assert (adapter.head("m/1").storage_class, adapter.head("a/1").storage_class) == (
+            "standard", "archive")
+        assert (adapter.get("m/1"), adapter.get("a/1"), adapter.get("a/2")) == (
+            b"one", b"first", b"second")
 
     @pytest.mark.skipif(local_adapter._syncfs is None, reason="syncfs(2) is Linux's")
     def test_put_many_flushes_the_file_system_once_before_it_answers(
