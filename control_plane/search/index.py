@@ -27,6 +27,8 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 # BM25 parameters (the usual defaults).
 K1 = 1.2
 B = 0.75
+_WEIGHTS_PER_ROW = 8
+_Weights = list[tuple[np.ndarray, np.ndarray] | None]
 
 
 def words(text: str) -> list[str]:
@@ -113,6 +115,32 @@ class Keywords:
         self.avg = (lengths / self.total if self.total else 0.0) or 1.0
         self.norms = [(K1 * (1.0 - B + B * s.lengths / self.avg)).astype(np.float32)
                       for s in segments]
+        # Each query term's BM25 weights, kept for the next searches of this set: at most
+        # ``_WEIGHTS_PER_ROW`` per row counted (4 bytes each, beside a vector's 2 KiB).
+        self._weights: dict[str, _Weights] = {}
+        self._kept = 0
+
+    def weights(self, segments: list[Segment], term: str) -> _Weights:
+        """``term``'s BM25 weight in every row holding it — per segment None or (rows,
+        weights) — computed once for this set (its frequency and the average length are
+        the set's)."""
+        found = self._weights.get(term)
+        if found is not None:
+            return found
+        df, hits = self.term(segments, term)
+        parts: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(hits)
+        if df:
+            idf = math.log(1.0 + (self.total - df + 0.5) / (df + 0.5))
+            parts = [None if hit is None else
+                     (hit[0], idf * hit[1] * (K1 + 1.0) / (hit[1] + hit[2]))
+                     for hit in hits]
+            for part in parts:
+                if part is not None:
+                    part[1].flags.writeable = False
+        if self._kept + df <= _WEIGHTS_PER_ROW * self.total:
+            self._weights[term] = parts
+            self._kept += max(df, 1)
+        return parts
 
     def term(self, segments: list[Segment], term: str
              ) -> tuple[int, list[tuple[np.ndarray, ...] | None]]:
@@ -148,15 +176,10 @@ def bm25(segments: list[Segment], masks: list[np.ndarray], query: str,
     if not terms or total == 0:
         return scores
     for term in terms:
-        df, hits = keywords.term(segments, term)
-        if df == 0:
-            continue
-        idf = math.log(1.0 + (total - df + 0.5) / (df + 0.5))
-        for score, hit in zip(scores, hits, strict=True):
-            if hit is None:
-                continue
-            docs, tfs, norm = hit
-            score[docs] += idf * tfs * (K1 + 1.0) / (tfs + norm)
+        for score, part in zip(scores, keywords.weights(segments, term), strict=True):
+            if part is not None:
+                docs, weight = part
+                score[docs] += weight
     return scores
 
 
