@@ -28,6 +28,7 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 K1 = 1.2
 B = 0.75
 _WEIGHTS_PER_ROW = 8
+_GATHERED = 1 << 17  # floats of a product's columns gathered at a time (512 KiB)
 _Weights = list[tuple[np.ndarray, np.ndarray] | None]
 
 
@@ -65,7 +66,17 @@ class Segment:
         matrix. Dimensions where the query is zero add exactly nothing to any score."""
         if nonzero is None:
             return self.vectors @ query  # type: ignore[no-any-return]
-        return query[nonzero] @ self.vectors.T[nonzero]  # type: ignore[no-any-return]
+        weights, columns, rows = query[nonzero], self.vectors.T, len(self.ids)
+        # The columns are gathered a block of rows at a time, each block small enough to
+        # stay in the core's cache while the product reads it: gathering all of them at
+        # once (2 MB for 45 columns of 10,000 rows) and reading them back cost 1.5-2x more.
+        block = max(1024, _GATHERED // max(1, len(nonzero)))
+        if rows <= block:
+            return weights @ columns[nonzero]  # type: ignore[no-any-return]
+        out = np.empty(rows, dtype=np.result_type(weights, columns))
+        for start in range(0, rows, block):
+            out[start:start + block] = weights @ columns[nonzero, start:start + block]
+        return out
 
 
 def sparse_dimensions(query: np.ndarray) -> np.ndarray | None:

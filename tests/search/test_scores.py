@@ -79,3 +79,24 @@ def test_the_sparse_product_equals_the_whole_one(rows: int, dim: int, data: st.D
     assert sorted(nonzero.tolist()) == sorted(chosen.tolist())
     np.testing.assert_allclose(_segment(vectors).scores(query, nonzero), vectors @ query,
                                rtol=1e-5, atol=1e-5)
+
+
+@given(st.sampled_from([1, 9, 40, 128]), st.integers(0, 2**32 - 1))
+def test_a_segment_larger_than_a_gathered_block_scores_as_the_whole_product(
+        columns: int, seed: int) -> None:
+    """Past ``_GATHERED`` floats the columns are gathered block by block (1,024 rows at a time
+    for 128 columns, here three blocks and a part): every row is scored, as the whole
+    product scores it."""
+    rng = np.random.default_rng(seed)
+    rows = 3 * 1024 + 77
+    vectors = rng.standard_normal((rows, 512)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    query = np.zeros(512, dtype=np.float32)
+    chosen = rng.choice(512, size=columns, replace=False)
+    query[chosen] = rng.standard_normal(columns).astype(np.float32)
+
+    scores = _segment(vectors).scores(query, sparse_dimensions(query))
+
+    assert scores.shape == (rows,) and scores.dtype == np.float32
+    np.testing.assert_allclose(scores, vectors.astype(np.float64) @ query, rtol=0, atol=2e-6)
+    assert int(np.argmax(scores)) == int(np.argmax(vectors @ query))
