@@ -31,7 +31,8 @@ def sha256_hex(data: bytes) -> str:
 
 
 def json_of(model: BaseModel | dict[str, Any], status_code: int = 200) -> Response:
-    """``model`` as the route's JSON answer, serialised by the route itself.
+    """``model`` (or its JSON-ready dict) as the route's JSON answer, serialised by the
+    route itself.
 
     A sync route that returns a model has FastAPI validate it again in a second trip to the
     thread pool (``serialize_response``) before writing it out; on a busy server that hand-off

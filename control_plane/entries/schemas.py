@@ -5,7 +5,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from ..memories.addresses import Scope
-from ..memories.schemas import SOURCE_DESCRIPTION, PointerOut, Ref, Source, Tag
+from ..memories.schemas import SOURCE_DESCRIPTION, PointerOut, Ref, Source, Tag, pointer_json
 
 EntryTitle = Annotated[str, StringConstraints(min_length=1, max_length=500,
                                               pattern=r"^[^\x00-\x1f\x7f]*$")]
@@ -63,7 +63,7 @@ class EntryOut(PointerOut):
 
     @classmethod
     def with_summary(cls, pointer: Any, summary: str | None) -> EntryOut:
-        return cls(**PointerOut.of(pointer).model_dump(), summary=summary)
+        return cls(**pointer_json(pointer), summary=summary)
 
 
 class EntryPage(BaseModel):
