@@ -60,6 +60,7 @@ DEFAULT_BLAS = blas.current_threads()
 VOCABULARY = [f"w{i}" for i in range(3000)]
 WEIGHTS = [1 / (i + 1) ** 0.8 for i in range(len(VOCABULARY))]
 K = 10
+WRITE_WARM_UP = 2000  # memories written and indexed before the write rounds
 
 
 def _text(rng: random.Random) -> str:
@@ -322,7 +323,13 @@ def run_writes(database: str, rounds: int, ops: int,
         with runtime.sessions() as session:
             tenant, _ = create_tenant(session, "bench-writes")
         actor = Actor(tenant.id, "api", "bench")
-        _write(runtime, actor, "warmup", [_text(rng) for _ in range(100)])
+        # A running deployment's tables: some memories, indexed, and their statistics taken
+        # (``analyze``: plans made for an empty table would scan the tenant's rows per write).
+        _fill(runtime, actor, "warmup", [_text(rng) for _ in range(WRITE_WARM_UP)])
+        _write(runtime, actor, "warmup", [_text(rng) for _ in range(100)], WRITE_WARM_UP)
+        with runtime.sessions() as session:
+            indexer.drain(session, runtime.plane, runtime, runtime.search_cache)
+        analyze(runtime.engine)
         modes = ("off", *shapes)
         rates: dict[str, list[float]] = {mode: [] for mode in modes}
         catch_up: dict[str, list[float]] = {mode: [] for mode in shapes}

@@ -664,7 +664,10 @@ class Indexer:
     last ``yield_ms`` milliseconds, but never lets its work wait more than ``max_lag``
     seconds: past that, it runs rounds of ``CATCH_UP_BATCH`` until one takes all that
     waits. A round short of a full batch is followed by a wait of ``interval``, so that
-    trickling writes are indexed in batches, not one by one."""
+    trickling writes are indexed in batches, not one by one. Rounds take up to ``BATCH``
+    memories where they run between a server's requests, and ``CATCH_UP_BATCH`` in a
+    process of their own (``memplane worker``): fewer deltas, commits and flushes per
+    memory where no request waits for the round to end."""
 
     def __init__(self, sessions: sessionmaker[Session], plane: DataPlane,
                  runtime: Runtime, cache: SearchCache, *, interval: float = 0.2,
@@ -685,6 +688,7 @@ class Indexer:
         self.activity: ForegroundActivity | ServerActivity | None = None
         if self.yield_s > 0:
             self.activity = activity or ForegroundActivity(engine, monotonic)
+        self.batch = BATCH if self.activity is not None else CATCH_UP_BATCH
         self._caught_up = monotonic()  # when a round last found nothing waiting
         self.catching_up = False
         self.full = False  # the last round took a full batch: more may wait
@@ -734,7 +738,7 @@ class Indexer:
         else:
             self._last_full = now
             self._failing.clear()  # each full pass tries every tenant again
-        batch = CATCH_UP_BATCH if self.catching_up else BATCH
+        batch = CATCH_UP_BATCH if self.catching_up else self.batch
         with self.sessions() as session:
             report = index_round(session, self.plane, self.runtime, self.cache, since=since,
                                  skip=self._failing, claims=self.claims, batch=batch)

@@ -370,17 +370,36 @@ def test_the_indexer_verifies_each_object_it_reads(world: ServiceWorld,
 def test_a_round_short_of_a_batch_lets_writes_gather(world: ServiceWorld) -> None:
     _drain(world)
     _write(world, indexer.BATCH + 3, "gather")
+    # Beside a server's requests (yielding to them): rounds of BATCH.
     worker = indexer.Indexer(world.runtime.sessions, world.runtime.plane, world.runtime,
-                             world.runtime.search_cache)
+                             world.runtime.search_cache, yield_ms=50)
     try:
         first = (worker.run_once(), worker.full)
         second = (worker.run_once(), worker.full)
         third = (worker.run_once(), worker.full)
     finally:
         worker.close()
+    assert worker.batch == indexer.BATCH
     assert first == (True, True)  # a full batch: the next round follows at once
     assert second == (True, False)  # the rest: the loop waits its interval next
     assert third == (False, False)
+    assert _ready(world) == indexer.BATCH + 3
+
+
+def test_an_indexer_in_a_process_of_its_own_takes_larger_rounds(world: ServiceWorld) -> None:
+    _drain(world)
+    _write(world, indexer.BATCH + 3, "larger")
+    # Flat out (``memplane worker``): no request waits for its rounds to end.
+    worker = indexer.Indexer(world.runtime.sessions, world.runtime.plane, world.runtime,
+                             world.runtime.search_cache)
+    try:
+        first = (worker.run_once(), worker.full)
+        second = (worker.run_once(), worker.full)
+    finally:
+        worker.close()
+    assert worker.batch == indexer.CATCH_UP_BATCH
+    assert first == (True, False)  # all BATCH + 3 in one round
+    assert second == (False, False)
     assert _ready(world) == indexer.BATCH + 3
 
 
