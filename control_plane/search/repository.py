@@ -263,12 +263,15 @@ def live_statement(tenant_id: uuid.UUID, scopes: Sequence[tuple[str, str]], *,
         on.append(not_(or_(*terms)))
     if by_ids:
         # One parameter for any number of candidates, so the SQL never changes: a JSON
-        # array of the hex ids SQLite stores (read by json_each), a uuid[] on PostgreSQL.
+        # array of the hex ids SQLite stores (read by json_each); on PostgreSQL a uuid[]
+        # sent as its text (``id_list``), which the driver passes on without adapting
+        # each id.
         if dialect.name == "sqlite":
             listed = func.json_each(bindparam("ids", None, type_=String)).table_valued("value")
             on.append(P.id.in_(select(listed.c.value)))
         else:
-            on.append(P.id == any_(bindparam("ids", None, type_=ARRAY(Uuid()))))
+            on.append(P.id == any_(cast(bindparam("ids", None, type_=String),
+                                        ARRAY(Uuid()))))
     if scopes:
         on.append(or_(*(and_(P.scope_type == s, P.scope_ref == r) for s, r in scopes)))
     if user_id:
@@ -283,11 +286,19 @@ def live_statement(tenant_id: uuid.UUID, scopes: Sequence[tuple[str, str]], *,
                      dialect)
 
 
-def id_list(ids: Sequence[uuid.UUID], dialect: Dialect) -> Any:
-    """The ``ids`` parameter of a live statement."""
+def id_list(ids: Sequence[uuid.UUID], dialect: Dialect) -> str:
+    """The ``ids`` parameter of a live statement: a JSON array of hex ids on SQLite, the
+    text of a uuid[] on PostgreSQL."""
     if dialect.name == "sqlite":
         return "[" + ",".join(f'"{pid.hex}"' for pid in ids) + "]"
-    return list(ids)
+    return "{" + ",".join(pid.hex for pid in ids) + "}"
+
+
+def text_array(values: Sequence[object]) -> str:
+    """The text of a PostgreSQL array of ``values`` (each quoted), for a parameter cast to
+    an array in SQL: one string for the driver to send, not a list to adapt item by item."""
+    quoted = (str(v).replace("\\", "\\\\").replace('"', '\\"') for v in values)
+    return "{" + ",".join(f'"{v}"' for v in quoted) + "}"
 
 
 def live_parameters(policies: Sequence[Any], now: datetime) -> dict[str, Any]:
@@ -344,9 +355,9 @@ def audit_values(row: dict[str, Any], tokens: tuple[Any, frozenset[str], frozens
     state's, ``versions`` of the candidates (as ``ids``), ``found`` the hits so far,
     ``final``: no candidate left."""
     embedder, policies, segments = tokens
-    return {**row, "a_embedder": embedder, "a_policies": sorted(policies),
-            "a_segments": sorted(segments), "a_versions": versions, "a_found": found,
-            "a_final": final}
+    return {**row, "a_embedder": embedder, "a_policies": text_array(sorted(policies)),
+            "a_segments": text_array(sorted(segments)), "a_versions": text_array(versions),
+            "a_found": found, "a_final": final}
 
 
 class LiveQuery:
