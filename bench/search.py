@@ -43,6 +43,7 @@ import numpy as np
 from bench.harness import summarize
 from bench.stacks import analyze
 from control_plane.audit.service import Actor
+from control_plane.background import shared_clock
 from control_plane.embedders.hashing import HashingEmbedder
 from control_plane.memories import service as memories
 from control_plane.memories.addresses import MemoryAddress, Scope
@@ -286,6 +287,24 @@ def _index_in_worker(settings: Settings, ready: Any, stop: Any, cpu: Any) -> Non
         runtime.close()
 
 
+def _index_beside(settings: Settings, ready: Any, stop: Any, cpu: Any, clock: Any) -> None:
+    """The indexer of ``memplane serve``'s background process (control_plane.background):
+    its own runtime, yielding to the writing process, whose database use it reads from the
+    clock the two share. ``cpu`` receives the process's CPU seconds from ready to stop."""
+    runtime = Runtime(settings)
+    try:
+        worker = indexer.Indexer(runtime.sessions, runtime.plane, runtime,
+                                 runtime.search_cache, yield_ms=settings.index_yield_ms,
+                                 max_lag=settings.index_max_lag_seconds,
+                                 activity=indexer.ServerActivity(clock))
+        began = time.process_time()
+        ready.set()
+        worker.run_forever(stop)
+        cpu.value = time.process_time() - began
+    finally:
+        runtime.close()
+
+
 def _index_in_thread(worker: indexer.Indexer, stop: threading.Event, cpu: list[float]) -> None:
     began = time.thread_time()
     worker.run_forever(stop)
@@ -308,12 +327,13 @@ def _indexed(runtime: Runtime, tenant_id: Any) -> tuple[int, int]:
 def run_writes(database: str, rounds: int, ops: int,
                shapes: tuple[str, ...] = ("worker", "embedded")) -> None:
     """Acknowledged writes per second with the indexer off, in a worker process (the
-    production shape: ``memplane worker`` beside API replicas that run no jobs) and as a
-    thread of the writing process (the embedded default, yielding to requests within
-    MEMPLANE_INDEX_MAX_LAG_SECONDS). The modes take turns within each round, in a rotating
-    order; after an indexed round the indexer runs on until every memory written is indexed
-    (the catch-up, not counted in the writes' time, is printed); before each round what an
-    off round left is drained (untimed)."""
+    production shape: ``memplane worker`` beside API replicas that run no jobs), in a
+    background process that yields to the writer as ``memplane serve``'s does on PostgreSQL,
+    and as a thread of the writing process (the embedded default); the last two yield to
+    requests within MEMPLANE_INDEX_MAX_LAG_SECONDS. The modes take turns within each round,
+    in a rotating order; after an indexed round the indexer runs on until every memory
+    written is indexed (the catch-up, not counted in the writes' time, is printed); before
+    each round what an off round left is drained (untimed)."""
     import multiprocessing
 
     rng = random.Random(7)
@@ -344,7 +364,16 @@ def run_writes(database: str, rounds: int, ops: int,
                 stop: Any = None
                 worker: Any = None
                 cpu: Any = None
-                if mode == "worker":
+                published: Any = None
+                if mode == "process":
+                    stop, ready, cpu = spawn.Event(), spawn.Event(), spawn.Value("d", 0.0)
+                    clock = shared_clock()
+                    published = indexer.ForegroundActivity(runtime.engine, shared=clock)
+                    worker = spawn.Process(target=_index_beside,
+                                           args=(settings, ready, stop, cpu, clock))
+                    worker.start()
+                    ready.wait(120)
+                elif mode == "worker":
                     stop, ready, cpu = spawn.Event(), spawn.Event(), spawn.Value("d", 0.0)
                     worker = spawn.Process(target=_index_in_worker,
                                            args=(settings, ready, stop, cpu))
@@ -376,8 +405,10 @@ def run_writes(database: str, rounds: int, ops: int,
                     catch_up[mode].append(time.perf_counter() - began)
                     stop.set()
                     worker.join()
+                    if published is not None:
+                        published.close()
                     cpu_ms[mode].append(
-                        (cpu.value if mode == "worker" else cpu[0]) * 1000 / ops)
+                        (cpu[0] if mode == "embedded" else cpu.value) * 1000 / ops)
                     if total != ready_rows:
                         print(f"[{database}] {mode}: {total - ready_rows} memories left "
                               f"unindexed after 300 s")
@@ -387,6 +418,9 @@ def run_writes(database: str, rounds: int, ops: int,
               f"{summarize(off).median:.0f}/s with no indexer (writer CPU "
               f"{summarize(writer_ms['off']).median:.2f} ms per write)")
         labels = {"worker": "indexer in a worker process (production shape)",
+                  "process": f"indexer in a background process yielding to the writer "
+                             f"(memplane serve on PostgreSQL, max lag "
+                             f"{settings.index_max_lag_seconds:g} s)",
                   "embedded": f"indexer thread in the writing process (embedded default, "
                               f"yield {settings.index_yield_ms:g} ms, max lag "
                               f"{settings.index_max_lag_seconds:g} s)"}
@@ -413,15 +447,20 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--write-ops", type=int, default=300)
     parser.add_argument("--skip-writes", action="store_true")
-    parser.add_argument("--write-shapes", default="worker,embedded",
+    parser.add_argument("--write-shapes", default=None,
                         help="where the indexer runs in the write bench: 'worker' (its own "
-                             "process) and/or 'embedded' (a thread of the writing process)")
+                             "process, flat out), 'process' (its own process, yielding to "
+                             "the writer: memplane serve's background process, PostgreSQL "
+                             "only in the product) and/or 'embedded' (a thread of the "
+                             "writing process); default: the database's product shapes")
     args = parser.parse_args()
     for size in (int(s) for s in args.sizes.split(",") if s):
         run_size(args.database, size, args.rounds, args.queries)
     if not args.skip_writes:
+        shapes = args.write_shapes or ("worker,process,embedded" if args.database == "postgres"
+                                       else "worker,embedded")
         run_writes(args.database, args.rounds, args.write_ops,
-                   tuple(s for s in args.write_shapes.split(",") if s))
+                   tuple(s for s in shapes.split(",") if s))
 
 
 if __name__ == "__main__":
