@@ -328,8 +328,8 @@ def run_writes(database: str, rounds: int, ops: int,
                shapes: tuple[str, ...] = ("worker", "embedded")) -> None:
     """Acknowledged writes per second with the indexer off, in a worker process (the
     production shape: ``memplane worker`` beside API replicas that run no jobs), in a
-    background process that yields to the writer as ``memplane serve``'s does on PostgreSQL,
-    and as a thread of the writing process (the embedded default); the last two yield to
+    background process that yields to the writer as ``memplane serve``'s does, and as a
+    thread of the writing process (MEMPLANE_BACKGROUND_PROCESS=false); the last two yield to
     requests within MEMPLANE_INDEX_MAX_LAG_SECONDS. The modes take turns within each round,
     in a rotating order; after an indexed round the indexer runs on until every memory
     written is indexed (the catch-up, not counted in the writes' time, is printed); before
@@ -419,10 +419,10 @@ def run_writes(database: str, rounds: int, ops: int,
               f"{summarize(writer_ms['off']).median:.2f} ms per write)")
         labels = {"worker": "indexer in a worker process (production shape)",
                   "process": f"indexer in a background process yielding to the writer "
-                             f"(memplane serve on PostgreSQL, max lag "
-                             f"{settings.index_max_lag_seconds:g} s)",
-                  "embedded": f"indexer thread in the writing process (embedded default, "
-                              f"yield {settings.index_yield_ms:g} ms, max lag "
+                             f"(memplane serve, max lag {settings.index_max_lag_seconds:g} s)",
+                  "embedded": f"indexer thread in the writing process "
+                              f"(MEMPLANE_BACKGROUND_PROCESS=false, yield "
+                              f"{settings.index_yield_ms:g} ms, max lag "
                               f"{settings.index_max_lag_seconds:g} s)"}
         for mode in shapes:
             ratio = summarize([a / b for a, b in zip(rates[mode], off, strict=True)])
@@ -450,15 +450,13 @@ def main() -> None:
     parser.add_argument("--write-shapes", default=None,
                         help="where the indexer runs in the write bench: 'worker' (its own "
                              "process, flat out), 'process' (its own process, yielding to "
-                             "the writer: memplane serve's background process, PostgreSQL "
-                             "only in the product) and/or 'embedded' (a thread of the "
-                             "writing process); default: the database's product shapes")
+                             "the writer: memplane serve's background process) and/or "
+                             "'embedded' (a thread of the writing process); default: all")
     args = parser.parse_args()
     for size in (int(s) for s in args.sizes.split(",") if s):
         run_size(args.database, size, args.rounds, args.queries)
     if not args.skip_writes:
-        shapes = args.write_shapes or ("worker,process,embedded" if args.database == "postgres"
-                                       else "worker,embedded")
+        shapes = args.write_shapes or "worker,process,embedded"
         run_writes(args.database, args.rounds, args.write_ops,
                    tuple(s for s in shapes.split(",") if s))
 

@@ -1,6 +1,5 @@
 """The server's background work in a process of its own: the audit sealer and the search
-indexer of ``memplane serve`` on PostgreSQL, when it runs jobs and embeds (the embedded
-default's shape).
+indexer of ``memplane serve``, when it runs jobs and embeds (the embedded default's shape).
 
 One Python process runs one thread at a time. As threads of the server, the indexer and the
 sealer take turns with the requests: under batched reads at 16 clients they held the
@@ -10,9 +9,8 @@ publishes when they last did on a clock the two processes share), within the sam
 
 The process is the server's: it is started and stopped with it, started again if it dies,
 and dies with it — a SIGKILL of the server included (``PR_SET_PDEATHSIG``, and the end of the
-pipe it watches). On SQLite the work stays in threads: SQLite writers in two processes would
-meet SQLite's sleeping busy handler instead of the server's writer queue
-(``db.engine.SqliteWriters``).
+pipe it watches). On SQLite the two processes' writers take turns through a lock file beside
+the database (``db.engine.SqliteWriters``), not through SQLite's sleeping busy handler.
 """
 
 from __future__ import annotations
@@ -29,6 +27,8 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING
 
+from .db.engine import sqlite_writers
+
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
@@ -44,10 +44,16 @@ _STOP_TIMEOUT = 15.0
 
 
 def wanted(settings: Settings, engine: Engine) -> bool:
-    """A server that runs the indexer (jobs and embedding on) on PostgreSQL; an API replica
-    beside ``memplane worker`` processes keeps its sealer a thread (no process per pod)."""
-    return (settings.background_process and settings.run_jobs and settings.embed_on_write
-            and engine.dialect.name == "postgresql")
+    """A server that runs the indexer (jobs and embedding on), on PostgreSQL or on a SQLite
+    file whose writers take turns across processes (``db.engine.SqliteWriters``); an API
+    replica beside ``memplane worker`` processes keeps its sealer a thread (no process per
+    pod)."""
+    if not (settings.background_process and settings.run_jobs and settings.embed_on_write):
+        return False
+    if engine.dialect.name == "postgresql":
+        return True
+    writers = sqlite_writers(engine)
+    return writers is not None and writers.shared is not None and sys.platform == "linux"
 
 
 class BackgroundProcess:

@@ -111,8 +111,8 @@ class Runtime:
     def start_background(self, *, separate_process: bool = False) -> None:
         """The server's background work: the audit sealer and, with MEMPLANE_RUN_JOBS, a
         job worker and the search indexer. With ``separate_process`` (``memplane serve``),
-        MEMPLANE_BACKGROUND_PROCESS and an indexer to run on PostgreSQL, the sealer and the
-        indexer run in a process of their own beside the server (control_plane.background)."""
+        MEMPLANE_BACKGROUND_PROCESS and an indexer to run, the sealer and the indexer run in a
+        process of their own beside the server (control_plane.background)."""
         from . import background
 
         if separate_process and background.wanted(self.settings, self.engine):

@@ -71,10 +71,11 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     run_background: bool = Field(True, description="Run the audit sealer inside the server.")
     background_process: bool = Field(
-        True, description="`memplane serve` on PostgreSQL, running jobs and embedding: the "
-        "audit sealer and the search indexer run in a second process beside the server, "
-        "started, restarted and stopped with it, so they never take the server's interpreter "
-        "from its requests; false keeps them threads of the server (as on SQLite, always).")
+        True, description="`memplane serve` running jobs and embedding: the audit sealer and "
+        "the search indexer run in a second process beside the server, started, restarted and "
+        "stopped with it, so they never take the server's interpreter from its requests (on "
+        "SQLite the two processes' writers take turns through a lock file beside the "
+        "database); false keeps them threads of the server.")
     embed_on_write: bool = Field(True, description="Embed new and changed memories in the "
                                  "background after their write commits (semantic search); "
                                  "false leaves them unindexed.")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 import weakref
@@ -20,6 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+
+if sys.platform != "win32":
+    import fcntl
+else:  # pragma: no cover - the server runs on Linux; the turn then stays per process
+    fcntl = None
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -90,7 +96,9 @@ def _sqlite_engine(url: str, synchronous: str) -> Engine:
         cursor.execute("PRAGMA secure_delete=ON")
         cursor.close()
 
-    writers = _WRITERS[engine] = SqliteWriters(BUSY_TIMEOUT_S)
+    shared = (None if not database or database == ":memory:" or database.startswith("file:")
+              else Path(database).with_name(Path(database).name + ".writers"))
+    writers = _WRITERS[engine] = SqliteWriters(BUSY_TIMEOUT_S, shared)
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
@@ -125,25 +133,63 @@ class SqliteWriters:
     seconds while half took under 40 ms, and a writer can lose every race until the busy
     timeout fails it. Queued on a lock, each starts as soon as the one before it ends:
     throughput is the same, a write's wait is about the queue ahead of it (p99 2 s → 0.45 s,
-    p50 40 → 130 ms, docs/performance.md). Writers in other processes (the command line)
-    still meet SQLite's busy timeout, as does a thread opening a second write transaction
-    while it holds one, and a writer that waited ``wait`` seconds here.
+    p50 40 → 130 ms, docs/performance.md).
+
+    With ``shared`` (a file beside the database), the turn is also taken across processes:
+    after the process's own lock, an exclusive ``flock`` on that file, polled every
+    ``_POLL`` seconds. So the server's background process (control_plane.background) and the
+    server take turns the same way. Writers that do not queue here (the command line, a
+    thread opening a second write transaction while it holds one, a writer that waited
+    ``wait`` seconds) still meet SQLite's busy timeout.
     """
 
-    def __init__(self, wait: float) -> None:
+    _POLL = 0.0005
+
+    def __init__(self, wait: float, shared: Path | None = None) -> None:
         self.lock = threading.Lock()
         self.wait = wait
         self.holder: Any = None  # the driver connection whose write transaction holds it
         self.thread: int | None = None
+        self.shared = shared
+        self._fd: int | None = None
+        self._flocked = False
 
     def begin(self, connection: Any) -> None:
         if self.thread == threading.get_ident():
             return  # this thread holds it for another connection: SQLite decides
+        deadline = time.monotonic() + self.wait
         if self.lock.acquire(timeout=self.wait):
             self.holder, self.thread = connection, threading.get_ident()
+            if self.shared is not None and fcntl is not None:
+                self._flocked = self._take_file(deadline)
+
+    def _take_file(self, deadline: float) -> bool:
+        """The other processes' turn: an exclusive ``flock`` before ``deadline`` (False:
+        not taken, SQLite decides). Called holding ``lock``."""
+        assert fcntl is not None and self.shared is not None
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.shared, os.O_RDWR | os.O_CREAT, 0o600)
+                weakref.finalize(self, os.close, self._fd)
+            while True:
+                try:
+                    fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return True
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        return False
+                    time.sleep(self._POLL)
+        except OSError:
+            log.warning("could not take the SQLite writers' lock file; SQLite's busy "
+                        "timeout decides", exc_info=True)
+            return False
 
     def end(self, connection: Any) -> None:
         if self.holder is not None and self.holder is connection:
+            if self._flocked:
+                self._flocked = False
+                assert fcntl is not None and self._fd is not None
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
             self.holder = self.thread = None
             self.lock.release()
 

@@ -1,6 +1,7 @@
-"""``memplane serve`` on PostgreSQL runs the audit sealer and the search indexer in a process
-of its own (control_plane.background): the work gets done there, the process is started
-again when it dies, and it dies with the server, SIGKILL included. On SQLite there is none."""
+"""``memplane serve`` runs the audit sealer and the search indexer in a process of its own
+(control_plane.background): the work gets done there, the process is started again when it
+dies, and it dies with the server, SIGKILL included. On SQLite too, its writers taking turns
+with the server's through a lock file."""
 
 from __future__ import annotations
 
@@ -125,17 +126,36 @@ def test_the_background_process_restarts_and_dies_with_the_server(
     assert len(first) == 1 and len(second) == 1
 
 
-def test_serve_on_sqlite_keeps_its_background_work_in_threads(tmp_path: Path) -> None:
-    env = make_env(f"sqlite:///{tmp_path / 'memplane.db'}", tmp_path) | {
-        "MEMPLANE_EMBED_ON_WRITE": "true"}
+def test_serve_on_sqlite_runs_its_background_process_too(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'memplane.db'}"
+    env = make_env(url, tmp_path) | {"MEMPLANE_EMBED_ON_WRITE": "true"}
     server = ServerProcess(env).start()
     try:
         assert server.process is not None
+        pid = server.process.pid
+        wait_until(lambda: bool(_background(pid)), "the background process's start")
+        children = _background(pid)
         with _client(server) as http:
-            assert http.put("/v1/memories/user/alice/k",
-                            json={"value": {"text": "violet umbrella"}}).status_code == 200
-            wait_until(lambda: _embedded(http, "k"), "the write's vector")
-        children = _background(server.process.pid)
+            # The server's writes and the background process's (vectors, segments, seals)
+            # take turns across the two processes.
+            for n in range(20):
+                assert http.put(f"/v1/memories/user/alice/k{n}",
+                                json={"value": {"text": f"violet umbrella {n}"}}
+                                ).status_code == 200
+            wait_until(lambda: all(_embedded(http, f"k{n}") for n in range(20)),
+                       "the vectors of the twenty writes")
+        engine = make_engine(url)
+        try:
+            def unsealed() -> int:
+                with engine.connect() as connection:
+                    return int(connection.scalar(
+                        select(func.count()).select_from(AccessLog)
+                        .where(AccessLog.seq.is_(None))) or 0)
+
+            wait_until(lambda: unsealed() == 0, "the sealing of every audit row")
+        finally:
+            engine.dispose()
     finally:
         server.stop()
-    assert children == []
+    assert len(children) == 1
+    wait_until(lambda: not _alive(children[0]), "the background process's end", seconds=20)
