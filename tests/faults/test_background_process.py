@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import Engine, func, select
 
 from control_plane.db.engine import make_engine
 from control_plane.db.models import AccessLog
@@ -71,6 +71,12 @@ def served(postgres: PostgresCluster | ExternalPostgres,
         server.stop()
 
 
+def _unsealed(engine: Engine) -> int:
+    with engine.connect() as connection:
+        return int(connection.scalar(
+            select(func.count()).select_from(AccessLog).where(AccessLog.seq.is_(None))) or 0)
+
+
 def _client(server: ServerProcess) -> httpx.Client:
     return httpx.Client(base_url=server.base_url, timeout=10,
                         headers={"Authorization": f"Bearer {ADMIN_KEY}"})
@@ -90,13 +96,7 @@ def test_the_background_process_seals_and_indexes(served: tuple[ServerProcess, s
                    "the vectors of the three writes")
     engine = make_engine(url)
     try:
-        def unsealed() -> int:
-            with engine.connect() as connection:
-                return int(connection.scalar(
-                    select(func.count()).select_from(AccessLog).where(AccessLog.seq.is_(None)))
-                    or 0)
-
-        wait_until(lambda: unsealed() == 0, "the sealing of every audit row")
+        wait_until(lambda: _unsealed(engine) == 0, "the sealing of every audit row")
         with engine.connect() as connection:
             rows = connection.scalar(select(func.count()).select_from(AccessLog))
     finally:
@@ -146,13 +146,7 @@ def test_serve_on_sqlite_runs_its_background_process_too(tmp_path: Path) -> None
                        "the vectors of the twenty writes")
         engine = make_engine(url)
         try:
-            def unsealed() -> int:
-                with engine.connect() as connection:
-                    return int(connection.scalar(
-                        select(func.count()).select_from(AccessLog)
-                        .where(AccessLog.seq.is_(None))) or 0)
-
-            wait_until(lambda: unsealed() == 0, "the sealing of every audit row")
+            wait_until(lambda: _unsealed(engine) == 0, "the sealing of every audit row")
         finally:
             engine.dispose()
     finally:
