@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
 
 if sys.platform != "win32":
     import fcntl
 else:  # pragma: no cover - the server runs on Linux; the turn then stays per process
     fcntl = None
-from sqlalchemy.engine import make_url
-from sqlalchemy.orm import Session, sessionmaker
 
 log = logging.getLogger(__name__)
 
@@ -138,9 +138,10 @@ class SqliteWriters:
     With ``shared`` (a file beside the database), the turn is also taken across processes:
     after the process's own lock, an exclusive ``flock`` on that file, polled every
     ``_POLL`` seconds. So the server's background process (control_plane.background) and the
-    server take turns the same way. Writers that do not queue here (the command line, a
-    thread opening a second write transaction while it holds one, a writer that waited
-    ``wait`` seconds) still meet SQLite's busy timeout.
+    server take turns the same way, and so do the command line's writers. Writers that do
+    not queue here (a thread opening a second write transaction while it holds one, a writer
+    that waited ``wait`` seconds, a process that cannot open the file) still meet SQLite's
+    busy timeout.
     """
 
     _POLL = 0.0005
@@ -179,9 +180,10 @@ class SqliteWriters:
                     if time.monotonic() >= deadline:
                         return False
                     time.sleep(self._POLL)
-        except OSError:
-            log.warning("could not take the SQLite writers' lock file; SQLite's busy "
-                        "timeout decides", exc_info=True)
+        except OSError as exc:  # said once: this process's writers then meet SQLite's busy
+            self.shared = None  # timeout, as they did before the file
+            log.warning("could not use the SQLite writers' lock file (%s); writers in other "
+                        "processes are left to SQLite's busy timeout", exc.strerror)
             return False
 
     def end(self, connection: Any) -> None:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import sqlite3
 import subprocess
@@ -12,9 +13,10 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 
-from control_plane.db.engine import make_engine, sqlite_writers
+from control_plane.db.engine import SqliteWriters, make_engine, sqlite_writers
 
 _HOLD = ("import fcntl, os, sys\n"
          "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
@@ -69,3 +71,22 @@ def test_a_writer_waits_for_another_process_s_turn_outside_sqlite(tmp_path: Path
         assert conn.execute(text("SELECT x FROM t")).scalar() == 1
     engine.dispose()
 
+
+
+def test_a_lock_file_that_cannot_be_opened_leaves_other_processes_to_sqlite(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    writers = SqliteWriters(1.0, tmp_path / "missing" / "memplane.db.writers")
+    connection = object()
+    with caplog.at_level(logging.WARNING, logger="control_plane.db.engine"):
+        writers.begin(connection)
+        try:
+            assert writers.holder is connection  # the process's own turn still holds
+            assert writers.shared is None  # said once, not on every write
+        finally:
+            writers.end(connection)
+        writers.begin(connection)
+        writers.end(connection)
+    assert writers.holder is None and not writers.lock.locked()
+    assert [r.getMessage() for r in caplog.records] == [
+        "could not use the SQLite writers' lock file (No such file or directory); writers "
+        "in other processes are left to SQLite's busy timeout"]
