@@ -271,32 +271,20 @@ def run_size(database: str, n: int, rounds: int, queries: int) -> None:
               f"with {K} values (1 snapshot + {K} value reads)")
 
 
-def _index_in_worker(settings: Settings, ready: Any, stop: Any, cpu: Any) -> None:
-    """A worker process's indexer (as ``memplane worker`` runs it): its own runtime on the
-    same database and bucket, flat out (no yielding: nothing else runs in it). ``cpu``
+def _index_in_process(settings: Settings, ready: Any, stop: Any, cpu: Any,
+                      clock: Any = None) -> None:
+    """An indexer in a process of its own, with its own runtime on the same database and
+    bucket: flat out as ``memplane worker`` runs it, or with ``clock`` yielding to the
+    writing process, whose database use it reads from the clock the two share (as
+    ``memplane serve``'s background process does, control_plane.background). ``cpu``
     receives the process's CPU seconds from ready to stop."""
     runtime = Runtime(settings)
     try:
+        yielding: dict[str, Any] = {} if clock is None else {
+            "yield_ms": settings.index_yield_ms, "max_lag": settings.index_max_lag_seconds,
+            "activity": indexer.ServerActivity(clock)}
         worker = indexer.Indexer(runtime.sessions, runtime.plane, runtime,
-                                 runtime.search_cache)
-        began = time.process_time()
-        ready.set()
-        worker.run_forever(stop)
-        cpu.value = time.process_time() - began
-    finally:
-        runtime.close()
-
-
-def _index_beside(settings: Settings, ready: Any, stop: Any, cpu: Any, clock: Any) -> None:
-    """The indexer of ``memplane serve``'s background process (control_plane.background):
-    its own runtime, yielding to the writing process, whose database use it reads from the
-    clock the two share. ``cpu`` receives the process's CPU seconds from ready to stop."""
-    runtime = Runtime(settings)
-    try:
-        worker = indexer.Indexer(runtime.sessions, runtime.plane, runtime,
-                                 runtime.search_cache, yield_ms=settings.index_yield_ms,
-                                 max_lag=settings.index_max_lag_seconds,
-                                 activity=indexer.ServerActivity(clock))
+                                 runtime.search_cache, **yielding)
         began = time.process_time()
         ready.set()
         worker.run_forever(stop)
@@ -365,18 +353,14 @@ def run_writes(database: str, rounds: int, ops: int,
                 worker: Any = None
                 cpu: Any = None
                 published: Any = None
-                if mode == "process":
+                if mode in ("worker", "process"):
                     stop, ready, cpu = spawn.Event(), spawn.Event(), spawn.Value("d", 0.0)
-                    clock = shared_clock()
-                    published = indexer.ForegroundActivity(runtime.engine, shared=clock)
-                    worker = spawn.Process(target=_index_beside,
+                    clock = None
+                    if mode == "process":  # the writer publishes its database use
+                        clock = shared_clock()
+                        published = indexer.ForegroundActivity(runtime.engine, shared=clock)
+                    worker = spawn.Process(target=_index_in_process,
                                            args=(settings, ready, stop, cpu, clock))
-                    worker.start()
-                    ready.wait(120)
-                elif mode == "worker":
-                    stop, ready, cpu = spawn.Event(), spawn.Event(), spawn.Value("d", 0.0)
-                    worker = spawn.Process(target=_index_in_worker,
-                                           args=(settings, ready, stop, cpu))
                     worker.start()
                     ready.wait(120)
                 elif mode == "embedded":
