@@ -19,6 +19,8 @@ from rich.table import Table
 from .harness import Measurement, measure
 from .stacks import Backends, MemplaneStack
 
+Setup = Callable[[], Callable[[int], object]]
+
 VALUE = {"text": "x" * 1000}
 BATCH = 100
 ROUNDS = 3
@@ -93,23 +95,22 @@ def run(*, quick: bool) -> dict[str, dict[str, Any]]:
             runs: dict[str, list[Measurement]] = {k: [] for k in (
                 "batch-write", "batch-read", "single-write", "single-read", "peer-write",
                 "peer-read", "floor-write")}
+            singles = max(concurrency * 10, n // 10)  # single requests are ~20x slower
+            cases: list[tuple[str, int, Callable[[str], Setup]]] = [
+                ("batch-write", n // BATCH, lambda tag: _batch_op(stack, "set", tag)),
+                ("floor-write", n // BATCH, lambda tag: _floor_op(stack, tag)),
+                ("batch-read", n // BATCH, lambda tag: _batch_op(stack, "get", tag)),
+                ("single-write", singles, lambda tag: _single_op(stack, "put", tag)),
+                ("single-read", singles, lambda tag: _single_op(stack, "get", tag)),
+                ("peer-write", n, lambda tag: _peer_op(peers, "put", tag)),
+                ("peer-read", n, lambda tag: _peer_op(peers, "get", tag)),
+            ]
             for r in range(ROUNDS):
                 tag = f"c{concurrency}-r{r}"
-                runs["batch-write"].append(measure(lambda i: None, n // BATCH, concurrency,
-                                                   setup=_batch_op(stack, "set", tag)))
-                runs["floor-write"].append(measure(lambda i: None, n // BATCH, concurrency,
-                                                   setup=_floor_op(stack, tag)))
-                runs["batch-read"].append(measure(lambda i: None, n // BATCH, concurrency,
-                                                  setup=_batch_op(stack, "get", tag)))
-                single = max(concurrency * 10, n // 10)  # single requests are ~20x slower
-                runs["single-write"].append(measure(lambda i: None, single, concurrency,
-                                                    setup=_single_op(stack, "put", tag)))
-                runs["single-read"].append(measure(lambda i: None, single, concurrency,
-                                                   setup=_single_op(stack, "get", tag)))
-                runs["peer-write"].append(measure(lambda i: None, n, concurrency,
-                                                  setup=_peer_op(peers, "put", tag)))
-                runs["peer-read"].append(measure(lambda i: None, n, concurrency,
-                                                 setup=_peer_op(peers, "get", tag)))
+                for name, ops, setup in cases:
+                    stack.settle()  # the server's indexing and sealing of the case before
+                    runs[name].append(measure(lambda i: None, ops, concurrency,
+                                              setup=setup(tag)))
             for kind in ("write", "read"):
                 batch = _median(runs[f"batch-{kind}"], BATCH)
                 single = _median(runs[f"single-{kind}"], 1)

@@ -132,12 +132,14 @@ def _stack_case(stack: MemplaneStack, server_stack: MemplaneStack,
             measure(lambda i: None, warmup, concurrency, per_thread=reads)
         for each in {id(s): s for s in (stack, server_stack, floor_stack)}.values():
             each.analyze()
+        server_stack.settle()
         rounds: dict[str, dict[str, list[Measurement]]] = {"write": {}, "read": {}}
 
         def one_round(r: int) -> None:
             ops = {name: system(f"r{concurrency}-{r}") for name, system in systems.items()}
             for kind, index in (("write", 0), ("read", 1)):
                 for name in rotated(list(ops), r):  # each system goes first in turn
+                    server_stack.settle()  # the server's indexing and sealing of its round
                     rounds[kind].setdefault(name, []).append(
                         measure(lambda i: None, n, concurrency, per_thread=ops[name][index]))
 

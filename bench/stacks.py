@@ -116,6 +116,31 @@ class MemplaneStack:
     def analyze(self) -> None:
         analyze(self.runtime.engine)
 
+    def settle(self, timeout: float = 120.0) -> None:
+        """Wait until the server's background work on what the rounds wrote is done: every
+        memory's vector made and every audit row sealed. The indexer and the sealer work
+        after a write is answered; left to run during the next round, their CPU would fall
+        on whatever is measured then (a floor, the peer) instead of on memplane."""
+        from sqlalchemy import select
+
+        from control_plane.db.models import AccessLog
+        from control_plane.db.models import MemoryPointer as P
+        from control_plane.search.repository import wants_vector
+
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.runtime.sessions() as session:
+                waiting = session.scalar(select(P.id).where(wants_vector()).limit(1))
+                unsealed = session.scalar(select(AccessLog.id).where(AccessLog.seq.is_(None))
+                                          .limit(1))
+            if waiting is None and unsealed is None:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the server's background work was not done after "
+                                   f"{timeout:.0f} s (memories to index: {waiting is not None}"
+                                   f", audit rows to seal: {unsealed is not None})")
+            time.sleep(0.05)
+
     def serve(self) -> str:
         """``memplane serve`` in its own process (uvicorn, one worker), serving this checkout's
         code: the console script imports from the checkout the shared environment was
