@@ -47,7 +47,12 @@ class Settings(BaseSettings):
         "write it into the tenant's bucket (audit/checkpoints/) at least this often.")
     reconcile_grace_seconds: float = Field(300.0, ge=0)
     sqlite_synchronous: str = Field("FULL", pattern="^(OFF|NORMAL|FULL|EXTRA)$")
-    db_pool_size: int = Field(10, ge=1)
+    db_pool_size: int = Field(
+        20, ge=1, description="Database connections each process keeps open; at a peak it "
+        "opens up to half as many again and closes them once returned. Keep it at or above "
+        "the number of requests a process serves at once: below that, connections are "
+        "opened and closed all the time. On PostgreSQL, processes × 1.5 × this must fit "
+        "within max_connections.")
     db_pool_recycle_seconds: int = Field(
         1800, ge=1, description="PostgreSQL: a pooled connection older than this is replaced "
         "when next handed out; set it below any idle timeout between this server and the "
