@@ -87,12 +87,16 @@ def rotated(names: Sequence[T], round_no: int) -> list[T]:
     return list(names[k:]) + list(names[:k])
 
 
-def alternate(runs: dict[str, Callable[[int], Measurement]],
-              rounds: int) -> dict[str, list[Measurement]]:
-    """Run each system once per round, in a rotated order; every round's measurements."""
+def alternate(runs: dict[str, Callable[[int], Measurement]], rounds: int, *,
+              between: Callable[[], object] | None = None) -> dict[str, list[Measurement]]:
+    """Run each system once per round, in a rotated order; every round's measurements.
+    ``between`` runs before each measurement (the bench waits there for a server's
+    background work, so that it does not fall on the system measured next)."""
     out: dict[str, list[Measurement]] = {name: [] for name in runs}
     for r in range(rounds):
         for name in rotated(list(runs), r):
+            if between is not None:
+                between()
             out[name].append(runs[name](r))
     return out
 

@@ -209,7 +209,7 @@ def run(*, quick: bool) -> dict[str, dict[str, Any]]:
                 floor = [_floor_ops(c, case, t, _Round) for t, c in enumerate(floor_clients)]
                 if all(op is not None for op in floor):
                     sides["floor"] = runner("floor", cast(list[Op], floor))
-                runs = alternate(sides, ROUNDS)
+                runs = alternate(sides, ROUNDS, between=stack.settle)
                 results |= _report(table, case, concurrency, runs)
                 console.print(f"done {case} c{concurrency}")
     console.print(table)

@@ -74,6 +74,10 @@ def test_each_system_goes_first_in_turn() -> None:
     assert order == ["x0", "y0", "y1", "x1", "x2", "y2"]
     assert [len(v) for v in got.values()] == [3, 3]
 
+    order.clear()
+    alternate({"x": run("x"), "y": run("y")}, 2, between=lambda: order.append("|"))
+    assert order == ["|", "x0", "|", "y0", "|", "y1", "|", "x1"]
+
 
 def test_ratios_pair_rounds_and_summaries_give_median_and_spread() -> None:
     mine = [Measurement(100, s, 0, 0) for s in (1.0, 2.0, 4.0)]  # 100, 50, 25 ops/s
