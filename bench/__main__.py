@@ -9,7 +9,10 @@ import logging
 import sys
 from pathlib import Path
 
+from rich.console import Console
+
 from . import batch, events
+from .bars import bars, table
 from .cases import run_all
 
 
@@ -33,6 +36,9 @@ def main() -> int:
         from .langgraph import run as langgraph_case
 
         results |= langgraph_case(quick=args.quick)
+    found = bars(results)
+    Console(stderr=True, width=180).print(table(found))
+    results["bars"] = {bar.name: bar.json() for bar in found}
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
     (out / "latest.json").write_text(json.dumps(results, indent=2))

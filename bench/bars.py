@@ -1,0 +1,90 @@
+"""The bars the HTTP, batch, export and scale cases are held to, read from one run's results:
+each bar's figure, its bound and whether it holds. ``python -m bench`` prints them last and
+stores them under ``"bars"`` in ``bench/results/latest.json``; a bar whose case did not run
+(``--only``) is left out."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from rich.table import Table
+
+AT_LEAST, AT_MOST, BELOW = "≥", "≤", "<"
+_HOLDS: dict[str, Callable[[float, float], bool]] = {
+    AT_LEAST: operator.ge, AT_MOST: operator.le, BELOW: operator.lt}
+
+
+@dataclass(frozen=True)
+class Bar:
+    name: str
+    figure: float
+    relation: str  # AT_LEAST, AT_MOST or BELOW
+    bound: float
+    what: str  # what the figure is
+
+    @property
+    def holds(self) -> bool:
+        return _HOLDS[self.relation](self.figure, self.bound)
+
+    def json(self) -> dict[str, Any]:
+        return asdict(self) | {"holds": self.holds}
+
+
+def _median(entry: Mapping[str, Any], key: str) -> float | None:
+    found = entry.get(key)
+    return None if found is None else float(found["median"])
+
+
+def _over(entry: Mapping[str, Any], key: str) -> float | None:
+    """``memplane`` over ``key`` (the batch case keeps medians, not per-round ratios)."""
+    if entry.get(key) in (None, 0):
+        return None
+    return float(entry["memplane"]) / float(entry[key])
+
+
+def bars(results: Mapping[str, Mapping[str, Any]]) -> list[Bar]:
+    out: list[Bar] = []
+
+    def add(name: str, figure: float | None, relation: str, bound: float, what: str) -> None:
+        if figure is not None:
+            out.append(Bar(name, round(figure, 3), relation, bound, what))
+
+    for stack in ("sqlite+local", "postgres+local"):
+        for kind in ("write", "read"):
+            for concurrency in (1, 16):
+                name = f"{kind}/{stack}/http/c{concurrency}"
+                if name in results:
+                    add(name, _median(results[name], "vs_http_floor"), AT_LEAST, 0.8,
+                        "memplane over HTTP ÷ the HTTP floor (median of per-round ratios)")
+    for kind, peer_op in (("write", "put"), ("read", "get")):
+        name = f"batch-{kind}/postgres+local/http/c16"
+        if name in results:
+            add(name, _over(results[name], "peer"), AT_LEAST, 1.0,
+                f"batched items/s ÷ LangGraph PostgresStore's in-process {peer_op}")
+    for name, entry in results.items():
+        if name.startswith("export/") and name.endswith("/peak_rss_growth"):
+            add(name, float(entry["memplane"]), BELOW, float(entry["bar"]),
+                "MiB of the export process's peak RSS growth")
+    for name, entry in results.items():  # the local bucket's: export/{items}x{size}/throughput
+        if name.startswith("export/") and name.count("/") == 2 and name.endswith("/throughput"):
+            add(name, _over(entry, "floor"), AT_LEAST, 0.25,
+                "export MiB/s ÷ raw sequential adapter reads, local bucket")
+    for name, bound in (("scale/get_latency_1M_vs_10k", 1.2),
+                        ("scale/list_scope_latency_1M_vs_10k", 1.5)):
+        if name in results:
+            add(name, _median(results[name], "ratio"), AT_MOST, bound,
+                "latency at a million pointers ÷ at 10,000 (median of per-round ratios)")
+    return out
+
+
+def table(found: list[Bar]) -> Table:
+    shown = Table(title="bars (one run)")
+    for column in ("bar", "figure", "bound", "holds", "figure is"):
+        shown.add_column(column, justify="left" if column in ("bar", "figure is") else "right")
+    for bar in found:
+        shown.add_row(bar.name, f"{bar.figure:.2f}", f"{bar.relation} {bar.bound:g}",
+                      "yes" if bar.holds else "NO", bar.what)
+    return shown

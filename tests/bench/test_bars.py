@@ -1,0 +1,55 @@
+"""The bars read from a run's results: each figure, its bound, whether it holds at the edge,
+and bars whose case did not run left out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.bars import AT_LEAST, AT_MOST, BELOW, Bar, bars
+
+
+def _http(ratio: float) -> dict[str, Any]:
+    return {"memplane": 400.0, "http_floor": 500.0,
+            "vs_http_floor": {"median": ratio, "min": ratio - 0.1, "max": ratio + 0.1}}
+
+
+RESULTS: dict[str, dict[str, Any]] = {
+    "write/sqlite+local/http/c1": _http(0.8),  # at the bound: holds
+    "read/sqlite+local/http/c16": _http(0.799),
+    "write/sqlite+local/inproc/c1": {"memplane": 1.0, "vs_floor": {"median": 0.1}},
+    "write/postgres+s3/http/c16": _http(0.5),  # no bar on cloud buckets
+    "batch-write/postgres+local/http/c16": {"memplane": 4000.0, "peer": 5000.0,
+                                            "http_floor": 8000.0},
+    "batch-read/postgres+local/http/c16": {"memplane": 6000.0, "peer": 3000.0},
+    "batch-write/postgres+local/http/c1": {"memplane": 4000.0, "peer": 2000.0},
+    "export/200x1MiB/throughput": {"memplane": 150.0, "floor": 6000.0},
+    "export/200x1MiB/peak_rss_growth": {"memplane": 20.5, "bar": 100},
+    "export/s3/64x1MiB/throughput": {"memplane": 70.0, "floor": 260.0},
+    "export/s3/64x1MiB/peak_rss_growth": {"memplane": 100.0, "bar": 100},  # not below
+    "scale/get_latency_1M_vs_10k": {"ratio": {"median": 1.2}},
+    "scale/list_scope_latency_1M_vs_10k": {"ratio": {"median": 1.51}},
+}
+
+
+def test_each_bar_reads_its_figure_and_holds_only_within_its_bound() -> None:
+    assert [(b.name, b.figure, b.relation, b.bound, b.holds) for b in bars(RESULTS)] == [
+        ("write/sqlite+local/http/c1", 0.8, AT_LEAST, 0.8, True),
+        ("read/sqlite+local/http/c16", 0.799, AT_LEAST, 0.8, False),
+        ("batch-write/postgres+local/http/c16", 0.8, AT_LEAST, 1.0, False),
+        ("batch-read/postgres+local/http/c16", 2.0, AT_LEAST, 1.0, True),
+        ("export/200x1MiB/peak_rss_growth", 20.5, BELOW, 100.0, True),
+        ("export/s3/64x1MiB/peak_rss_growth", 100.0, BELOW, 100.0, False),
+        ("export/200x1MiB/throughput", 0.025, AT_LEAST, 0.25, False),
+        ("scale/get_latency_1M_vs_10k", 1.2, AT_MOST, 1.2, True),
+        ("scale/list_scope_latency_1M_vs_10k", 1.51, AT_MOST, 1.5, False),
+    ]
+
+
+def test_a_run_of_some_cases_has_only_their_bars() -> None:
+    found = bars({"scale/get_latency_1M_vs_10k": {"ratio": {"median": 0.9}}})
+    assert [b.json() for b in found] == [{
+        "name": "scale/get_latency_1M_vs_10k", "figure": 0.9, "relation": AT_MOST,
+        "bound": 1.2, "holds": True,
+        "what": "latency at a million pointers ÷ at 10,000 (median of per-round ratios)"}]
+    assert bars({}) == []
+    assert Bar("x", 1.0, BELOW, 1.0, "").holds is False
