@@ -56,9 +56,15 @@ def make_engine(url: str, *, pool_size: int = 20, sqlite_synchronous: str = "FUL
     # PostgreSQL, its plans and prepared statements made again): at 16 clients and a pool
     # of 10, 3-9 connections per 320 requests, 10-12 % of the throughput.
     return create_engine(
-        parsed, pool_size=pool_size, max_overflow=pool_size // 2, pool_pre_ping=pre_ping,
+        parsed, pool_size=pool_size, max_overflow=peak_extra(pool_size), pool_pre_ping=pre_ping,
         pool_recycle=pool_recycle, pool_use_lifo=True,
     )
+
+
+def peak_extra(pool_size: int) -> int:
+    """Connections a pool of ``pool_size`` opens beyond them at a peak: half as many again,
+    and at least one (a thread holding a connection may wait on another thread's)."""
+    return max(1, pool_size // 2)
 
 
 def _require_psycopg() -> None:
@@ -87,7 +93,7 @@ def _sqlite_engine(url: str, synchronous: str, pool_size: int) -> Engine:
         _private_file(Path(database))
     engine = create_engine(
         url, connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_S},
-        pool_size=pool_size, max_overflow=pool_size // 2, pool_use_lifo=True)  # as make_engine's
+        pool_size=pool_size, max_overflow=peak_extra(pool_size), pool_use_lifo=True)  # as above
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import event, text
 
+from control_plane.db.engine import peak_extra
 from control_plane.runtime import Runtime
 from tests.support.service import own_runtime
 
@@ -58,5 +59,9 @@ def test_sixteen_requests_at_once_reuse_the_connections_kept(runtime: Runtime) -
 def test_a_peak_above_the_pool_opens_connections_and_closes_them_once_returned(
         runtime: Runtime) -> None:
     kept = runtime.settings.db_pool_size
-    _burst(runtime, kept + kept // 2)  # the most a process holds at once
+    _burst(runtime, kept + peak_extra(kept))  # the most a process holds at once
     assert runtime.engine.pool.checkedin() == kept  # type: ignore[attr-defined]
+
+
+def test_a_pool_opens_half_as_many_again_at_a_peak_and_at_least_one() -> None:
+    assert [peak_extra(n) for n in (1, 2, 3, 10, 20, 21)] == [1, 1, 1, 5, 10, 10]
