@@ -85,6 +85,7 @@ def table(found: list[Bar]) -> Table:
     for column in ("bar", "figure", "bound", "holds", "figure is"):
         shown.add_column(column, justify="left" if column in ("bar", "figure is") else "right")
     for bar in found:
-        shown.add_row(bar.name, f"{bar.figure:.2f}", f"{bar.relation} {bar.bound:g}",
+        figure = f"{bar.figure:.3f}" if bar.figure < 10 else f"{bar.figure:.1f}"
+        shown.add_row(bar.name, figure, f"{bar.relation} {bar.bound:g}",
                       "yes" if bar.holds else "NO", bar.what)
     return shown
