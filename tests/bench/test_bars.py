@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.bars import AT_LEAST, AT_MOST, BELOW, Bar, bars
+from bench.bars import AT_LEAST, AT_MOST, BELOW, Bar, bars, table
 
 
 def _http(ratio: float) -> dict[str, Any]:
@@ -53,3 +53,14 @@ def test_a_run_of_some_cases_has_only_their_bars() -> None:
         "what": "latency at a million pointers ÷ at 10,000 (median of per-round ratios)"}]
     assert bars({}) == []
     assert Bar("x", 1.0, BELOW, 1.0, "").holds is False
+
+
+def test_the_table_shows_a_figure_just_under_its_bound_as_under_it() -> None:
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    console.print(table([Bar("write/x/http/c1", 0.795, AT_LEAST, 0.8, "ratio"),
+                         Bar("export/y/peak_rss_growth", 62.4, BELOW, 100.0, "MiB")]))
+    rows = [line for line in console.export_text().splitlines() if "/" in line]
+    assert [[cell.strip() for cell in line.split("│")[2:5]] for line in rows] == [
+        ["0.795", "≥ 0.8", "NO"], ["62.4", "< 100", "yes"]]
