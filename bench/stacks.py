@@ -17,15 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import Engine, Uuid, bindparam, text
+from sqlalchemy import Engine, Uuid, bindparam, select, text
 
 from control_plane.audit.batcher import AuditBatcher
 from control_plane.db import direct
 from control_plane.db.base import UTCDateTime
+from control_plane.db.models import AccessLog
+from control_plane.db.models import MemoryPointer as P
 from control_plane.memories import service as memories
 from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
+from control_plane.search.repository import wants_vector
 from control_plane.settings import Settings
 from control_plane.tenants.service import authenticate, ensure_bootstrap
 from storage_adapters.base import BatchAdapter
@@ -121,12 +124,6 @@ class MemplaneStack:
         memory's vector made and every audit row sealed. The indexer and the sealer work
         after a write is answered; left to run during the next round, their CPU would fall
         on whatever is measured then (a floor, the peer) instead of on memplane."""
-        from sqlalchemy import select
-
-        from control_plane.db.models import AccessLog
-        from control_plane.db.models import MemoryPointer as P
-        from control_plane.search.repository import wants_vector
-
         deadline = time.monotonic() + timeout
         while True:
             with self.runtime.sessions() as session:

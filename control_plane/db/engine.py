@@ -89,8 +89,12 @@ no BEGIN/COMMIT around it."""
 
 def _sqlite_engine(url: str, synchronous: str, pool_size: int) -> Engine:
     database = make_url(url).database
-    if database and database != ":memory:" and not database.startswith("file:"):
-        _private_file(Path(database))
+    # A file named by its path (not in memory, not a "file:" URI): made private, and its
+    # writers' lock file beside it.
+    on_disk = (Path(database) if database and database != ":memory:"
+               and not database.startswith("file:") else None)
+    if on_disk is not None:
+        _private_file(on_disk)
     engine = create_engine(
         url, connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_S},
         pool_size=pool_size, max_overflow=peak_extra(pool_size), pool_use_lifo=True)  # as above
@@ -107,8 +111,7 @@ def _sqlite_engine(url: str, synchronous: str, pool_size: int) -> Engine:
         cursor.execute("PRAGMA secure_delete=ON")
         cursor.close()
 
-    shared = (None if not database or database == ":memory:" or database.startswith("file:")
-              else Path(database).with_name(Path(database).name + ".writers"))
+    shared = None if on_disk is None else on_disk.with_name(on_disk.name + ".writers")
     writers = _WRITERS[engine] = SqliteWriters(BUSY_TIMEOUT_S, shared)
 
     @event.listens_for(engine, "begin")
