@@ -1,9 +1,11 @@
-"""The synchronous client. Its twin, ``_async_client.py``, sends the same ``Call``s."""
+"""GENERATED from _async_client.py by scripts/unasync.py: do not edit.
+
+Edit _async_client.py and run ``python scripts/unasync.py``; a test checks the two agree.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -11,10 +13,11 @@ import httpx
 
 from . import _base, _batch, _compliance
 from . import _hygiene as hygiene
+from ._admin_sync import AuditAPI, KeysAPI, StorageAPI, TenantsAPI
 from ._base import Call, ClientConfig
 from ._batch import BatchResult
-from ._compliance import ExportsAPI, Job, JobsAPI, ReceiptsAPI
-from ._config_calls import seed_storage_config
+from ._compliance import Job
+from ._compliance_sync import ExportsAPI, JobsAPI, ReceiptsAPI
 from ._exceptions import TransportError
 from ._hygiene import CleanupResult, RetentionPolicy, parse_days
 from ._layer_sync import (
@@ -28,22 +31,23 @@ from ._layer_sync import (
     LegalHoldsAPI,
     MemorySearchAPI,
     RetentionAPI,
-    StorageConfigsAPI,
     SummarizerAPI,
 )
 from ._models import (
-    AuditEntry,
-    AuditVerification,
-    CreatedKey,
-    CreatedTenant,
     Memory,
     Page,
     Pointer,
-    StorageConfig,
-    StorageHealth,
 )
+from ._namespace_sync import _Namespace
 
-__all__ = ["AuditAPI", "Client", "KeysAPI", "MemoryAPI", "StorageAPI", "TenantsAPI"]
+__all__ = [
+    "AuditAPI",
+    "Client",
+    "KeysAPI",
+    "MemoryAPI",
+    "StorageAPI",
+    "TenantsAPI",
+]
 
 T = TypeVar("T")
 
@@ -54,8 +58,8 @@ class Client:
     ``base_url`` is the server root (``https://memplane.example.com``); ``api_key`` is sent
     as a bearer token and decides the tenant. Pass ``http_client`` to reuse a configured
     ``httpx.Client`` (the caller then owns and closes it), or ``transport`` to swap the
-    network layer, e.g. ``httpx.MockTransport`` in tests. Use as a context manager or call
-    ``close()``.
+    network layer, e.g. ``httpx.MockTransport`` in tests. Use it in an ``with`` block
+    or call ``close()``.
     """
 
     def __init__(
@@ -105,7 +109,7 @@ class Client:
         self.close()
 
     def close(self) -> None:
-        """Close the underlying ``httpx.Client``, unless it was passed in by the caller."""
+        """Close the underlying ``httpx.Client``, unless the caller passed it in."""
         if self._owns_http:
             self._http.close()
 
@@ -135,15 +139,11 @@ class Client:
         cursor: str | None = None
         while True:
             page = self._send(page_call(cursor))
-            yield from page.items
+            for item in page.items:  # noqa: UP028 (generated into the sync client too)
+                yield item
             cursor = page.next_cursor
             if cursor is None:
                 return
-
-
-class _Namespace:
-    def __init__(self, client: Client) -> None:
-        self._client = client
 
 
 class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
@@ -271,10 +271,10 @@ class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
         return results
 
     def cleanup(self, *, older_than: str | int | None = None,
-                older_than_days: int | None = None, agent_id: str | None = None,
-                scope: str | None = None, scope_ref: str | None = None,
-                exclude_keys: Sequence[str] | None = None,
-                dry_run: bool = False) -> CleanupResult | Job:
+                      older_than_days: int | None = None, agent_id: str | None = None,
+                      scope: str | None = None, scope_ref: str | None = None,
+                      exclude_keys: Sequence[str] | None = None,
+                      dry_run: bool = False) -> CleanupResult | Job:
         """Delete the memories by key last written ``older_than`` ago or more (``'180d'``,
         ``180``, ``'26w'``; or ``older_than_days``), of one agent and/or scope, except
         ``exclude_keys`` and held ones. Returns the counts (a dry run also lists what would
@@ -287,13 +287,13 @@ class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
             exclude_keys=exclude_keys, dry_run=dry_run))
 
     def set_retention_policy(self, *, scope: str, retention_days: int,
-                             auto_delete: bool, memory_type: str | None = None,
-                             archive_after_days: int | None = None
-                             ) -> RetentionPolicy:
+                                   auto_delete: bool, memory_type: str | None = None,
+                                   archive_after_days: int | None = None
+                                   ) -> RetentionPolicy:
         """The seed's ``memory.setRetentionPolicy``: ``client.retention.set_policy``."""
-        return self._client.retention.set_policy(
+        return self._client._send(hygiene.retention_put(
             scope=scope, retention_days=retention_days, auto_delete=auto_delete,
-            memory_type=memory_type, archive_after_days=archive_after_days)
+            memory_type=memory_type, archive_after_days=archive_after_days))
 
     def clear(self, *, scope: str, scope_ref: str | None = None) -> int:
         """Delete every memory in the scope; returns how many were deleted."""
@@ -406,133 +406,3 @@ class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
         receipt. Safe to repeat: a running erasure of the same subject is returned as is.
         """
         return self._client._send(_compliance.erase_subject(user_id, dry_run))
-
-
-class AuditAPI(_Namespace):
-    """The tenant's access log (compliance role); reached as ``client.audit``."""
-
-    def list(
-        self,
-        *,
-        pointer_id: str | None = None,
-        accessor_id: str | None = None,
-        operation: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-    ) -> Page[AuditEntry]:
-        """One page of audit entries matching the filters."""
-        return self._client._send(
-            _base.audit_list(
-                pointer_id=pointer_id,
-                accessor_id=accessor_id,
-                operation=operation,
-                since=since,
-                until=until,
-                limit=limit,
-                cursor=cursor,
-            )
-        )
-
-    def iter(
-        self,
-        *,
-        pointer_id: str | None = None,
-        accessor_id: str | None = None,
-        operation: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        limit: int | None = None,
-    ) -> Iterator[AuditEntry]:
-        """Every matching audit entry, fetching pages of ``limit`` lazily."""
-        return self._client._iterate(
-            lambda cursor: _base.audit_list(
-                pointer_id=pointer_id,
-                accessor_id=accessor_id,
-                operation=operation,
-                since=since,
-                until=until,
-                limit=limit,
-                cursor=cursor,
-            )
-        )
-
-    def verify(self) -> AuditVerification:
-        """Check the audit hash chain; ``ok`` is False and ``first_bad_seq`` set on a break."""
-        return self._client._send(_base.audit_verify())
-
-
-class KeysAPI(_Namespace):
-    """API keys of the caller's tenant (admin role); reached as ``client.keys``."""
-
-    def create(self, *, role: str, name: str, idempotency_key: str | None = None,
-               scopes: Sequence[_base.ScopeGrant] | None = None,
-               agent_id: str | None = None) -> CreatedKey:
-        """Create a key with ``role`` (admin | agent | compliance); its secret is shown once.
-
-        An agent key may be scoped: ``scopes`` lists the (scope, scope_ref) pairs it may see
-        — tuples or ``{"scope", "scope_ref"}`` dicts, ``"*"`` for any ref of a scope, ``"-"``
-        for tenant memory — and everything else answers ``NotFound`` to it. ``agent_id`` is
-        recorded as the agent of what the key writes and in its audit rows.
-        """
-        return self._client._send(
-            _base.keys_create(role=role, name=name, idempotency_key=idempotency_key,
-                              scopes=scopes, agent_id=agent_id)
-        )
-
-    def delete(self, key_id: str) -> None:
-        """Revoke the key with this id."""
-        self._client._send(_base.keys_delete(key_id))
-
-
-class TenantsAPI(_Namespace):
-    """Tenant creation (server bootstrap key only); reached as ``client.tenants``."""
-
-    def create(self, *, name: str, idempotency_key: str | None = None) -> CreatedTenant:
-        """Create a tenant; the answer carries its first admin key, shown once."""
-        return self._client._send(_base.tenants_create(name=name, idempotency_key=idempotency_key))
-
-
-class StorageAPI(StorageConfigsAPI, _Namespace):
-    """The tenant's own bucket (admin role; compliance may read the configuration);
-    reached as ``client.storage``."""
-
-    def configure(
-        self,
-        config: Mapping[str, Any] | None = None,
-        *,
-        storage_type: str | None = None,
-        connection_config: dict[str, Any] | None = None,
-        idempotency_key: str | None = None,
-    ) -> StorageConfig:
-        """Point the tenant's new memories at its own bucket.
-
-        ``storage_type`` is ``s3``, ``gcs``, ``azure`` or ``local``; ``connection_config``
-        holds that backend's settings (bucket, region, endpoint, credentials, prefix). The
-        server probes the bucket first and raises ``BadRequest`` naming what failed, saving
-        nothing; secrets are stored encrypted and never returned. Memories written before
-        stay readable where they are. ``config`` may instead give the seed's flat shape,
-        ``{"type": "gcs", "bucket": ..., "region": "europe-west1", ...}``; a declared
-        region must be the bucket's own.
-        """
-        if config is not None:
-            storage_type, connection_config = seed_storage_config(config)
-        if storage_type is None or connection_config is None:
-            raise ValueError("give storage_type and connection_config, or config")
-        return self._client._send(
-            _base.storage_configure(
-                storage_type=storage_type,
-                connection_config=connection_config,
-                idempotency_key=idempotency_key,
-            )
-        )
-
-    def get_config(self) -> StorageConfig:
-        """The active configuration, without secrets."""
-        return self._client._send(_base.storage_get_config())
-
-    def health_check(self) -> StorageHealth:
-        """Probe the bucket (write, read, delete) and report latency, region, versioning,
-        soft delete and object lock. A failing bucket answers ``ok=False``, not an error."""
-        return self._client._send(_base.storage_health())

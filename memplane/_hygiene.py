@@ -88,7 +88,11 @@ def parse_days(value: str | int, name: str = "older_than") -> int:
     return int(found.group(1)) * _UNIT_DAYS[found.group(2)]
 
 
-def retention_put(fields: dict[str, Any]) -> Call[RetentionPolicy]:
+def retention_put(*, scope: str, retention_days: int, auto_delete: bool,
+                  memory_type: str | None = None, archive_after_days: int | None = None
+                  ) -> Call[RetentionPolicy]:
+    fields = {"scope": scope, "memory_type": memory_type, "retention_days": retention_days,
+              "archive_after_days": archive_after_days, "auto_delete": auto_delete}
     return Call("PUT", "/v1/retention-policies", parse_model(RetentionPolicy),
                 json=_without_none(fields))
 

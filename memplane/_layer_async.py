@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import _config_calls as config_calls
 from . import _conversations as conversations
@@ -36,9 +36,7 @@ from ._models import (
     StorageConfig,
     SummarizerConfig,
 )
-
-if TYPE_CHECKING:
-    from ._async_client import AsyncClient
+from ._namespace_async import AsyncSender
 
 __all__ = ["AsyncAgentsAPI", "AsyncCompactorAPI", "AsyncConversationsAPI", "AsyncEmbedderAPI",
            "AsyncEntriesAPI", "AsyncEventsAPI", "AsyncKnowledgeAPI", "AsyncLegalHoldsAPI",
@@ -53,7 +51,7 @@ class AsyncEventsAPI:
     events are never updated or deleted through the API, only by erasure and retention.
     """
 
-    def __init__(self, client: AsyncClient) -> None:
+    def __init__(self, client: AsyncSender) -> None:
         self._client = client
 
     async def append(self, scope: str, scope_ref: str, kind: str, body: str, *,
@@ -99,7 +97,7 @@ class AsyncEventsAPI:
 class AsyncEntriesAPI:
     """Curated entries addressed by id; reached as ``client.entries``."""
 
-    def __init__(self, client: AsyncClient) -> None:
+    def __init__(self, client: AsyncSender) -> None:
         self._client = client
 
     async def create(self, scope: str, scope_ref: str, title: str, summary: str, *,
@@ -160,7 +158,7 @@ class AsyncEntriesAPI:
 class AsyncCompactorAPI:
     """The daily compactor (admin role); reached as ``client.compactor``."""
 
-    def __init__(self, client: AsyncClient) -> None:
+    def __init__(self, client: AsyncSender) -> None:
         self._client = client
 
     async def run(self, *, dry_run: bool = False, scope: str | None = None,
@@ -195,7 +193,7 @@ class AsyncSummarizerAPI:
     """The tenant's summariser for the compactor (admin role); reached as
     ``client.summarizer``."""
 
-    def __init__(self, client: AsyncClient) -> None:
+    def __init__(self, client: AsyncSender) -> None:
         self._client = client
 
     async def get_config(self) -> SummarizerConfig:
@@ -226,7 +224,7 @@ class AsyncStorageConfigsAPI:
     """Several named storage configurations per tenant (admin role; compliance may read);
     mixed into ``client.storage``. Configurations are addressed by ``sc_…`` ids."""
 
-    _client: AsyncClient
+    _client: AsyncSender
 
     async def create_config(self, name: str, storage_type: str | None = None,
                             connection_config: Mapping[str, Any] | None = None, *,
@@ -271,7 +269,7 @@ class AsyncStorageConfigsAPI:
 class AsyncAgentsAPI:
     """Agents and their memory settings; reached as ``client.agents``."""
 
-    def __init__(self, client: AsyncClient) -> None:
+    def __init__(self, client: AsyncSender) -> None:
         self._client = client
 
     async def update(self, agent_id: str, settings: Mapping[str, Any] | None = None, *,
@@ -311,7 +309,7 @@ class AsyncMemorySearchAPI:
     """``client.memory.search``: semantic + keyword search over memories, entries and
     knowledge chunks (mixed into ``client.memory``)."""
 
-    _client: AsyncClient
+    _client: AsyncSender
 
     async def search(self, query: str, *, scope: str | None = None,
                      scope_ref: str | None = None, user_id: str | None = None,
@@ -334,7 +332,7 @@ class AsyncKnowledgeAPI:
     ``client.memory`` as ``add_knowledge``, ``list_knowledge``, ``iter_knowledge`` and
     ``delete_knowledge``."""
 
-    _client: AsyncClient
+    _client: AsyncSender
 
     async def add_knowledge(self, agent_id: str, documents: Sequence[Mapping[str, Any]], *,
                             idempotency_key: str | None = None) -> KnowledgeAdded:
@@ -367,7 +365,7 @@ class AsyncEmbedderAPI:
     """The tenant's embedder for search (admin to change, compliance may read); reached as
     ``client.embedder``."""
 
-    def __init__(self, client: AsyncClient) -> None:
+    def __init__(self, client: AsyncSender) -> None:
         self._client = client
 
     async def get_config(self) -> EmbedderConfig:
@@ -399,7 +397,7 @@ class AsyncConversationsAPI:
     ``needs_summarization`` near the limit and summarises older messages on its own.
     """
 
-    def __init__(self, client: AsyncClient) -> None:
+    def __init__(self, client: AsyncSender) -> None:
         self._client = client
 
     async def add_message(self, conversation_id: str, role: str, content: str, *,
@@ -451,7 +449,7 @@ class AsyncRetentionAPI:
     """Retention policies and runs; reached as ``client.retention`` (admin changes them,
     compliance may read them)."""
 
-    def __init__(self, client: AsyncClient) -> None:
+    def __init__(self, client: AsyncSender) -> None:
         self._client = client
 
     async def set_policy(self, *, scope: str, retention_days: int, auto_delete: bool,
@@ -463,9 +461,9 @@ class AsyncRetentionAPI:
         ``retention_days`` ago or more, on both planes with every object version; without it
         the run only reports what is due. ``archive_after_days`` moves older objects to the
         bucket's colder class first."""
-        return await self._client._send(hygiene.retention_put({
-            "scope": scope, "memory_type": memory_type, "retention_days": retention_days,
-            "archive_after_days": archive_after_days, "auto_delete": auto_delete}))
+        return await self._client._send(hygiene.retention_put(
+            scope=scope, retention_days=retention_days, auto_delete=auto_delete,
+            memory_type=memory_type, archive_after_days=archive_after_days))
 
     async def list_policies(self) -> list[RetentionPolicy]:
         """The tenant's policies."""
@@ -486,7 +484,7 @@ class AsyncRetentionAPI:
 class AsyncLegalHoldsAPI:
     """Legal holds (admin or compliance); reached as ``client.legal_holds``."""
 
-    def __init__(self, client: AsyncClient) -> None:
+    def __init__(self, client: AsyncSender) -> None:
         self._client = client
 
     async def place(self, *, reason: str, user_id: str | None = None,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import _config_calls as config_calls
 from . import _conversations as conversations
@@ -32,9 +32,7 @@ from ._models import (
     StorageConfig,
     SummarizerConfig,
 )
-
-if TYPE_CHECKING:
-    from ._client import Client
+from ._namespace_sync import Sender
 
 __all__ = ["AgentsAPI", "CompactorAPI", "ConversationsAPI", "EmbedderAPI",
            "EntriesAPI", "EventsAPI", "KnowledgeAPI", "LegalHoldsAPI",
@@ -49,7 +47,7 @@ class EventsAPI:
     events are never updated or deleted through the API, only by erasure and retention.
     """
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Sender) -> None:
         self._client = client
 
     def append(self, scope: str, scope_ref: str, kind: str, body: str, *,
@@ -95,7 +93,7 @@ class EventsAPI:
 class EntriesAPI:
     """Curated entries addressed by id; reached as ``client.entries``."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Sender) -> None:
         self._client = client
 
     def create(self, scope: str, scope_ref: str, title: str, summary: str, *,
@@ -156,7 +154,7 @@ class EntriesAPI:
 class CompactorAPI:
     """The daily compactor (admin role); reached as ``client.compactor``."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Sender) -> None:
         self._client = client
 
     def run(self, *, dry_run: bool = False, scope: str | None = None,
@@ -191,7 +189,7 @@ class SummarizerAPI:
     """The tenant's summariser for the compactor (admin role); reached as
     ``client.summarizer``."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Sender) -> None:
         self._client = client
 
     def get_config(self) -> SummarizerConfig:
@@ -222,7 +220,7 @@ class StorageConfigsAPI:
     """Several named storage configurations per tenant (admin role; compliance may read);
     mixed into ``client.storage``. Configurations are addressed by ``sc_…`` ids."""
 
-    _client: Client
+    _client: Sender
 
     def create_config(self, name: str, storage_type: str | None = None,
                             connection_config: Mapping[str, Any] | None = None, *,
@@ -267,7 +265,7 @@ class StorageConfigsAPI:
 class AgentsAPI:
     """Agents and their memory settings; reached as ``client.agents``."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Sender) -> None:
         self._client = client
 
     def update(self, agent_id: str, settings: Mapping[str, Any] | None = None, *,
@@ -307,7 +305,7 @@ class MemorySearchAPI:
     """``client.memory.search``: semantic + keyword search over memories, entries and
     knowledge chunks (mixed into ``client.memory``)."""
 
-    _client: Client
+    _client: Sender
 
     def search(self, query: str, *, scope: str | None = None,
                      scope_ref: str | None = None, user_id: str | None = None,
@@ -330,7 +328,7 @@ class KnowledgeAPI:
     ``client.memory`` as ``add_knowledge``, ``list_knowledge``, ``iter_knowledge`` and
     ``delete_knowledge``."""
 
-    _client: Client
+    _client: Sender
 
     def add_knowledge(self, agent_id: str, documents: Sequence[Mapping[str, Any]], *,
                             idempotency_key: str | None = None) -> KnowledgeAdded:
@@ -363,7 +361,7 @@ class EmbedderAPI:
     """The tenant's embedder for search (admin to change, compliance may read); reached as
     ``client.embedder``."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Sender) -> None:
         self._client = client
 
     def get_config(self) -> EmbedderConfig:
@@ -395,7 +393,7 @@ class ConversationsAPI:
     ``needs_summarization`` near the limit and summarises older messages on its own.
     """
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Sender) -> None:
         self._client = client
 
     def add_message(self, conversation_id: str, role: str, content: str, *,
@@ -447,7 +445,7 @@ class RetentionAPI:
     """Retention policies and runs; reached as ``client.retention`` (admin changes them,
     compliance may read them)."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Sender) -> None:
         self._client = client
 
     def set_policy(self, *, scope: str, retention_days: int, auto_delete: bool,
@@ -459,9 +457,9 @@ class RetentionAPI:
         ``retention_days`` ago or more, on both planes with every object version; without it
         the run only reports what is due. ``archive_after_days`` moves older objects to the
         bucket's colder class first."""
-        return self._client._send(hygiene.retention_put({
-            "scope": scope, "memory_type": memory_type, "retention_days": retention_days,
-            "archive_after_days": archive_after_days, "auto_delete": auto_delete}))
+        return self._client._send(hygiene.retention_put(
+            scope=scope, retention_days=retention_days, auto_delete=auto_delete,
+            memory_type=memory_type, archive_after_days=archive_after_days))
 
     def list_policies(self) -> list[RetentionPolicy]:
         """The tenant's policies."""
@@ -482,7 +480,7 @@ class RetentionAPI:
 class LegalHoldsAPI:
     """Legal holds (admin or compliance); reached as ``client.legal_holds``."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Sender) -> None:
         self._client = client
 
     def place(self, *, reason: str, user_id: str | None = None,

@@ -62,7 +62,7 @@ def test_the_sync_namespaces_are_generated_from_the_async_ones() -> None:
             runpy.run_path(str(UNASYNC), run_name="__main__")
     finally:
         sys.argv = argv
-    assert exited.value.code == 0, "memplane/_layer_sync.py is stale: run scripts/unasync.py"
+    assert exited.value.code == 0, "a generated sync SDK file is stale: run scripts/unasync.py"
 
 
 @pytest.mark.parametrize(("model", "schema"), [
