@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
 
+from anyio import to_thread
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -27,6 +28,7 @@ from .embedders.router import router as embedder_router
 from .entries.router import router as entries_router
 from .errors import DomainError
 from .events.router import router as events_router
+from .health import reserve_probe_threads
 from .health import router as health_router
 from .holds.router import router as holds_router
 from .integrity.router import router as integrity_router
@@ -38,7 +40,7 @@ from .retention.router import router as retention_router
 from .runtime import Runtime
 from .search.router import router as search_router
 from .seed.router import router as seed_router
-from .settings import Settings
+from .settings import REQUEST_THREADS, Settings
 from .storage_config.router import router as storage_config_router
 from .summarizers.router import router as summarizer_router
 from .tenants.router import router as tenants_router
@@ -66,6 +68,10 @@ def create_app(settings: Settings | None = None, *, background_process: bool = F
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = Runtime(settings)
+        # The request threads of synchronous routes, a known number: one tenant's bulkhead
+        # takes at most half (settings.REQUEST_THREADS); the probes have their own.
+        to_thread.current_default_thread_limiter().total_tokens = REQUEST_THREADS
+        reserve_probe_threads(app)
         runtime.plane.metrics = app.state.metrics  # storage, jobs, reconcile (observability.py)
         app.state.metrics.watch_database(runtime.database_state)
         if settings.embedded:

@@ -1,32 +1,55 @@
+"""Liveness, readiness and metrics.
+
+The probes never queue behind requests: ``/healthz`` answers on the event loop and
+``/readyz`` asks the database from threads of its own, not from the request threads that a
+tenant's slow bucket may be holding (up to its bulkhead, storage_config/bulkhead.py), and
+neither touches any bucket.
+"""
+
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from anyio import CapacityLimiter, to_thread
+from fastapi import APIRouter, FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 
 from .deps import get_runtime
 
 router = APIRouter(tags=["health"])
 
+PROBE_THREADS = 2
+
+
+def reserve_probe_threads(app: FastAPI) -> None:
+    """Threads for ``/readyz`` alone (call from the lifespan, inside the event loop)."""
+    app.state.probe_threads = CapacityLimiter(PROBE_THREADS)
+
 
 @router.get("/healthz")
-def healthz() -> dict[str, str]:
+async def healthz() -> dict[str, str]:
     """Liveness: the process answers. No authentication; use it for liveness probes."""
     return {"status": "ok"}
 
 
 @router.get("/readyz")
-def readyz(request: Request, response: Response) -> dict[str, str]:
+async def readyz(request: Request, response: Response) -> dict[str, str]:
     """Readiness: 200 when the control-plane database answers, 503 (with the reason) when it does
     not. No authentication; use it for readiness probes and load balancers."""
-    runtime = get_runtime(request)
-    try:
-        with runtime.engine.connect() as connection:
-            connection.execute(text("SELECT 1"))
-    except Exception:
+    engine = get_runtime(request).engine
+    if not await to_thread.run_sync(_database_answers, engine,
+                                    limiter=request.app.state.probe_threads):
         response.status_code = 503
         return {"status": "unavailable", "detail": "the database is not reachable"}
     return {"status": "ready"}
+
+
+def _database_answers(engine: Engine) -> bool:
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except Exception:
+        return False
+    return True
 
 
 @router.get("/metrics", include_in_schema=False)

@@ -50,6 +50,10 @@ class Metrics:
             "(not_found, exists, integrity, unreachable, auth_failed, permission_denied, "
             "bucket_not_found, endpoint_not_allowed, other)",
             ["backend", "operation", "problem"], registry=self.registry)
+        self.storage_refused = Counter(
+            "memplane_storage_refused", "Calls to a tenant's own bucket refused unsent "
+            "because that tenant's bulkhead was full (storage_config/bulkhead.py)",
+            ["backend"], registry=self.registry)
         # Compliance jobs run by a worker in this process (jobs/worker.py).
         self.job_duration = Histogram(
             "memplane_job_duration_seconds", "Time one attempt at a job took, by outcome "

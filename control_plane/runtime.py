@@ -21,6 +21,7 @@ from .db.engine import make_engine, make_session_factory
 from .keys.service import Keyring
 from .observability import DatabaseState
 from .settings import Settings
+from .storage_config.bulkhead import Bulkheads
 from .storage_config.credentials import CredentialBox, load_server_key
 from .storage_config.plane import DataPlane
 from .tenants.service import CALLERS
@@ -51,6 +52,9 @@ class Runtime:
         if (pause := pause_from_env()) is not None:  # crash tests only; see testhooks.py
             self.plane.checkpoint = pause
         self.plane.max_object_bytes = settings.max_object_bytes
+        self.plane.bulkheads = Bulkheads(settings.storage_calls_per_tenant,
+                                         settings.storage_waiters_per_tenant,
+                                         settings.storage_wait_seconds)
         CALLERS.ttl = settings.auth_cache_seconds
         self.plane.audit_batcher = AuditBatcher(self.engine)
         self._stop = threading.Event()

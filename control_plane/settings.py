@@ -15,6 +15,9 @@ DEFAULT_SUMMARIZER_HOSTS = ("api.openai.com", "*.openai.azure.com", "api.mistral
                             "api.deepseek.com", "api.fireworks.ai",
                             "generativelanguage.googleapis.com")
 _PLACEHOLDERS = {"", "changeme", "change-me", "secret", "memplane", "development"}
+# Threads the API runs its synchronous routes in (anyio's thread pool; create_app sets it).
+# One tenant's storage calls and waiters together may take at most half of them.
+REQUEST_THREADS = 40
 
 
 class Settings(BaseSettings):
@@ -73,6 +76,17 @@ class Settings(BaseSettings):
         "separated: host patterns ('*.blob.core.windows.net', 'minio.corp.example') and CIDRs "
         "('10.20.0.0/16'). Default: none, only the clouds' own public endpoints. Loopback, "
         "private, link-local and metadata addresses are refused unless a CIDR covers them.")
+    storage_calls_per_tenant: int = Field(
+        8, ge=1, description="Calls to one tenant's own buckets a process runs at once; "
+        "more wait (see the next two), so a slow or dead bucket holds at most these "
+        "threads and those waiting. The default bucket is not limited.")
+    storage_waiters_per_tenant: int = Field(
+        8, ge=0, description="Calls that may wait for one of those slots; a call beyond "
+        "them, or one that waited storage_wait_seconds, gets 503 storage_unavailable with "
+        "problem storage_busy and Retry-After.")
+    storage_wait_seconds: float = Field(
+        2.0, ge=0, le=30, description="Longest a call waits for a slot of its tenant's "
+        "storage calls.")
     log_level: str = "INFO"
     run_background: bool = Field(True, description="Run the audit sealer inside the server.")
     background_process: bool = Field(
@@ -284,6 +298,16 @@ class Settings(BaseSettings):
         return self.kek_aws_allowed_key_refs or (
             [self.kek_aws_key_id] if self.kek_aws_key_id else [])
 
+
+    @model_validator(mode="after")
+    def _tenant_storage_fits_the_threads(self) -> Settings:
+        if self.storage_calls_per_tenant + self.storage_waiters_per_tenant > REQUEST_THREADS // 2:
+            raise ValueError(
+                "MEMPLANE_STORAGE_CALLS_PER_TENANT + MEMPLANE_STORAGE_WAITERS_PER_TENANT must be "
+                f"at most {REQUEST_THREADS // 2}, half the server's {REQUEST_THREADS} request "
+                "threads, so one tenant's slow bucket cannot take the threads other tenants "
+                "need")
+        return self
 
     @model_validator(mode="after")
     def _kms_needs_a_key(self) -> Settings:

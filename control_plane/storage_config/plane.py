@@ -43,6 +43,7 @@ from ..errors import (
     StorageMisconfigured,
     StorageUnavailable,
 )
+from .bulkhead import BulkheadedAdapter, Bulkheads, StorageBusy
 from .credentials import CredentialBox, CredentialsUnreadable, associated_data
 
 if TYPE_CHECKING:
@@ -53,6 +54,9 @@ if TYPE_CHECKING:
 DEFAULT = "default"
 DEFAULT_PREFIX = "memplane"
 ACTIVE_TTL_SECONDS = 5.0
+# Each tenant's own buckets: calls at once, threads waiting, longest wait (bulkhead.py);
+# Runtime sets MEMPLANE_STORAGE_CALLS_PER_TENANT and friends.
+BULKHEAD_CALLS, BULKHEAD_WAITERS, BULKHEAD_WAIT_SECONDS = 8, 8, 2.0
 
 
 class UserMemoryDisabled(Conflict):
@@ -139,6 +143,8 @@ class DataPlane:
         self.max_object_bytes: int | None = None
         # Storage call latency and errors per backend (observability.py), set by the app.
         self.metrics: Metrics | None = None
+        # Bounds each tenant's calls to its own buckets (bulkhead.py), set by Runtime.
+        self.bulkheads = Bulkheads(BULKHEAD_CALLS, BULKHEAD_WAITERS, BULKHEAD_WAIT_SECONDS)
 
     @property
     def default_adapter(self) -> storage.StorageAdapter:
@@ -225,13 +231,28 @@ class DataPlane:
         if config.storage_type == DEFAULT:
             target = Target(config.id, config.prefix, self.default_adapter)
         else:
-            target = Target(config.id, "", self._instrumented(self._adapter(config)),
+            target = Target(config.id, "", self.guarded(config.tenant_id, self._adapter(config)),
                             versioned=bool(config.versioning))
         with self._lock:
             kept = self._targets.setdefault(config_id, target)
         if kept is not target and target.adapter is not self._default:
             target.adapter.close()  # another thread built it first
         return kept
+
+    def guarded(self, tenant_id: uuid.UUID,
+                adapter: storage.StorageAdapter) -> storage.StorageAdapter:
+        """A tenant's own adapter, instrumented and inside the tenant's bulkhead (the
+        operator's default bucket has none; see bulkhead.py)."""
+        from ..observability import backend_name
+
+        backend = backend_name(adapter)
+
+        def refused() -> None:
+            if self.metrics is not None:
+                self.metrics.storage_refused.labels(backend).inc()
+
+        return BulkheadedAdapter(self._instrumented(adapter),  # type: ignore[return-value]
+                                 self.bulkheads.of(tenant_id), refused)
 
     def _instrumented(self, adapter: storage.StorageAdapter) -> storage.StorageAdapter:
         if self.metrics is None:
@@ -355,6 +376,8 @@ def storage_errors(pointer_id: uuid.UUID | None = None) -> Iterator[None]:
     """Map the adapters' error tree to API errors, in one place."""
     try:
         yield
+    except StorageBusy:
+        raise  # already the API's 503, with its own sentence
     except storage.StorageUnavailable as exc:
         raise StorageUnavailable(
             "the tenant's bucket is unreachable right now; retry later"

@@ -242,7 +242,8 @@ def _probe(plane: DataPlane, storage_type: str, public: dict[str, Any],
             f"{_redact(f'{type(exc).__name__}: {exc}', secrets)}",
             problem="invalid_settings") from None
     try:
-        report = adapter.health_check()
+        # inside the tenant's bulkhead, like every call to its buckets
+        report = plane.guarded(tenant_id, adapter).health_check()
     finally:
         adapter.close()
     if report.ok and report.description is not None:

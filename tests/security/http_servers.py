@@ -2,7 +2,8 @@
 
 :class:`Recorder` answers every request with a fixed response and remembers what it got;
 ``mode`` switches it between answering itself and forwarding to a real emulator, so a bucket
-can be configured through it and then turn hostile.
+can be configured through it and then turn hostile; ``'hold'`` forwards everything but keeps
+each GET open (a bucket that stopped answering reads) until ``release`` is set.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class Recorder:
         self.headers = headers or {}
         self.forward_to = forward_to
         self.mode = "forward" if forward_to else "answer"
+        # mode 'hold': the paths of the GETs being held now, and what lets them go
+        self.held: list[str] = []
+        self.release = threading.Event()
         recorder = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -48,7 +52,13 @@ class Recorder:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 recorder.hits.append(Hit(self.command, self.path, dict(self.headers), body))
-                if recorder.mode == "forward" and recorder.forward_to:
+                if recorder.mode == "hold" and self.command == "GET":
+                    recorder.held.append(self.path)
+                    try:
+                        recorder.release.wait(timeout=120)
+                    finally:
+                        recorder.held.remove(self.path)
+                if recorder.mode in ("forward", "hold") and recorder.forward_to:
                     status, headers, answer = _forward(recorder.forward_to, self.command,
                                                        self.path, dict(self.headers), body)
                 else:
@@ -81,6 +91,7 @@ class Recorder:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.release.set()
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=5)
