@@ -51,6 +51,7 @@ class Runtime:
         if (pause := pause_from_env()) is not None:  # crash tests only; see testhooks.py
             self.plane.checkpoint = pause
         self.plane.max_object_bytes = settings.max_object_bytes
+        self.plane.call_deadline = settings.storage_call_deadline_seconds
         CALLERS.ttl = settings.auth_cache_seconds
         self.plane.audit_batcher = AuditBatcher(self.engine)
         self._stop = threading.Event()

@@ -436,6 +436,12 @@ def download(session: Session, plane: DataPlane, actor: Actor, job_id: uuid.UUID
         return _stream(plain), int(result["size"])
 
 
+def _archive_bound(result: dict[str, Any]) -> int:
+    """The most the archive may take from the bucket: its recorded size, sealed."""
+    size = int(result["size"])
+    return envelope.sealed_size(size) if result.get("encrypted") else size
+
+
 def _expiry(result: dict[str, Any]) -> datetime | None:
     value = result.get("expires_at")
     return datetime.fromisoformat(value) if value else None
@@ -450,7 +456,8 @@ def _open_archive(session: Session, plane: DataPlane, tenant_id: uuid.UUID, targ
     try:
         try:
             with storage_errors():
-                for chunk in storage.iter_object(target.adapter, path, _CHUNK):
+                for chunk in storage.iter_object(target.adapter, path, _CHUNK,
+                                                 _archive_bound(result)):
                     raw.write(chunk)
         except storage.ObjectNotFound:
             raise NotFound(f"the archive of export job {job_id} is no longer in the bucket "
