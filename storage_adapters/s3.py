@@ -78,12 +78,11 @@ from .base import (
     check_prefix,
     chunked,
     read_block,
-    rechunk,
     timed_probe,
 )
 from .bounded import DEFAULT_CALL_DEADLINE_SECONDS, Deadline
 from .netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
-from .s3_reads import PART_SIZE_META, checked_body
+from .s3_reads import PART_SIZE_META, checked_body, rechunked
 
 log = logging.getLogger(__name__)
 
@@ -295,7 +294,7 @@ class S3Adapter:
         checked after the last chunk (storage_adapters/s3_reads)."""
         if chunk_size <= 0:
             raise ValueError("chunk_size must be positive")
-        yield from rechunk(self._read(path, max_bytes, self.part_size), chunk_size)
+        yield from rechunked(self._read(path, max_bytes, self.part_size), chunk_size)
 
     def get(self, path: str, max_bytes: int | None = None) -> bytes:
         return b"".join(self._read(path, max_bytes))

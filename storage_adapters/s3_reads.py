@@ -19,8 +19,8 @@ from typing import Any
 
 import urllib3.exceptions
 
-from .base import IntegrityError, StorageError, StorageUnavailable
-from .bounded import Deadline, bounded_pieces, urllib3_read1
+from .base import IntegrityError, StorageError, StorageUnavailable, rechunk
+from .bounded import Deadline, ObjectTooLarge, bounded_pieces, urllib3_read1
 
 PART_SIZE_META = "memplane-part-size"  # put_file's part size, to check the parts on reads
 
@@ -52,6 +52,24 @@ def checked_body(response: Mapping[str, Any], *, max_bytes: int | None, deadline
         what = "the parts do not match their" if isinstance(check, Composite) else \
             "the body does not match its"
         raise IntegrityError(f"{where}: {what} SHA-256 checksum {check.stored}")
+
+
+def rechunked(pieces: Iterator[bytes], chunk_size: int) -> Iterator[bytes]:
+    """``rechunk`` of ``checked_body``'s pieces; a checksum mismatch found at the end is
+    raised after the last chunk, so every byte came, and then the refusal."""
+    mismatch: list[IntegrityError] = []
+
+    def until_checked() -> Iterator[bytes]:
+        try:
+            yield from pieces
+        except ObjectTooLarge:
+            raise
+        except IntegrityError as exc:
+            mismatch.append(exc)
+
+    yield from rechunk(until_checked(), chunk_size)
+    if mismatch:
+        raise mismatch[0]
 
 
 class _Whole:
