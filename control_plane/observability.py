@@ -278,8 +278,8 @@ class InstrumentedAdapter:
     def put(self, path: str, data: bytes) -> None:
         self._call("put", path, data)
 
-    def get(self, path: str) -> bytes:
-        return self._call("get", path)  # type: ignore[no-any-return]
+    def get(self, path: str, max_bytes: int | None = None) -> bytes:
+        return self._call("get", path, max_bytes)  # type: ignore[no-any-return]
 
     def head(self, path: str) -> Any:
         return self._call("head", path)

@@ -55,6 +55,7 @@ class Runtime:
         self.plane.bulkheads = Bulkheads(settings.storage_calls_per_tenant,
                                          settings.storage_waiters_per_tenant,
                                          settings.storage_wait_seconds)
+        self.plane.call_deadline = settings.storage_call_deadline_seconds
         CALLERS.ttl = settings.auth_cache_seconds
         self.plane.audit_batcher = AuditBatcher(self.engine)
         self._stop = threading.Event()

@@ -42,6 +42,10 @@ class Settings(BaseSettings):
     max_object_bytes: int = Field(
         64 * 1024 * 1024, ge=1024, description="Largest value one memory may hold once "
         "serialised; a write or an append that would store more is refused with 413.")
+    storage_call_deadline_seconds: float = Field(
+        30.0, gt=0, description="How long one call to a bucket may take in all, however "
+        "slowly the bucket answers (a streamed read: per 8 MiB part); then it fails as "
+        "unreachable (503 storage_unavailable).")
     metrics_token: SecretStr | None = Field(
         None, description="When set, GET /metrics requires 'Authorization: Bearer <token>'.")
     audit_seal_interval_seconds: float = Field(0.5, gt=0)

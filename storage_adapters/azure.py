@@ -5,9 +5,11 @@ Backend facts this adapter relies on:
 - Puts are create-only and carry an MD5: ``upload_blob(data, overwrite=False,
   validate_content=True)`` sends a transactional Content-MD5 the service checks, and the MD5
   is stored with the blob; an existing blob answers 409 BlobAlreadyExists → ObjectExists.
-- Gets recompute the MD5 of the whole body and compare it with the stored Content-MD5; a
-  mismatch raises IntegrityError. A blob rewritten out of band gets a new stored MD5 and
-  reads back without complaint — the service's own SHA-256 is the final guard.
+- Gets are read bounded (at most ``max_bytes``, within the call deadline:
+  storage_adapters/azure_reads) and recompute the MD5 of the whole body to compare it with
+  the stored Content-MD5; a mismatch raises IntegrityError. A blob rewritten out of band
+  gets a new stored MD5 and reads back without complaint — the service's own SHA-256 is the
+  final guard.
 - ``delete_blobs`` takes at most 256 sub-requests per batch (Azurite accepts more; the limit
   is enforced here) and is not atomic: each sub-request is checked, and a missing blob
   (404) counts as deleted.
@@ -62,6 +64,7 @@ from azure.storage.blob import (
     LinearRetry,
 )
 
+from . import azure_reads
 from .base import (
     STREAM_PART_BYTES,
     BucketDescription,
@@ -86,6 +89,7 @@ from .base import (
     rechunk,
     timed_probe,
 )
+from .bounded import DEFAULT_CALL_DEADLINE_SECONDS, Deadline, check_announced
 from .netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
 
 log = logging.getLogger(__name__)
@@ -125,9 +129,11 @@ class AzureAdapter:
         read_timeout: float = 20.0, max_attempts: int = 2,
         allow_ambient_credentials: bool = False, endpoint_policy: EndpointPolicy | None = None,
         archive_class: str | None = None, cold_class: str | None = None,
+        call_deadline: float = DEFAULT_CALL_DEADLINE_SECONDS,
     ) -> None:
         if not container:
             raise ValueError("an Azure store needs 'container'")
+        self.call_deadline, self._read_timeout = call_deadline, read_timeout
         self.storage_classes = CLASSES.with_overrides(archive_class, cold_class)
         if connection_string and not _conn_key(connection_string) and not allow_ambient_credentials:
             raise ValueError("an Azure connection_string must carry AccountKey or "
@@ -180,8 +186,8 @@ class AzureAdapter:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **options: Any) -> AzureAdapter:
-        """``options``: ``allow_ambient_credentials`` and ``endpoint_policy``, never taken
-        from ``config`` (which may come from a tenant)."""
+        """``options``: ``allow_ambient_credentials``, ``endpoint_policy`` and
+        ``call_deadline``, never taken from ``config`` (which may come from a tenant)."""
         return cls(
             str(config.get("container") or config.get("bucket") or ""),
             connection_string=config.get("connection_string"),
@@ -193,6 +199,7 @@ class AzureAdapter:
             allow_ambient_credentials=bool(options.get("allow_ambient_credentials")),
             endpoint_policy=options.get("endpoint_policy"),
             archive_class=config.get("archive_class"), cold_class=config.get("cold_class"),
+            call_deadline=options.get("call_deadline") or DEFAULT_CALL_DEADLINE_SECONDS,
         )
 
     def _count(self, request: Any) -> None:
@@ -290,56 +297,53 @@ class AzureAdapter:
             log.warning("could not discard the staged blocks of a failed upload in %s: %s",
                         self._where(""), type(exc).__name__)
 
-    def iter_chunks(self, path: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
-        """The blob in chunks of ``chunk_size``, fetched in ranged requests of ``part_size``
-        pinned to the ETag first looked at (an overwrite meanwhile is an error, never a mix
-        of two blobs); the MD5 of all of it is checked against the stored Content-MD5 after
-        the last chunk (IntegrityError)."""
+    def iter_chunks(self, path: str, chunk_size: int = 1 << 20, max_bytes: int | None = None
+                    ) -> Iterator[bytes]:
+        """The blob in chunks of ``chunk_size`` (ObjectTooLarge past ``max_bytes``), fetched
+        in bounded ranged requests of ``part_size`` pinned to the ETag first looked at (an
+        overwrite meanwhile is an error, never a mix of two blobs); the MD5 of all of it is
+        checked against the stored Content-MD5 after the last chunk (IntegrityError)."""
         if chunk_size <= 0:
             raise ValueError("chunk_size must be positive")
-        key = self._key(path)
-        blob = self._container.get_blob_client(key)
         self._op("head")
         try:
-            props = blob.get_blob_properties()
+            props = self._container.get_blob_client(self._key(path)).get_blob_properties()
         except AzureError as exc:
             self._raise(exc, path)
-        total, etag = int(props.size), props.etag
-        stored = props.content_settings.content_md5
-        md5 = hashlib.md5(usedforsecurity=False)
+        total, step = int(props.size), max(self.part_size, chunk_size)
+        check_announced(total, max_bytes, self._where(path))
+        md5, etag = hashlib.md5(usedforsecurity=False), str(props.etag)
+        spans = ((start, min(start + step, total) - 1) for start in range(0, total, step))
+        for piece in rechunk((self._download(path, span, etag)[0] for span in spans),
+                             chunk_size):
+            md5.update(piece)
+            yield piece
+        self._check_md5(path, props.content_settings.content_md5, md5.digest())
 
-        def ranges() -> Iterator[bytes]:
-            step = max(self.part_size, chunk_size)
-            for start in range(0, total, step):
-                self._op("get")
-                try:
-                    piece = blob.download_blob(
-                        offset=start, length=min(step, total - start), etag=etag,
-                        match_condition=MatchConditions.IfNotModified,
-                        max_concurrency=1).readall()
-                except AzureError as exc:
-                    self._raise(exc, path)
-                md5.update(piece)
-                yield piece
+    def get(self, path: str, max_bytes: int | None = None) -> bytes:
+        data, headers = self._download(path, None, None, max_bytes)
+        stored = headers.get("Content-MD5")
+        self._check_md5(path, stored and base64.b64decode(stored),
+                        hashlib.md5(data, usedforsecurity=False).digest())
+        return data
 
-        yield from rechunk(ranges(), chunk_size)
-        if stored and bytes(stored) != md5.digest():
+    def _check_md5(self, path: str, stored: Any, actual: bytes) -> None:
+        if stored and bytes(stored) != actual:
             raise IntegrityError(f"{self._where(path)}: body does not match its stored MD5 "
                                  f"{base64.b64encode(bytes(stored)).decode()}")
 
-    def get(self, path: str) -> bytes:
-        key = self._key(path)
+    def _download(self, path: str, span: tuple[int, int] | None, etag: str | None,
+                  max_bytes: int | None = None) -> tuple[bytes, Any]:
+        """One bounded GET within the call deadline (storage_adapters/azure_reads)."""
         self._op("get")
         try:
-            download = self._container.download_blob(key, max_concurrency=1)
-            data = download.readall()
+            return azure_reads.download(
+                self._container.get_blob_client(self._key(path)), where=self._where(path),
+                deadline=Deadline(self.call_deadline), read_timeout=self._read_timeout,
+                max_bytes=max_bytes if span is None else span[1] - span[0] + 1,
+                byte_range=span, etag=etag)
         except AzureError as exc:
             self._raise(exc, path)
-        stored = download.properties.content_settings.content_md5
-        if stored and bytes(stored) != hashlib.md5(data, usedforsecurity=False).digest():
-            raise IntegrityError(f"{self._where(path)}: body does not match its stored MD5 "
-                                 f"{base64.b64encode(bytes(stored)).decode()}")
-        return bytes(data)
 
     def head(self, path: str) -> ObjectInfo:
         self._op("head")

@@ -18,7 +18,9 @@ Error tree::
     ├── ObjectNotFound (also FileNotFoundError)
     ├── ObjectExists (also FileExistsError)
     ├── IntegrityError
+    │   └── ObjectTooLarge (more bytes than the read allowed; storage_adapters/bounded)
     ├── StorageUnavailable
+    │   ├── DeadlineExceeded (the call ran past its deadline; storage_adapters/bounded)
     │   ├── BucketNotFound
     │   └── EndpointRefused (the address guard refused the endpoint; storage_adapters/netguard)
     ├── StorageAuthError
@@ -229,10 +231,13 @@ class StorageAdapter(Protocol):
         Raises ObjectExists if an object is already there.
         """
 
-    def get(self, path: str) -> bytes:
+    def get(self, path: str, max_bytes: int | None = None) -> bytes:
         """Return the object's bytes.
 
-        ObjectNotFound if missing, IntegrityError if the backend's checksum fails.
+        ObjectNotFound if missing, IntegrityError if the backend's checksum fails,
+        ObjectTooLarge if the object has (or the backend sends) more than ``max_bytes``:
+        nothing past the bound is read. A network backend's read ends at its call deadline
+        (DeadlineExceeded).
         """
 
     def head(self, path: str) -> ObjectInfo:
@@ -340,7 +345,7 @@ def timed_probe(adapter: StorageAdapter, probe_path: str) -> HealthReport:
     started = time.perf_counter()
     try:
         adapter.put(probe_path, payload)
-        if adapter.get(probe_path) != payload:
+        if adapter.get(probe_path, len(payload)) != payload:
             raise IntegrityError("probe object read back different bytes")
         adapter.delete_many([probe_path])
         description = adapter.describe()
@@ -366,9 +371,10 @@ class StreamingAdapter(Protocol):
     def put_file(self, path: str, file: BinaryIO) -> None:
         """Store the rest of ``file`` at ``path``, create-only, like ``put``."""
 
-    def iter_chunks(self, path: str, chunk_size: int) -> Iterator[bytes]:
+    def iter_chunks(self, path: str, chunk_size: int, max_bytes: int | None = None
+                    ) -> Iterator[bytes]:
         """Yield the object's bytes in chunks; ObjectNotFound if missing (raised on first
-        ``next``)."""
+        ``next``); ObjectTooLarge past ``max_bytes``, as ``get``."""
 
 
 @runtime_checkable
@@ -389,13 +395,14 @@ def put_file(adapter: StorageAdapter, path: str, file: BinaryIO) -> None:
         adapter.put(path, file.read())
 
 
-def iter_object(adapter: StorageAdapter, path: str, chunk_size: int = 1 << 20
-                ) -> Iterator[bytes]:
-    """Read an object in chunks, streamed where the adapter supports it."""
+def iter_object(adapter: StorageAdapter, path: str, chunk_size: int = 1 << 20,
+                max_bytes: int | None = None) -> Iterator[bytes]:
+    """Read an object in chunks, streamed where the adapter supports it, at most
+    ``max_bytes`` of it (ObjectTooLarge past that)."""
     if isinstance(adapter, StreamingAdapter):
-        yield from adapter.iter_chunks(path, chunk_size)
+        yield from adapter.iter_chunks(path, chunk_size, max_bytes)
         return
-    data = adapter.get(path)
+    data = adapter.get(path, max_bytes)
     for start in range(0, len(data), chunk_size):
         yield data[start:start + chunk_size]
 

@@ -92,6 +92,14 @@ def associated_data(tenant_id: uuid.UUID, path: str, version_id: str,
     return b"".join(struct.pack(">I", len(f)) + f for f in fields)
 
 
+def sealed_size(plaintext_size: int, chunk_size: int = DEFAULT_CHUNK) -> int:
+    """The stored size of ``plaintext_size`` bytes sealed in chunks of ``chunk_size``: the
+    most a read of an object whose pointer says ``plaintext_size`` may take from the bucket
+    (an object stored without encryption is the plaintext itself, smaller)."""
+    chunks = max(1, -(-max(0, plaintext_size) // chunk_size))
+    return HEADER_BYTES + chunks * (NONCE_BYTES + TAG_BYTES) + max(0, plaintext_size)
+
+
 def is_envelope(blob: bytes) -> bool:
     return blob[:4] == MAGIC
 

@@ -5,7 +5,8 @@ Backend facts this adapter relies on:
 - Puts are create-only and carry a CRC32C: ``upload_from_string(..., if_generation_match=0,
   checksum='crc32c')``; an existing object answers 412 → ObjectExists. The server rejects
   bytes that do not match the CRC32C sent with them.
-- Gets recompute the CRC32C (``checksum='crc32c'``) against the stored one; a mismatch
+- Gets are read bounded (at most ``max_bytes``, within the call deadline:
+  storage_adapters/gcs_reads) and recompute the CRC32C against the stored one; a mismatch
   raises IntegrityError. An object rewritten out of band carries a new CRC32C and reads back
   without complaint — the service's own SHA-256 of the plaintext is the final guard.
 - Real GCS deletes in ``client.batch()`` chunks of at most 100 (``use_batch``, the default).
@@ -56,6 +57,7 @@ from google.cloud import storage
 from google.cloud.storage.exceptions import DataCorruption, InvalidResponse
 from google.cloud.storage.retry import DEFAULT_RETRY
 
+from . import gcs_reads
 from .base import (
     STREAM_PART_BYTES,
     BucketDescription,
@@ -75,10 +77,12 @@ from .base import (
     StorageUnavailable,
     check_path,
     check_prefix,
+    chunked,
     read_block,
     rechunk,
     timed_probe,
 )
+from .bounded import DEFAULT_CALL_DEADLINE_SECONDS, Deadline, check_announced
 from .netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
 
 BATCH_LIMIT = 100
@@ -105,9 +109,11 @@ class GCSAdapter:
         impersonate_service_account: str | None = None,
         allow_ambient_credentials: bool = False, endpoint_policy: EndpointPolicy | None = None,
         archive_class: str | None = None, cold_class: str | None = None,
+        call_deadline: float = DEFAULT_CALL_DEADLINE_SECONDS,
     ) -> None:
         if not bucket:
             raise ValueError("a GCS store needs 'bucket'")
+        self.call_deadline, self._attempts = call_deadline, max(1, max_attempts)
         self.storage_classes = CLASSES.with_overrides(archive_class, cold_class)
         self._versioning: bool | None = None
         if endpoint_policy is not None and endpoint:
@@ -142,8 +148,8 @@ class GCSAdapter:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **options: Any) -> GCSAdapter:
-        """``options``: ``allow_ambient_credentials`` and ``endpoint_policy``, never taken
-        from ``config`` (which may come from a tenant)."""
+        """``options``: ``allow_ambient_credentials``, ``endpoint_policy`` and
+        ``call_deadline``, never taken from ``config`` (which may come from a tenant)."""
         def flag(key: str, default: bool) -> bool:
             value = config.get(key, default)
             return value if isinstance(value, bool) else str(value).lower() in ("1", "true")
@@ -160,6 +166,7 @@ class GCSAdapter:
             allow_ambient_credentials=bool(options.get("allow_ambient_credentials")),
             endpoint_policy=options.get("endpoint_policy"),
             archive_class=config.get("archive_class"), cold_class=config.get("cold_class"),
+            call_deadline=options.get("call_deadline") or DEFAULT_CALL_DEADLINE_SECONDS,
         )
 
     # -- clients and request counting -------------------------------------------------
@@ -183,6 +190,7 @@ class GCSAdapter:
                     AuthorizedSession(self._credentials, auth_request=auth_request),
                     pool_connections=2, pool_maxsize=8)
             session.hooks["response"].append(self._count)
+            self._local.session = session  # the bounded downloads' (storage_adapters/gcs_reads)
             options = {"api_endpoint": self.endpoint} if self.endpoint else None
             client = storage.Client(project=self._project, credentials=self._credentials,
                                     client_options=options, _http=session)
@@ -259,11 +267,13 @@ class GCSAdapter:
                 raise stream.failed from None
             self._raise(exc, path)
 
-    def iter_chunks(self, path: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+    def iter_chunks(self, path: str, chunk_size: int = 1 << 20, max_bytes: int | None = None
+                    ) -> Iterator[bytes]:
         """The object in chunks of ``chunk_size``, fetched in ranged requests of
-        ``part_size`` pinned to the generation first looked at (an overwrite meanwhile is
-        an error, never a mix of two objects); the CRC32C of all of it is checked against
-        the stored one after the last chunk (IntegrityError)."""
+        ``part_size`` (each bounded, within the call deadline: storage_adapters/gcs_reads)
+        pinned to the generation first looked at (an overwrite meanwhile is an error, never a
+        mix of two objects); the CRC32C of all of it is checked against the stored one after
+        the last chunk (IntegrityError). Larger than ``max_bytes``: ObjectTooLarge."""
         if chunk_size <= 0:
             raise ValueError("chunk_size must be positive")
         key = self._key(path)
@@ -273,31 +283,31 @@ class GCSAdapter:
         except Exception as exc:
             self._raise(exc, path)
         total, expected = int(blob.size or 0), blob.crc32c
-        pinned = self._blob("get", key, blob.generation)
+        check_announced(total, max_bytes, f"gs://{self.bucket}/{key}")
         crc = google_crc32c.Checksum()
-
-        def ranges() -> Iterator[bytes]:
-            step = max(self.part_size, chunk_size)
-            for start in range(0, total, step):
-                try:
-                    self._local.kind = "get"
-                    piece = pinned.download_as_bytes(
-                        start=start, end=min(start + step, total) - 1, checksum=None,
-                        retry=self._retry, timeout=self._timeout)
-                except Exception as exc:
-                    self._raise(exc, path)
-                crc.update(piece)
-                yield piece
-
-        yield from rechunk(ranges(), chunk_size)
+        for piece in rechunk(gcs_reads.pieces(
+                lambda span: self._download(path, span[1] - span[0] + 1, span,
+                                            blob.generation),
+                total, max(self.part_size, chunk_size)), chunk_size):
+            crc.update(piece)
+            yield piece
         if expected and base64.b64encode(crc.digest()).decode() != expected:
             raise IntegrityError(f"gs://{self.bucket}/{key}: CRC32C mismatch on download")
 
-    def get(self, path: str) -> bytes:
-        blob = self._blob("get", self._key(path))
+    def get(self, path: str, max_bytes: int | None = None) -> bytes:
+        return self._download(path, max_bytes)
+
+    def _download(self, path: str, max_bytes: int | None, span: tuple[int, int] | None = None,
+                  generation: int | None = None) -> bytes:
+        key = self._key(path)
+        self._client("get")
         try:
-            return bytes(blob.download_as_bytes(checksum="crc32c", retry=self._retry,
-                                                timeout=self._timeout))
+            return gcs_reads.download(
+                self._local.session, gcs_reads.media_url(self.endpoint, self.bucket, key,
+                                                         generation),
+                max_bytes=max_bytes, deadline=Deadline(self.call_deadline),
+                where=f"gs://{self.bucket}/{key}", timeout=self._timeout,
+                attempts=self._attempts, byte_range=span, check_crc=span is None)
         except Exception as exc:
             self._raise(exc, path)
 
@@ -428,7 +438,7 @@ class GCSAdapter:
         that meets a 404 looks the bucket up, once per call.
         """
         n, bucket_checked = 0, False
-        for batch in _batches(refs, BATCH_LIMIT):
+        for batch in chunked(refs, BATCH_LIMIT):
             if self.use_batch:
                 missing = self._delete_batch(batch)
             else:
@@ -602,15 +612,3 @@ class _Source:
 
     def seekable(self) -> bool:
         return self._seekable
-
-
-def _batches(items: Iterable[tuple[str, int | None]], size: int) -> Iterator[ObjectRefs]:
-    batch: ObjectRefs = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-

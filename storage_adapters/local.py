@@ -45,6 +45,7 @@ from .base import (
     check_prefix,
     timed_probe,
 )
+from .bounded import file_pieces
 
 _TMP_DIR = ".memplane-tmp"
 _CLASS_DIR = ".memplane-class"
@@ -275,7 +276,8 @@ class LocalAdapter:
                 continue
         return removed
 
-    def iter_chunks(self, path: str, chunk_size: int = _CHUNK) -> Iterator[bytes]:
+    def iter_chunks(self, path: str, chunk_size: int = _CHUNK, max_bytes: int | None = None
+                    ) -> Iterator[bytes]:
         target = self._file(path)
         self.stats.add("get")
         try:
@@ -285,15 +287,14 @@ class LocalAdapter:
         except OSError as exc:
             raise StorageUnavailable(f"local read failed: {exc.strerror}") from exc
         with handle:
-            while chunk := handle.read(chunk_size):
-                yield chunk
+            yield from file_pieces(handle, max_bytes, path, chunk_size)
 
-    def get(self, path: str) -> bytes:
+    def get(self, path: str, max_bytes: int | None = None) -> bytes:
         target = self._target(path)
         self.stats.add("get")
         try:
             with open(target, "rb", buffering=0) as handle:
-                return handle.readall()
+                return b"".join(file_pieces(handle, max_bytes, path, (max_bytes or _CHUNK) + 1))
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             raise ObjectNotFound(path) from None
         except OSError as exc:

@@ -21,6 +21,7 @@ from .base import (
     check_prefix,
     timed_probe,
 )
+from .bounded import check_announced
 
 _named: dict[str, dict[str, tuple[bytes, datetime]]] = {}
 # Storage class of each object not in the default class, per named bucket.
@@ -58,13 +59,15 @@ class MemoryAdapter:
                 raise ObjectExists(path)
             self._objects[path] = (bytes(data), datetime.now(UTC))
 
-    def get(self, path: str) -> bytes:
+    def get(self, path: str, max_bytes: int | None = None) -> bytes:
         check_path(path)
         self.stats.add("get")
         try:
-            return self._objects[path][0]
+            data = self._objects[path][0]
         except KeyError:
             raise ObjectNotFound(path) from None
+        check_announced(len(data), max_bytes, path)
+        return data
 
     def head(self, path: str) -> ObjectInfo:
         check_path(path)

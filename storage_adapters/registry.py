@@ -65,18 +65,21 @@ def adapter_class(storage_type: str) -> type[Any]:
 
 def from_config(storage_type: str, config: Mapping[str, Any], *,
                 allow_ambient_credentials: bool = False,
-                endpoint_policy: EndpointPolicy | None = None) -> StorageAdapter:
-    """Build an adapter from a storage type and its connection settings."""
+                endpoint_policy: EndpointPolicy | None = None,
+                call_deadline: float | None = None) -> StorageAdapter:
+    """Build an adapter from a storage type and its connection settings; ``call_deadline``:
+    how long one call of a network backend may take in all (storage_adapters/bounded)."""
     cls = adapter_class(storage_type)
     if _BACKENDS[storage_type][2] is None:  # local, memory: no credentials, no network
         return cls.from_config(config)  # type: ignore[no-any-return]
     return cls.from_config(  # type: ignore[no-any-return]
         config, allow_ambient_credentials=allow_ambient_credentials,
-        endpoint_policy=endpoint_policy)
+        endpoint_policy=endpoint_policy, call_deadline=call_deadline)
 
 
 def from_url(url: str, *, allow_ambient_credentials: bool = False,
-             endpoint_policy: EndpointPolicy | None = None, **options: Any) -> StorageAdapter:
+             endpoint_policy: EndpointPolicy | None = None, call_deadline: float | None = None,
+             **options: Any) -> StorageAdapter:
     """Build an adapter from a URL; query parameters and ``options`` become its settings."""
     parts = urlsplit(url)
     try:
@@ -95,4 +98,4 @@ def from_url(url: str, *, allow_ambient_credentials: bool = False,
             config.setdefault("prefix", parts.path.strip("/"))
     config.update(options)
     return from_config(storage_type, config, allow_ambient_credentials=allow_ambient_credentials,
-                       endpoint_policy=endpoint_policy)
+                       endpoint_policy=endpoint_policy, call_deadline=call_deadline)

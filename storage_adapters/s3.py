@@ -4,8 +4,9 @@ Backend facts this adapter relies on:
 
 - Puts are create-only and carry a SHA-256: ``put_object(..., ChecksumAlgorithm='SHA256',
   ChecksumSHA256=<b64>, IfNoneMatch='*')``; an existing key answers 412 → ObjectExists.
-- Gets send ``ChecksumMode='ENABLED'``; botocore checks the stored SHA-256 while reading and
-  a mismatch raises IntegrityError. An object written without a checksum (not by us) comes
+- Gets send ``ChecksumMode='ENABLED'``; the body is read bounded (at most ``max_bytes``,
+  within the call deadline) and its stored SHA-256 checked (storage_adapters/s3_reads); a
+  mismatch raises IntegrityError. An object written without a checksum (not by us) comes
   back unchecked — the service's own SHA-256 of the plaintext is the final guard.
 - ``delete_objects`` takes at most 1000 keys per request (some emulators accept more; the
   limit is enforced here). Deleting a missing key succeeds.
@@ -53,7 +54,6 @@ from botocore.exceptions import (
     BotoCoreError,
     ClientError,
     ConnectionError,
-    FlexibleChecksumError,
     HTTPClientError,
     NoCredentialsError,
 )
@@ -64,7 +64,6 @@ from .base import (
     BucketNotFound,
     EndpointRefused,
     HealthReport,
-    IntegrityError,
     ObjectExists,
     ObjectInfo,
     ObjectNotFound,
@@ -79,16 +78,16 @@ from .base import (
     check_prefix,
     chunked,
     read_block,
-    rechunk,
     timed_probe,
 )
+from .bounded import DEFAULT_CALL_DEADLINE_SECONDS, Deadline
 from .netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
+from .s3_reads import PART_SIZE_META, checked_body, rechunked
 
 log = logging.getLogger(__name__)
 
 DELETE_BATCH_LIMIT = 1000
 MIN_PART_BYTES = 5 << 20  # S3 refuses smaller parts, except the last
-PART_SIZE_META = "memplane-part-size"  # put_file's part size, to check the parts on reads
 _PARALLEL_DELETES = 4
 
 _KINDS = {
@@ -124,9 +123,11 @@ class S3Adapter:
         max_attempts: int = 2, role_arn: str | None = None, external_id: str | None = None,
         allow_ambient_credentials: bool = False, endpoint_policy: EndpointPolicy | None = None,
         archive_class: str | None = None, cold_class: str | None = None,
+        call_deadline: float = DEFAULT_CALL_DEADLINE_SECONDS,
     ) -> None:
         if not bucket:
             raise ValueError("an S3 store needs 'bucket'")
+        self.call_deadline = call_deadline
         self.storage_classes = CLASSES.with_overrides(archive_class, cold_class)
         if endpoint_policy is not None and endpoint_url:
             try:
@@ -173,8 +174,8 @@ class S3Adapter:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **options: Any) -> S3Adapter:
-        """``options``: ``allow_ambient_credentials`` and ``endpoint_policy``, never taken
-        from ``config`` (which may come from a tenant)."""
+        """``options``: ``allow_ambient_credentials``, ``endpoint_policy`` and
+        ``call_deadline``, never taken from ``config`` (which may come from a tenant)."""
         def num(key: str, default: float) -> float:
             return float(config.get(key) or default)
 
@@ -192,6 +193,7 @@ class S3Adapter:
             allow_ambient_credentials=bool(options.get("allow_ambient_credentials")),
             endpoint_policy=options.get("endpoint_policy"),
             archive_class=config.get("archive_class"), cold_class=config.get("cold_class"),
+            call_deadline=options.get("call_deadline") or DEFAULT_CALL_DEADLINE_SECONDS,
         )
 
     def _count(self, request: Any = None, event_name: str = "", **_: Any) -> None:
@@ -285,45 +287,30 @@ class S3Adapter:
             log.warning("could not abort a multipart upload in s3://%s: %s", self.bucket,
                         type(exc).__name__)
 
-    def iter_chunks(self, path: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
-        """The object in chunks of ``chunk_size`` from one streamed GET, its SHA-256 checked
-        after the last chunk (IntegrityError): botocore checks an object put in one request;
-        for a multipart one S3 keeps a checksum of the parts' checksums, recomputed here
-        while streaming from the part size ``put_file`` recorded in the object's metadata (a
-        multipart object written otherwise is served unchecked, like one without a
-        checksum: the service's own SHA-256 is the final guard)."""
+    def iter_chunks(self, path: str, chunk_size: int = 1 << 20, max_bytes: int | None = None
+                    ) -> Iterator[bytes]:
+        """The object in chunks of ``chunk_size`` from one streamed GET, at most
+        ``max_bytes`` of it, each part (``part_size``) within the call deadline; its SHA-256
+        checked after the last chunk (storage_adapters/s3_reads)."""
         if chunk_size <= 0:
             raise ValueError("chunk_size must be positive")
+        yield from rechunked(self._read(path, max_bytes, self.part_size), chunk_size)
+
+    def get(self, path: str, max_bytes: int | None = None) -> bytes:
+        return b"".join(self._read(path, max_bytes))
+
+    def _read(self, path: str, max_bytes: int | None, progress_bytes: int | None = None
+              ) -> Iterator[bytes]:
         key = self._key(path)
+        deadline = Deadline(self.call_deadline)
         try:
             response = self._client.get_object(Bucket=self.bucket, Key=key,
                                                ChecksumMode="ENABLED")
-            body = response["Body"]
-            composite = _Composite.of(response)
-            try:
-                for chunk in rechunk(body.iter_chunks(chunk_size), chunk_size):
-                    if composite is not None:
-                        composite.update(chunk)
-                    yield chunk
-            finally:
-                body.close()
-        except FlexibleChecksumError as exc:
-            raise IntegrityError(f"s3://{self.bucket}/{key}: {exc}") from exc
         except (ClientError, BotoCoreError) as exc:
             self._raise(exc, path)
-        if composite is not None and not composite.matches():
-            raise IntegrityError(f"s3://{self.bucket}/{key}: the parts do not match their "
-                                 f"SHA-256 checksum {composite.stored}")
-
-    def get(self, path: str) -> bytes:
-        key = self._key(path)
-        try:
-            response = self._client.get_object(Bucket=self.bucket, Key=key, ChecksumMode="ENABLED")
-            return bytes(response["Body"].read())
-        except FlexibleChecksumError as exc:
-            raise IntegrityError(f"s3://{self.bucket}/{key}: {exc}") from exc
-        except (ClientError, BotoCoreError) as exc:
-            self._raise(exc, path)
+        yield from checked_body(response, max_bytes=max_bytes, deadline=deadline,
+                                where=f"s3://{self.bucket}/{key}",
+                                progress_bytes=progress_bytes)
 
     def head(self, path: str) -> ObjectInfo:
         try:
@@ -529,42 +516,6 @@ class S3Adapter:
                 f"{where}: cannot reach {self.endpoint_url or 'S3'}: {type(exc).__name__}"
             ) from exc
         raise StorageError(f"{where}: {type(exc).__name__}: {exc}") from exc
-
-
-class _Composite:
-    """S3's checksum of a multipart object (``<base64 SHA-256 of the parts' SHA-256s>-<n>``),
-    recomputed from the streamed bytes and the part size they were uploaded with."""
-
-    def __init__(self, stored: str, part_size: int) -> None:
-        self.stored = stored
-        self._part_size = part_size
-        self._digests: list[bytes] = []
-        self._part = hashlib.sha256()
-        self._filled = 0
-
-    @classmethod
-    def of(cls, response: Mapping[str, Any]) -> _Composite | None:
-        stored = str(response.get("ChecksumSHA256") or "")
-        size = str((response.get("Metadata") or {}).get(PART_SIZE_META, ""))
-        if "-" not in stored or not size.isdigit() or int(size) <= 0:
-            return None
-        return cls(stored, int(size))
-
-    def update(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            take = min(len(view), self._part_size - self._filled)
-            self._part.update(view[:take])
-            self._filled += take
-            view = view[take:]
-            if self._filled == self._part_size:
-                self._digests.append(self._part.digest())
-                self._part, self._filled = hashlib.sha256(), 0
-
-    def matches(self) -> bool:
-        digests = self._digests + ([self._part.digest()] if self._filled else [])
-        whole = base64.b64encode(hashlib.sha256(b"".join(digests)).digest()).decode()
-        return f"{whole}-{len(digests)}" == self.stored
 
 
 def _assumed_role_session(role_arn: str, external_id: str, region: str | None

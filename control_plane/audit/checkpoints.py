@@ -41,6 +41,7 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
+from storage_adapters.bounded import ObjectTooLarge
 
 from ..compliance.signing import SigningKey, canonical, signing_key
 from ..db.base import utcnow
@@ -55,6 +56,11 @@ log = logging.getLogger(__name__)
 FORMAT = "memplane-audit-checkpoint/1"
 FOLDER = ("audit", "checkpoints")
 SEQ_DIGITS = 20
+
+
+CHECKPOINT_READ_CEILING = 1 << 20
+"""The most a checkpoint may take from the bucket (one signed JSON object of well under
+1 KiB): a larger one is reported as altered, never read whole."""
 
 
 def checkpoint_name(seq: int) -> str:
@@ -252,7 +258,10 @@ def _read_one(target: Target, path: str, seq: int, key: SigningKey,
         return _Found(seq, name, None, f"checkpoint {seq} {why}")
 
     try:
-        body = json.loads(target.adapter.get(path), object_pairs_hook=_refuse_duplicates)
+        body = json.loads(target.adapter.get(path, CHECKPOINT_READ_CEILING),
+                          object_pairs_hook=_refuse_duplicates)
+    except ObjectTooLarge:
+        return bad("in the bucket is larger than any checkpoint this server writes")
     except ValueError:
         return bad("in the bucket is not a well-formed checkpoint")
     if not isinstance(body, dict) or not _signed_by(key, body):

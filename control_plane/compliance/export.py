@@ -89,6 +89,7 @@ from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
 from storage_adapters import envelope
+from storage_adapters.bounded import ObjectTooLarge
 from storage_adapters.envelope import DecryptionError
 
 from ..audit import service as audit
@@ -436,6 +437,12 @@ def download(session: Session, plane: DataPlane, actor: Actor, job_id: uuid.UUID
         return _stream(plain), int(result["size"])
 
 
+def _archive_bound(result: dict[str, Any]) -> int:
+    """The most the archive may take from the bucket: its recorded size, sealed."""
+    size = int(result["size"])
+    return envelope.sealed_size(size) if result.get("encrypted") else size
+
+
 def _expiry(result: dict[str, Any]) -> datetime | None:
     value = result.get("expires_at")
     return datetime.fromisoformat(value) if value else None
@@ -447,19 +454,24 @@ def _open_archive(session: Session, plane: DataPlane, tenant_id: uuid.UUID, targ
     path = result["archive_path"]
     raw: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
     plain: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
+    problem = None
     try:
         try:
             with storage_errors():
-                for chunk in storage.iter_object(target.adapter, path, _CHUNK):
-                    raw.write(chunk)
+                try:
+                    for chunk in storage.iter_object(target.adapter, path, _CHUNK,
+                                                     _archive_bound(result)):
+                        raw.write(chunk)
+                except ObjectTooLarge:  # not this job's archive: refused below, unserved
+                    problem = "the archive in the bucket is larger than the one built"
         except storage.ObjectNotFound:
             raise NotFound(f"the archive of export job {job_id} is no longer in the bucket "
                            "(it was erased or removed); start a new export") from None
         raw.seek(0)
-        problem = None
         try:
-            open_archive(session, plane, tenant_id, path, job_id, raw, plain,
-                         sealed=bool(result.get("encrypted")))
+            if problem is None:
+                open_archive(session, plane, tenant_id, path, job_id, raw, plain,
+                             sealed=bool(result.get("encrypted")))
         except DecryptionError as exc:
             problem = str(exc)
         finally:

@@ -72,6 +72,7 @@ class _Job:
     path: str
     sha256: str
     adapter: Any
+    max_bytes: int  # what the pointer allows the stored object (envelope.sealed_size)
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,8 @@ class Reader:
         self._look_keys_up_again()
         session.commit()
         jobs = [_Job(p.id, p.storage_path, p.content_sha256,
-                     targets[p.storage_config_id].adapter) for p in ready]
+                     targets[p.storage_config_id].adapter, envelope.sealed_size(p.content_size))
+                for p in ready]
         task = partial(_open_and_pack, self._actor.tenant_id, self._encrypted,
                        dict(self._keys))
         if not all_near(t.adapter for t in targets.values()):
@@ -193,7 +195,7 @@ def _done(outcome: _Outcome) -> Future[_Outcome]:
 def _fetch(job: _Job) -> bytes | None:
     try:
         with storage_errors(job.pointer_id):
-            blob: bytes = job.adapter.get(job.path)
+            blob: bytes = job.adapter.get(job.path, job.max_bytes)
             return blob
     except Exception:  # read again by the verified read, which answers for it
         return None

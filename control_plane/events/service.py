@@ -364,7 +364,8 @@ def read_bodies(session: Session, plane: DataPlane, tenant_id: uuid.UUID,
     def fetch(event: MemoryEvent) -> bytes | None:
         try:
             with storage_errors():
-                return targets[event.storage_config_id].adapter.get(event.storage_path)
+                return targets[event.storage_config_id].adapter.get(
+                    event.storage_path, envelope.sealed_size(event.content_size))
         except storage.ObjectNotFound:
             return None
 

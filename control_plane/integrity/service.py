@@ -25,12 +25,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
-from storage_adapters.envelope import DecryptionError
+from storage_adapters.envelope import DecryptionError, sealed_size
 
 from ..audit import service as audit
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer, StorageConfig
+from ..errors import HashMismatch
 from ..keys import service as keys
 from ..kit import sha256_hex
 from ..memories import repository as memories_repo
@@ -117,7 +118,7 @@ def _check(session: Session, plane: DataPlane, ring: keys.Keyring, actor: audit.
     kind, reason = None, ""
     try:
         with storage_errors(pointer.id):
-            blob = target.adapter.get(pointer.storage_path)
+            blob = target.adapter.get(pointer.storage_path, sealed_size(pointer.content_size))
         data = keys.open_object(session, ring, pointer.tenant_id, pointer.storage_path,
                                 pointer.id, blob)
         if sha256_hex(data) != pointer.content_sha256:
@@ -126,6 +127,8 @@ def _check(session: Session, plane: DataPlane, ring: keys.Keyring, actor: audit.
         kind, reason = "missing", "the object is missing from the bucket"
     except DecryptionError as exc:
         kind, reason = "corrupt", f"the object could not be decrypted ({exc})"
+    except HashMismatch:  # the bucket's checksum failed, or more bytes than the pointer's
+        kind, reason = "corrupt", "the object failed the bucket's checksum or is too large"
     session.commit()
     if kind is None:
         report.ok += 1

@@ -182,7 +182,8 @@ def read_gets(session: Session, plane: DataPlane, actor: Actor, items: list[GetI
         pointer = entry.found[0]
         try:
             with storage_errors(pointer.id):
-                return entry.target.adapter.get(pointer.storage_path)
+                return entry.target.adapter.get(pointer.storage_path,
+                                                envelope.sealed_size(pointer.content_size))
         except Exception:  # the single read fetches again and answers for it
             return None
 
@@ -263,7 +264,8 @@ def read_each(session: Session, plane: DataPlane, actor: Actor, pointers: list[A
     def fetch(pointer: Any) -> bytes | None:
         try:
             with storage_errors(pointer.id):
-                return targets[pointer.storage_config_id].adapter.get(pointer.storage_path)
+                return targets[pointer.storage_config_id].adapter.get(
+                    pointer.storage_path, envelope.sealed_size(pointer.content_size))
         except Exception:  # read_pointer fetches again and answers for it
             return None
 

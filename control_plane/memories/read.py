@@ -14,7 +14,8 @@ from typing import Any, NoReturn
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
-from storage_adapters.envelope import DecryptionError
+from storage_adapters.bounded import ObjectTooLarge
+from storage_adapters.envelope import DecryptionError, sealed_size
 
 from ..audit import service as audit
 from ..audit.batcher import AuditBatcher
@@ -52,6 +53,7 @@ log = logging.getLogger(__name__)
 
 
 _READ_ATTEMPTS = 3
+TOO_LARGE = "larger than its pointer allows"  # _open's problem for an oversized object
 
 
 @dataclass(frozen=True)
@@ -205,7 +207,11 @@ def _open(session: Session, plane: DataPlane, actor: Actor, target: Target,
     """
     try:
         with storage_errors(pointer.id):
-            blob = target.adapter.get(pointer.storage_path)
+            try:
+                blob = target.adapter.get(pointer.storage_path,
+                                          sealed_size(pointer.content_size))
+            except ObjectTooLarge:  # more than the pointer allows: not served, not kept
+                return b"", None, TOO_LARGE
     except storage.ObjectNotFound:
         return b"", None, None
     try:
@@ -220,7 +226,9 @@ def _report_corrupt(session: Session, actor: Actor, pointer: MemoryPointer,
                     actual: str | None, problem: str | None = None) -> NoReturn:
     begin_write(session)
     repo.mark_corrupt(session, pointer.id, pointer.storage_path, utcnow())
-    if problem is not None:
+    if problem == TOO_LARGE:
+        what, reason = "is larger than its pointer allows", "mismatch"
+    elif problem is not None:
         what, reason = f"could not be decrypted ({problem})", "undecryptable"
     elif actual is None:
         what, reason = "is missing from the bucket", "missing"

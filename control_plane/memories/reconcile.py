@@ -42,6 +42,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
+from storage_adapters.envelope import sealed_size
 
 from ..audit import service as audit
 from ..db.base import utcnow
@@ -109,7 +110,8 @@ def _settle_writes(session: Session, plane: DataPlane, before, tenant_id, report
             target = plane.by_id(session, pointer.storage_config_id)
             session.commit()
             try:
-                blob = target.adapter.get(pointer.storage_path)
+                blob = target.adapter.get(pointer.storage_path,
+                                          sealed_size(pointer.content_size))
                 assert plane.keys is not None
                 data = keys.open_object(session, plane.keys, pointer.tenant_id,
                                         pointer.storage_path, pointer.id, blob)

@@ -108,7 +108,8 @@ def _fetch(target: Target, pointer: MemoryPointer) -> bytes | object:
     pool); ``_MISSING`` if the bucket has no such object."""
     try:
         with store.storage_errors(pointer.id):
-            return target.adapter.get(pointer.storage_path)
+            return target.adapter.get(pointer.storage_path,
+                                      envelope.sealed_size(pointer.content_size))
     except storage.ObjectNotFound:
         return _MISSING
 

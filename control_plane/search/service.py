@@ -38,7 +38,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
-from storage_adapters.envelope import DecryptionError
+from storage_adapters.envelope import DecryptionError, sealed_size
 
 from ..audit import service as audit
 from ..audit.service import Actor, audited
@@ -424,7 +424,8 @@ def _open(runtime: Runtime, actor: Actor, pointer: Any) -> tuple[bytes, str | No
         target = runtime.plane.by_id(session, pointer.storage_config_id)
         try:
             with store.storage_errors(pointer.id):
-                blob = target.adapter.get(pointer.storage_path)
+                blob = target.adapter.get(pointer.storage_path,
+                                          sealed_size(pointer.content_size))
         except storage.ObjectNotFound:
             return b"", None, None
         try:

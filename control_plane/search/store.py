@@ -13,9 +13,11 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
+from storage_adapters.bounded import ObjectTooLarge
 from storage_adapters.envelope import DecryptionError
 
 from ..db.models import MemoryPointer, SearchSegment
+from ..errors import HashMismatch
 from ..keys import service as keys
 from ..memories.addresses import MemoryAddress
 from ..memories.shared import keyring_of
@@ -28,6 +30,10 @@ from .repository import vector_path
 class IndexObjectUnreadable(Exception):
     """A segment or vector object is missing, does not decrypt or does not parse."""
 
+
+INDEX_OBJECT_CEILING = 256 << 20
+"""The most a segment or vector object may take from the bucket: no pointer records their
+stored size, so a fixed ceiling bounds the read (a larger one is unreadable, and rebuilt)."""
 
 def _key(session: Session, plane: DataPlane, tenant_id: uuid.UUID,
          subject: tuple[str, str]) -> keys.SubjectKeyHandle | None:
@@ -129,8 +135,12 @@ def _open(session: Session, plane: DataPlane, target: Target, tenant_id: uuid.UU
           object_id: uuid.UUID, path: str) -> codec.Rows:
     try:
         with storage_errors():
-            blob = target.adapter.get(path)
+            blob = target.adapter.get(path, INDEX_OBJECT_CEILING)
         data = keys.open_object(session, keyring_of(plane), tenant_id, path, object_id, blob)
         return codec.decode(data)
     except (storage.ObjectNotFound, DecryptionError, codec.CorruptIndexObject) as exc:
         raise IndexObjectUnreadable(type(exc).__name__) from None
+    except HashMismatch as exc:
+        if isinstance(exc.__cause__, ObjectTooLarge):  # over the ceiling: never kept
+            raise IndexObjectUnreadable("ObjectTooLarge") from None
+        raise

@@ -141,6 +141,8 @@ class DataPlane:
         self.audit_batcher: AuditBatcher | None = None
         # Largest serialised value one memory may hold (MEMPLANE_MAX_OBJECT_BYTES), set by Runtime.
         self.max_object_bytes: int | None = None
+        # How long one call to a bucket may take in all (storage_adapters/bounded).
+        self.call_deadline: float | None = None
         # Storage call latency and errors per backend (observability.py), set by the app.
         self.metrics: Metrics | None = None
         # Bounds each tenant's calls to its own buckets (bulkhead.py), set by Runtime.
@@ -152,7 +154,8 @@ class DataPlane:
             if self._default is None:
                 # The operator's own bucket: the one place the server's credentials serve.
                 self._default = self._instrumented(
-                    from_url(self._default_url, allow_ambient_credentials=True))
+                    from_url(self._default_url, allow_ambient_credentials=True,
+                             call_deadline=self.call_deadline))
             return self._default
 
     def active(self, session: Session, tenant_id: uuid.UUID) -> Target:
@@ -284,7 +287,8 @@ class DataPlane:
         try:
             return build_adapter(config.storage_type, config.connection_config, secrets,
                                  config.prefix, tenant_id=config.tenant_id,
-                                 endpoint_policy=self.endpoint_policy)
+                                 endpoint_policy=self.endpoint_policy,
+                                 call_deadline=self.call_deadline)
         except storage.EndpointRefused:
             raise StorageMisconfigured(
                 "the configured storage endpoint is not allowed on this server any more; an "
@@ -348,8 +352,8 @@ def object_prefix(user_prefix: str | None, tenant_id: uuid.UUID) -> str:
 
 
 def build_adapter(storage_type: str, public: Mapping[str, Any], secrets: Mapping[str, str],
-                  prefix: str, *, tenant_id: uuid.UUID,
-                  endpoint_policy: EndpointPolicy) -> storage.StorageAdapter:
+                  prefix: str, *, tenant_id: uuid.UUID, endpoint_policy: EndpointPolicy,
+                  call_deadline: float | None = None) -> storage.StorageAdapter:
     """A tenant's adapter rooted at ``prefix`` inside the configured bucket (or directory).
 
     It has only the tenant's own credentials (an S3 role is assumed with ExternalId = the
@@ -362,7 +366,7 @@ def build_adapter(storage_type: str, public: Mapping[str, Any], secrets: Mapping
         settings["prefix"] = prefix
         settings["external_id"] = str(tenant_id)
     return from_config(storage_type, settings, allow_ambient_credentials=False,
-                       endpoint_policy=endpoint_policy)
+                       endpoint_policy=endpoint_policy, call_deadline=call_deadline)
 
 
 def default_config(tenant_id: uuid.UUID) -> StorageConfig:

@@ -231,7 +231,8 @@ def _probe(plane: DataPlane, storage_type: str, public: dict[str, Any],
     """Build the adapter and run its health probe; a failure is a generic problem code."""
     try:
         adapter = build_adapter(storage_type, public, secrets, prefix, tenant_id=tenant_id,
-                                endpoint_policy=plane.endpoint_policy)
+                                endpoint_policy=plane.endpoint_policy,
+                                call_deadline=plane.call_deadline)
     except (MissingExtra, UnknownBackend) as exc:
         raise InvalidInput(str(exc), problem="backend_unavailable") from None
     except storage.StorageError as exc:

@@ -244,7 +244,8 @@ class TestS3Streaming(StreamingContract):
         """S3 keeps a multipart object's SHA-256 as the SHA-256 of its parts' SHA-256s; the
         read recomputes it from the bytes it streams: the stored one for the true bytes, a
         different one for bytes with one bit flipped."""
-        from storage_adapters.s3 import PART_SIZE_META, _Composite
+        from storage_adapters.s3_reads import PART_SIZE_META
+        from storage_adapters.s3_reads import Composite as _Composite
 
         data = os.urandom(S3_PART * 2 + 9)
         adapter.put_file("sum/object", io.BytesIO(data))
@@ -264,7 +265,7 @@ class TestS3Streaming(StreamingContract):
             self, adapter: Any) -> None:
         """Parts that do not give the stored checksum (here: recorded with another part
         size than they have) are refused after the last chunk, with IntegrityError."""
-        from storage_adapters.s3 import PART_SIZE_META
+        from storage_adapters.s3_reads import PART_SIZE_META
 
         data = os.urandom(S3_PART + 100)
         upload = self.raw.create_multipart_upload(
