@@ -71,7 +71,7 @@ class Settings(BaseSettings):
     allowed_endpoints: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Custom storage endpoints tenants may use, comma "
         "separated: host patterns ('*.blob.core.windows.net', 'minio.corp.example') and CIDRs "
-        "('10.20.0.0/16'). Default: none, only the clouds' own public endpoints. Loopback, "
+        "('10.20.0.0/16'). Default: none, only each backend's own storage endpoints. Loopback, "
         "private, link-local and metadata addresses are refused unless a CIDR covers them.")
     log_level: str = "INFO"
     run_background: bool = Field(True, description="Run the audit sealer inside the server.")

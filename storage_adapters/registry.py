@@ -7,7 +7,8 @@ raises :class:`MissingExtra` naming the ``pip install`` that fixes it.
 Two options are never read from a configuration (which may be a tenant's): whether the
 cloud adapters may fall back on the server's own credential chain
 (``allow_ambient_credentials``, only for the operator's default bucket) and the
-``endpoint_policy`` that guards their connections (storage_adapters/netguard.py).
+``endpoint_policy`` that guards their connections (storage_adapters/netguard.py), narrowed
+here to the backend's own storage endpoints (storage_adapters/cloud_hosts.py).
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ def from_config(storage_type: str, config: Mapping[str, Any], *,
     cls = adapter_class(storage_type)
     if _BACKENDS[storage_type][2] is None:  # local, memory: no credentials, no network
         return cls.from_config(config)  # type: ignore[no-any-return]
+    if endpoint_policy is not None:  # this backend's own storage endpoints, no other's
+        endpoint_policy = endpoint_policy.for_backend(storage_type)
     return cls.from_config(  # type: ignore[no-any-return]
         config, allow_ambient_credentials=allow_ambient_credentials,
         endpoint_policy=endpoint_policy)

@@ -31,7 +31,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
-from storage_adapters.netguard import CLOUD_STORAGE_HOSTS, EndpointPolicy
+from storage_adapters.netguard import EndpointPolicy
 from storage_adapters.registry import from_config, from_url
 
 from ..db.models import AgentSettings, StorageConfig
@@ -108,8 +108,9 @@ class DataPlane:
                  allowed_endpoints: Sequence[str] = (),
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._default_url = default_bucket_url
-        self.endpoint_policy = EndpointPolicy.from_entries(allowed_endpoints,
-                                                           CLOUD_STORAGE_HOSTS)
+        # The operator's allow-list; each backend adds its own storage endpoints to it
+        # (storage_adapters/registry.py).
+        self.endpoint_policy = EndpointPolicy.from_entries(allowed_endpoints)
         self._default: storage.StorageAdapter | None = None
         self.credentials = credentials
         # Configuration rows are immutable, so their targets can be kept for good.
