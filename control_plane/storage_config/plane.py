@@ -31,6 +31,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
+from storage_adapters.identity import IdentityRefused, ImpersonationRules
 from storage_adapters.netguard import EndpointPolicy
 from storage_adapters.registry import from_config, from_url
 
@@ -106,11 +107,15 @@ class DataPlane:
                  credentials: CredentialBox | None = None,
                  active_ttl_seconds: float = ACTIVE_TTL_SECONDS,
                  allowed_endpoints: Sequence[str] = (),
+                 impersonation_allowed: Sequence[str] = (),
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._default_url = default_bucket_url
         # The operator's allow-list; each backend adds its own storage endpoints to it
         # (storage_adapters/registry.py).
         self.endpoint_policy = EndpointPolicy.from_entries(allowed_endpoints)
+        # Which Google service accounts each tenant may have the server impersonate
+        # (MEMPLANE_GCS_IMPERSONATION_ALLOWED).
+        self.impersonation = ImpersonationRules.from_entries(impersonation_allowed)
         self._default: storage.StorageAdapter | None = None
         self.credentials = credentials
         # Configuration rows are immutable, so their targets can be kept for good.
@@ -264,11 +269,17 @@ class DataPlane:
         try:
             return build_adapter(config.storage_type, config.connection_config, secrets,
                                  config.prefix, tenant_id=config.tenant_id,
-                                 endpoint_policy=self.endpoint_policy)
+                                 endpoint_policy=self.endpoint_policy,
+                                 impersonation=self.impersonation)
         except storage.EndpointRefused:
             raise StorageMisconfigured(
                 "the configured storage endpoint is not allowed on this server any more; an "
                 "admin must configure the storage again", problem="endpoint_not_allowed"
+            ) from None
+        except IdentityRefused as exc:
+            raise StorageMisconfigured(
+                f"the stored storage configuration is no longer accepted ({exc}); an admin "
+                "must configure the storage again", problem="impersonation_not_allowed"
             ) from None
         except ValueError:
             raise StorageMisconfigured(
@@ -328,13 +339,15 @@ def object_prefix(user_prefix: str | None, tenant_id: uuid.UUID) -> str:
 
 
 def build_adapter(storage_type: str, public: Mapping[str, Any], secrets: Mapping[str, str],
-                  prefix: str, *, tenant_id: uuid.UUID,
-                  endpoint_policy: EndpointPolicy) -> storage.StorageAdapter:
+                  prefix: str, *, tenant_id: uuid.UUID, endpoint_policy: EndpointPolicy,
+                  impersonation: ImpersonationRules | None = None) -> storage.StorageAdapter:
     """A tenant's adapter rooted at ``prefix`` inside the configured bucket (or directory).
 
     It has only the tenant's own credentials (an S3 role is assumed with ExternalId = the
-    tenant id) and its connections are guarded by ``endpoint_policy``.
+    tenant id; a Google account is impersonated only if ``impersonation`` binds it to the
+    tenant, by default none is) and its connections are guarded by ``endpoint_policy``.
     """
+    (impersonation or ImpersonationRules()).check(tenant_id, storage_type, public)
     settings: dict[str, Any] = {**public, **secrets}
     if storage_type == "local":
         settings = {"root": str(Path(settings["root"]) / prefix)}

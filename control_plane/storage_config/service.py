@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
+from storage_adapters.identity import IdentityRefused
 from storage_adapters.registry import MissingExtra, UnknownBackend
 
 from ..audit import service as audit
@@ -231,9 +232,13 @@ def _probe(plane: DataPlane, storage_type: str, public: dict[str, Any],
     """Build the adapter and run its health probe; a failure is a generic problem code."""
     try:
         adapter = build_adapter(storage_type, public, secrets, prefix, tenant_id=tenant_id,
-                                endpoint_policy=plane.endpoint_policy)
+                                endpoint_policy=plane.endpoint_policy,
+                                impersonation=plane.impersonation)
     except (MissingExtra, UnknownBackend) as exc:
         raise InvalidInput(str(exc), problem="backend_unavailable") from None
+    except IdentityRefused as exc:
+        raise InvalidInput(f"{exc}; nothing was saved",
+                           problem="impersonation_not_allowed") from None
     except storage.StorageError as exc:
         _refuse(storage.problem_code(exc), _redact(f"{type(exc).__name__}: {exc}", secrets))
     except (ValueError, OSError) as exc:
