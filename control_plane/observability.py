@@ -536,7 +536,11 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(level: str = "INFO") -> None:
-    handler = logging.StreamHandler()
+    """JSON lines at ``level``; client libraries capped and credentials redacted
+    (log_guard.py) whatever the level."""
+    from .log_guard import guard
+
+    handler = guard(logging.StreamHandler())
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -47,7 +47,8 @@ class Runtime:
         # them only to build an adapter.
         self.plane = DataPlane(settings.resolved_bucket_url,
                                credentials=CredentialBox(load_server_key(settings)),
-                               allowed_endpoints=settings.allowed_endpoints)
+                               allowed_endpoints=settings.allowed_endpoints,
+                               impersonation_allowed=settings.gcs_impersonation_allowed)
         self.plane.keys = Keyring(settings)
         if (pause := pause_from_env()) is not None:  # crash tests only; see testhooks.py
             self.plane.checkpoint = pause

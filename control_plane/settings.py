@@ -78,7 +78,7 @@ class Settings(BaseSettings):
     allowed_endpoints: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Custom storage endpoints tenants may use, comma "
         "separated: host patterns ('*.blob.core.windows.net', 'minio.corp.example') and CIDRs "
-        "('10.20.0.0/16'). Default: none, only the clouds' own public endpoints. Loopback, "
+        "('10.20.0.0/16'). Default: none, only each backend's own storage endpoints. Loopback, "
         "private, link-local and metadata addresses are refused unless a CIDR covers them.")
     storage_calls_per_tenant: int = Field(
         8, ge=1, description="Calls to one tenant's own buckets a process runs at once; "
@@ -91,6 +91,11 @@ class Settings(BaseSettings):
     storage_wait_seconds: float = Field(
         2.0, ge=0, le=30, description="Longest a call waits for a slot of its tenant's "
         "storage calls.")
+    gcs_impersonation_allowed: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="The Google service accounts each tenant may have "
+        "this server impersonate (impersonate_service_account): entries '<tenant id>=<account>'"
+        ", '*' wildcards allowed in the account, comma-separated or a JSON list. Default: none, "
+        "no tenant may impersonate.")
     log_level: str = "INFO"
     run_background: bool = Field(True, description="Run the audit sealer inside the server.")
     background_process: bool = Field(
@@ -221,7 +226,8 @@ class Settings(BaseSettings):
         "(a multi-threaded product of a warm search's size spins helper threads that take "
         "cores from requests); 0 keeps the BLAS library's own default (all cores).")
 
-    @field_validator("allowed_endpoints", "kek_aws_allowed_key_refs", mode="before")
+    @field_validator("allowed_endpoints", "kek_aws_allowed_key_refs",
+                     "gcs_impersonation_allowed", mode="before")
     @classmethod
     def _list_from_text(cls, value: Any) -> Any:
         """A list setting may be a JSON list or comma-separated text."""
@@ -238,6 +244,14 @@ class Settings(BaseSettings):
         from storage_adapters.netguard import parse_entries
 
         parse_entries(value)  # a bad entry is refused at start, naming it
+        return value
+
+    @field_validator("gcs_impersonation_allowed")
+    @classmethod
+    def _impersonation_entries(cls, value: list[str]) -> list[str]:
+        from storage_adapters.identity import ImpersonationRules
+
+        ImpersonationRules.from_entries(value)  # a bad entry is refused at start, naming it
         return value
 
     @field_validator("summarizer_public_hosts", mode="before")

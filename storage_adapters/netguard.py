@@ -5,17 +5,25 @@ A tenant chooses endpoints (an S3 ``endpoint_url``, a GCS ``endpoint``, an Azure
 server's own network position at anything it can reach: the cloud metadata service, the
 database, an admin port on localhost. The rules, in one :class:`EndpointPolicy`:
 
-- **Hosts.** A URL's host must be one of the clouds' own public endpoints (``public_hosts``,
-  e.g. ``*.amazonaws.com``) or covered by the operator's allow-list
-  (``MEMPLANE_ALLOWED_ENDPOINTS``: host patterns such as ``*.blob.core.windows.net`` or
-  ``minio.internal``, and CIDRs such as ``10.1.2.0/24``; an IP literal needs a CIDR).
+- **Hosts.** A URL's host must be one of the backend's own storage endpoints, in their exact
+  shapes (``for_backend``; storage_adapters/cloud_hosts.py — never a provider-wide wildcard
+  such as ``*.amazonaws.com``, whose names anyone can own), one of the ``public_hosts`` a
+  client passes (the summarisers' hosted APIs), or covered by the operator's allow-list
+  (``MEMPLANE_ALLOWED_ENDPOINTS``: host patterns such as ``minio.internal``, and CIDRs such as
+  ``10.1.2.0/24``; an IP literal needs a CIDR). A backend's service hosts (Google's token
+  endpoint) may be connected to, but never named as an endpoint.
 - **Addresses.** Whatever the name, the address actually connected to must be public:
   loopback, private, link-local, unique-local, CGNAT, multicast, unspecified, reserved and
   the metadata addresses (169.254.169.254, fd00:ec2::254) are refused unless a CIDR of the
-  allow-list covers that address. This is checked *at connect time, after DNS resolution*:
-  the guarded connection resolves the name itself, vets each address, connects to the vetted
-  address, and checks the socket's peer again, so a name that resolves to 127.0.0.1 (or
-  rebinds between a check and the connection) is refused, and so is every redirect hop.
+  allow-list covers that address. An IPv6 address that carries an IPv4 one is judged by the
+  IPv4 it carries (IPv4-mapped ``::ffff:0:0/96``, 6to4 ``2002::/16``, NAT64
+  ``64:ff9b::/96``); the transition forms that do not say plainly where they lead are refused
+  outright (Teredo ``2001::/32``, local-use NAT64 ``64:ff9b:1::/48``, IPv4-compatible
+  ``::/96`` and IPv4-translated ``::ffff:0:0:0/96``). This is checked *at connect time,
+  after DNS resolution*: the guarded connection resolves the name itself, vets each address,
+  connects to the vetted address, and checks the socket's peer again, so a name that
+  resolves to 127.0.0.1 (or rebinds between a check and the connection) is refused, and so
+  is every redirect hop.
 
 API:
 
@@ -39,11 +47,14 @@ from __future__ import annotations
 
 import fnmatch
 import ipaddress
+import re
 import socket
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
+
+from .cloud_hosts import SERVICE_HOSTS, STORAGE_ENDPOINTS
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -51,8 +62,13 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 METADATA_ADDRESSES = (ipaddress.ip_address("169.254.169.254"),
                       ipaddress.ip_address("fd00:ec2::254"))
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
-# The clouds' own storage endpoints, allowed without the operator listing them.
-CLOUD_STORAGE_HOSTS = ("*.amazonaws.com", "*.googleapis.com", "*.blob.core.windows.net")
+# IPv6 ranges that carry an IPv4 address in their last 32 bits and lead to it.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# Transition ranges refused whatever they carry: where they lead is not the address they
+# show (Teredo obfuscates it and goes through a relay; local-use NAT64 is site-defined) or
+# they are deprecated (IPv4-compatible, IPv4-translated).
+_OPAQUE_TRANSITION = (ipaddress.ip_network("2001::/32"), ipaddress.ip_network("64:ff9b:1::/48"),
+                      ipaddress.ip_network("::/96"), ipaddress.ip_network("::ffff:0:0:0/96"))
 
 
 class EndpointNotAllowed(ConnectionError):
@@ -87,8 +103,14 @@ def parse_entries(entries: Iterable[str]) -> tuple[tuple[str, ...], tuple[IPNetw
 
 def is_special(address: IPAddress) -> bool:
     """Loopback, private, link-local, metadata and every other non-public address."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return is_special(address.ipv4_mapped)
+    if isinstance(address, ipaddress.IPv6Address):
+        carried = address.ipv4_mapped or address.sixtofour
+        if carried is None and address in _NAT64:
+            carried = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+        if carried is not None:
+            return is_special(carried)
+        if any(address in net for net in _OPAQUE_TRANSITION):
+            return True
     return (address in METADATA_ADDRESSES or not address.is_global or address.is_loopback
             or address.is_private or address.is_link_local or address.is_multicast
             or address.is_unspecified or address.is_reserved
@@ -102,12 +124,21 @@ class EndpointPolicy:
     patterns: tuple[str, ...] = ()
     networks: tuple[IPNetwork, ...] = ()
     public_hosts: tuple[str, ...] = field(default=())
+    # One backend's own storage endpoints (exact shapes) and the hosts its client connects
+    # to for itself; set by ``for_backend``.
+    storage_endpoints: tuple[re.Pattern[str], ...] = ()
+    service_hosts: tuple[str, ...] = ()
 
     @classmethod
     def from_entries(cls, entries: Iterable[str], public_hosts: Sequence[str] = ()
                      ) -> EndpointPolicy:
         patterns, networks = parse_entries(entries)
         return cls(patterns, networks, tuple(h.lower() for h in public_hosts))
+
+    def for_backend(self, backend: str) -> EndpointPolicy:
+        """This allow-list plus ``backend``'s own storage endpoints, and no other backend's."""
+        return replace(self, storage_endpoints=STORAGE_ENDPOINTS.get(backend, ()),
+                       service_hosts=SERVICE_HOSTS.get(backend, ()))
 
     # -- decisions --------------------------------------------------------------------
 
@@ -116,14 +147,17 @@ class EndpointPolicy:
             return True
         return not is_special(address)
 
-    def host_allowed(self, host: str) -> bool:
-        """A name matched by a pattern, or an IP literal covered by a CIDR."""
+    def host_allowed(self, host: str, *, connecting: bool = False) -> bool:
+        """A name matched by a pattern or a storage endpoint (or, when ``connecting``, one
+        of the backend's service hosts), or an IP literal covered by a CIDR."""
         host = host.strip("[]").lower().rstrip(".")
         try:
             literal = ipaddress.ip_address(host.split("%", 1)[0])
         except ValueError:
-            return any(fnmatch.fnmatchcase(host, p) for p in (*self.patterns,
-                                                               *self.public_hosts))
+            return (any(fnmatch.fnmatchcase(host, p) for p in (*self.patterns,
+                                                                *self.public_hosts))
+                    or any(p.fullmatch(host) for p in self.storage_endpoints)
+                    or (connecting and host in self.service_hosts))
         return any(literal in net for net in self.networks if net.version == literal.version)
 
     def check_endpoint(self, url: str) -> str:
@@ -151,7 +185,7 @@ class EndpointPolicy:
         """Resolve, vet each address, connect to a vetted one, check the peer again."""
         host, port = address
         host = host.strip("[]")
-        if not self.host_allowed(host):
+        if not self.host_allowed(host, connecting=True):
             raise EndpointNotAllowed(f"the host {host!r} is not allowed on this server")
         infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
         vetted = [info for info in infos

@@ -7,7 +7,10 @@ raises :class:`MissingExtra` naming the ``pip install`` that fixes it.
 Two options are never read from a configuration (which may be a tenant's): whether the
 cloud adapters may fall back on the server's own credential chain
 (``allow_ambient_credentials``, only for the operator's default bucket) and the
-``endpoint_policy`` that guards their connections (storage_adapters/netguard.py).
+``endpoint_policy`` that guards their connections (storage_adapters/netguard.py), narrowed
+here to the backend's own storage endpoints (storage_adapters/cloud_hosts.py). Without
+``allow_ambient_credentials`` a configuration that would send the server's identity to a
+custom endpoint is refused (storage_adapters/identity.py).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .base import StorageAdapter
+from .identity import check_identity_endpoint
 from .netguard import EndpointPolicy
 
 # storage type -> (module, class, extra, the import that proves the extra is present)
@@ -72,6 +76,10 @@ def from_config(storage_type: str, config: Mapping[str, Any], *,
     cls = adapter_class(storage_type)
     if _BACKENDS[storage_type][2] is None:  # local, memory: no credentials, no network
         return cls.from_config(config)  # type: ignore[no-any-return]
+    if not allow_ambient_credentials:  # a tenant's: never the server's identity elsewhere
+        check_identity_endpoint(storage_type, config)
+    if endpoint_policy is not None:  # this backend's own storage endpoints, no other's
+        endpoint_policy = endpoint_policy.for_backend(storage_type)
     return cls.from_config(  # type: ignore[no-any-return]
         config, allow_ambient_credentials=allow_ambient_credentials,
         endpoint_policy=endpoint_policy, call_deadline=call_deadline)

@@ -31,7 +31,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
-from storage_adapters.netguard import CLOUD_STORAGE_HOSTS, EndpointPolicy
+from storage_adapters.identity import IdentityRefused, ImpersonationRules
+from storage_adapters.netguard import EndpointPolicy
 from storage_adapters.registry import from_config, from_url
 
 from ..db.models import AgentSettings, StorageConfig
@@ -110,10 +111,15 @@ class DataPlane:
                  credentials: CredentialBox | None = None,
                  active_ttl_seconds: float = ACTIVE_TTL_SECONDS,
                  allowed_endpoints: Sequence[str] = (),
+                 impersonation_allowed: Sequence[str] = (),
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._default_url = default_bucket_url
-        self.endpoint_policy = EndpointPolicy.from_entries(allowed_endpoints,
-                                                           CLOUD_STORAGE_HOSTS)
+        # The operator's allow-list; each backend adds its own storage endpoints to it
+        # (storage_adapters/registry.py).
+        self.endpoint_policy = EndpointPolicy.from_entries(allowed_endpoints)
+        # Which Google service accounts each tenant may have the server impersonate
+        # (MEMPLANE_GCS_IMPERSONATION_ALLOWED).
+        self.impersonation = ImpersonationRules.from_entries(impersonation_allowed)
         self._default: storage.StorageAdapter | None = None
         self.credentials = credentials
         # Configuration rows are immutable, so their targets can be kept for good.
@@ -288,11 +294,17 @@ class DataPlane:
             return build_adapter(config.storage_type, config.connection_config, secrets,
                                  config.prefix, tenant_id=config.tenant_id,
                                  endpoint_policy=self.endpoint_policy,
-                                 call_deadline=self.call_deadline)
+                                 call_deadline=self.call_deadline,
+                                 impersonation=self.impersonation)
         except storage.EndpointRefused:
             raise StorageMisconfigured(
                 "the configured storage endpoint is not allowed on this server any more; an "
                 "admin must configure the storage again", problem="endpoint_not_allowed"
+            ) from None
+        except IdentityRefused as exc:
+            raise StorageMisconfigured(
+                f"the stored storage configuration is no longer accepted ({exc}); an admin "
+                "must configure the storage again", problem="impersonation_not_allowed"
             ) from None
         except ValueError:
             raise StorageMisconfigured(
@@ -353,12 +365,15 @@ def object_prefix(user_prefix: str | None, tenant_id: uuid.UUID) -> str:
 
 def build_adapter(storage_type: str, public: Mapping[str, Any], secrets: Mapping[str, str],
                   prefix: str, *, tenant_id: uuid.UUID, endpoint_policy: EndpointPolicy,
-                  call_deadline: float | None = None) -> storage.StorageAdapter:
+                  call_deadline: float | None = None,
+                  impersonation: ImpersonationRules | None = None) -> storage.StorageAdapter:
     """A tenant's adapter rooted at ``prefix`` inside the configured bucket (or directory).
 
     It has only the tenant's own credentials (an S3 role is assumed with ExternalId = the
-    tenant id) and its connections are guarded by ``endpoint_policy``.
+    tenant id; a Google account is impersonated only if ``impersonation`` binds it to the
+    tenant, by default none is) and its connections are guarded by ``endpoint_policy``.
     """
+    (impersonation or ImpersonationRules()).check(tenant_id, storage_type, public)
     settings: dict[str, Any] = {**public, **secrets}
     if storage_type == "local":
         settings = {"root": str(Path(settings["root"]) / prefix)}

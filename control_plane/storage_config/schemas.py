@@ -24,6 +24,8 @@ from pydantic import (
     model_validator,
 )
 
+from storage_adapters.identity import GCS_IMPERSONATION_ENDPOINT, S3_ROLE_ENDPOINT
+
 GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
 Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255)]
 # The clouds' own naming rules, checked here so a bad name is the caller's 422, not a crash.
@@ -138,7 +140,7 @@ class S3Connection(_Connection):
         strip_whitespace=True, max_length=2048,
         pattern=r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}$")] | None = \
         Field(None, description="A role this server assumes (STS AssumeRole, ExternalId = "
-                                "your tenant id) instead of keys.")
+                                "your tenant id) instead of keys; not with endpoint_url.")
 
     @model_validator(mode="after")
     def _own_credentials(self) -> S3Connection:
@@ -153,6 +155,8 @@ class S3Connection(_Connection):
                 "AWS credentials")
         if self.session_token is not None and self.access_key_id is None:
             raise ValueError("session_token goes with access_key_id and secret_access_key")
+        if self.role_arn is not None and self.endpoint_url is not None:
+            raise ValueError(S3_ROLE_ENDPOINT)
         return self
 
     @property
@@ -183,7 +187,9 @@ class GCSConnection(_Connection):
     impersonate_service_account: Annotated[str, StringConstraints(
         strip_whitespace=True, max_length=320,
         pattern=r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.gserviceaccount\.com$")] | None = Field(
-        None, description="A service account this server impersonates instead of a key.")
+        None, description="A service account this server impersonates instead of a key: one "
+        "the operator binds to your tenant (MEMPLANE_GCS_IMPERSONATION_ALLOWED); not with "
+        "endpoint.")
     anonymous: bool = Field(False, description="No credentials at all (public buckets).")
     use_batch: bool = Field(
         True, description="Delete in batch requests (real GCS); emulators need false.")
@@ -227,6 +233,8 @@ class GCSConnection(_Connection):
                 "impersonate_service_account (an account this server may impersonate) or "
                 "anonymous: true (a public bucket): this server does not lend its own Google "
                 "credentials")
+        if self.impersonate_service_account is not None and self.endpoint is not None:
+            raise ValueError(GCS_IMPERSONATION_ENDPOINT)
         return self
 
     @property

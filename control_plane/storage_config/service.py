@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
+from storage_adapters.identity import IdentityRefused
 from storage_adapters.registry import MissingExtra, UnknownBackend
 
 from ..audit import service as audit
@@ -232,9 +233,13 @@ def _probe(plane: DataPlane, storage_type: str, public: dict[str, Any],
     try:
         adapter = build_adapter(storage_type, public, secrets, prefix, tenant_id=tenant_id,
                                 endpoint_policy=plane.endpoint_policy,
-                                call_deadline=plane.call_deadline)
+                                call_deadline=plane.call_deadline,
+                                impersonation=plane.impersonation)
     except (MissingExtra, UnknownBackend) as exc:
         raise InvalidInput(str(exc), problem="backend_unavailable") from None
+    except IdentityRefused as exc:
+        raise InvalidInput(f"{exc}; nothing was saved",
+                           problem="impersonation_not_allowed") from None
     except storage.StorageError as exc:
         _refuse(storage.problem_code(exc), _redact(f"{type(exc).__name__}: {exc}", secrets))
     except (ValueError, OSError) as exc:

@@ -178,14 +178,15 @@ def _key_id(entry: dict[str, Any]) -> str:
 def test_role_is_assumed_with_the_tenant_id_as_external_id(
         tenant: Tenant, recording_moto: RecordingMoto, server_identity: None,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # The operator points the server's STS calls at moto, as AWS_ENDPOINT_URL_STS does.
+    # The operator points the server's STS and S3 calls at moto, as AWS_ENDPOINT_URL_STS and
+    # AWS_ENDPOINT_URL_S3 do (a tenant's role never goes with an endpoint_url of its own).
     monkeypatch.setenv("AWS_ENDPOINT_URL_STS", recording_moto.endpoint)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", recording_moto.endpoint)
     bucket = unique_name("s3")
     recording_moto.create_bucket(bucket)
     recording_moto.start_recording()
     answer = _put(tenant, {"storage_type": "s3", "connection_config": {
-        "bucket": bucket, "region": "us-east-1", "endpoint_url": recording_moto.endpoint,
-        "role_arn": ROLE_ARN}})
+        "bucket": bucket, "region": "us-east-1", "role_arn": ROLE_ARN}})
     assert answer.status_code == 200, answer.text
     assert answer.json()["secrets_set"] == []
     assert answer.json()["connection_config"]["role_arn"] == ROLE_ARN
