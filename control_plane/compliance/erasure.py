@@ -90,6 +90,7 @@ from ..db.models import (
 from ..events import repository as events_repo
 from ..holds.service import ensure_subject_not_held
 from ..jobs.service import JobContext
+from ..keys import repository as keys_repo
 from ..kit import request_id_var
 from ..memories import repository as memories_repo
 from ..search.indexer import forget_pointers as forget_in_search
@@ -169,7 +170,7 @@ class _Erasure:
             return
         begin_write(self.session)
         row = _audit_row(self.session, self.ctx,
-                         detail=f"job {self.ctx.job_id}: erasure of a data subject started")
+                         detail=f"job {self.ctx.job_id}: erasure started for a data subject")
         self.ctx.save(started_at=utcnow().isoformat(), start_audit_id=row.id,
                       pointers=0, objects=0, versions=0, orphans=0, exports=0, entries=0,
                       compactor_entries=0, events=0)
@@ -557,7 +558,12 @@ class _Erasure:
         idempotency.forget_subject(self.session, self.ctx.tenant_id, self.user_id)
         idempotency.purge_expired(self.session)
         # The subject's conversations: their messages and summaries went with the pointers.
-        conversations.forget_subject(self.session, self.ctx.tenant_id, self.user_id)
+        # Their keys (search segments of the conversation scope) go too, renamed like the
+        # subject's own: no row keeps a conversation's name.
+        keys_repo.retire_scopes(
+            self.session, self.ctx.tenant_id, "conversation",
+            conversations.forget_subject(self.session, self.ctx.tenant_id, self.user_id),
+            hashed, utcnow())
         result: dict[str, Any] = {"receipt_id": str(receipt_id), "work_done": work_done,
                                   "counts": {**counts, "keys": self.p["keys"]["destroyed"]}}
         if not work_done:
