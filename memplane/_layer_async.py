@@ -506,5 +506,5 @@ class AsyncLegalHoldsAPI:
 
     async def lift(self, hold_id: str) -> LegalHold:
         """Lift a hold (audited with the key and the time); the held subject's id is then
-        kept only as a salted hash."""
+        kept only as a keyed hash."""
         return await self._client._send(hygiene.hold_lift(hold_id))

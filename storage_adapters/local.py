@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from . import localdirs
 from .base import (
     BucketDescription,
     HealthReport,
@@ -195,10 +196,10 @@ class LocalAdapter:
         try:
             os.mkdir(directory)
         except FileExistsError:
-            if not os.path.isdir(directory):
-                raise
+            if not os.path.isdir(directory):  # a file, or removed since by a delete
+                localdirs.ensure_dir(directory)
         except FileNotFoundError:
-            os.makedirs(directory, exist_ok=True)
+            localdirs.ensure_dir(directory)
         if len(self._dirs) >= _KNOWN_DIRS:
             self._dirs.clear()
         self._dirs.add(directory)
@@ -235,9 +236,9 @@ class LocalAdapter:
         return True
 
     def _link(self, fd: int, tmp: str | None, target: str, path: str) -> None:
-        """Link the written file into place; a directory removed since it was made is made
-        again once."""
-        for attempt in (1, 2):
+        """Link the written file into place; a directory a concurrent delete removed since
+        it was made is made again (``localdirs.ATTEMPTS`` times at most)."""
+        for attempt in range(1, localdirs.ATTEMPTS + 1):
             try:
                 if tmp is None:
                     _link_unnamed(fd, target)
@@ -248,7 +249,8 @@ class LocalAdapter:
                 raise ObjectExists(path) from None
             except FileNotFoundError:
                 parent = os.path.dirname(target)
-                if attempt == 2 or (tmp is not None and not os.path.exists(tmp)):
+                if attempt == localdirs.ATTEMPTS or (tmp is not None
+                                                     and not os.path.exists(tmp)):
                     raise
                 self._dirs.discard(parent)
                 self._make_dir(parent)
@@ -328,7 +330,7 @@ class LocalAdapter:
         record = self._classes / path
         tmp = self._tmp / _tmp_name()
         try:
-            record.parent.mkdir(parents=True, exist_ok=True)
+            localdirs.ensure_dir(str(record.parent))
             with open(tmp, "x", encoding="utf-8") as out:
                 out.write(native)
                 out.flush()
@@ -365,11 +367,16 @@ class LocalAdapter:
             raise StorageUnavailable(f"local delete failed: {exc.strerror}") from exc
 
     def delete_many(self, paths: Iterable[str]) -> int:
+        """Delete each object, then every directory (of objects and of class records) the
+        deletes left empty, up to the bucket root: a directory name is part of an object
+        path, and so may name a person (``localdirs.prune``)."""
         n = 0
+        emptied: set[str] = set()
         for path in paths:
             target = self._file(path)
             self.stats.add("delete")
             n += 1
+            emptied.add(os.path.dirname(str(target)))
             # The record first: a crash in between leaves the object, which listings (and so
             # erasure's verification and GC) still see, never a record nothing lists.
             self._forget_class(path)
@@ -379,6 +386,8 @@ class LocalAdapter:
                 pass
             except OSError as exc:
                 raise StorageUnavailable(f"local delete failed: {exc.strerror}") from exc
+        self._dirs.difference_update(localdirs.prune_bucket(emptied, self._root_text,
+                                                            self._classes_text))
         return n
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:

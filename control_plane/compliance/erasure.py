@@ -3,7 +3,8 @@
 Steps, each recorded in the job's ``progress`` when finished, so a worker that takes over
 after a crash continues with the next one:
 
-1. **start** — a per-receipt salt, the start time and the first audit row of the erasure;
+1. **start** — the start time and the first audit row of the erasure (naming the job, not
+   the subject);
 2. **block** — a ``subject_erasures`` row: memory writes, appends and deletes of the subject
    answer 409 ``subject_erasure_in_progress`` until the receipt is written;
 3a. **compactor entries** built from the subject's events (the ``compactions`` and
@@ -34,8 +35,9 @@ after a crash continues with the next one:
    empty (if a write slipped in, the job goes back to step 3a);
 7. **receipt** — the last audit row, the audit chain sealed, an Ed25519-signed receipt stored
    (see ``receipts.py``), the write block lifted, and nothing personal of the subject left in
-   the control plane: this job and the subject's earlier exports keep only the receipt's
-   salted hash of the id, the destroyed key's tombstone is renamed to that hash, the
+   the control plane: this job and the subject's earlier exports keep only a keyed hash of
+   the id (``pseudonyms.py``: the database alone cannot test a guess against it), the
+   destroyed key's tombstone is renamed to that hash, the
    subject's idempotency answers are deleted (step 3 deletes those of each batch), and on
    SQLite the write-ahead log is checkpointed and truncated so that, with
    ``secure_delete``, no freed page keeps an old row (``db.engine.scrub_freed``).
@@ -59,7 +61,6 @@ result and receipt. A dry run counts what would be deleted and deletes nothing.
 from __future__ import annotations
 
 import logging
-import secrets
 import uuid
 from collections import defaultdict
 from datetime import datetime
@@ -89,11 +90,12 @@ from ..db.models import (
 from ..events import repository as events_repo
 from ..holds.service import ensure_subject_not_held
 from ..jobs.service import JobContext
+from ..keys import repository as keys_repo
 from ..kit import request_id_var
 from ..memories import repository as memories_repo
 from ..search.indexer import forget_pointers as forget_in_search
 from ..storage_config.plane import Target, storage_errors
-from . import receipts, subjects
+from . import pseudonyms, receipts, subjects
 
 log = logging.getLogger(__name__)
 
@@ -166,12 +168,10 @@ class _Erasure:
     def start(self) -> None:
         if "start_audit_id" in self.p:
             return
-        salt = secrets.token_hex(16)
         begin_write(self.session)
-        row = _audit_row(
-            self.session, self.ctx, detail=f"job {self.ctx.job_id}: erasure started for subject "
-                   f"sha256:{subjects.subject_hash(salt, self.user_id)} (salt {salt})")
-        self.ctx.save(salt=salt, started_at=utcnow().isoformat(), start_audit_id=row.id,
+        row = _audit_row(self.session, self.ctx,
+                         detail=f"job {self.ctx.job_id}: erasure started for a data subject")
+        self.ctx.save(started_at=utcnow().isoformat(), start_audit_id=row.id,
                       pointers=0, objects=0, versions=0, orphans=0, exports=0, entries=0,
                       compactor_entries=0, events=0)
         self.session.commit()
@@ -529,14 +529,16 @@ class _Erasure:
         body = receipts.build(
             self.session, receipt_id=receipt_id, job_id=self.ctx.job_id,
             tenant_id=self.ctx.tenant_id, user_id=self.user_id, progress=self.p,
-            counts=counts, descriptions=descriptions, work_done=work_done)
+            counts=counts, descriptions=descriptions, work_done=work_done,
+            credentials=self.ctx.plane.credentials)
         receipts.store(self.session, self.ctx.settings, body)
         self.session.execute(delete(SubjectErasure).where(
             SubjectErasure.tenant_id == self.ctx.tenant_id,
             SubjectErasure.user_id == self.user_id))
         # The raw id leaves the control plane: this job and the subject's exports keep only
-        # the receipt's salted hash; so does the destroyed key's tombstone.
-        hashed = f"sha256:{subjects.subject_hash(self.p['salt'], self.user_id)}"
+        # a keyed hash of it; so does the destroyed key's tombstone.
+        hashed = pseudonyms.pseudonym(self.ctx.plane.credentials, self.ctx.tenant_id,
+                                      self.user_id)
         self.session.execute(update(Job).where(
             Job.tenant_id == self.ctx.tenant_id, Job.subject == self.user_id,
             Job.kind.in_(("export", "erase")), Job.id != self.ctx.job_id,
@@ -556,7 +558,12 @@ class _Erasure:
         idempotency.forget_subject(self.session, self.ctx.tenant_id, self.user_id)
         idempotency.purge_expired(self.session)
         # The subject's conversations: their messages and summaries went with the pointers.
-        conversations.forget_subject(self.session, self.ctx.tenant_id, self.user_id)
+        # Their keys (search segments of the conversation scope) go too, renamed like the
+        # subject's own: no row keeps a conversation's name.
+        keys_repo.retire_scopes(
+            self.session, self.ctx.tenant_id, "conversation",
+            conversations.forget_subject(self.session, self.ctx.tenant_id, self.user_id),
+            hashed, utcnow())
         result: dict[str, Any] = {"receipt_id": str(receipt_id), "work_done": work_done,
                                   "counts": {**counts, "keys": self.p["keys"]["destroyed"]}}
         if not work_done:

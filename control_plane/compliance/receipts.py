@@ -26,9 +26,12 @@ A receipt is a JSON object (schema ``memplane-erasure-receipt/1``)::
     }
 
 The subject appears only as a salted hash: whoever holds the user id and the receipt can
-recompute it; the receipt alone does not reveal who was erased. Numbers of days are given
-as strings (``"7"``, ``"0.5"``) so the signed form has no floats; see ``signing.py`` for the
-canonical form.
+recompute it; the receipt alone does not reveal who was erased. The salt is derived from the
+server key and the job id (``pseudonyms.receipt_salt``): the stored receipt leaves it out and
+serving the receipt puts it back, so the database alone cannot test a guessed id against the
+hash. (Receipts signed before that change keep the random salt they were issued with.)
+Numbers of days are given as strings (``"7"``, ``"0.5"``) so the signed form has no floats;
+see ``signing.py`` for the canonical form.
 
 ``audit.head_hash`` ties the receipt to the audit chain: it is the ``row_hash`` of row
 ``head_seq``, which commits to every row before it, the erasure's own included. The sealer's
@@ -53,8 +56,9 @@ from ..db.engine import begin_write
 from ..db.models import AccessLog, AuditHead, ErasureReceipt, StorageConfig
 from ..errors import NotFound
 from ..settings import Settings
+from ..storage_config.credentials import CredentialBox
 from ..storage_config.plane import public_id
-from . import subjects
+from . import pseudonyms
 from .signing import signing_key
 
 FORMAT = "memplane-erasure-receipt/1"
@@ -72,8 +76,8 @@ LIMITS = [
 def build(session: Session, *, receipt_id: uuid.UUID, job_id: uuid.UUID,
           tenant_id: uuid.UUID, user_id: str, progress: dict[str, Any],
           counts: dict[str, int], descriptions: list[tuple[uuid.UUID, BucketDescription]],
-          work_done: bool) -> dict[str, Any]:
-    salt = progress["salt"]
+          work_done: bool, credentials: CredentialBox | None) -> dict[str, Any]:
+    salt = pseudonyms.receipt_salt(credentials, tenant_id, job_id)
     finished = datetime.fromisoformat(progress["finished_at"])
     first_seq, last_seq = _seqs(session, progress["start_audit_id"], progress["end_audit_id"])
     head_seq, head_hash = session.execute(
@@ -89,7 +93,7 @@ def build(session: Session, *, receipt_id: uuid.UUID, job_id: uuid.UUID,
         "id": str(receipt_id),
         "job_id": str(job_id),
         "tenant_id": str(tenant_id),
-        "subject": {"hash": subjects.subject_hash(salt, user_id), "salt": salt,
+        "subject": {"hash": pseudonyms.salted_hash(salt, user_id), "salt": salt,
                     "algorithm": "sha256(salt || utf8(user_id))"},
         "started_at": progress["started_at"],
         "finished_at": progress["finished_at"],
@@ -202,18 +206,21 @@ def _retention(config_id: uuid.UUID, d: BucketDescription,
 
 
 def store(session: Session, settings: Settings, body: dict[str, Any]) -> ErasureReceipt:
-    """Sign the receipt and add it to the session's open transaction."""
+    """Sign the receipt and add it to the session's open transaction, without the subject's
+    salt (``get_receipt`` derives it again)."""
     key = signing_key(settings)
     body["key_id"] = key.key_id
     signature = key.sign(body)
+    stored = {**body, "subject": {k: v for k, v in body["subject"].items() if k != "salt"}}
     receipt = ErasureReceipt(id=uuid.UUID(body["id"]), tenant_id=uuid.UUID(body["tenant_id"]),
-                             job_id=uuid.UUID(body["job_id"]), body=body, signature=signature,
+                             job_id=uuid.UUID(body["job_id"]), body=stored, signature=signature,
                              key_id=key.key_id)
     session.add(receipt)
     return receipt
 
 
-def get_receipt(session: Session, actor: Actor, receipt_id: uuid.UUID) -> dict[str, Any]:
+def get_receipt(session: Session, actor: Actor, receipt_id: uuid.UUID,
+                credentials: CredentialBox | None) -> dict[str, Any]:
     with audit.audited(session, actor, "receipt_read", detail=f"receipt {receipt_id}"):
         receipt = session.scalar(select(ErasureReceipt).where(
             ErasureReceipt.id == receipt_id, ErasureReceipt.tenant_id == actor.tenant_id))
@@ -223,7 +230,18 @@ def get_receipt(session: Session, actor: Actor, receipt_id: uuid.UUID) -> dict[s
         begin_write(session)
         audit.record(session, actor, "receipt_read", detail=f"receipt {receipt_id}")
         session.commit()
-        return {**receipt.body, "signature": receipt.signature}
+        return {**served(receipt.body, credentials), "signature": receipt.signature}
+
+
+def served(body: dict[str, Any], credentials: CredentialBox | None) -> dict[str, Any]:
+    """A stored receipt as it was signed: the subject's salt derived again where it was left
+    out."""
+    subject = body.get("subject", {})
+    if "salt" in subject:  # issued before salts were derived
+        return body
+    salt = pseudonyms.receipt_salt(credentials, uuid.UUID(body["tenant_id"]),
+                                   uuid.UUID(body["job_id"]))
+    return {**body, "subject": {**subject, "salt": salt}}
 
 
 def public_key(session: Session, settings: Settings, actor: Actor) -> str:

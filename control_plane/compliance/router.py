@@ -69,7 +69,7 @@ def receipt_public_key(request: Request, caller: AnyCaller,
 
 @router.get("/v1/receipts/{receipt_id}")
 def read_receipt(receipt_id: uuid.UUID, caller: OfficerCaller,
-                 session: SessionDep) -> dict[str, Any]:
+                 session: SessionDep, plane: PlaneDep) -> dict[str, Any]:
     """A signed erasure receipt: what was deleted, how it was verified, and the signature to check
     with the public key."""
-    return receipts.get_receipt(session, caller.actor, receipt_id)
+    return receipts.get_receipt(session, caller.actor, receipt_id, plane.credentials)

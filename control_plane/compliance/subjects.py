@@ -3,7 +3,6 @@ erasure share."""
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -70,7 +69,3 @@ def targets(session: Session, plane: DataPlane, tenant_id: uuid.UUID) -> list[Ta
     ).all()
     return [plane.by_id(session, config_id) for config_id in ids]
 
-
-def subject_hash(salt_hex: str, user_id: str) -> str:
-    """SHA-256(salt || UTF-8 user id), hex: names the subject without revealing the id."""
-    return hashlib.sha256(bytes.fromhex(salt_hex) + user_id.encode("utf-8")).hexdigest()

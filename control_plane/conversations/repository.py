@@ -63,15 +63,15 @@ def delete_row(session: Session, tenant_id: uuid.UUID, row_id: uuid.UUID) -> Non
                                                Conversation.id == row_id))
 
 
-def forget_subject(session: Session, tenant_id: uuid.UUID, user_id: str) -> int:
+def forget_subject(session: Session, tenant_id: uuid.UUID, user_id: str) -> list[str]:
     """Erasure: the subject's conversations go (their messages and summaries are the
     subject's pointers, deleted with them), leaving no user id behind. In the caller's
-    write transaction; how many."""
-    rows = list(session.scalars(select(Conversation.id).where(
+    write transaction; the conversation ids (scope refs) that went."""
+    rows = list(session.execute(select(Conversation.id, Conversation.conversation_id).where(
         Conversation.tenant_id == tenant_id, Conversation.subject_user_id == user_id)))
-    for row_id in rows:
-        delete_row(session, tenant_id, row_id)
-    return len(rows)
+    for row in rows:
+        delete_row(session, tenant_id, row.id)
+    return [row.conversation_id for row in rows]
 
 
 def recent_events(session: Session, tenant_id: uuid.UUID, scope: str, scope_ref: str,

@@ -220,7 +220,7 @@ class Job(Base):
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
     tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
     kind: Mapped[str] = mapped_column(String(32))
-    # The data subject while the job runs; an erasure replaces it with a salted hash.
+    # The data subject while the job runs; an erasure replaces it with a keyed hash.
     subject: Mapped[str | None] = mapped_column(String(256), nullable=True)
     params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     state: Mapped[str] = mapped_column(String(16), default="queued")
@@ -573,7 +573,8 @@ class LegalHold(Base):
     """A legal hold on a data subject, a (scope, scope ref) or the whole tenant: retention,
     cleanup, deletes and erasure leave what it covers alone until it is lifted. While active
     it names the subject (or scope ref) in clear to match rows; lifting replaces that with a
-    salted hash (``subject_hash``), so an erased subject leaves no clear id here."""
+    keyed hash (``subject_hash``, ``compliance/pseudonyms.py``), so an erased subject leaves
+    no clear id here."""
 
     __tablename__ = "legal_holds"
     __table_args__ = (Index(None, "tenant_id", "lifted_at"),)

@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Path
 from fastapi.responses import JSONResponse
 
-from ..deps import ComplianceCaller, SessionDep
+from ..deps import ComplianceCaller, PlaneDep, SessionDep
 from ..idempotency import Idempotency, Replay
 from . import service as holds
 from .schemas import HoldIn, HoldOut, HoldPage
@@ -38,7 +38,9 @@ def list_holds(caller: ComplianceCaller, session: SessionDep) -> HoldPage:
 
 
 @router.delete("/v1/legal-holds/{hold_id}", response_model=HoldOut)
-def lift_hold(hold_id: HoldId, caller: ComplianceCaller, session: SessionDep) -> HoldOut:
+def lift_hold(hold_id: HoldId, caller: ComplianceCaller, session: SessionDep,
+              plane: PlaneDep) -> HoldOut:
     """Lift a hold (admin or compliance; audited with the key and the time). The held
-    subject's id is then kept only as a salted hash."""
-    return HoldOut.of(holds.lift(session, caller.actor, hold_id))
+    subject's id is then kept only as a keyed hash."""
+    return HoldOut.of(holds.lift(session, caller.actor, hold_id,
+                                 credentials=plane.credentials))

@@ -43,7 +43,7 @@ class HoldOut(BaseModel):
     id: str = Field(description="The hold's id.", examples=["lh_3f2a9c0d1e4b5a6c"])
     target: str = Field(description="subject, scope or tenant.")
     user_id: str | None = Field(description="The held subject while the hold is active; "
-                                "null once lifted (only a salted hash is kept).")
+                                "null once lifted (only a keyed hash is kept).")
     scope: str | None = Field(description="The held scope (scope holds).")
     scope_ref: str | None = Field(description="The held scope ref while active; null once "
                                   "lifted when it names a user.")

@@ -10,8 +10,9 @@ erasure finishes. A tenant hold holds every subject.
 
 Refusals name the hold id and its reason category, never the subject. An active hold keeps
 the subject's id (or the scope ref) in clear, as it must match rows; lifting it replaces the
-id with a salted hash, so once the subject is erased (which an active hold prevents) no clear
-id remains here (DESIGN §11). Placing and lifting are audited with the key that did it.
+id with a keyed hash (``compliance.pseudonyms``: the database alone cannot test a guessed
+id against it), so once the subject is erased (which an active hold prevents) no clear id
+remains here (DESIGN §11). Placing and lifting are audited with the key that did it.
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ from sqlalchemy.orm import Session
 from .. import idempotency
 from ..audit import service as audit
 from ..audit.service import Actor, audited
-from ..compliance import subjects
+from ..compliance import pseudonyms
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import LegalHold, SubjectErasure
 from ..errors import Conflict, NotFound
 from ..idempotency import Idempotency, Replay
+from ..storage_config.credentials import CredentialBox
 from . import repository as repo
 from .schemas import HoldIn, HoldOut
 
@@ -157,9 +159,11 @@ def list_holds(session: Session, actor: Actor) -> list[LegalHold]:
         return holds
 
 
-def lift(session: Session, actor: Actor, hold_id: str) -> LegalHold:
+def lift(session: Session, actor: Actor, hold_id: str, *,
+         credentials: CredentialBox | None) -> LegalHold:
     """Lift a hold (``DELETE /v1/legal-holds/{id}``); lifting a lifted hold answers it as it
-    is. The clear subject id (or user scope ref) becomes a salted hash."""
+    is. The clear subject id (or user scope ref) becomes a keyed hash under ``credentials``
+    (the server key)."""
     with audited(session, actor, "legal_hold_lift", detail=f"hold {hold_id[:40]}"):
         session.rollback()
         begin_write(session)
@@ -171,8 +175,7 @@ def lift(session: Session, actor: Actor, hold_id: str) -> LegalHold:
             return hold
         named = hold.user_id or (hold.scope_ref if hold.scope_type == "user" else None)
         if named is not None:
-            salt = secrets.token_hex(16)
-            hold.subject_hash = f"sha256:{subjects.subject_hash(salt, named)}:{salt}"
+            hold.subject_hash = pseudonyms.pseudonym(credentials, actor.tenant_id, named)
             hold.user_id = None
             if hold.scope_type == "user":
                 hold.scope_ref = None

@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from ..db.models import KekVersion, SubjectKey
+from ..db.models import KekVersion, MemoryEvent, MemoryPointer, SubjectKey
 
 
 def current_kek(session: Session, tenant_id: uuid.UUID) -> KekVersion | None:
@@ -95,6 +95,33 @@ def destroy_subject(session: Session, tenant_id: uuid.UUID, scope_type: str, sco
                SubjectKey.scope_ref == scope_ref, SubjectKey.destroyed_at.is_(None))
         .values(wrapped_key=None, destroyed_at=now)
     )
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def retire_scopes(session: Session, tenant_id: uuid.UUID, scope_type: str,
+                  scope_refs: Sequence[str], rename_to: str, now: datetime) -> int:
+    """Erasure of the subject whose scopes these are (their conversations): each scope's
+    key is destroyed and its row renamed to ``rename_to`` (the subject's keyed hash), so no
+    row keeps the scope's name — unless a memory or event still lives in the scope (not the
+    subject's: it keeps its key, and its own row names the scope anyway). How many rows."""
+    if not scope_refs:
+        return 0
+    in_use = set(session.scalars(
+        select(MemoryPointer.scope_ref).where(
+            MemoryPointer.tenant_id == tenant_id, MemoryPointer.scope_type == scope_type,
+            MemoryPointer.scope_ref.in_(scope_refs)).distinct()))
+    in_use |= set(session.scalars(
+        select(MemoryEvent.scope_ref).where(
+            MemoryEvent.tenant_id == tenant_id, MemoryEvent.scope_type == scope_type,
+            MemoryEvent.scope_ref.in_(scope_refs)).distinct()))
+    unused = [ref for ref in scope_refs if ref not in in_use]
+    if not unused:
+        return 0
+    where = (SubjectKey.tenant_id == tenant_id, SubjectKey.scope_type == scope_type,
+             SubjectKey.scope_ref.in_(unused))
+    session.execute(update(SubjectKey).where(*where, SubjectKey.destroyed_at.is_(None))
+                    .values(wrapped_key=None, destroyed_at=now))
+    result = session.execute(update(SubjectKey).where(*where).values(scope_ref=rename_to))
     return int(result.rowcount)  # type: ignore[attr-defined]
 
 

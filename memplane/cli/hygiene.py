@@ -121,5 +121,6 @@ def holds_lift(
     from control_plane.holds import service
     from control_plane.holds.schemas import HoldOut
 
-    with _session(tenant, "lift", group="holds") as (session, _plane, actor):
-        typer.echo(HoldOut.of(service.lift(session, actor, hold_id)).model_dump_json())
+    with _session(tenant, "lift", group="holds") as (session, plane, actor):
+        lifted = service.lift(session, actor, hold_id, credentials=plane.credentials)
+        typer.echo(HoldOut.of(lifted).model_dump_json())

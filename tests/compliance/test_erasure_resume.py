@@ -11,8 +11,9 @@ from sqlalchemy import func, select
 
 from control_plane.compliance import erasure
 from control_plane.compliance import service as compliance
+from control_plane.compliance.pseudonyms import pseudonym
+from control_plane.compliance.receipts import served
 from control_plane.compliance.signing import signing_key
-from control_plane.compliance.subjects import subject_hash
 from control_plane.db.models import AccessLog, ErasureReceipt, MemoryPointer
 from control_plane.errors import SubjectErasureInProgress
 from control_plane.jobs.worker import Worker
@@ -75,14 +76,15 @@ def test_a_killed_erasure_is_taken_over_and_counts_once(
     assert _worker(world, "second", clock).run_once() == queued.id
 
     finished = job(world, queued.id)
-    # the raw id is gone from the job: only the receipt's salted hash names the subject
-    hashed = f"sha256:{subject_hash(finished.progress['salt'], SUBJECT)}"
+    # the raw id is gone from the job: only a keyed hash names the subject
+    hashed = pseudonym(world.runtime.plane.credentials, world.tenant_id, SUBJECT)
     assert (finished.state, finished.attempts, finished.subject) == ("completed", 2, hashed)
     with world.runtime.sessions() as session:
         assert finished.result is not None
         receipt = session.get(ErasureReceipt, uuid.UUID(finished.result["receipt_id"]))
         assert receipt is not None
-        body = {**receipt.body, "signature": receipt.signature}
+        body = {**served(receipt.body, world.runtime.plane.credentials),
+                "signature": receipt.signature}
         remaining = session.scalar(select(func.count()).select_from(MemoryPointer).where(
             MemoryPointer.tenant_id == world.tenant_id,
             MemoryPointer.subject_user_id == SUBJECT))

@@ -20,6 +20,7 @@ from sqlalchemy import select
 from control_plane.compliance import erasure
 from control_plane.compliance import export as exports
 from control_plane.compliance import service as compliance
+from control_plane.compliance.receipts import served
 from control_plane.compliance.signing import signing_key
 from control_plane.db.base import new_id, utcnow
 from control_plane.db.models import (
@@ -221,7 +222,8 @@ def _check_erased(world: ServiceWorld, seeded: Seeded, result: dict[str, Any]) -
     with world.runtime.sessions() as session:
         receipt = session.get(ErasureReceipt, uuid.UUID(result["receipt_id"]))
         assert receipt is not None
-        body = {**receipt.body, "signature": receipt.signature}
+        body = {**served(receipt.body, world.runtime.plane.credentials),
+                "signature": receipt.signature}
         left_events = set(session.scalars(select(MemoryEvent.id).where(
             MemoryEvent.tenant_id == world.tenant_id)))
         left_pointers = set(session.scalars(select(MemoryPointer.id).where(

@@ -62,7 +62,7 @@ def hold(world: ServiceWorld, **body: Any) -> str:
 
 def lift(world: ServiceWorld, hold_id: str) -> None:
     with world.runtime.sessions() as session:
-        holds.lift(session, world.actor, hold_id)
+        holds.lift(session, world.actor, hold_id, credentials=world.runtime.plane.credentials)
 
 
 def run(world: ServiceWorld, now: datetime, dry_run: bool = False) -> dict[str, Any]:

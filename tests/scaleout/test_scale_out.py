@@ -38,9 +38,11 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
+from control_plane.compliance.receipts import served
 from control_plane.db.engine import make_engine
 from control_plane.db.migrate import upgrade
 from control_plane.db.models import AccessLog, ErasureReceipt, Job, MemoryPointer
+from control_plane.storage_config.credentials import CredentialBox
 from memplane._receipts import verify_receipt
 from tests.support.postgres import PostgresCluster
 from tests.support.process import CHECKOUT, MEMPLANE, ChildProcess, ServerProcess
@@ -293,7 +295,8 @@ def test_three_apis_and_three_workers_share_one_database_and_bucket(cluster: Clu
     with cluster.http(1) as http:
         public_key = http.get("/v1/receipts/public-key").text
     for job_id, body, signature in receipts:
-        assert verify_receipt({**body, "signature": signature}, public_key), job_id
+        signed = served(body, CredentialBox(cluster.env["MEMPLANE_SERVER_KEY"]))
+        assert verify_receipt({**signed, "signature": signature}, public_key), job_id
         assert body["counts"]["pointers"] == PER_SUBJECT, (job_id, body["counts"])
         assert body["counts"]["objects"] == PER_SUBJECT, (job_id, body["counts"])
     with cluster.http(2) as http:

@@ -155,9 +155,9 @@ def _erase(world: ServiceWorld, user_id: str) -> dict[str, object]:
 
 def _subject_keys(world: ServiceWorld) -> dict[str, bool]:
     """scope_ref -> whether its key is still wrapped (alive); an erased subject's ref is
-    kept only as a salted hash, shown here as "erased"."""
+    kept only as a keyed hash, shown here as "erased"."""
     with world.runtime.sessions() as session:
-        return {"erased" if k.scope_ref.startswith("sha256:") else k.scope_ref:
+        return {"erased" if k.scope_ref.startswith("hmac:") else k.scope_ref:
                 k.wrapped_key is not None for k in session.scalars(
                     select(SubjectKey).where(SubjectKey.tenant_id == world.tenant_id))}
 
