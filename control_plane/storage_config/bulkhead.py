@@ -177,8 +177,8 @@ class BulkheadedAdapter:
                 close()
 
     # The hot calls, without a closure per call.
-    def get(self, path: str) -> bytes:
-        return self._call(self.inner.get, path)  # type: ignore[no-any-return]
+    def get(self, path: str, max_bytes: int | None = None) -> bytes:
+        return self._call(self.inner.get, path, max_bytes)  # type: ignore[no-any-return]
 
     def put(self, path: str, data: bytes) -> None:
         self._call(self.inner.put, path, data)
