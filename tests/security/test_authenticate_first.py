@@ -31,7 +31,7 @@ def _send_first_chunk(stack: Stack, headers: dict[str, str], *, chunked: bool = 
     without sending more. A server that waits for the body never answers (the socket's
     timeout then fails the test)."""
     url = urlsplit(stack.base_url)
-    lines = [f"PUT /v1/memories/user/u1/k HTTP/1.1", f"Host: {url.netloc}",
+    lines = ["PUT /v1/memories/user/u1/k HTTP/1.1", f"Host: {url.netloc}",
              "Content-Type: application/json",
              *(f"{name}: {value}" for name, value in headers.items())]
     lines.append("Transfer-Encoding: chunked" if chunked else f"Content-Length: {DECLARED}")
