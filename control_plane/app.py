@@ -32,6 +32,7 @@ from .health import reserve_probe_threads
 from .health import router as health_router
 from .holds.router import router as holds_router
 from .integrity.router import router as integrity_router
+from .key_gate import check_key
 from .keys.router import router as keys_router
 from .knowledge.router import router as knowledge_router
 from .memories.router import router as memories_router
@@ -107,11 +108,13 @@ def create_app(settings: Settings | None = None, *, background_process: bool = F
     _install_offline_docs(app)
     openapi_docs.install(app)
     app.state.metrics = Metrics()
-    # One place for the request body policy (size, JSON content type, nesting depth) and the
-    # /metrics token; routes never check these themselves.
+    # One place for the request body policy (size, JSON content type, nesting depth), the
+    # /metrics token and the API key, checked before any body is read; routes never check
+    # these themselves (their dependencies still check roles).
     token = settings.metrics_token.get_secret_value() if settings.metrics_token else None
     app.add_middleware(RequestContext, metrics=app.state.metrics,
-                       max_body_bytes=settings.max_body_bytes, metrics_token=token)
+                       max_body_bytes=settings.max_body_bytes, metrics_token=token,
+                       gate=check_key)
     _add_routes(app, ROUTERS)
     _install_error_handlers(app)
     return app

@@ -7,9 +7,11 @@ pool: a request costs one hop to a worker thread (the endpoint), not one per dep
 The busiest routes (a memory's read, write, append and delete, the batch, the pointer
 listing, search, the event log's append) take none: FastAPI's solving of dependencies cost
 up to a tenth of such a request. They open ``call_of`` in their worker thread instead, which
-finds the caller, requires the role and opens the session the same way. Their path, query
-and body are then checked before the key (an unauthenticated request that is also malformed
-answers 422, not 401).
+finds the caller, requires the role and opens the session the same way.
+
+The key itself is checked before any of this, by the request middleware (key_gate.py),
+before the body is read: it leaves the caller in the request's scope
+(:data:`CALLER_IN_SCOPE`), where ``get_caller`` and ``call_of`` find it.
 """
 
 from __future__ import annotations
@@ -70,14 +72,26 @@ def _authenticate(runtime: Runtime, authorization: str | None) -> Caller:
         return authenticate(session, authorization)
 
 
-async def get_caller(request: Request,
-                     authorization: Annotated[str | None, Header(include_in_schema=False)] = None
-                     ) -> Caller:
-    runtime = get_runtime(request)
+# Where the key gate leaves the caller it authenticated, in the request's ASGI scope.
+CALLER_IN_SCOPE = "memplane.caller"
+
+
+async def find_caller(runtime: Runtime, authorization: str | None) -> Caller:
+    """The caller an ``Authorization`` header names (the cache first, then the database);
+    raises Unauthorized. The one lookup of a key, for the key gate and the dependencies."""
     found = cached_caller(runtime.engine, authorization)
     if found is not None:
         return found
     return await run_in_threadpool(_authenticate, runtime, authorization)
+
+
+async def get_caller(request: Request,
+                     authorization: Annotated[str | None, Header(include_in_schema=False)] = None
+                     ) -> Caller:
+    checked: Caller | None = request.scope.get(CALLER_IN_SCOPE)
+    if checked is not None:
+        return checked
+    return await find_caller(get_runtime(request), authorization)
 
 
 @dataclass(frozen=True)
@@ -136,9 +150,11 @@ def call_of(request: Request, role: Role) -> Iterator[Call]:
     audited) and the request's session — committed if the route leaves a transaction open,
     rolled back if it raises."""
     runtime = get_runtime(request)
-    authorization = request.headers.get("authorization")
-    caller = cached_caller(runtime.engine, authorization) or _authenticate(runtime,
-                                                                           authorization)
+    caller: Caller | None = request.scope.get(CALLER_IN_SCOPE)
+    if caller is None:
+        authorization = request.headers.get("authorization")
+        caller = cached_caller(runtime.engine, authorization) or _authenticate(runtime,
+                                                                               authorization)
     if caller.role not in role.roles:
         _deny(runtime, caller, role)
     session = runtime.sessions()

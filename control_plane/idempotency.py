@@ -8,6 +8,10 @@ is kept for :data:`TTL` only — an older row is never replayed, and is deleted 
 comes back (``find``) or by :func:`purge_expired` — and an erasure deletes the subject's
 rows at once (:func:`forget_subject`), so a replay after the erasure writes again instead of
 answering with the erased metadata.
+
+A key is the caller's own: answers are recorded and found per API key (the actor's
+``accessor_id``), so one key can neither replay, probe for nor collide with another key's
+Idempotency-Key, even in the same tenant.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import and_, delete, or_, select
 from sqlalchemy.orm import Session
@@ -34,6 +38,16 @@ TTL = timedelta(hours=24)
 class IdempotencyKeyReused(DomainError):
     status_code = 422
     code = "idempotency_key_reused"
+
+
+class Holder(Protocol):
+    """Whose keys: an audit actor (its tenant, and the API key as ``key:<id>``)."""
+
+    @property
+    def tenant_id(self) -> uuid.UUID: ...
+
+    @property
+    def accessor_id(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -59,9 +73,14 @@ class Replay:
     response: dict[str, Any]
 
 
-def find(session: Session, tenant_id: uuid.UUID, idem: Idempotency) -> Replay | None:
-    row = session.scalar(select(IdempotentResponse).where(
-        IdempotentResponse.tenant_id == tenant_id, IdempotentResponse.key == idem.key))
+def _mine(holder: Holder, key: str) -> Any:
+    return and_(IdempotentResponse.tenant_id == holder.tenant_id,
+                IdempotentResponse.accessor_id == holder.accessor_id,
+                IdempotentResponse.key == key)
+
+
+def find(session: Session, holder: Holder, idem: Idempotency) -> Replay | None:
+    row = session.scalar(select(IdempotentResponse).where(_mine(holder, idem.key)))
     if row is None:
         return None
     if row.created_at <= utcnow() - TTL:
@@ -69,8 +88,7 @@ def find(session: Session, tenant_id: uuid.UUID, idem: Idempotency) -> Replay | 
         session.rollback()
         begin_write(session)
         session.execute(delete(IdempotentResponse).where(
-            IdempotentResponse.tenant_id == tenant_id, IdempotentResponse.key == idem.key,
-            IdempotentResponse.created_at <= utcnow() - TTL)
+            _mine(holder, idem.key), IdempotentResponse.created_at <= utcnow() - TTL)
             .execution_options(synchronize_session=False))
         session.commit()
         return None
@@ -81,11 +99,11 @@ def find(session: Session, tenant_id: uuid.UUID, idem: Idempotency) -> Replay | 
     return Replay(row.status_code, row.response)
 
 
-def remember(session: Session, tenant_id: uuid.UUID, idem: Idempotency, status_code: int,
+def remember(session: Session, holder: Holder, idem: Idempotency, status_code: int,
              response: dict[str, Any]) -> None:
-    session.add(IdempotentResponse(tenant_id=tenant_id, key=idem.key,
-                                   fingerprint=idem.fingerprint, status_code=status_code,
-                                   response=response))
+    session.add(IdempotentResponse(tenant_id=holder.tenant_id, accessor_id=holder.accessor_id,
+                                   key=idem.key, fingerprint=idem.fingerprint,
+                                   status_code=status_code, response=response))
 
 
 def purge_expired(session: Session) -> int:

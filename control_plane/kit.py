@@ -6,6 +6,7 @@ import base64
 import contextvars
 import hashlib
 import json
+import re
 import uuid
 from typing import Any
 
@@ -24,6 +25,13 @@ PLAIN_TEXT = r"^[^\x00-\x1f\x7f]*$"
 
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100
+
+# The longest cursor this server writes (a memory's key of 255 characters, each escaped as
+# \uXXXX, with the pointer id) is under 2,200 characters; a longer one is not ours.
+MAX_CURSOR_CHARS = 4096
+_CURSOR_INVALID = ("cursor is not valid; pass the next_cursor value of the previous page "
+                   "unchanged")
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
 def sha256_hex(data: bytes) -> str:
@@ -49,13 +57,25 @@ def encode_cursor(value: Any) -> str:
 
 
 def decode_cursor(cursor: str) -> Any:
+    """The value :func:`encode_cursor` wrote: a scalar, or one flat list or object of
+    scalars. Anything else (too long, not base64 of JSON, nested) is a 422, decided before
+    the JSON parser could recurse into it."""
+    if len(cursor) > MAX_CURSOR_CHARS:
+        raise InvalidInput(_CURSOR_INVALID)
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
-        return json.loads(base64.urlsafe_b64decode(padded.encode()))
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidInput(
-            "cursor is not valid; pass the next_cursor value of the previous page unchanged"
-        ) from None
+        text = base64.urlsafe_b64decode(padded.encode()).decode()
+        if not _is_flat(text):
+            raise ValueError("nested")
+        return json.loads(text)
+    except (ValueError, UnicodeError):
+        raise InvalidInput(_CURSOR_INVALID) from None
+
+
+def _is_flat(text: str) -> bool:
+    """Whether JSON ``text`` opens at most one array or object (strings cut out first)."""
+    outside = _JSON_STRING.sub("", text)
+    return outside.count("[") + outside.count("{") <= 1
 
 
 def decode_uuid_cursor(cursor: str | None) -> uuid.UUID | None:
@@ -65,9 +85,7 @@ def decode_uuid_cursor(cursor: str | None) -> uuid.UUID | None:
     try:
         return uuid.UUID(str(value))
     except ValueError:
-        raise InvalidInput(
-            "cursor is not valid; pass the next_cursor value of the previous page unchanged"
-        ) from None
+        raise InvalidInput(_CURSOR_INVALID) from None
 
 
 def page_limit(limit: int | None) -> int:

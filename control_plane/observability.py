@@ -8,7 +8,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
@@ -338,8 +338,9 @@ class RequestContext:
     """
 
     def __init__(self, app: ASGIApp, *, metrics: Metrics, max_body_bytes: int,
-                 metrics_token: str | None = None) -> None:
+                 metrics_token: str | None = None, gate: Gate | None = None) -> None:
         self.app = app
+        self.gate = gate  # checks the API key before the body is read (key_gate.py)
         self.metrics = metrics
         self.max_body_bytes = max_body_bytes
         self._metrics_token = metrics_token.encode() if metrics_token else None
@@ -370,6 +371,10 @@ class RequestContext:
 
         try:
             refusal = self._refuse_metrics(scope)
+            if refusal is None and self.gate is not None:
+                refusal = await self.gate(scope)
+                if refusal is not None and _may_have_body(scope):  # never read, not waited for
+                    refusal = (*refusal[:3], [*refusal[3], (b"connection", b"close")])
             if refusal is None and _may_have_body(scope):
                 body, refusal = await self._read_body(scope, receive)
                 if refusal is None:
@@ -445,6 +450,7 @@ class RequestContext:
 
 
 _Refusal = tuple[int, str, str, list[tuple[bytes, bytes]]]
+Gate = Callable[[Scope], Awaitable[_Refusal | None]]
 
 
 async def _answer(send: Send, status: int, code: str, detail: str,

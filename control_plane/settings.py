@@ -9,11 +9,16 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from .secret_strength import random_bytes_in
+
 # Hosted OpenAI-compatible APIs a tenant's summariser may use by default.
 DEFAULT_SUMMARIZER_HOSTS = ("api.openai.com", "*.openai.azure.com", "api.mistral.ai",
                             "api.groq.com", "api.together.xyz", "openrouter.ai",
                             "api.deepseek.com", "api.fireworks.ai",
                             "generativelanguage.googleapis.com")
+# What a server key must carry (secret_strength.py measures it): 16 random bytes, 32 hex
+# digits or 22 base64 characters; the README's 64 hex digits also derive the signing key.
+SERVER_KEY_MIN_BYTES = 16
 _PLACEHOLDERS = {"", "changeme", "change-me", "secret", "memplane", "development"}
 # Threads the API runs its synchronous routes in (anyio's thread pool; create_app sets it).
 # One tenant's storage calls and waiters together may take at most half of them.
@@ -349,9 +354,11 @@ class Settings(BaseSettings):
         if self.embedded:
             return self
         key = self.server_key.get_secret_value() if self.server_key else ""
-        if key.strip().lower() in _PLACEHOLDERS or len(key) < 16:
+        if key.strip().lower() in _PLACEHOLDERS or random_bytes_in(key) < SERVER_KEY_MIN_BYTES:
             raise ValueError(
-                "MEMPLANE_SERVER_KEY must be set to a random secret of at least 16 characters "
-                "when MEMPLANE_DATABASE_URL points at a shared database"
+                "MEMPLANE_SERVER_KEY must be a generated random key of at least "
+                f"{SERVER_KEY_MIN_BYTES} bytes (hex or base64; not a passphrase or a pattern) "
+                "when MEMPLANE_DATABASE_URL points at a shared database; generate one with: "
+                "python -c 'import secrets; print(secrets.token_hex(32))'"
             )
         return self

@@ -37,6 +37,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from ..errors import DomainError
+from ..secret_strength import random_bytes_in
 from ..settings import Settings
 
 KEY_FILE = "receipt-signing.key"
@@ -107,27 +108,6 @@ def signing_key(settings: Settings) -> SigningKey:
 
 def _fingerprint(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
-
-
-def random_bytes_in(secret: str) -> int:
-    """How many random bytes ``secret`` can be credited with, counting only encodings a key
-    generator writes: hex (two digits a byte) or base64 (standard or URL-safe, padding
-    optional). Anything else, or a string repeating a short pattern, counts as none."""
-    text = secret.strip()
-    if len(text) < 16 or len(set(text)) < 8 or _repeats(text):
-        return 0
-    if all(c in "0123456789abcdefABCDEF" for c in text):
-        return len(text) // 2
-    alphabet = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_")
-    body = text.rstrip("=")
-    if body and all(c in alphabet for c in body):
-        return len(body) * 6 // 8
-    return 0
-
-
-def _repeats(text: str) -> bool:
-    """True when ``text`` is a shorter string written over and over ("abcabcabc…")."""
-    return (text + text).find(text, 1) < len(text)
 
 
 MIN_SERVER_KEY_BYTES = 32

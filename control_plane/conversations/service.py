@@ -118,7 +118,7 @@ def add_message(session: Session, plane: DataPlane, settings: Settings, actor: A
                                 f"agent_id out or send that one")
             spec = spec.model_copy(update={"agent_id": access.agent_id})
         if idem is not None:
-            replay = idempotency.find(session, actor.tenant_id, idem)
+            replay = idempotency.find(session, actor, idem)
             if replay is not None:
                 return _replayed(session, actor, replay)
         seq, row_id, subject, model = _reserve(session, actor, conversation_id, spec)
@@ -156,14 +156,14 @@ def add_message(session: Session, plane: DataPlane, settings: Settings, actor: A
                               user_id=row.subject_user_id,
                               conversation=state_of(row, settings))
         if idem is not None:
-            idempotency.remember(session, actor.tenant_id, idem, 201,
+            idempotency.remember(session, actor, idem, 201,
                                  answer.model_dump(mode="json"))
         try:
             session.commit()
         except sa_exc.IntegrityError:
             # A twin request with the same Idempotency-Key answered first.
             session.rollback()
-            replay = idempotency.find(session, actor.tenant_id, idem) if idem else None
+            replay = idempotency.find(session, actor, idem) if idem else None
             if replay is None:
                 raise
             return _replayed(session, actor, replay)

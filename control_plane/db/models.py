@@ -187,13 +187,15 @@ class AuditHead(Base):
 
 
 class IdempotentResponse(Base):
-    """The first answer to a write sent with an Idempotency-Key (metadata only)."""
+    """The first answer to a write sent with an Idempotency-Key (metadata only). Keys are
+    the caller's own: one per API key (``accessor_id``, as the audit log names it)."""
 
     __tablename__ = "idempotency_keys"
 
     tenant_id: Mapped[uuid.UUID] = mapped_column(
         ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True
     )
+    accessor_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     key: Mapped[str] = mapped_column(String(255), primary_key=True)
     fingerprint: Mapped[str] = mapped_column(String(64))
     status_code: Mapped[int] = mapped_column(Integer)

@@ -14,6 +14,13 @@ token. The same rules as the summariser (control_plane/summarizers/openai_compat
   with ``auth_failed``, any other status with ``endpoint_refused``.
 - **Malformed answers** (not JSON, no ``data``, a vector missing, of the wrong length or not
   numbers) are ``malformed_answer``; the first answer fixes the dimension.
+- **Bounded answers.** An answer may be as large as the vectors asked for can take
+  (:func:`answer_cap`: texts × (dimension × :data:`NUMBER_BYTES` + :data:`ITEM_BYTES`) +
+  :data:`FIXED_BYTES`, with :data:`MAX_DIM` while the dimension is unknown); more is
+  ``malformed_answer``, unread. Before it is parsed, its JSON may hold no more values and
+  brackets than such vectors have (:func:`_within_shape`), so parsing builds objects in
+  proportion to the vectors asked for — never a blow-up of tiny values (``0,0,…``, ``[],…``)
+  nor a nesting deep enough to exhaust the parser's recursion.
 - **Batches.** At most ``max_batch`` texts per call; empty texts are not sent (zero rows).
 
 Nothing the remote answers reaches an error, a log line or an audit row; logs name the host,
@@ -42,8 +49,30 @@ from . import SENTENCES, EmbedderFailed
 log = logging.getLogger(__name__)
 
 PROVIDER = "openai_compatible"
-MAX_ANSWER_BYTES = 64 * 1024 * 1024
 MAX_DIM = 8192
+# What an answer may take per number ("-1.2345678901234567e-05," with pretty-printing's
+# newline and indentation), per vector (its object: "object", "index", brackets) and around
+# the vectors (model, usage, ...); and how many values and brackets beyond the numbers.
+NUMBER_BYTES = 48
+ITEM_BYTES = 1024
+FIXED_BYTES = 64 * 1024
+ITEM_VALUES = 16
+FIXED_VALUES = 256
+
+
+def answer_cap(count: int, dim: int) -> int:
+    """The largest answer accepted for ``count`` vectors of ``dim`` numbers."""
+    return FIXED_BYTES + count * (ITEM_BYTES + dim * NUMBER_BYTES)
+
+
+def _within_shape(raw: bytes, count: int, dim: int) -> bool:
+    """Whether JSON ``raw`` has at most the values and brackets ``count`` vectors of ``dim``
+    numbers need (counted on the bytes, strings included: an honest answer's strings are
+    few), so parsing it cannot build more than such vectors, nor recurse deeply."""
+    brackets = raw.count(b"[") + raw.count(b"{")
+    values = raw.count(b",") + raw.count(b":")
+    return (brackets <= 4 * count + 64
+            and values <= count * (dim + ITEM_VALUES) + FIXED_VALUES)
 _RETRY_STATUSES = frozenset({500, 502, 503, 504})
 
 
@@ -116,7 +145,7 @@ class OpenAICompatibleEmbedder:
         attempt = 0
         while True:
             try:
-                raw = self._post(url, payload, headers)
+                raw = self._post(url, payload, headers, len(texts))
             except _Retry as retry:
                 if attempt >= self.max_retries:
                     self._fail(retry.code)
@@ -129,7 +158,8 @@ class OpenAICompatibleEmbedder:
                 continue
             return self._parse(raw, len(texts))
 
-    def _post(self, url: str, payload: dict[str, Any], headers: dict[str, str]) -> bytes:
+    def _post(self, url: str, payload: dict[str, Any], headers: dict[str, str],
+              count: int) -> bytes:
         deadline = time.monotonic() + 2 * self.timeout_seconds
         try:
             with httpx.Client(transport=self.policy.httpx_transport(),
@@ -138,7 +168,8 @@ class OpenAICompatibleEmbedder:
                     client.stream("POST", url, json=payload, headers=headers) as response:
                 status = response.status_code
                 if status == 200:
-                    return self._read(response, deadline)
+                    return self._read(response, deadline,
+                                      answer_cap(count, self.dim or MAX_DIM))
                 if status == 429:
                     raise _Retry("rate_limited", retry_after_seconds(
                         response.headers.get("retry-after"), self.now))
@@ -159,19 +190,21 @@ class OpenAICompatibleEmbedder:
         except (httpx.InvalidURL, ValueError):
             self._fail("endpoint_refused")
 
-    def _read(self, response: httpx.Response, deadline: float) -> bytes:
+    def _read(self, response: httpx.Response, deadline: float, cap: int) -> bytes:
         chunks: list[bytes] = []
         size = 0
         for chunk in response.iter_bytes():
             if time.monotonic() > deadline:
                 raise _Retry("timeout")
             size += len(chunk)
-            if size > MAX_ANSWER_BYTES:
+            if size > cap:
                 self._fail("malformed_answer")
             chunks.append(chunk)
         return b"".join(chunks)
 
     def _parse(self, raw: bytes, count: int) -> np.ndarray:
+        if not _within_shape(raw, count, self.dim or MAX_DIM):
+            self._fail("malformed_answer")
         try:
             answer = json.loads(raw)
         except ValueError:

@@ -190,7 +190,7 @@ def create_entry(session: Session, plane: DataPlane, actor: Actor, spec: EntryIn
                              detail=f"{address.scope} entry v1 {len(payload)} bytes"
                                     f"{sealed_address(actor, address, key)}")
                 if idem is not None:
-                    idempotency.remember(session, actor.tenant_id, idem, 201,
+                    idempotency.remember(session, actor, idem, 201,
                                          stored_answer(pointer))
                 if extra is not None:
                     extra(session, pointer)
@@ -459,7 +459,7 @@ def update_entry(session: Session, plane: DataPlane, actor: Actor, entry_id: uui
                          detail=f"{address.scope} entry v{pointer.version} {len(payload)} "
                                 f"bytes{sealed_address(actor, address, key)}")
             if idem is not None:
-                idempotency.remember(session, actor.tenant_id, idem, 200,
+                idempotency.remember(session, actor, idem, 200,
                                      stored_answer(pointer))
             plane.checkpoint("entry:before_commit")
             _commit(session)

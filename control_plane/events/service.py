@@ -237,7 +237,7 @@ def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
                  detail=f"event {address.scope} {spec.kind} {len(payload)} bytes"
                         f"{sealed_address(actor, address, key)}")
     if idem is not None:
-        idempotency.remember(session, actor.tenant_id, idem, 201,
+        idempotency.remember(session, actor, idem, 201,
                              EventOut.of(event).model_dump(mode="json"))
     plane.checkpoint("event:before_commit")
     try:
@@ -251,7 +251,7 @@ def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
 def _replay(session: Session, actor: Actor, idem: Idempotency | None) -> Replay | None:
     if idem is None:
         return None
-    replay = idempotency.find(session, actor.tenant_id, idem)
+    replay = idempotency.find(session, actor, idem)
     session.rollback()
     if replay is not None:
         begin_write(session)

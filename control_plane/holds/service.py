@@ -117,7 +117,7 @@ def place(session: Session, actor: Actor, body: HoldIn, *,
         session.rollback()
         begin_write(session)
         if idem is not None:
-            replay = idempotency.find(session, actor.tenant_id, idem)
+            replay = idempotency.find(session, actor, idem)
             if replay is not None:
                 audit.record(session, actor, "legal_hold",
                              detail="idempotency key answered from the first request")
@@ -143,7 +143,7 @@ def place(session: Session, actor: Actor, body: HoldIn, *,
         audit.record(session, actor, "legal_hold",
                      detail=f"hold {hold.id} placed on {_describe(hold)} ({hold.reason})")
         if idem is not None:
-            idempotency.remember(session, actor.tenant_id, idem, 201,
+            idempotency.remember(session, actor, idem, 201,
                                  HoldOut.of(hold).model_dump(mode="json"))
         session.commit()
         return hold

@@ -189,7 +189,7 @@ def _run_one(session: Session, plane: DataPlane, caller: Caller, item: _Op,
                 return head | {"status": written.status_code, "pointer": written.response}
             return head | {"status": 200, "pointer": pointer_json(written)}
         if item_idem is not None:
-            replay = idempotency.find(session, actor.tenant_id, item_idem)
+            replay = idempotency.find(session, actor, item_idem)
             session.commit()
             if replay is not None:
                 return head | {"status": replay.status_code}
@@ -219,7 +219,7 @@ def _remember(session: Session, actor: Actor, idem: Idempotency, status: int,
               response: dict[str, Any]) -> None:
     try:
         begin_write(session)
-        idempotency.remember(session, actor.tenant_id, idem, status, response)
+        idempotency.remember(session, actor, idem, status, response)
         session.commit()
     except sa_exc.IntegrityError:  # a twin batch recorded it first: same answer
         session.rollback()
@@ -241,7 +241,7 @@ def run_batch(sessions: Callable[[], Session], session: Session, plane: DataPlan
     used for the batch's idempotency record; each worker opens its own from ``sessions``."""
     replayed = False
     if idem is not None:
-        replayed = idempotency.find(session, caller.tenant_id, idem) is not None
+        replayed = idempotency.find(session, caller.actor, idem) is not None
         session.commit()
     results: list[dict[str, Any] | None] = [None] * len(operations)
     valid: list[_Op] = []

@@ -200,7 +200,7 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
 def _replay(session: Session, actor: Actor, idem: Idempotency | None) -> Replay | None:
     if idem is None:
         return None
-    replay = idempotency.find(session, actor.tenant_id, idem)
+    replay = idempotency.find(session, actor, idem)
     if replay is not None:
         session.rollback()
         begin_write(session)
@@ -530,7 +530,7 @@ def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
                  detail=f"{address.scope} v{pointer.version} {len(payload)} bytes"
                         f"{sealed_address(actor, address, binding.key)}")
     if idem is not None:
-        idempotency.remember(session, actor.tenant_id, idem, 200,
+        idempotency.remember(session, actor, idem, 200,
                              pointer_json(pointer))
     plane.checkpoint("write:before_commit")
     try:

@@ -38,7 +38,7 @@ def create(session: Session, plane: DataPlane, actor: Actor, body: NamedStorageC
     with audited(session, actor, "storage_config_create",
                  detail=f"storage_type={body.storage_type}"):
         if idem is not None:
-            replay = find_replay(session, actor.tenant_id, idem)
+            replay = find_replay(session, actor, idem)
             if replay is not None:
                 session.rollback()
                 begin_write(session)
@@ -65,7 +65,7 @@ def create(session: Session, plane: DataPlane, actor: Actor, body: NamedStorageC
                             f"default={config.is_active}")
         answer = _out(config, sorted(secrets))
         if idem is not None:
-            remember(session, actor.tenant_id, idem, 201, answer.model_dump(mode="json"))
+            remember(session, actor, idem, 201, answer.model_dump(mode="json"))
         session.commit()
     plane.forget_tenant(actor.tenant_id)
     return answer

@@ -61,3 +61,32 @@ def test_concurrent_twins_write_once(tenant: Tenant, path: str) -> None:
     assert len({a["id"] for a in answers}) == 1
     assert {a["version"] for a in answers} == {1}
     assert len(tenant.objects()) == 1
+
+
+def test_keys_are_each_api_keys_own(tenant: Tenant) -> None:
+    """API keys of one tenant sending the same Idempotency-Key: none replays, probes or
+    collides with another's answer; each key's own retry replays its own."""
+    first_key, second_key, third_key = (tenant.key("agent") for _ in range(3))
+    same = {"Idempotency-Key": "shared-key"}
+    event = {"scope": "user", "scope_ref": "u1", "kind": "note", "body": "hello"}
+    with tenant.stack.http(first_key) as first, tenant.stack.http(second_key) as second, \
+            tenant.stack.http(third_key) as third:
+        mine = first.put("/v1/memories/user/u1/k", json={"value": 1}, headers=same)
+        # Another request under the same key is not "already used" for another API key.
+        collision = second.post("/v1/events", json=event, headers=same)
+        # The very same request from another key is that key's own write, not a replay.
+        probe = third.put("/v1/memories/user/u1/k", json={"value": 1}, headers=same)
+        mine_again = first.put("/v1/memories/user/u1/k", json={"value": 1}, headers=same)
+        collision_again = second.post("/v1/events", json=event, headers=same)
+        probe_again = third.put("/v1/memories/user/u1/k", json={"value": 1}, headers=same)
+        events = second.get("/v1/events", params={"scope": "user", "scope_ref": "u1"})
+        value = first.get("/v1/pointers", params={"scope": "user"}).json()["items"][0]
+    assert [mine.status_code, collision.status_code, probe.status_code] == [200, 201, 200], \
+        collision.text
+    assert not any("Idempotent-Replayed" in r.headers for r in (mine, collision, probe))
+    assert (mine.json()["version"], probe.json()["version"], value["version"]) == (1, 2, 2)
+    for again, original in ((mine_again, mine), (collision_again, collision),
+                            (probe_again, probe)):
+        assert again.headers["Idempotent-Replayed"] == "true"
+        assert (again.status_code, again.json()) == (original.status_code, original.json())
+    assert [e["id"] for e in events.json()["items"]] == [collision.json()["id"]]

@@ -209,7 +209,8 @@ def test_the_worker_purges_idempotency_answers_past_their_retention(
         begin_write(session)
         for key, age in (("old", timedelta(hours=24, seconds=1)), ("fresh", timedelta(hours=23))):
             session.add(IdempotentResponse(
-                tenant_id=own_world.tenant_id, key=key, fingerprint="0" * 64, status_code=200,
+                tenant_id=own_world.tenant_id, accessor_id="key:test", key=key,
+                fingerprint="0" * 64, status_code=200,
                 response={"user_id": "u-1"}, created_at=utcnow() - age))
         session.commit()
     worker = Worker(runtime.sessions, runtime.plane, runtime.settings, owner="purge-test")

@@ -105,11 +105,11 @@ _INSTALL = "install it with: pip install 'memplane[{}]'"
 
 @pytest.mark.parametrize(("settings", "command", "message"), [
     ({"MEMPLANE_DATABASE_URL": "postgresql://mp:Secret-pw-0001@127.0.0.1:1/mp",
-      "MEMPLANE_SERVER_KEY": "0123456789abcdef0123456789"}, ["db", "upgrade"],
+      "MEMPLANE_SERVER_KEY": "5c1e0d9a7b3f48e2a6d4c8b0f2e9a1d7"}, ["db", "upgrade"],
      "a PostgreSQL database needs the psycopg driver, which is not installed; "
      + _INSTALL.format("postgres")),
     ({"MEMPLANE_DATABASE_URL": "postgresql+psycopg://mp:Secret-pw-0001@127.0.0.1:1/mp",
-      "MEMPLANE_SERVER_KEY": "0123456789abcdef0123456789",
+      "MEMPLANE_SERVER_KEY": "5c1e0d9a7b3f48e2a6d4c8b0f2e9a1d7",
       "MEMPLANE_DEFAULT_BUCKET_URL": "file:///nonexistent/bucket"}, ["serve"],
      "a PostgreSQL database needs the psycopg driver, which is not installed; "
      + _INSTALL.format("postgres")),
@@ -141,9 +141,10 @@ def test_a_bad_setting_is_a_sentence_naming_it(tmp_path: Path) -> None:
     done = _memplane(tmp_path, "db", "upgrade",
                      MEMPLANE_DATABASE_URL="postgresql://mp@127.0.0.1:1/mp")
     assert done.returncode == 2
-    assert done.stderr == ("memplane: MEMPLANE_SERVER_KEY must be set to a random secret of at "
-                           "least 16 characters when MEMPLANE_DATABASE_URL points at a shared "
-                           "database\n")
+    assert done.stderr == ("memplane: MEMPLANE_SERVER_KEY must be a generated random key of at "
+                           "least 16 bytes (hex or base64; not a passphrase or a pattern) when "
+                           "MEMPLANE_DATABASE_URL points at a shared database; generate one "
+                           "with: python -c 'import secrets; print(secrets.token_hex(32))'\n")
 
 
 def test_a_postgresql_url_keeps_its_password() -> None:
