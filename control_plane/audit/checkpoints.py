@@ -283,18 +283,26 @@ def _against_the_record(session: Session, tenant_id: uuid.UUID, found: list[anch
 def _wait_in_flight(session: Session, tenant_id: uuid.UUID, seq: int,
                     created_at: Any) -> int:
     """The database's ``anchored_seq`` once a checkpoint write seen in the bucket but not yet
-    recorded is recorded. Only a write the database shows as claimed at the very moment the
-    checkpoint was signed is waited for, and not for long; any other gap is an answer."""
+    recorded is recorded. Only a write the database shows as claimed (and not finished) at
+    the very moment the checkpoint was signed is waited for, and not for long; any other gap
+    is an answer."""
+    try:
+        signed_at = datetime.fromisoformat(created_at) if isinstance(created_at, str) else None
+    except ValueError:
+        signed_at = None
     deadline = time.monotonic() + IN_FLIGHT_SECONDS
     while True:
         session.rollback()
-        head = session.execute(select(AuditHead.anchored_seq, AuditHead.anchor_attempted_at)
-                               .where(AuditHead.tenant_id == tenant_id)).first()
+        head = session.execute(
+            select(AuditHead.anchored_seq, AuditHead.anchor_attempted_at,
+                   AuditHead.anchored_at).where(AuditHead.tenant_id == tenant_id)).first()
         if head is None:
             return 0
-        attempted = head[1].isoformat() if head[1] is not None else None
-        if int(head[0]) >= seq or attempted != created_at or time.monotonic() > deadline:
-            return int(head[0])
+        anchored, attempted, finished = int(head[0]), head[1], head[2]
+        in_flight = (signed_at is not None and attempted == signed_at
+                     and finished != attempted)
+        if anchored >= seq or not in_flight or time.monotonic() > deadline:
+            return anchored
         time.sleep(0.05)
 
 
