@@ -36,11 +36,14 @@ from tests.security.test_audit_anchor import (
     quiet_stack,
     quiet_tenant,
     quiet_world,
+    s3_through_proxy,
 )
 from tests.support.emulators import MotoServer, new_s3_bucket
+from tests.support.process import TcpProxy
 from tests.support.service import ServiceWorld, Tenant
 
-__all__ = ["quiet_stack", "quiet_tenant", "quiet_world"]  # fixtures shared with the module
+# Fixtures shared with the module next door.
+__all__ = ["quiet_stack", "quiet_tenant", "quiet_world", "s3_through_proxy"]
 
 
 def _set_head(runtime: Runtime, tenant_id: uuid.UUID, **values: Any) -> None:
@@ -311,3 +314,34 @@ def test_removing_or_editing_an_old_configuration_does_not_hide_its_bucket(
     assert result.problem == (
         f"checkpoint {seqs[1]} in the operator's default bucket at 'tenants/{tid}' records "
         f"that the anchor moved to storage configuration sc_{s3.hex}, {why}")
+
+
+def test_a_move_out_of_a_bucket_that_no_longer_takes_writes_is_recorded_at_the_start(
+        quiet_world: ServiceWorld, s3_through_proxy: tuple[TcpProxy, dict[str, Any]],
+        tmp_path: Path) -> None:
+    """A tenant leaving a bucket it can no longer write must still be able to move: the
+    move record goes to the operator's bucket at the tenant's prefix, where every walk
+    starts. Verification needs the old bucket readable again to check its checkpoints."""
+    runtime, tid = quiet_world.runtime, quiet_world.tenant_id
+    proxy, config = s3_through_proxy
+    s3 = _configure(quiet_world, {"storage_type": "s3", "connection_config": config},
+                    tmp_path)
+    in_s3 = _anchor(runtime, tid)
+    proxy.cut()
+    local = _configure(quiet_world, {"storage_type": "local",
+                                     "connection_config": {"root": str(tmp_path / "own")}},
+                       tmp_path)
+    moved = _anchor(runtime, tid)
+    assert sorted(p.name for p in _folder(runtime, tid).iterdir()) == [
+        f"{in_s3:020d}-moved.json", f"{moved:020d}-moved.json"]
+    assert _names(runtime, local) == [f"{moved:020d}.json"]
+
+    during = _verify(quiet_world)
+    assert (during.ok, during.checkpoints_checked) == (False, 0)
+    assert during.problem == (f"the checkpoints in storage configuration sc_{s3.hex} could "
+                              "not be read (unreachable); retry when the bucket is reachable")
+
+    proxy.restore()
+    after = _verify(quiet_world)
+    assert (after.ok, after.problem, after.checkpoints_checked) == (True, None, 2)
+    assert (after.anchors_checked, after.anchor_moves) == (3, 2)
