@@ -8,17 +8,23 @@ tenant's bucket, which the operator of the control plane does not control::
 
     <tenant prefix>/audit/checkpoints/<seq, 20 digits>.json
     {"format": "memplane-audit-checkpoint/1", "tenant_id", "seq", "row_hash",
-     "prev_seq", "created_at", "key_id", "signature"}
+     "prev_seq", "created_at", "key_id", "anchor", "moved_from"?, "signature"}
+
+``anchor`` names the place it was written for; when the tenant's storage changed since the
+last checkpoint, a move record ``<seq>-moved.json`` (the same fields and ``moved_to``) goes
+into the old place first, and the new place's first checkpoint names the old one
+(``moved_from``): see ``anchors.py``, which also says which places ``check`` reads.
 
 Names sort by ``seq``, so the latest is the last of a listing. ``prev_seq`` names the
 checkpoint before it: a checkpoint deleted from the middle leaves a dangling name. The
 signature is the receipt signing key's (``compliance/signing.py``), over the same canonical
 form as receipts: one public key for a customer to pin, ``format`` keeping the two apart.
 
-``check`` reads every checkpoint back and holds the database to it: each must carry a valid
-signature of this server's key for this tenant, and the sealed row at its ``seq`` must have
-exactly its ``row_hash`` (which commits to every row before it). The database's record of
-the latest checkpoint written must be in the bucket too.
+``check`` reads every checkpoint back, from every place the tenant anchored to, and holds the
+database to it: each must carry a valid signature of this server's key for this tenant, and
+the sealed row at its ``seq`` must have exactly its ``row_hash`` (which commits to every row
+before it). The database's record of the latest checkpoint written (``anchored_seq``) must
+be the latest found: higher, checkpoints were deleted; lower, the record was set back.
 
 The bucket is never touched inside an open database transaction, and a bucket that cannot
 be reached never stops sealing: the attempt is recorded (``anchor_problem``, a generic code)
