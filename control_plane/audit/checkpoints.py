@@ -140,9 +140,8 @@ def anchor(session: Session, plane: DataPlane, settings: Settings, tenant_id: uu
             raise StorageMisconfigured("the tenant's storage configuration is gone")
         here = anchors.place_of(config)
         before, before_id = anchors.previous(session, tenant_id, last_config)
-        old = (anchors.target_of(session, plane, before, before_id) if before != here
-               else None)
         root = anchors.target_of(session, plane, anchors.root_of(tenant_id), None)
+        old = _old_target(session, plane, before, before_id, root) if before != here else None
         session.rollback()  # nothing may stay open while the bucket is written
         key = signing_key(settings)
         body: dict[str, Any] = {
@@ -175,6 +174,16 @@ def anchor(session: Session, plane: DataPlane, settings: Settings, tenant_id: uu
             .values(anchor_problem=problem).execution_options(synchronize_session=False))
     session.commit()
     return problem is None
+
+
+def _old_target(session: Session, plane: DataPlane, place: anchors.Place,
+                config_id: uuid.UUID | None, root: Target) -> Target:
+    """Where the move record goes: the old place, or the root when the server can no longer
+    reach the old place at all (its endpoint since refused, its credentials unreadable)."""
+    try:
+        return anchors.target_of(session, plane, place, config_id)
+    except DomainError:
+        return root
 
 
 def _put_signed(key: SigningKey, body: dict[str, Any], target: Target,

@@ -316,18 +316,29 @@ def test_removing_or_editing_an_old_configuration_does_not_hide_its_bucket(
         f"that the anchor moved to storage configuration sc_{s3.hex}, {why}")
 
 
+@pytest.mark.parametrize("how", ["unreachable", "credentials unreadable"])
 def test_a_move_out_of_a_bucket_that_no_longer_takes_writes_is_recorded_at_the_start(
         quiet_world: ServiceWorld, s3_through_proxy: tuple[TcpProxy, dict[str, Any]],
-        tmp_path: Path) -> None:
-    """A tenant leaving a bucket it can no longer write must still be able to move: the
-    move record goes to the operator's bucket at the tenant's prefix, where every walk
+        tmp_path: Path, how: str) -> None:
+    """A tenant leaving a bucket the server can no longer write must still be able to move:
+    the move record goes to the operator's bucket at the tenant's prefix, where every walk
     starts. Verification needs the old bucket readable again to check its checkpoints."""
     runtime, tid = quiet_world.runtime, quiet_world.tenant_id
     proxy, config = s3_through_proxy
     s3 = _configure(quiet_world, {"storage_type": "s3", "connection_config": config},
                     tmp_path)
     in_s3 = _anchor(runtime, tid)
-    proxy.cut()
+    sealed: bytes | None = None
+    if how == "unreachable":
+        proxy.cut()
+    else:
+        with runtime.sessions() as session:
+            begin_write(session)
+            row = session.get(StorageConfig, s3)
+            assert row is not None and row.credentials_encrypted is not None
+            sealed, row.credentials_encrypted = row.credentials_encrypted, b"\0" * 64
+            session.commit()
+        runtime.plane.close()  # as a server started since would see it
     local = _configure(quiet_world, {"storage_type": "local",
                                      "connection_config": {"root": str(tmp_path / "own")}},
                        tmp_path)
@@ -338,10 +349,20 @@ def test_a_move_out_of_a_bucket_that_no_longer_takes_writes_is_recorded_at_the_s
 
     during = _verify(quiet_world)
     assert (during.ok, during.checkpoints_checked) == (False, 0)
+    code = "unreachable" if how == "unreachable" else "storage_misconfigured"
     assert during.problem == (f"the checkpoints in storage configuration sc_{s3.hex} could "
-                              "not be read (unreachable); retry when the bucket is reachable")
+                              f"not be read ({code}); retry when the bucket is reachable")
 
-    proxy.restore()
+    if how == "unreachable":
+        proxy.restore()
+    else:
+        with runtime.sessions() as session:
+            begin_write(session)
+            row = session.get(StorageConfig, s3)
+            assert row is not None
+            row.credentials_encrypted = sealed
+            session.commit()
+        runtime.plane.close()
     after = _verify(quiet_world)
     assert (after.ok, after.problem, after.checkpoints_checked) == (True, None, 2)
     assert (after.anchors_checked, after.anchor_moves) == (3, 2)
