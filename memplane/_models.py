@@ -117,6 +117,9 @@ class AuditVerification(_Model):
     anchored_seq: int = 0
     anchor_lag_seconds: float | None = None
     anchor_problem: str | None = None
+    anchors_checked: int = 0
+    anchor_moves: int = 0
+    anchors_unreadable: list[str] = Field(default_factory=list)
 
 
 class CreatedKey(_Model):

@@ -8,17 +8,23 @@ tenant's bucket, which the operator of the control plane does not control::
 
     <tenant prefix>/audit/checkpoints/<seq, 20 digits>.json
     {"format": "memplane-audit-checkpoint/1", "tenant_id", "seq", "row_hash",
-     "prev_seq", "created_at", "key_id", "signature"}
+     "prev_seq", "created_at", "key_id", "anchor", "moved_from"?, "signature"}
+
+``anchor`` names the place it was written for; when the tenant's storage changed since the
+last checkpoint, a move record ``<seq>-moved.json`` (the same fields and ``moved_to``) goes
+into the old place first, and the new place's first checkpoint names the old one
+(``moved_from``): see ``anchors.py``, which also says which places ``check`` reads.
 
 Names sort by ``seq``, so the latest is the last of a listing. ``prev_seq`` names the
 checkpoint before it: a checkpoint deleted from the middle leaves a dangling name. The
 signature is the receipt signing key's (``compliance/signing.py``), over the same canonical
 form as receipts: one public key for a customer to pin, ``format`` keeping the two apart.
 
-``check`` reads every checkpoint back and holds the database to it: each must carry a valid
-signature of this server's key for this tenant, and the sealed row at its ``seq`` must have
-exactly its ``row_hash`` (which commits to every row before it). The database's record of
-the latest checkpoint written must be in the bucket too.
+``check`` reads every checkpoint back, from every place the tenant anchored to, and holds the
+database to it: each must carry a valid signature of this server's key for this tenant, and
+the sealed row at its ``seq`` must have exactly its ``row_hash`` (which commits to every row
+before it). The database's record of the latest checkpoint written (``anchored_seq``) must
+be the latest found: higher, checkpoints were deleted; lower, the record was set back.
 
 The bucket is never touched inside an open database transaction, and a bucket that cannot
 be reached never stops sealing: the attempt is recorded (``anchor_problem``, a generic code)
@@ -27,48 +33,30 @@ and retried the next interval, and the lag shows in ``verify``.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import logging
+import time
 import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
-from storage_adapters.bounded import ObjectTooLarge
 
-from ..compliance.signing import SigningKey, canonical, signing_key
+from ..compliance.signing import SigningKey, signing_key
 from ..db.base import utcnow
 from ..db.engine import begin_write
-from ..db.models import AccessLog, AuditHead
-from ..errors import DomainError
+from ..db.models import AccessLog, AuditHead, StorageConfig
+from ..errors import DomainError, StorageMisconfigured
 from ..settings import Settings
 from ..storage_config.plane import DataPlane, Target
+from . import anchors
+from .anchors import FOLDER, FORMAT, checkpoint_name
 
 log = logging.getLogger(__name__)
-
-FORMAT = "memplane-audit-checkpoint/1"
-FOLDER = ("audit", "checkpoints")
-SEQ_DIGITS = 20
-
-
-CHECKPOINT_READ_CEILING = 1 << 20
-"""The most a checkpoint may take from the bucket (one signed JSON object of well under
-1 KiB): a larger one is reported as altered, never read whole."""
-
-
-def checkpoint_name(seq: int) -> str:
-    return f"{seq:0{SEQ_DIGITS}d}.json"
-
-
-def checkpoint_prefix(target: Target) -> str:
-    return target.path(*FOLDER) + "/"
 
 
 def _problem_code(exc: BaseException) -> str:
@@ -135,8 +123,9 @@ def anchor(session: Session, plane: DataPlane, settings: Settings, tenant_id: uu
     if getattr(claimed, "rowcount", 0) != 1:
         session.rollback()
         return False
-    seq, row_hash, prev_seq = session.execute(
-        select(AuditHead.last_seq, AuditHead.last_hash, AuditHead.anchored_seq)
+    seq, row_hash, prev_seq, last_config = session.execute(
+        select(AuditHead.last_seq, AuditHead.last_hash, AuditHead.anchored_seq,
+               AuditHead.anchor_config_id)
         .where(AuditHead.tenant_id == tenant_id)
     ).one()
     session.commit()
@@ -145,18 +134,26 @@ def anchor(session: Session, plane: DataPlane, settings: Settings, tenant_id: uu
     config_id: uuid.UUID | None = None
     try:
         target = plane.active(session, tenant_id)
-        session.rollback()  # nothing may stay open while the bucket is written
         config_id = target.config_id
+        config = session.get(StorageConfig, config_id)
+        if config is None:
+            raise StorageMisconfigured("the tenant's storage configuration is gone")
+        here = anchors.place_of(config)
+        before, before_id = anchors.previous(session, tenant_id, last_config)
+        root = anchors.target_of(session, plane, anchors.root_of(tenant_id), None)
+        old = _old_target(session, plane, before, before_id, root) if before != here else None
+        session.rollback()  # nothing may stay open while the bucket is written
         key = signing_key(settings)
-        body = {"format": FORMAT, "tenant_id": str(tenant_id), "seq": int(seq),
-                "row_hash": row_hash, "prev_seq": int(prev_seq),
-                "created_at": now.isoformat(), "key_id": key.key_id}
-        body["signature"] = key.sign(body)
-        data = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-        try:
-            target.adapter.put(target.path(*FOLDER, checkpoint_name(int(seq))), data)
-        except storage.ObjectExists:
-            pass  # another sealer anchored this very head first
+        body: dict[str, Any] = {
+            "format": FORMAT, "tenant_id": str(tenant_id), "seq": int(seq),
+            "row_hash": row_hash, "prev_seq": int(prev_seq), "created_at": now.isoformat(),
+            "key_id": key.key_id, "anchor": here.describe(config_id)}
+        if old is not None:  # the anchor moves: record it in the old place first
+            move = {**body, "anchor": before.describe(before_id),
+                    "moved_to": here.describe(config_id)}
+            _put_signed(key, move, old, root, anchors.checkpoint_name(int(seq), moved=True))
+            body["moved_from"] = before.describe(before_id)
+        _put_signed(key, body, target, None, checkpoint_name(int(seq)))
     except Exception as exc:  # the bucket or the key: recorded and retried next interval
         session.rollback()
         problem = _problem_code(exc)
@@ -179,12 +176,41 @@ def anchor(session: Session, plane: DataPlane, settings: Settings, tenant_id: uu
     return problem is None
 
 
+def _old_target(session: Session, plane: DataPlane, place: anchors.Place,
+                config_id: uuid.UUID | None, root: Target) -> Target:
+    """Where the move record goes: the old place, or the root when the server can no longer
+    reach the old place at all (its endpoint since refused, its credentials unreadable)."""
+    try:
+        return anchors.target_of(session, plane, place, config_id)
+    except DomainError:
+        return root
+
+
+def _put_signed(key: SigningKey, body: dict[str, Any], target: Target,
+                fallback: Target | None, name: str) -> None:
+    """Sign ``body`` and write it create-only; a move record the old place no longer takes
+    (its bucket gone, its credentials revoked) goes to the root instead."""
+    body["signature"] = key.sign(body)
+    data = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    try:
+        target.adapter.put(target.path(*FOLDER, name), data)
+    except storage.ObjectExists:
+        pass  # another sealer wrote this very head first
+    except storage.StorageError:
+        if fallback is None:
+            raise
+        try:
+            fallback.adapter.put(fallback.path(*FOLDER, name), data)
+        except storage.ObjectExists:
+            pass
+
+
 # -- checking --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class CheckpointReport:
-    """What the bucket's checkpoints say about the database's chain."""
+    """What the checkpoints in the tenant's places say about the database's chain."""
 
     checked: int = 0
     first_seq: int | None = None
@@ -196,121 +222,130 @@ class CheckpointReport:
     anchored_seq: int = 0
     anchored_at: datetime | None = None
     anchor_problem: str | None = None
+    # Places read (the root, configurations, places move records name), moves recorded,
+    # and configurations whose bucket could not be read but need not be.
+    places: int = 0
+    moves: int = 0
+    unreadable: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         return self.problem is None
 
 
-@dataclass(frozen=True)
-class _Found:
-    seq: int
-    name: str
-    body: dict[str, Any] | None
-    problem: str | None
+# How long ``check`` waits for a checkpoint write it sees in flight (in the bucket, not yet
+# recorded in the database) to be recorded.
+IN_FLIGHT_SECONDS = 5.0
 
 
 def check(session: Session, plane: DataPlane, settings: Settings,
           tenant_id: uuid.UUID) -> CheckpointReport:
-    """Read every checkpoint in the tenant's bucket and compare the database with it."""
+    """Read every checkpoint in every place the tenant anchored to and compare the database
+    with them (``anchors.py`` says which places and why)."""
     head = session.get(AuditHead, tenant_id)
-    anchored_seq = int(head.anchored_seq) if head else 0
-    anchored_config = head.anchor_config_id if head else None
-    status = CheckpointReport(anchored_seq=anchored_seq,
+    status = CheckpointReport(anchored_seq=int(head.anchored_seq) if head else 0,
                               anchored_at=head.anchored_at if head else None,
                               anchor_problem=head.anchor_problem if head else None)
     try:
-        target = plane.active(session, tenant_id)
-        session.rollback()  # the bucket is read with no transaction open
+        active = plane.active(session, tenant_id).config_id
         key = signing_key(settings)
-        found = _read_all(target, key, tenant_id)
     except Exception as exc:
         session.rollback()
         return replace(status, problem=f"the checkpoints in the tenant's bucket could not be "
                                        f"read ({_problem_code(exc)}); retry when the bucket is "
                                        "reachable")
-    report = _compare(session, tenant_id, found, status)
-    if (report.ok and anchored_seq and anchored_config == target.config_id
-            and (report.last_seq or 0) < anchored_seq):
-        return replace(report, first_bad=anchored_seq,
-                       first_uncovered_row=(report.last_seq or 0) + 1,
-                       problem=f"checkpoint {anchored_seq} was written into the bucket but is "
+    found = anchors.survey(session, plane, key, tenant_id, active, _problem_code)
+    status = replace(status, places=len(found.read), unreadable=tuple(found.unreadable),
+                     moves=sum(1 for f in found.found if f.moved))
+    if found.problem is not None:
+        bad = found.bad
+        return replace(status, first_bad=bad.seq if bad else None,
+                       first_uncovered_row=1 if bad else None, problem=found.problem)
+    report = _compare(session, tenant_id, found.found, status)
+    if not report.ok:
+        return report
+    root = anchors.root_of(tenant_id)
+    moved = anchors.unlinked(found.found, root, found.read)
+    if moved is not None:
+        item, why = moved
+        return replace(report, first_bad=item.seq, first_uncovered_row=1, problem=why)
+    return _against_the_record(session, tenant_id, found.found, report)
+
+
+def _against_the_record(session: Session, tenant_id: uuid.UUID, found: list[anchors.Found],
+                        report: CheckpointReport) -> CheckpointReport:
+    """The database's record of the latest checkpoint written must be the latest found: a
+    higher one means checkpoints were deleted, a lower one that the record was set back."""
+    highest = max((f for f in found if not f.moved), key=lambda f: f.seq, default=None)
+    last = highest.seq if highest is not None else 0
+    anchored = report.anchored_seq
+    if anchored < last and highest is not None and highest.body is not None:
+        anchored = _wait_in_flight(session, tenant_id, last, highest.body.get("created_at"))
+    session.rollback()
+    if anchored > last:
+        return replace(report, first_bad=anchored, first_uncovered_row=last + 1,
+                       problem=f"checkpoint {anchored} was written into the bucket but is "
                                "no longer there: checkpoints were deleted")
+    if anchored < last:
+        return replace(report, first_bad=last, first_uncovered_row=anchored + 1,
+                       problem=f"{highest.where if highest else 'the bucket'} holds signed "
+                               f"checkpoint {last}, but the database records checkpoints "
+                               f"only up to row {anchored}: its record of the anchor was set "
+                               "back")
     return report
 
 
-def _read_all(target: Target, key: SigningKey, tenant_id: uuid.UUID) -> list[_Found]:
-    found = []
-    for info in target.adapter.list(checkpoint_prefix(target)):
-        name = info.path.rsplit("/", 1)[-1]
-        stem = name.removesuffix(".json")
-        if not (name.endswith(".json") and stem.isdigit()):
-            continue
-        found.append(_read_one(target, info.path, int(stem), key, tenant_id))
-    return sorted(found, key=lambda f: f.seq)
-
-
-def _read_one(target: Target, path: str, seq: int, key: SigningKey,
-              tenant_id: uuid.UUID) -> _Found:
-    name = path.rsplit("/", 1)[-1]
-
-    def bad(why: str) -> _Found:
-        return _Found(seq, name, None, f"checkpoint {seq} {why}")
-
+def _wait_in_flight(session: Session, tenant_id: uuid.UUID, seq: int,
+                    created_at: Any) -> int:
+    """The database's ``anchored_seq`` once a checkpoint write seen in the bucket but not yet
+    recorded is recorded. Only a write the database shows as claimed (and not finished) at
+    the very moment the checkpoint was signed is waited for, and not for long; any other gap
+    is an answer."""
     try:
-        body = json.loads(target.adapter.get(path, CHECKPOINT_READ_CEILING),
-                          object_pairs_hook=_refuse_duplicates)
-    except ObjectTooLarge:
-        return bad("in the bucket is larger than any checkpoint this server writes")
+        signed_at = datetime.fromisoformat(created_at) if isinstance(created_at, str) else None
     except ValueError:
-        return bad("in the bucket is not a well-formed checkpoint")
-    if not isinstance(body, dict) or not _signed_by(key, body):
-        return bad("in the bucket does not carry a valid signature of this server's "
-                   "checkpoint key: it was forged or altered")
-    if body.get("tenant_id") != str(tenant_id) or body.get("seq") != seq:
-        return bad("in the bucket was signed for another tenant or another position")
-    return _Found(seq, name, body, None)
+        signed_at = None
+    deadline = time.monotonic() + IN_FLIGHT_SECONDS
+    while True:
+        session.rollback()
+        head = session.execute(
+            select(AuditHead.anchored_seq, AuditHead.anchor_attempted_at,
+                   AuditHead.anchored_at).where(AuditHead.tenant_id == tenant_id)).first()
+        if head is None:
+            return 0
+        anchored, attempted, finished = int(head[0]), head[1], head[2]
+        in_flight = (signed_at is not None and attempted == signed_at
+                     and finished != attempted)
+        if anchored >= seq or not in_flight or time.monotonic() > deadline:
+            return anchored
+        time.sleep(0.05)
 
 
-def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _ in pairs]
-    if len(set(keys)) != len(keys):
-        raise ValueError("a key appears twice")
-    return dict(pairs)
-
-
-def _signed_by(key: SigningKey, body: dict[str, Any]) -> bool:
-    signature = body.get("signature")
-    if (body.get("format") != FORMAT or body.get("key_id") != key.key_id
-            or not isinstance(signature, str)):
-        return False
-    try:
-        key.private.public_key().verify(base64.b64decode(signature, validate=True),
-                                        canonical(body))
-    except (InvalidSignature, binascii.Error, ValueError):
-        return False
-    return True
-
-
-def _compare(session: Session, tenant_id: uuid.UUID, found: list[_Found],
+def _compare(session: Session, tenant_id: uuid.UUID, found: list[anchors.Found],
              status: CheckpointReport, chunk: int = 1000) -> CheckpointReport:
+    """Hold the database's chain to every checkpoint and move record found, in seq order;
+    each checkpoint must follow one found (``prev_seq``), in whichever place."""
+    plain = [f for f in found if not f.moved]
     if not found:
         return status
-    seqs = {f.seq for f in found}
-    first, last = found[0].seq, found[-1].seq
+    seqs = {f.seq for f in plain}
+    first = plain[0].seq if plain else None
+    last = plain[-1].seq if plain else None
     covered = 0  # every row up to here agrees with a checkpoint
+    checked = 0
     for start in range(0, len(found), chunk):
         batch = found[start:start + chunk]
         rows = dict(session.execute(
             select(AccessLog.seq, AccessLog.row_hash).where(
                 AccessLog.tenant_id == tenant_id,
                 AccessLog.seq.in_([f.seq for f in batch if f.body is not None]))).all())
-        for index, item in enumerate(batch, start):
+        for item in batch:
+            checked += 0 if item.moved else 1
             problem = item.problem
             if problem is None and item.body is not None:
                 prev = item.body.get("prev_seq")
                 stored = rows.get(item.seq)
-                if index and isinstance(prev, int) and prev >= first and prev not in seqs:
+                if isinstance(prev, int) and prev and prev not in seqs:
                     problem = (f"checkpoint {item.seq} follows checkpoint {prev}, which is "
                                "missing from the bucket: checkpoints were deleted")
                 elif stored is None:
@@ -322,9 +357,9 @@ def _compare(session: Session, tenant_id: uuid.UUID, found: list[_Found],
                                f"{covered + 1} to {item.seq} were rewritten after it")
             if problem is not None:
                 session.rollback()
-                return replace(status, checked=index + 1, first_seq=first, last_seq=last,
-                               first_bad=item.seq, first_uncovered_row=covered + 1,
-                               problem=problem)
-            covered = item.seq
+                return replace(status, checked=max(checked, 1), first_seq=first,
+                               last_seq=last, first_bad=item.seq,
+                               first_uncovered_row=covered + 1, problem=problem)
+            covered = max(covered, item.seq)
     session.rollback()
-    return replace(status, checked=len(found), first_seq=first, last_seq=last)
+    return replace(status, checked=len(plain), first_seq=first, last_seq=last)

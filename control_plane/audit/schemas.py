@@ -63,3 +63,14 @@ class AuditVerificationOut(BaseModel):
     anchor_problem: str | None = Field(
         None, description="Why the last checkpoint write failed (unreachable, auth_failed, "
         "…); it is retried every interval.")
+    anchors_checked: int = Field(
+        0, description="Places whose checkpoints were read: the operator's default bucket "
+        "at the tenant's prefix (where every tenant starts), every storage configuration the "
+        "tenant has had, and every place a recorded move of the anchor names.")
+    anchor_moves: int = Field(
+        0, description="Signed records of the anchor moving to another bucket (written "
+        "into the old one when the tenant's storage changed).")
+    anchors_unreadable: list[str] = Field(
+        default_factory=list, description="Storage configurations whose bucket could not be "
+        "read and that no recorded move names (a bucket since removed); a place the anchor "
+        "moved through that cannot be read fails verification instead.")

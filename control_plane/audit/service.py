@@ -329,6 +329,11 @@ class Verification:
     anchored_seq: int = 0
     anchor_lag_seconds: float | None = None
     anchor_problem: str | None = None
+    # The places read (checkpoints.py, anchors.py), the anchor's recorded moves, and
+    # configurations whose bucket could not be read but need not be.
+    anchors_checked: int = 0
+    anchor_moves: int = 0
+    anchors_unreadable: tuple[str, ...] = ()
 
 
 def verify(session: Session, tenant_id: uuid.UUID, *, chunk: int = 5000,
@@ -349,7 +354,8 @@ def verify(session: Session, tenant_id: uuid.UUID, *, chunk: int = 5000,
         chain, checkpoints_checked=report.checked, first_checkpoint_seq=report.first_seq,
         last_checkpoint_seq=report.last_seq, first_bad_checkpoint=report.first_bad,
         anchored_seq=report.anchored_seq, anchor_lag_seconds=lag,
-        anchor_problem=report.anchor_problem)
+        anchor_problem=report.anchor_problem, anchors_checked=report.places,
+        anchor_moves=report.moves, anchors_unreadable=report.unreadable)
     if not chain.ok or report.ok:
         return anchored
     return replace(anchored, ok=False, first_bad_seq=report.first_uncovered_row,

@@ -31,7 +31,7 @@ from .conftest import ADMIN_KEY, make_env
 pytestmark = pytest.mark.slow
 
 THREADS = 6
-CHECKPOINT = re.compile(r"tenants/[0-9a-f-]{36}/audit/checkpoints/[0-9]{20}\.json")
+CHECKPOINT = re.compile(r"tenants/[0-9a-f-]{36}/audit/checkpoints/[0-9]{20}(-moved)?\.json")
 
 
 def _load(base_url: str, stop: threading.Event, outcomes: list[tuple[str, int, str]],

@@ -199,7 +199,12 @@ def test_the_sealer_signs_the_head_into_the_bucket_at_least_every_interval(
             AccessLog.tenant_id == tid, AccessLog.seq == second))
     key = signing_key(runtime.settings)
     assert set(body) == {"format", "tenant_id", "seq", "row_hash", "prev_seq", "created_at",
-                         "key_id", "signature"}
+                         "key_id", "signature", "anchor"}
+    with runtime.sessions() as session:  # the place it was written for: the tenant's start
+        default_id = runtime.plane.active(session, tid).config_id
+    assert body["anchor"] == {"storage_config_id": f"sc_{default_id.hex}",
+                              "storage_type": "default", "bucket": None, "endpoint": None,
+                              "prefix": f"tenants/{tid}"}
     assert (body["format"], body["tenant_id"], body["seq"], body["row_hash"],
             body["prev_seq"], body["key_id"]) == (
         "memplane-audit-checkpoint/1", str(tid), second, row_hash, first, key.key_id)
@@ -409,8 +414,10 @@ def test_a_bucket_outage_never_stops_sealing_and_shows_as_lag(
     with runtime.sessions() as session:
         during = audit.verify(session, tid, plane=runtime.plane, settings=runtime.settings)
     assert during.ok is False
-    assert during.problem == ("the checkpoints in the tenant's bucket could not be read "
-                              "(unreachable); retry when the bucket is reachable")
+    with runtime.sessions() as session:
+        s3_id = runtime.plane.active(session, tid).config_id
+    assert during.problem == (f"the checkpoints in storage configuration sc_{s3_id.hex} could "
+                              "not be read (unreachable); retry when the bucket is reachable")
     assert (during.anchored_seq, during.anchor_problem) == (before, "unreachable")
     assert during.anchor_lag_seconds is not None and during.anchor_lag_seconds > 0
 
@@ -421,4 +428,7 @@ def test_a_bucket_outage_never_stops_sealing_and_shows_as_lag(
         after = audit.verify(session, tid, plane=runtime.plane, settings=runtime.settings)
     assert (after.ok, after.anchored_seq, after.anchor_problem) == (True, sealed + 2, None)
     assert (after.checkpoints_checked, after.last_checkpoint_seq) == (2, sealed + 2)
+    # The first checkpoint left the operator's bucket, where the tenant started, for its own:
+    # the move is recorded there.
+    assert (after.anchors_checked, after.anchor_moves) == (2, 1)
     assert after.anchor_lag_seconds is None
