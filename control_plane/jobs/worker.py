@@ -51,6 +51,9 @@ Pause = Callable[[threading.Event, float], bool]
 
 EXPIRY_SWEEP_SECONDS = 60.0
 _EXPIRY_BATCH = 100
+# A claim passes over a tenant whose last slot another worker just took; each round means
+# another worker's claim succeeded, so this many in a row only on a very busy queue.
+_CLAIM_ROUNDS = 1000
 
 
 def wait_on_event(stop: threading.Event, seconds: float) -> bool:
@@ -198,7 +201,7 @@ class Worker:
 
     def _claim(self) -> Job | None:
         with self.sessions() as session:
-            while True:
+            for _ in range(_CLAIM_ROUNDS):
                 per_tenant = self.settings.job_tenant_concurrency
                 # A tenant whose abandoned attempts still hang here gets no more threads.
                 stuck = self.abandoned.tenants_at(per_tenant)
@@ -233,6 +236,9 @@ class Worker:
                 job.updated_at = now
                 session.commit()
                 return job
+            log.warning("could not claim a job in %d rounds (other workers kept taking the "
+                        "slots); trying again later", _CLAIM_ROUNDS)
+            return None
 
     def _run(self, job: Job) -> None:
         handler = self.handlers.get(job.kind) or _missing

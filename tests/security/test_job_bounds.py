@@ -248,6 +248,32 @@ def test_a_hung_step_is_abandoned_and_its_thread_can_write_nothing_after(
     assert "late" not in (_job(runtime, queued).progress or {})
 
 
+def test_a_worker_gives_a_tenant_no_more_threads_while_its_abandoned_ones_hang(
+        runtime: Runtime) -> None:
+    actor = _tenant(runtime, "dead-bucket")
+    [queued] = _queue(runtime, actor, 1)
+    release = threading.Event()
+    attempts: list[int] = []
+
+    def hangs(ctx: JobContext) -> dict[str, Any]:
+        attempts.append(ctx.attempts)
+        release.wait(DEADLINE_SECONDS)
+        return {}
+
+    worker = Worker(runtime.sessions, runtime.plane, runtime.settings,
+                    handlers={"export": hangs})
+    try:
+        assert [worker.run_once() for _ in range(CONCURRENCY)] == [queued] * CONCURRENCY
+        assert worker.abandoned.stuck(actor.tenant_id) == CONCURRENCY
+        assert worker.run_once() is None  # queued, but its threads here still hang
+        assert (_job(runtime, queued).state, attempts) == ("queued", [1, 2])
+    finally:
+        release.set()
+    wait_until(lambda: worker.abandoned.stuck(actor.tenant_id) == 0, "the threads ending")
+    assert worker.run_once() == queued
+    assert attempts == [1, 2, 3]
+
+
 def test_a_job_that_reports_in_may_run_longer_than_the_step_bound(runtime: Runtime) -> None:
     actor = _tenant(runtime, "steady")
     [queued] = _queue(runtime, actor, 1)
