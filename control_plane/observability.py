@@ -57,7 +57,7 @@ class Metrics:
         # Compliance jobs run by a worker in this process (jobs/worker.py).
         self.job_duration = Histogram(
             "memplane_job_duration_seconds", "Time one attempt at a job took, by outcome "
-            "(completed, failed, retried, taken_over)", ["kind", "outcome"],
+            "(completed, failed, retried, taken_over, abandoned)", ["kind", "outcome"],
             registry=self.registry,
             buckets=(.1, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600))
         # Reconciler and orphan GC runs in this process (memories/reconcile.py); a

@@ -18,6 +18,7 @@ from .audit import checkpoints
 from .audit import service as audit
 from .audit.batcher import AuditBatcher
 from .db.engine import make_engine, make_session_factory
+from .jobs import limits as job_limits
 from .keys.service import Keyring
 from .observability import DatabaseState
 from .settings import Settings
@@ -43,6 +44,7 @@ class Runtime:
             pool_recycle=settings.db_pool_recycle_seconds, pre_ping=settings.db_pool_pre_ping,
         )
         self.sessions: sessionmaker[Session] = make_session_factory(self.engine)
+        job_limits.configure(self.sessions, settings)  # each session knows the job quotas
         # Tenants' bucket credentials are sealed with the server key; the data plane opens
         # them only to build an adapter.
         self.plane = DataPlane(settings.resolved_bucket_url,

@@ -122,6 +122,13 @@ class Settings(BaseSettings):
     job_lease_seconds: float = Field(30.0, gt=0)
     job_poll_interval_seconds: float = Field(0.5, gt=0)
     job_max_attempts: int = Field(3, ge=1)
+    # Fairness between tenants; see control_plane/jobs/limits.py and supervisor.py.
+    job_tenant_quota: int = Field(20, ge=1, description="Jobs of one kind a tenant may have "
+                                  "queued or running at once; one more answers 429.")
+    job_tenant_concurrency: int = Field(2, ge=1, description="Jobs of one tenant running at "
+                                        "once across all workers, while others wait.")
+    job_step_seconds: float = Field(600.0, gt=0, description="Longest a job may go without "
+                                    "reporting progress; then its attempt is abandoned.")
     export_ttl_hours: float = Field(
         72.0, gt=0, description="An export's archive is deleted from the tenant's bucket this "
         "long after it was built; downloading it afterwards answers 410.")

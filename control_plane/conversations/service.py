@@ -96,8 +96,10 @@ def queue_summary(session: Session, row: Conversation) -> uuid.UUID:
     summarisation job, or a new one — never two at a time for one conversation."""
     if row.summary_job_id is not None and repo.job_active(session, row.summary_job_id):
         return row.summary_job_id
+    # Not held to the job quota: one at a time per conversation, and queued as part of a
+    # message whose value is in the bucket already.
     job = enqueue(session, row.tenant_id, JOB_KIND, subject=None,
-                  params={"conversation": str(row.id)})
+                  params={"conversation": str(row.id)}, quota=False)
     row.summary_job_id = job.id
     return job.id
 

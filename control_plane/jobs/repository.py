@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -34,32 +35,70 @@ def for_subject(session: Session, tenant_id: uuid.UUID, kind: str,
     ))
 
 
-def next_claimable(session: Session, now: datetime) -> Job | None:
+def _live_running(tenant: Any, now: datetime) -> Any:
+    """How many jobs of ``tenant`` run under a lease that has not expired (correlated)."""
+    running = aliased(Job)
+    return (select(func.count()).select_from(running)
+            .where(running.tenant_id == tenant, running.state == "running",
+                   running.lease_expires_at >= now)
+            .correlate(Job).scalar_subquery())
+
+
+def next_claimable(session: Session, now: datetime, *, per_tenant: int,
+                   skip_tenants: Collection[uuid.UUID] = ()) -> Job | None:
     """The next job to run: queued, or running under a lease that has expired.
 
-    Tenants take turns: the job comes from the tenant whose last claim is the oldest (a tenant
-    never served first), and within that tenant the oldest job first. So one tenant's long
-    queue delays another tenant's job by at most the one job being claimed: a tenant just
-    served goes behind every tenant waiting.
+    A tenant with ``per_tenant`` jobs running under live leases gets none (its jobs wait;
+    ``skip_tenants`` are passed over too). Tenants take turns: the job comes from the tenant
+    with the fewest jobs running, then the one whose last claim is the oldest (a tenant never
+    served first), and within that tenant the oldest job first. So one tenant's long queue
+    delays another tenant's job by at most the one job being claimed: a tenant just served
+    goes behind every tenant waiting.
 
     On PostgreSQL the row is locked with SKIP LOCKED, so any number of workers can claim
     side by side without waiting on each other (a locked job is passed over for the next in
-    the same order); SQLite has one writer at a time anyway (the caller holds the write lock),
-    so a plain select is enough there.
+    the same order); the claimer then checks the tenant's running count again under the
+    tenant's claim lock (``room_to_run``). SQLite has one writer at a time anyway (the caller
+    holds the write lock), so a plain select is enough there.
     """
     served = aliased(Job)
     last_claim = (select(func.max(served.claimed_at))
                   .where(served.tenant_id == Job.tenant_id)
                   .correlate(Job).scalar_subquery())
+    live = _live_running(Job.tenant_id, now)
     query = (
         select(Job).execution_options(populate_existing=True)
         .where(or_(Job.state == "queued",
-                   and_(Job.state == "running", Job.lease_expires_at < now)))
-        .order_by(last_claim.asc().nulls_first(), Job.created_at, Job.id).limit(1)
+                   and_(Job.state == "running", Job.lease_expires_at < now)),
+               live < per_tenant)
+        .order_by(live.asc(), last_claim.asc().nulls_first(), Job.created_at, Job.id)
+        .limit(1)
     )
+    if skip_tenants:
+        query = query.where(Job.tenant_id.not_in(list(skip_tenants)))
     if session.get_bind().dialect.name == "postgresql":
         query = query.with_for_update(skip_locked=True, of=Job)
     return session.scalar(query)
+
+
+# The first key of the PostgreSQL advisory locks a worker takes per tenant while claiming.
+_CLAIM_LOCK = 0x6A6F6273  # "jobs"
+
+
+def room_to_run(session: Session, tenant_id: uuid.UUID, now: datetime, per_tenant: int) -> bool:
+    """In a claim's write transaction: whether the tenant still runs fewer than ``per_tenant``
+    jobs under live leases. On PostgreSQL this first takes the tenant's claim lock (held to
+    the end of the transaction), so two workers claiming for one tenant count one after the
+    other: the second sees the first's claim once it has committed. SQLite's write lock
+    already made ``next_claimable``'s own count current."""
+    if session.get_bind().dialect.name != "postgresql":
+        return True
+    session.execute(select(func.pg_advisory_xact_lock(
+        _CLAIM_LOCK, int.from_bytes(tenant_id.bytes[:4], "big", signed=True))))
+    running = session.scalar(
+        select(func.count()).select_from(Job)
+        .where(Job.tenant_id == tenant_id, Job.state == "running", Job.lease_expires_at >= now))
+    return int(running or 0) < per_tenant
 
 
 def expired_exports(session: Session, now: datetime, limit: int) -> list[uuid.UUID]:

@@ -30,6 +30,7 @@ from ..db.models import Job
 from ..errors import NotFound
 from ..settings import Settings
 from ..storage_config.plane import DataPlane
+from . import limits
 from . import repository as repo
 
 KINDS = ("export", "erase", "compact")
@@ -40,8 +41,14 @@ class LeaseLost(Exception):
 
 
 def enqueue(session: Session, tenant_id: uuid.UUID, kind: str, *, subject: str | None,
-            params: dict[str, Any]) -> Job:
-    """Add a queued job to the session's open write transaction (the caller commits)."""
+            params: dict[str, Any], quota: bool = True) -> Job:
+    """Add a queued job to the session's open write transaction (the caller commits).
+
+    Raises ``limits.TooManyJobs`` (429) when the tenant has its quota of ``kind`` jobs queued
+    or running already. ``quota=False`` only for a job that is bounded otherwise and queued
+    as a side effect of a write that has already happened (a conversation's one summary)."""
+    if quota:
+        limits.ensure_room(session, tenant_id, kind)
     now = utcnow()
     job = Job(id=new_id(), tenant_id=tenant_id, kind=kind, subject=subject, params=params,
               state="queued", progress={}, result=None, attempts=0, created_at=now,
@@ -94,6 +101,10 @@ class JobContext:
     settings: Settings
     lease_seconds: float
     lost: Callable[[], bool] = field(default=lambda: False)
+    # Called each time the handler reports in (``check``, ``checkpoint``, a save): a step is
+    # the work between two reports, and the worker abandons an attempt whose step overruns
+    # MEMPLANE_JOB_STEP_SECONDS (``supervisor``).
+    beat: Callable[[], None] = field(default=lambda: None)
     # The worker's clock: a lease renewed by saving progress expires on the same clock the
     # other workers read when they look for expired leases.
     clock: Callable[[], datetime] = field(default=utcnow)
@@ -119,7 +130,8 @@ class JobContext:
         never overwrite each other's. Raises LeaseLost if the job was taken over."""
         self.check()
         job = session.get(Job, self.job_id, populate_existing=True, with_for_update=True)
-        if job is None or job.lease_owner != self.owner or job.state != "running":
+        if (job is None or job.lease_owner != self.owner or job.state != "running"
+                or job.attempts != self.attempts):  # a later attempt, maybe by this worker
             raise LeaseLost(str(self.job_id))
         self.progress = change(dict(job.progress or {}))
         now = self.clock()
@@ -136,9 +148,13 @@ class JobContext:
         self.session.commit()
 
     def check(self) -> None:
+        """Report in between two pieces of work; raises LeaseLost if the job is no longer
+        this attempt's (taken over, or abandoned after a step overran its bound)."""
+        self.beat()
         if self.lost():
             raise LeaseLost(str(self.job_id))
 
     def checkpoint(self, step: str) -> None:
-        """Crash tests stop a job here, between two of its steps."""
+        """Crash tests stop a job here, between two of its steps; also a report (``beat``)."""
+        self.beat()
         self.plane.checkpoint(f"{self.kind}:{step}")

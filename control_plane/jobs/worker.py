@@ -3,7 +3,9 @@
 Run inside the server (``Runtime`` starts one thread when ``run_jobs`` is on, the embedded
 default) or as its own process with ``memplane worker`` (production: turn ``run_jobs`` off
 on the API replicas and run as many workers as wanted; PostgreSQL's ``FOR UPDATE SKIP
-LOCKED`` keeps them from claiming the same job). Tenants take turns (``repository.next_claimable``).
+LOCKED`` keeps them from claiming the same job). Tenants take turns (``repository.next_claimable``),
+no tenant runs more than ``MEMPLANE_JOB_TENANT_CONCURRENCY`` jobs at once, and an attempt
+whose step overruns ``MEMPLANE_JOB_STEP_SECONDS`` is abandoned (``supervisor``).
 
 Between jobs the worker also queues the daily compaction runs when they are due
 (``MEMPLANE_COMPACTOR_SCHEDULE``, ``tick_schedule``) and deletes export archives past their
@@ -24,7 +26,8 @@ from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import text, update
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..audit import service as audit
@@ -37,6 +40,7 @@ from ..settings import Settings
 from ..storage_config.plane import DataPlane
 from . import repository as repo
 from .service import JobContext, LeaseLost
+from .supervisor import Abandoned, HandlerThread, Monotonic, StepWatch, supervise
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +51,9 @@ Pause = Callable[[threading.Event, float], bool]
 
 EXPIRY_SWEEP_SECONDS = 60.0
 _EXPIRY_BATCH = 100
+# A claim passes over a tenant whose last slot another worker just took; each round means
+# another worker's claim succeeded, so this many in a row only on a very busy queue.
+_CLAIM_ROUNDS = 1000
 
 
 def wait_on_event(stop: threading.Event, seconds: float) -> bool:
@@ -69,7 +76,7 @@ class Worker:
     def __init__(self, sessions: sessionmaker[Session], plane: DataPlane, settings: Settings,
                  *, owner: str | None = None, handlers: dict[str, Handler] | None = None,
                  lease_seconds: float | None = None, clock: Clock = utcnow,
-                 pause: Pause = wait_on_event) -> None:
+                 pause: Pause = wait_on_event, monotonic: Monotonic = time.monotonic) -> None:
         self.sessions = sessions
         self.plane = plane
         self.settings = settings
@@ -78,6 +85,8 @@ class Worker:
         self.lease_seconds = lease_seconds or settings.job_lease_seconds
         self.clock = clock
         self.pause = pause
+        self.monotonic = monotonic
+        self.abandoned = Abandoned()
         self.schedule = parse_schedule(settings.compactor_schedule)
         self._scheduled_day: date | None = None
         self.retention_schedule = parse_schedule(settings.retention_schedule,
@@ -192,13 +201,20 @@ class Worker:
 
     def _claim(self) -> Job | None:
         with self.sessions() as session:
-            while True:
+            for _ in range(_CLAIM_ROUNDS):
+                per_tenant = self.settings.job_tenant_concurrency
+                # A tenant whose abandoned attempts still hang here gets no more threads.
+                stuck = self.abandoned.tenants_at(per_tenant)
                 begin_write(session)
                 now = self.clock()
-                job = repo.next_claimable(session, now)
+                job = repo.next_claimable(session, now, per_tenant=per_tenant,
+                                          skip_tenants=stuck)
                 if job is None:
                     session.rollback()
                     return None
+                if not repo.room_to_run(session, job.tenant_id, now, per_tenant):
+                    session.rollback()  # another worker took the tenant's last slot: again
+                    continue
                 actor = Actor(job.tenant_id, "system", f"worker:{self.owner}")
                 if job.state == "running":
                     # Its worker died (the lease ran out without renewal): take it over.
@@ -220,51 +236,70 @@ class Worker:
                 job.updated_at = now
                 session.commit()
                 return job
+            log.warning("could not claim a job in %d rounds (other workers kept taking the "
+                        "slots); trying again later", _CLAIM_ROUNDS)
+            return None
 
     def _run(self, job: Job) -> None:
-        handler = self.handlers.get(job.kind)
+        handler = self.handlers.get(job.kind) or _missing
         session = self.sessions()
-        heartbeat = _Heartbeat(self.sessions, job.id, self.owner, self.lease_seconds,
-                               self.clock, self.pause)
+        lost = threading.Event()
+        watch = StepWatch(self.settings.job_step_seconds, self.monotonic)
         ctx = JobContext(
             job_id=job.id, tenant_id=job.tenant_id, kind=job.kind, subject=job.subject,
             params=dict(job.params or {}), progress=dict(job.progress or {}),
             attempts=job.attempts, owner=self.owner, session=session, sessions=self.sessions,
             plane=self.plane, settings=self.settings, lease_seconds=self.lease_seconds,
-            lost=heartbeat.lost.is_set, clock=self.clock,
+            lost=lost.is_set, clock=self.clock, beat=watch.beat,
         )
-        heartbeat.start()
+        runner = HandlerThread(handler, ctx, session)
         started, outcome = time.perf_counter(), "completed"
+        runner.start()
         try:
-            if handler is None:
-                raise ValueError(f"no handler for job kind {job.kind!r}")
-            result = handler(ctx)
-        except LeaseLost:
-            outcome = "taken_over"
-            log.warning("job %s was taken over by another worker", job.id)
-            session.rollback()
-        except Exception as exc:
-            outcome = ("failed" if job.attempts >= self.settings.job_max_attempts
-                       else "retried")
-            session.rollback()
-            log.warning("job %s attempt %d failed: %s", job.id, job.attempts,
-                        type(exc).__name__)
-            self._finish(session, job, error=exc)
-        else:
-            self._finish(session, job, result=result)
+            ended = supervise(self.sessions, job.id, self.owner, self.lease_seconds,
+                              self.clock, self.pause, runner.done, watch, lost)
+            if not ended and runner.abandon():
+                lost.set()  # it stops at its next report, if its call ever returns
+                self.abandoned.add(job.tenant_id, runner)
+                outcome = "abandoned"
+                log.warning("job %s attempt %d abandoned: a step ran longer than %g s",
+                            job.id, job.attempts, watch.bound)
+                with self.sessions() as fresh:
+                    self._finish(fresh, job, error=watch.timeout(), lock_timeout=True)
+                return
+            error = runner.error
+            if error is None:
+                self._finish(session, job, result=runner.result)
+            elif isinstance(error, LeaseLost):
+                outcome = "taken_over"
+                log.warning("job %s was taken over by another worker", job.id)
+                session.rollback()
+            elif isinstance(error, Exception):
+                outcome = ("failed" if job.attempts >= self.settings.job_max_attempts
+                           else "retried")
+                session.rollback()
+                log.warning("job %s attempt %d failed: %s", job.id, job.attempts,
+                            type(error).__name__)
+                self._finish(session, job, error=error)
+            else:
+                raise error  # a crash test's stop: as if the process died here
         finally:
-            heartbeat.stop()
-            session.close()
+            if outcome != "abandoned":
+                session.close()
             metrics = getattr(self.plane, "metrics", None)
             if metrics is not None:
                 metrics.job_duration.labels(job.kind, outcome).observe(
                     time.perf_counter() - started)
 
     def _finish(self, session: Session, job: Job, *, result: dict[str, Any] | None = None,
-                error: Exception | None = None) -> None:
+                error: Exception | None = None, lock_timeout: bool = False) -> None:
         if session.in_transaction():
             session.commit()
         begin_write(session)
+        if lock_timeout and session.get_bind().dialect.name == "postgresql":
+            # An abandoned handler may hold the job's row: give up rather than wait on it
+            # (the lease, no longer renewed, then runs out and the job is taken over).
+            session.execute(text("SET LOCAL lock_timeout = '5s'"))
         now = utcnow()
         values: dict[str, Any] = dict(lease_owner=None, lease_expires_at=None, updated_at=now)
         if error is None:
@@ -275,10 +310,18 @@ class Worker:
                 values.update(state="failed", error=message, result={"error": message})
             else:
                 values.update(state="queued", error=message)
-        done = session.execute(
-            update(Job).where(Job.id == job.id, Job.lease_owner == self.owner,
-                              Job.state == "running").values(**values)
-        )
+        try:
+            done = session.execute(
+                update(Job).where(Job.id == job.id, Job.lease_owner == self.owner,
+                                  Job.state == "running", Job.attempts == job.attempts)
+                .values(**values)
+            )
+        except OperationalError:
+            if not lock_timeout:
+                raise
+            session.rollback()
+            log.warning("job %s was busy; its lease will run out instead", job.id)
+            return
         if not done.rowcount:  # type: ignore[attr-defined]
             log.warning("job %s was taken over before it could be recorded", job.id)
         else:
@@ -287,46 +330,13 @@ class Worker:
         session.commit()
 
 
+def _missing(ctx: JobContext) -> dict[str, Any]:
+    raise ValueError(f"no handler for job kind {ctx.kind!r}")
+
+
 def _describe(exc: Exception) -> str:
     from ..errors import DomainError
 
     if isinstance(exc, DomainError):
         return f"{exc.code}: {exc.detail}"
     return f"{type(exc).__name__}: {str(exc)[:300]}"
-
-
-class _Heartbeat:
-    """Renews the lease every third of its length; sets ``lost`` if another worker has it."""
-
-    def __init__(self, sessions: sessionmaker[Session], job_id: uuid.UUID, owner: str,
-                 lease_seconds: float, clock: Clock = utcnow,
-                 pause: Pause = wait_on_event) -> None:
-        self.sessions, self.job_id, self.owner = sessions, job_id, owner
-        self.lease_seconds = lease_seconds
-        self.clock, self.pause = clock, pause
-        self.lost = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"job-lease-{job_id}",
-                                        daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _loop(self) -> None:
-        while not self.pause(self._stop, self.lease_seconds / 3):
-            try:
-                with self.sessions() as session:
-                    begin_write(session)
-                    now = self.clock()
-                    held = repo.renew(session, self.job_id, self.owner,
-                                      now + timedelta(seconds=self.lease_seconds), now)
-                    session.commit()
-                if not held:
-                    self.lost.set()
-                    return
-            except Exception:
-                log.warning("could not renew the lease of job %s; retrying", self.job_id)

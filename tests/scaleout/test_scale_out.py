@@ -159,6 +159,8 @@ def cluster(postgres: PostgresCluster, tmp_path: Path) -> Iterator[Cluster]:
         "MEMPLANE_RECEIPT_SIGNING_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
         "MEMPLANE_RUN_JOBS": "false", "MEMPLANE_JOB_POLL_INTERVAL_SECONDS": "0.1",
         "MEMPLANE_JOB_LEASE_SECONDS": "60", "MEMPLANE_LOG_LEVEL": "INFO",
+        # One tenant queues all 41 jobs and every worker may run them side by side.
+        "MEMPLANE_JOB_TENANT_QUOTA": "100", "MEMPLANE_JOB_TENANT_CONCURRENCY": "10",
         # The receipts' object counts below are of memories alone: no search vectors beside
         # them (tests/search covers what an erasure does to those).
         "MEMPLANE_EMBED_ON_WRITE": "false",

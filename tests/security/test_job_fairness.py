@@ -31,7 +31,9 @@ from tests.support.service import isolated_database, make_settings
 def runtime(database: str, request: pytest.FixtureRequest,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
     url = isolated_database(database, request)
-    built = Runtime(make_settings(url, tmp_path_factory.mktemp("fairness")))
+    # Room for a long queue, claimed without running: these tests are about the order.
+    built = Runtime(make_settings(url, tmp_path_factory.mktemp("fairness"),
+                                  job_tenant_quota=100, job_tenant_concurrency=100))
     if url == "sqlite":
         built.migrate()
     try:
