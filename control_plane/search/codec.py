@@ -5,12 +5,18 @@ A vector object (beside its memory's content, ``<content path>.vec``) and a segm
 ``MPVX`` + a 4-byte big-endian header length + a JSON header + a float32 matrix (rows x dim,
 little-endian). The header names the embedder and, per row, the pointer id, the pointer
 version the vector was made for and the text it was made from (the keyword score needs it).
+
+A segment may end with **parts** (the header's ``parts``: their sizes in bytes, in order,
+after the matrix): each an object of this same layout holding the rows of one data subject,
+sealed under that subject's key (``search/parts.py``), so destroying the key makes those
+rows unreadable in every copy of the segment (DESIGN §12).
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,16 +37,24 @@ class Rows:
     vectors: np.ndarray  # float32 (n, dim)
 
 
-def encode(rows: Rows) -> bytes:
-    header = json.dumps({
+def encode(rows: Rows, parts: Sequence[bytes] = ()) -> bytes:
+    fields: dict[str, object] = {
         "model": rows.model, "dim": int(rows.vectors.shape[1]) if rows.vectors.ndim == 2 else 0,
         "ids": [i.hex for i in rows.ids], "versions": rows.versions, "texts": rows.texts,
-    }, ensure_ascii=False, separators=(",", ":")).encode()
+    }
+    if parts:
+        fields["parts"] = [len(p) for p in parts]
+    header = json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode()
     matrix = np.ascontiguousarray(rows.vectors, dtype="<f4")
-    return _MAGIC + len(header).to_bytes(4, "big") + header + matrix.tobytes()
+    return b"".join((_MAGIC, len(header).to_bytes(4, "big"), header, matrix.tobytes(), *parts))
 
 
 def decode(data: bytes) -> Rows:
+    return split(data)[0]
+
+
+def split(data: bytes) -> tuple[Rows, list[bytes]]:
+    """The rows an object holds in clear, and its parts (still sealed)."""
     if data[:4] != _MAGIC or len(data) < 8:
         raise CorruptIndexObject("not a memplane search index object")
     size = int.from_bytes(data[4:8], "big")
@@ -48,9 +62,35 @@ def decode(data: bytes) -> Rows:
         header = json.loads(data[8:8 + size])
         ids = [uuid.UUID(hex=h) for h in header["ids"]]
         dim = int(header["dim"])
-        matrix = np.frombuffer(data[8 + size:], dtype="<f4").astype(np.float32)
+        sizes = [int(n) for n in header.get("parts", [])]
+        end = len(data) - sum(sizes)
+        if sizes and (min(sizes) <= 0 or end != 8 + size + len(ids) * dim * 4):
+            raise ValueError("its parts do not add up to its size")
+        matrix = np.frombuffer(data[8 + size:end], dtype="<f4").astype(np.float32)
         vectors = matrix.reshape(len(ids), dim) if ids else np.zeros((0, dim), np.float32)
+        parts, offset = [], end
+        for n in sizes:
+            parts.append(data[offset:offset + n])
+            offset += n
         return Rows(str(header["model"]), ids, [int(v) for v in header["versions"]],
-                    [str(t) for t in header["texts"]], vectors)
+                    [str(t) for t in header["texts"]], vectors), parts
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptIndexObject(f"search index object does not parse: {exc}") from None
+
+
+def take(rows: Rows, index: Sequence[int]) -> Rows:
+    """Those of ``rows`` at ``index``, in that order."""
+    dim = int(rows.vectors.shape[1]) if rows.vectors.ndim == 2 else 0
+    return Rows(rows.model, [rows.ids[i] for i in index], [rows.versions[i] for i in index],
+                [rows.texts[i] for i in index],
+                rows.vectors[list(index)] if index else np.zeros((0, dim), np.float32))
+
+
+def join(parts: Sequence[Rows]) -> Rows:
+    """One ``Rows`` of several of one model, in order."""
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    return Rows(first.model, [i for p in parts for i in p.ids],
+                [v for p in parts for v in p.versions], [t for p in parts for t in p.texts],
+                np.vstack([p.vectors for p in parts]).astype(np.float32))
