@@ -13,8 +13,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import exists, select, update
+from sqlalchemy.orm import Session, aliased
 
 from ..db.models import CompactionEvent, MemoryEvent
 
@@ -46,14 +46,19 @@ def release_survivors(session: Session, tenant_id: uuid.UUID,
                       compaction_ids: Sequence[uuid.UUID], subject_events: Any) -> int:
     """In the caller's transaction, before the entries' provenance rows go: clear
     ``compressed_at`` of the events these entries covered that are not among
-    ``subject_events`` (a select of the erased subject's event ids); how many."""
+    ``subject_events`` (a select of the erased subject's event ids) nor covered by another
+    entry; how many."""
     if not compaction_ids:
         return 0
     covered = select(CompactionEvent.event_id).where(
         CompactionEvent.compaction_id.in_(compaction_ids))
+    other = aliased(CompactionEvent)
+    kept = exists().where(other.event_id == MemoryEvent.id,  # summarised by another entry
+                          other.compaction_id.not_in(compaction_ids))
     result = session.execute(
         update(MemoryEvent)
         .where(MemoryEvent.tenant_id == tenant_id, MemoryEvent.id.in_(covered),
-               MemoryEvent.id.not_in(subject_events), MemoryEvent.compressed_at.is_not(None))
+               MemoryEvent.id.not_in(subject_events), ~kept,
+               MemoryEvent.compressed_at.is_not(None))
         .values(compressed_at=None).execution_options(synchronize_session=False))
     return int(result.rowcount)  # type: ignore[attr-defined]
