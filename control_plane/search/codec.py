@@ -6,10 +6,10 @@ A vector object (beside its memory's content, ``<content path>.vec``) and a segm
 little-endian). The header names the embedder and, per row, the pointer id, the pointer
 version the vector was made for and the text it was made from (the keyword score needs it).
 
-A segment may end with **parts** (the header's ``parts``: their sizes in bytes, in order,
-after the matrix): each an object of this same layout holding the rows of one data subject,
-sealed under that subject's key (``search/parts.py``), so destroying the key makes those
-rows unreadable in every copy of the segment (DESIGN §12).
+A segment's header may list **parts** (``parts``: their sizes in bytes): objects of this
+same layout, each holding the rows of one data subject sealed under that subject's key, that
+follow the segment's own sealed bytes in its object (``search/parts.py``), so destroying the
+key makes those rows unreadable in every copy of the segment (DESIGN §12).
 """
 
 from __future__ import annotations
@@ -35,26 +35,29 @@ class Rows:
     versions: list[int]
     texts: list[str]
     vectors: np.ndarray  # float32 (n, dim)
+    # Each row's data subject (the pointer's ``subject_user_id``), where the writer knows
+    # them; never encoded.
+    subjects: list[str | None] | None = None
 
 
-def encode(rows: Rows, parts: Sequence[bytes] = ()) -> bytes:
+def encode(rows: Rows, parts: Sequence[int] = ()) -> bytes:
     fields: dict[str, object] = {
         "model": rows.model, "dim": int(rows.vectors.shape[1]) if rows.vectors.ndim == 2 else 0,
         "ids": [i.hex for i in rows.ids], "versions": rows.versions, "texts": rows.texts,
     }
     if parts:
-        fields["parts"] = [len(p) for p in parts]
+        fields["parts"] = [int(n) for n in parts]
     header = json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode()
     matrix = np.ascontiguousarray(rows.vectors, dtype="<f4")
-    return b"".join((_MAGIC, len(header).to_bytes(4, "big"), header, matrix.tobytes(), *parts))
+    return _MAGIC + len(header).to_bytes(4, "big") + header + matrix.tobytes()
 
 
 def decode(data: bytes) -> Rows:
     return split(data)[0]
 
 
-def split(data: bytes) -> tuple[Rows, list[bytes]]:
-    """The rows an object holds in clear, and its parts (still sealed)."""
+def split(data: bytes) -> tuple[Rows, list[int]]:
+    """The rows an object holds, and the sizes of the parts it lists."""
     if data[:4] != _MAGIC or len(data) < 8:
         raise CorruptIndexObject("not a memplane search index object")
     size = int.from_bytes(data[4:8], "big")
@@ -63,17 +66,12 @@ def split(data: bytes) -> tuple[Rows, list[bytes]]:
         ids = [uuid.UUID(hex=h) for h in header["ids"]]
         dim = int(header["dim"])
         sizes = [int(n) for n in header.get("parts", [])]
-        end = len(data) - sum(sizes)
-        if sizes and (min(sizes) <= 0 or end != 8 + size + len(ids) * dim * 4):
-            raise ValueError("its parts do not add up to its size")
-        matrix = np.frombuffer(data[8 + size:end], dtype="<f4").astype(np.float32)
+        if sizes and min(sizes) <= 0:
+            raise ValueError("a part of no size")
+        matrix = np.frombuffer(data[8 + size:], dtype="<f4").astype(np.float32)
         vectors = matrix.reshape(len(ids), dim) if ids else np.zeros((0, dim), np.float32)
-        parts, offset = [], end
-        for n in sizes:
-            parts.append(data[offset:offset + n])
-            offset += n
         return Rows(str(header["model"]), ids, [int(v) for v in header["versions"]],
-                    [str(t) for t in header["texts"]], vectors), parts
+                    [str(t) for t in header["texts"]], vectors), sizes
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptIndexObject(f"search index object does not parse: {exc}") from None
 
@@ -81,6 +79,8 @@ def split(data: bytes) -> tuple[Rows, list[bytes]]:
 def take(rows: Rows, index: Sequence[int]) -> Rows:
     """Those of ``rows`` at ``index``, in that order."""
     dim = int(rows.vectors.shape[1]) if rows.vectors.ndim == 2 else 0
+    if len(index) == len(rows.ids):
+        return rows  # all of them, in order (a scope whose rows have one key)
     return Rows(rows.model, [rows.ids[i] for i in index], [rows.versions[i] for i in index],
                 [rows.texts[i] for i in index],
                 rows.vectors[list(index)] if index else np.zeros((0, dim), np.float32))

@@ -104,10 +104,12 @@ def segment_path(target: Target, scope: str, scope_ref: str, segment_id: uuid.UU
 def put_segment(session: Session, plane: DataPlane, target: Target, tenant_id: uuid.UUID,
                 scope: str, scope_ref: str, segment_id: uuid.UUID, rows: codec.Rows) -> str:
     path = segment_path(target, scope, scope_ref, segment_id)
-    plaintext = parts.seal(session, plane, tenant_id, scope, scope_ref, path, segment_id, rows)
+    own, sealed = parts.seal(session, plane, tenant_id, scope, scope_ref, path, segment_id,
+                             rows)
     key = _key(session, plane, tenant_id, keys.subject_of(scope, scope_ref, None))
     session.commit()
-    blob = keys.seal_object(keyring_of(plane), tenant_id, key, path, segment_id, plaintext)
+    blob = b"".join((keys.seal_object(keyring_of(plane), tenant_id, key, path, segment_id,
+                                      own), *sealed))
     _put(target, path, blob)
     return path
 
@@ -132,9 +134,9 @@ def _open(session: Session, plane: DataPlane, target: Target, tenant_id: uuid.UU
     try:
         with storage_errors():
             blob = target.adapter.get(path)
-        data = keys.open_object(session, keyring_of(plane), tenant_id, path, object_id, blob)
         if segment:
-            return parts.open_rows(session, plane, tenant_id, path, object_id, data)
+            return parts.open_rows(session, plane, tenant_id, path, object_id, blob)
+        data = keys.open_object(session, keyring_of(plane), tenant_id, path, object_id, blob)
         return codec.decode(data)
     except (storage.ObjectNotFound, DecryptionError, codec.CorruptIndexObject) as exc:
         raise IndexObjectUnreadable(type(exc).__name__) from None
