@@ -1,10 +1,10 @@
-"""The compactor (DESIGN §8): old raw events become one curated entry per (scope, scope ref).
+"""The compactor (DESIGN §8): old raw events become curated entries per (scope, scope ref).
 
 For each bucket — a (scope, scope ref) with at least ``min_events`` uncompressed events that
 occurred more than ``older_than_days`` ago (per tenant, ``PUT /v1/compactor/config``) —
 a run reads the events in (occurred_at, id) order, reads their bodies hash-verified from the
-bucket, has the tenant's summariser summarise them, and writes the summary as an entry
-(``source=compactor``, ``importance=4``). The entry's commit transaction also sets
+bucket, has the tenant's summariser summarise each data subject's apart (``erase.py``), and
+writes each summary as an entry (``source=compactor``, ``importance=4``). Its commit sets
 ``compressed_at`` on exactly those events and records the provenance (summariser, and the
 id and SHA-256 of every event summarised), so the three land together or not at all:
 
@@ -60,6 +60,7 @@ from ..settings import Settings
 from ..storage_config.plane import DataPlane
 from ..tenants.access import EVERYTHING, Access, ensure_visible
 from . import repository as repo
+from .erase import by_subject
 from .repository import Bucket
 from .schedule import parse_schedule, run_key
 from .schemas import (
@@ -765,10 +766,7 @@ class _Reader:
                     if not self._put(_Item(bucket, True)):
                         return
                     continue
-                start = 0
-                for n, size in enumerate(run.chunk_sizes(len(events))):
-                    chunk = events[start:start + size]
-                    start += size
+                for n, chunk in enumerate(by_subject(events, run.chunk_sizes)):
                     item = _Item(bucket, n == 0, chunk)
                     try:
                         item.bodies = events_service.read_bodies(

@@ -10,7 +10,8 @@ after a crash continues with the next one:
 3a. **compactor entries** built from the subject's events (the ``compactions`` and
    ``compaction_events`` provenance names them), and any built from events that no longer
    exist: mark their pointers ``pending_delete``, delete their objects (all versions) and
-   check by listing that they are gone, then delete the pointers and their provenance rows;
+   check by listing that they are gone, then delete the pointers and their provenance rows
+   (other subjects' events they covered lose ``compressed_at``: ``erasure_derived.py``);
 3. **delete**, in batches of the subject's pointers (``user_id`` = subject, or scope ``user``
    with ``scope_ref`` = subject): mark them ``pending_delete`` (reads stop), delete their
    objects (``delete_many``; on a versioned bucket every version and delete marker of each
@@ -67,7 +68,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from sqlalchemy import delete, exists, func, or_, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
@@ -93,8 +94,8 @@ from ..jobs.service import JobContext
 from ..keys import repository as keys_repo
 from ..kit import request_id_var
 from ..memories import repository as memories_repo
-from ..search.indexer import forget_pointers as forget_in_search
 from ..storage_config.plane import Target, storage_errors
+from . import erasure_derived as derived
 from . import pseudonyms, receipts, subjects
 
 log = logging.getLogger(__name__)
@@ -215,8 +216,7 @@ class _Erasure:
                                  .execution_options(synchronize_session=False))
             self.session.commit()
             self.ctx.checkpoint("after_mark")
-            forget_in_search(self.session, self.ctx.plane, self.ctx.settings,
-                             self.ctx.tenant_id, ids)
+            derived.forget_in_search(self.ctx, ids)
             objects = versions = orphans = outside = 0
             by_config: dict[uuid.UUID, list[Any]] = defaultdict(list)
             for pointer in batch:
@@ -260,7 +260,7 @@ class _Erasure:
         while True:
             self.ctx.check()
             ids = list(self.session.scalars(
-                _compactions_of(self.ctx.tenant_id, self.user_id).limit(BATCH)))
+                derived.compactions_of(self.ctx.tenant_id, self.user_id).limit(BATCH)))
             entries = self.session.execute(
                 select(MemoryPointer.id, MemoryPointer.storage_config_id,
                        MemoryPointer.storage_path, MemoryPointer.embedding_storage_path)
@@ -275,8 +275,7 @@ class _Erasure:
                                  .values(sync_status="pending_delete", updated_at=utcnow())
                                  .execution_options(synchronize_session=False))
             self.session.commit()
-            forget_in_search(self.session, self.ctx.plane, self.ctx.settings,
-                             self.ctx.tenant_id, [e.id for e in entries])
+            derived.forget_in_search(self.ctx, [e.id for e in entries])
             objects = 0
             for config_id, paths in _paths_by_config(
                     (e.storage_config_id, path) for e in entries
@@ -289,6 +288,7 @@ class _Erasure:
                 objects += len(paths)
             self.ctx.checkpoint("after_compactor_objects")
             begin_write(self.session)
+            released = derived.release_others(self.session, self.ctx.tenant_id, self.user_id, ids)
             self.session.execute(delete(CompactionEvent)
                                  .where(CompactionEvent.compaction_id.in_(ids))
                                  .execution_options(synchronize_session=False))
@@ -301,6 +301,7 @@ class _Erasure:
                 (entry.id, f"job {self.ctx.job_id}: compactor entry built from the subject's "
                            "events deleted") for entry in entries])
             self.ctx.save(
+                **{name: self._count(name) + n for name, n in released.items()},
                 compactor_entries=self._count("compactor_entries")
                 + int(removed.rowcount),  # type: ignore[attr-defined]
                 objects=self._count("objects") + objects)
@@ -479,7 +480,7 @@ class _Erasure:
         remaining_events = events_repo.count_subject(self.session, self.ctx.tenant_id,
                                                      self.user_id)
         remaining_compactions = int(self.session.scalar(select(func.count()).select_from(
-            _compactions_of(self.ctx.tenant_id, self.user_id).subquery())) or 0)
+            derived.compactions_of(self.ctx.tenant_id, self.user_id).subquery())) or 0)
         self.session.commit()
         if remaining_pointers or remaining_events or remaining_compactions:
             log.warning("erasure %s: %d pointers, %d events, %d compactor entries reappeared; "
@@ -522,7 +523,7 @@ class _Erasure:
         audit.seal(self.session, self.ctx.tenant_id)
         counts = {name: self._count(name)
                   for name in ("pointers", "objects", "versions", "orphans", "exports",
-                               "events", "entries", "compactor_entries")}
+                               "events", "entries", "compactor_entries", *derived.COUNTS)}
         work_done = any(counts.values()) or bool(self.p["keys"]["destroyed"])
         descriptions = [(t.config_id, self._describe(t)) for t in self._targets()]
         begin_write(self.session)
@@ -578,17 +579,6 @@ class _Erasure:
 def _events_prefix(user_id: str) -> str:
     """The subject's own event directory (events in scope ``user``) under a target."""
     return f"events/user/{quote(user_id, safe='')}/"
-
-
-def _compactions_of(tenant_id: uuid.UUID, user_id: str) -> Any:
-    """Compactor entries (``compactions`` ids) built from an event of the subject, or from an
-    event that no longer exists (erased while the compactor was summarising it)."""
-    subject_events = select(MemoryEvent.id).where(events_repo.owned_by(tenant_id, user_id))
-    return (select(Compaction.id).distinct()
-            .join(CompactionEvent, CompactionEvent.compaction_id == Compaction.id)
-            .where(Compaction.tenant_id == tenant_id,
-                   or_(CompactionEvent.event_id.in_(subject_events),
-                       ~exists().where(MemoryEvent.id == CompactionEvent.event_id))))
 
 
 def _paths_by_config(pairs: Any) -> dict[uuid.UUID, list[str]]:
@@ -647,7 +637,7 @@ def _plan(ctx: JobContext) -> dict[str, Any]:
             else "no per-subject keys in this deployment")
     events = events_repo.count_subject(session, ctx.tenant_id, user_id)
     compactor_entries = int(session.scalar(select(func.count()).select_from(
-        _compactions_of(ctx.tenant_id, user_id).subquery())) or 0)
+        derived.compactions_of(ctx.tenant_id, user_id).subquery())) or 0)
     session.commit()
     plan = {"dry_run": True, "pointers": pointers, "pointers_by_scope": dict(by_scope),
             "events": events, "compactor_entries": compactor_entries,

@@ -9,7 +9,8 @@ A receipt is a JSON object (schema ``memplane-erasure-receipt/1``)::
       "started_at", "finished_at",                      # ISO-8601 UTC
       "work_done": bool,                                # false: nothing of the subject was found
       "counts": {"pointers", "memories", "entries", "compactor_entries", "events",
-                 "objects", "object_versions", "orphans_swept", "exports", "keys"},
+                 "objects", "object_versions", "orphans_swept", "exports", "keys",
+                 "search_scopes_rewritten", "compactor_events_released"},
                                                         # integers; pointers = memories +
                                                         # entries (the subject's own)
       "layers": {<layer>: {"deleted"/"destroyed": int, "verified_by": str, ...}},
@@ -88,6 +89,8 @@ def build(session: Session, *, receipt_id: uuid.UUID, job_id: uuid.UUID,
     entries = int(counts.get("entries", 0))
     compactor_entries = int(counts.get("compactor_entries", 0))
     events = int(counts.get("events", 0))
+    rewritten = int(counts.get("search_scopes_rewritten", 0))
+    released = int(counts.get("compactor_events_released", 0))
     return {
         "format": FORMAT,
         "id": str(receipt_id),
@@ -104,6 +107,7 @@ def build(session: Session, *, receipt_id: uuid.UUID, job_id: uuid.UUID,
             "objects": counts["objects"],
             "object_versions": counts["versions"], "orphans_swept": counts["orphans"],
             "exports": counts["exports"], "keys": int(keys.get("destroyed", 0)),
+            "search_scopes_rewritten": rewritten, "compactor_events_released": released,
         },
         "layers": {
             "pointers": {
@@ -124,6 +128,14 @@ def build(session: Session, *, receipt_id: uuid.UUID, job_id: uuid.UUID,
                                f"{verification.get('compactor_entries_remaining', 0)} "
                                "remaining; their objects checked gone by listing their "
                                "directories",
+                "other_subjects_events_released": released,
+            },
+            "search_segments": {
+                "scopes_rewritten": rewritten,
+                "verified_by": "every segment of each scope that indexed a deleted memory or "
+                               "entry replaced by one built from the live memories only; "
+                               "rows about the subject were sealed under the subject's key "
+                               "(destroyed below), so no copy of an older segment opens them",
             },
             "events": {
                 "deleted": events,

@@ -417,13 +417,13 @@ def compact_scope(session: Session, plane: DataPlane, cache: SearchCache | None,
     session.commit()
     if ids:
         segment_id = new_id()
-        matrix = np.vstack(vectors).astype(np.float32)
-        path = store.put_segment(session, plane, target, tenant_id, scope, scope_ref,
-                                 segment_id, codec.Rows(model, ids, versions, texts, matrix))
+        about = {p.id: p.subject_user_id for p in live}  # a subject's rows: sealed apart
+        path = store.put_segment(session, plane, target, tenant_id, scope, scope_ref, segment_id,
+                                 codec.Rows(model, ids, versions, texts, np.vstack(vectors)
+                                            .astype(np.float32), [about[i] for i in ids]))
         new_row = SearchSegment(id=segment_id, tenant_id=tenant_id, scope_type=scope,
-                                scope_ref=scope_ref,
+                                scope_ref=scope_ref, embedding_model=model,
                                 kind="snapshot" if only is None else "delta",
-                                embedding_model=model,
                                 storage_config_id=target.config_id, storage_path=path,
                                 rows=len(ids), created_at=utcnow())
     begin_write(session)

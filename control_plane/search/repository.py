@@ -158,7 +158,7 @@ def live_in_scope(session: Session, tenant_id: uuid.UUID, scope: str, scope_ref:
                   model: str) -> Sequence[Any]:
     """Every pointer of the scope with a ready vector of ``model``: what a snapshot holds."""
     return session.execute(
-        select(P.id, P.version, P.storage_config_id, P.embedding_storage_path)
+        select(P.id, P.version, P.storage_config_id, P.embedding_storage_path, P.subject_user_id)
         .where(P.tenant_id == tenant_id, P.scope_type == scope, P.scope_ref == scope_ref,
                P.sync_status == "synced", P.embedding_model == model, vector_ready())
         .order_by(P.id)).all()

@@ -2,7 +2,8 @@
 
 A pointer's vector object is sealed under the pointer's own subject key (with its pointer id
 in the associated data), exactly as its content; a scope's segments under the scope's key
-(the user's key for a ``user`` scope), with the segment id in the associated data.
+(the user's key for a ``user`` scope), with the segment id in the associated data — and the
+rows of another data subject's memories in parts under that subject's key (``parts.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..keys import service as keys
 from ..memories.addresses import MemoryAddress
 from ..memories.shared import keyring_of
 from ..storage_config.plane import DataPlane, Target, storage_errors
-from . import codec
+from . import codec, parts
 from .index import SearchCache, Segment
 from .repository import vector_path
 
@@ -109,10 +110,12 @@ def segment_path(target: Target, scope: str, scope_ref: str, segment_id: uuid.UU
 def put_segment(session: Session, plane: DataPlane, target: Target, tenant_id: uuid.UUID,
                 scope: str, scope_ref: str, segment_id: uuid.UUID, rows: codec.Rows) -> str:
     path = segment_path(target, scope, scope_ref, segment_id)
+    own, sealed = parts.seal(session, plane, tenant_id, scope, scope_ref, path, segment_id,
+                             rows)
     key = _key(session, plane, tenant_id, keys.subject_of(scope, scope_ref, None))
     session.commit()
-    blob = keys.seal_object(keyring_of(plane), tenant_id, key, path, segment_id,
-                            codec.encode(rows))
+    blob = b"".join((keys.seal_object(keyring_of(plane), tenant_id, key, path, segment_id,
+                                      own), *sealed))
     _put(target, path, blob)
     return path
 
@@ -125,17 +128,20 @@ def load_segment(session: Session, plane: DataPlane, cache: SearchCache,
     if found is not None:
         return found
     target = plane.by_id(session, row.storage_config_id)
-    rows = _open(session, plane, target, row.tenant_id, row.id, row.storage_path)
+    rows = _open(session, plane, target, row.tenant_id, row.id, row.storage_path,
+                 segment=True)
     segment = Segment.of(row.id, rows)
     cache.keep_segment(segment)
     return segment
 
 
 def _open(session: Session, plane: DataPlane, target: Target, tenant_id: uuid.UUID,
-          object_id: uuid.UUID, path: str) -> codec.Rows:
+          object_id: uuid.UUID, path: str, *, segment: bool = False) -> codec.Rows:
     try:
         with storage_errors():
             blob = target.adapter.get(path, INDEX_OBJECT_CEILING)
+        if segment:
+            return parts.open_rows(session, plane, tenant_id, path, object_id, blob)
         data = keys.open_object(session, keyring_of(plane), tenant_id, path, object_id, blob)
         return codec.decode(data)
     except (storage.ObjectNotFound, DecryptionError, codec.CorruptIndexObject) as exc:

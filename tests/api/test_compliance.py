@@ -142,7 +142,9 @@ def test_export_then_erase_a_subject_leaves_the_bystander_untouched(
         assert again.result["work_done"] is False
         assert again.result["counts"] == {"pointers": 0, "objects": 0, "versions": 0,
                                           "orphans": 0, "exports": 0, "events": 0,
-                                          "entries": 0, "compactor_entries": 0, "keys": 0}
+                                          "entries": 0, "compactor_entries": 0, "keys": 0,
+                                          "search_scopes_rewritten": 0,
+                                          "compactor_events_released": 0}
         assert "nothing was deleted" in again.result["note"]
 
     # the bystander reads back intact

@@ -288,7 +288,8 @@ def test_erasure_deletes_events_and_compactor_entries_and_counts_each_layer(
     assert result is not None and result["work_done"] is False
     assert result["counts"] == {"pointers": 0, "objects": 0, "versions": 0, "orphans": 0,
                                 "exports": 0, "events": 0, "entries": 0,
-                                "compactor_entries": 0, "keys": 0}
+                                "compactor_entries": 0, "keys": 0,
+                                "search_scopes_rewritten": 0, "compactor_events_released": 0}
 
 
 @pytest.mark.parametrize(("step", "occurrence"), [
