@@ -160,3 +160,30 @@ def test_keys_generate_makes_each_secret_once_and_never_prints_one(tmp_path: Pat
     for name in ("admin.key", "receipt-signing.key", "server.key"):
         assert (directory / name).read_text() == made[name]  # kept, byte for byte
     assert (directory / "metrics.token").read_text() != made["metrics.token"]
+
+
+def test_keys_create_on_a_new_database_hands_the_admin_key_over_in_the_file(
+        tmp_path: Path) -> None:
+    """`memplane keys create` makes the default tenant when there is none: with
+    MEMPLANE_BOOTSTRAP_KEY_FILE its admin key goes to the file, not to the terminal."""
+    from control_plane.runtime import Runtime
+    from control_plane.tenants.service import authenticate
+    from memplane.cli import app
+
+    key_file = tmp_path / "admin.key"
+    env = {"MEMPLANE_DATA_DIR": str(tmp_path / "data"),
+           "MEMPLANE_BOOTSTRAP_KEY_FILE": str(key_file)}
+    result = CliRunner().invoke(app, ["--init", "keys", "create", "--role", "agent"], env=env)
+    assert result.exit_code == 0, result.output
+    admin_key = key_file.read_text().strip()
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert admin_key not in result.output
+    assert f"its admin key is in {key_file}" in result.output.replace("\n", "")
+    agent_key = result.output.strip().splitlines()[-1]
+    runtime = Runtime(Settings(data_dir=tmp_path / "data"))
+    try:
+        with runtime.sessions() as session:
+            roles = [authenticate(session, f"Bearer {k}").role for k in (admin_key, agent_key)]
+    finally:
+        runtime.close()
+    assert roles == ["admin", "agent"]
