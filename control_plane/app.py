@@ -80,8 +80,11 @@ def create_app(settings: Settings | None = None, *, background_process: bool = F
         if settings.create_default_tenant:
             with runtime.sessions() as session:
                 admin = settings.admin_key.get_secret_value() if settings.admin_key else None
-                new_key = ensure_bootstrap(session, admin)
-            if new_key:
+                new_key = ensure_bootstrap(session, admin, key_file=settings.bootstrap_key_file)
+            if new_key and settings.bootstrap_key_file:
+                log.warning("created the default tenant; its admin key is in %s (mode 0600)",
+                            settings.bootstrap_key_file)
+            elif new_key:
                 print(f"\nmemplane: created the default tenant. Its admin key, shown once:\n\n"
                       f"    {new_key}\n\nKeep it safe; it can create tenants and keys.\n",
                       file=sys.stderr, flush=True)

@@ -53,6 +53,19 @@ class Settings(BaseSettings):
         "unreachable (503 storage_unavailable).")
     metrics_token: SecretStr | None = Field(
         None, description="When set, GET /metrics requires 'Authorization: Bearer <token>'.")
+    # Secrets as files (a mounted Kubernetes Secret, a compose volume): read at start.
+    server_key_file: Path | None = Field(
+        None, description="A file holding MEMPLANE_SERVER_KEY; set one or the other.")
+    receipt_signing_key_file: Path | None = Field(
+        None, description="A file holding MEMPLANE_RECEIPT_SIGNING_KEY; set one or the other.")
+    admin_key_file: Path | None = Field(
+        None, description="A file holding MEMPLANE_ADMIN_KEY; set one or the other.")
+    metrics_token_file: Path | None = Field(
+        None, description="A file holding MEMPLANE_METRICS_TOKEN; set one or the other.")
+    bootstrap_key_file: Path | None = Field(
+        None, description="Where a generated admin key of the default tenant goes (a new "
+        "file, mode 0600) instead of being printed; the start fails rather than overwrite "
+        "an existing file.")
     audit_seal_interval_seconds: float = Field(0.5, gt=0)
     audit_checkpoint_seconds: float = Field(
         60.0, ge=0, description="While audit rows arrive, sign each tenant's chain head and "
@@ -237,6 +250,24 @@ class Settings(BaseSettings):
         "search's ranking), process-wide: 1 leaves the parallelism to concurrent requests "
         "(a multi-threaded product of a warm search's size spins helper threads that take "
         "cores from requests); 0 keeps the BLAS library's own default (all cores).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _secrets_from_files(cls, data: Any) -> Any:
+        """MEMPLANE_<NAME>_FILE: the secret read from that file (never both ways)."""
+        if not isinstance(data, dict):
+            return data
+        from .secret_files import FILE_SETTINGS, read_secret_file
+
+        for name in FILE_SETTINGS:
+            path = data.get(f"{name}_file")
+            if not path:
+                continue
+            setting = f"MEMPLANE_{name.upper()}"
+            if data.get(name):
+                raise ValueError(f"set {setting} or {setting}_FILE, not both")
+            data = {**data, name: read_secret_file(Path(path), f"{setting}_FILE")}
+        return data
 
     @field_validator("allowed_endpoints", "kek_aws_allowed_key_refs",
                      "gcs_impersonation_allowed", mode="before")

@@ -10,6 +10,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import ColumnElement, Engine, select
@@ -22,6 +23,7 @@ from ..db.engine import begin_write
 from ..db.models import ApiKey, Tenant
 from ..errors import Forbidden, InvalidInput, NotFound, Unauthorized
 from ..kit import sha256_hex
+from ..secret_files import create_secret_file, remove_secret_file
 from ..storage_config.plane import default_config
 from .access import ANY_REF, EVERYTHING, TENANT_REF, Access, canonical_scope
 
@@ -247,13 +249,18 @@ def revoke_api_key(session: Session, caller: Caller, key_id: uuid.UUID) -> None:
     CALLERS.forget(key.key_sha256)
 
 
-def ensure_bootstrap(session: Session, admin_key: str | None) -> str | None:
+def ensure_bootstrap(session: Session, admin_key: str | None, *,
+                     key_file: Path | None = None) -> str | None:
     """Create the default tenant on first start; returns a newly made admin key to print once.
 
     With ``admin_key`` set, that key is the bootstrap key (registered if not yet known) and
     nothing is returned. A new ``admin_key`` replaces the previous bootstrap key: every other
     key that may create tenants is revoked in the same transaction, so changing
     MEMPLANE_ADMIN_KEY is how an operator rotates it.
+
+    With ``key_file`` (MEMPLANE_BOOTSTRAP_KEY_FILE), a newly made key is written into that new
+    file before the tenant is committed — the caller must not print it. An existing file is
+    never overwritten: SecretFileExists, and no tenant is made.
     """
     if admin_key:
         known = session.scalar(select(ApiKey).where(
@@ -267,8 +274,19 @@ def ensure_bootstrap(session: Session, admin_key: str | None) -> str | None:
     first = session.scalar(select(Tenant).order_by(Tenant.created_at).limit(1))
     session.rollback()
     if first is None:
-        _, raw = create_tenant(session, "default", admin_key=admin_key, can_create_tenants=True)
-        return None if admin_key else raw
+        if admin_key or key_file is None:
+            _, raw = create_tenant(session, "default", admin_key=admin_key,
+                                   can_create_tenants=True)
+            return None if admin_key else raw
+        raw = new_key()
+        create_secret_file(key_file, raw)  # first: a key the operator never gets is no use
+        try:
+            create_tenant(session, "default", admin_key=raw, can_create_tenants=True)
+        except BaseException:
+            session.rollback()
+            remove_secret_file(key_file)
+            raise
+        return raw
     if admin_key:
         begin_write(session)
         previous = session.scalars(select(ApiKey).where(ApiKey.can_create_tenants.is_(True),

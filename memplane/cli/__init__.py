@@ -21,6 +21,7 @@ from . import (
     entries,
     events,
     hygiene,
+    keyfiles,
     local,
     memory,
     residency,
@@ -79,6 +80,7 @@ keys_app = typer.Typer(help="API keys and encryption keys.", no_args_is_help=Tru
 keys_app.command("create")(local.keys_create)
 keys_app.command("rotate")(crypto.keys_rotate)
 keys_app.command("retire-kek")(crypto.keys_retire)
+keys_app.command("generate")(keyfiles.keys_generate)
 app.add_typer(keys_app, name="keys")
 
 audit_app = typer.Typer(help="The access audit log.", no_args_is_help=True)

@@ -251,8 +251,12 @@ def keys_create(
 
     with _runtime() as runtime, runtime.sessions() as session:
         admin = runtime.settings.admin_key
-        first_key = ensure_bootstrap(session, admin.get_secret_value() if admin else None)
-        if first_key:
+        key_file = runtime.settings.bootstrap_key_file
+        first_key = ensure_bootstrap(session, admin.get_secret_value() if admin else None,
+                                     key_file=key_file)
+        if first_key and key_file:
+            console.print(f"created the default tenant; its admin key is in {key_file}")
+        elif first_key:
             console.print("created the default tenant; its admin key, shown once:")
             typer.echo(first_key)
         query = select(Tenant).order_by(Tenant.created_at).limit(1)

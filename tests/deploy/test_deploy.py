@@ -80,8 +80,11 @@ def test_chart_renders_the_production_layout() -> None:
         ("CronJob", "memplane-audit-verify"), ("CronJob", "memplane-reconcile"),
         ("CronJob", "memplane-verify"), ("Deployment", "memplane-api"),
         ("Deployment", "memplane-worker"), ("Job", "memplane-migrations"),
+        ("NetworkPolicy", "memplane"), ("NetworkPolicy", "memplane-api"),
+        ("NetworkPolicy", "memplane-worker"),
         ("PodDisruptionBudget", "memplane-api"), ("Secret", "memplane-secrets"),
         ("Service", "memplane-api"), ("Service", "memplane-worker"),
+        ("ServiceAccount", "memplane"),
         ("ServiceMonitor", "memplane-api"), ("ServiceMonitor", "memplane-worker"),
     ]
     by_name = {(d["kind"], d["metadata"]["name"]): d for d in docs}
@@ -155,33 +158,36 @@ def test_the_schema_check_catches_a_broken_manifest() -> None:
         validate.validate(wrong_type, KUBERNETES_VERSION, strict=True)
 
 
-def test_monitoring_without_a_token_and_with_an_existing_secret() -> None:
+def test_monitoring_with_an_existing_secret() -> None:
     assert "ServiceMonitor" not in {d["kind"] for d in render({**VALUES, "serviceMonitor": {}})}
-    values = json.loads(json.dumps(VALUES))
-    del values["secrets"]["values"]["MEMPLANE_METRICS_TOKEN"]
-    plain = [d for d in render(values) if d["kind"] == "ServiceMonitor"]
-    assert [("authorization" in d["spec"]["endpoints"][0]) for d in plain] == [False, False]
-    values = {**values, "secrets": {"existingSecret": "ops-memplane"},
-              "serviceMonitor": {"enabled": True, "useMetricsToken": True}}
+    values = {**VALUES, "secrets": {"existingSecret": "ops-memplane"}}
     docs = render(values)
     assert "Secret" not in {d["kind"] for d in docs}
     monitors = [d for d in docs if d["kind"] == "ServiceMonitor"]
-    assert [d["spec"]["endpoints"][0]["authorization"]["credentials"]["name"]
-            for d in monitors] == ["ops-memplane", "ops-memplane"]
+    assert [d["spec"]["endpoints"][0]["authorization"]["credentials"]
+            for d in monitors] == [{"name": "ops-memplane", "key": "MEMPLANE_METRICS_TOKEN"}] * 2
     [api] = [d for d in docs if d["kind"] == "Deployment"
              and d["metadata"]["name"] == "memplane-api"]
     refs = {e["valueFrom"]["secretKeyRef"]["name"] for e in containers(api)[0]["env"]
             if "valueFrom" in e}
     assert refs == {"ops-memplane"}
+    # An existing Secret without a token: the operator says so, and /metrics stays open.
+    docs = render({**values, "metricsToken": {"required": False}})
+    monitors = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    assert [("authorization" in d["spec"]["endpoints"][0]) for d in monitors] == [False, False]
+    [api] = [d for d in docs if d["kind"] == "Deployment"
+             and d["metadata"]["name"] == "memplane-api"]
+    [token] = [e for e in containers(api)[0]["env"] if e["name"] == "MEMPLANE_METRICS_TOKEN"]
+    assert token["valueFrom"]["secretKeyRef"]["optional"] is True
 
 
-def test_chart_refuses_to_render_without_its_secrets() -> None:
+def test_chart_refuses_to_render_without_its_database() -> None:
     need("helm_python")
     from helm_python.errors import HelmError
 
     values = json.loads(json.dumps(VALUES))
-    values["secrets"]["values"]["MEMPLANE_SERVER_KEY"] = ""
-    with pytest.raises(HelmError, match="MEMPLANE_SERVER_KEY"):
+    values["secrets"]["values"]["MEMPLANE_DATABASE_URL"] = ""
+    with pytest.raises(HelmError, match="MEMPLANE_DATABASE_URL"):
         render(values)
 
 
@@ -195,7 +201,7 @@ def test_chart_sets_only_settings_that_exist_and_every_required_one() -> None:
             assert {n for n in names if n.startswith("MEMPLANE_")} <= SETTINGS, names - SETTINGS
             assert names >= REQUIRED, doc["metadata"]["name"]
     [secret] = [d for d in docs if d["kind"] == "Secret"]
-    assert set(secret["stringData"]) <= SETTINGS
+    assert set(secret["data"]) <= SETTINGS
 
 
 def test_scheduled_and_deployed_commands_exist_in_the_cli() -> None:
@@ -208,10 +214,10 @@ def test_scheduled_and_deployed_commands_exist_in_the_cli() -> None:
     invocations += [service["command"] for service in compose["services"].values()
                     if service.get("image", "").startswith("memplane")
                     and "entrypoint" not in service]
-    commands = {tuple(args[:2] if args[0] in {"db", "audit"} else args[:1])
+    commands = {tuple(args[:2] if args[0] in {"db", "audit", "keys"} else args[:1])
                 for args in invocations}
     assert commands == {("serve",), ("worker",), ("db", "upgrade"), ("reconcile",),
-                        ("verify",), ("audit", "verify")}
+                        ("verify",), ("audit", "verify"), ("keys", "generate")}
     runner = CliRunner()
     for args in invocations:  # the whole line parses: every option is one the command has
         result = runner.invoke(app, [*args, "--help"])
@@ -223,10 +229,12 @@ def test_scheduled_and_deployed_commands_exist_in_the_cli() -> None:
 def test_compose_runs_two_apis_a_worker_and_the_stand_ins() -> None:
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
     services = compose["services"]
-    assert set(services) == {"postgres", "migrations", "buckets", "api-1", "api-2", "worker",
-                             "s3", "gcs", "azurite"}
+    assert set(services) == {"postgres", "secrets", "migrations", "buckets", "api-1", "api-2",
+                             "worker", "s3", "gcs", "azurite"}
     assert services["migrations"]["command"] == ["db", "upgrade"]
-    assert services["migrations"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    assert services["migrations"]["depends_on"] == {
+        "postgres": {"condition": "service_healthy"},
+        "secrets": {"condition": "service_completed_successfully"}}
     for name in ("api-1", "api-2", "worker"):
         assert services[name]["depends_on"]["migrations"] == {
             "condition": "service_completed_successfully"}
@@ -234,21 +242,37 @@ def test_compose_runs_two_apis_a_worker_and_the_stand_ins() -> None:
     assert services["worker"]["command"] == ["worker", "--metrics-port", "9090"]
 
 
-def test_compose_environment_is_a_valid_configuration() -> None:
+def compose_value(value: object, env: dict[str, str]) -> str:
+    """``value`` as compose passes it on: ${NAME:-default} replaced from ``env``."""
+    return re.sub(r"\$\{(\w+)(?::-([^}]*))?\}",
+                  lambda m: env.get(m[1]) or (m[2] or ""), str(value))
+
+
+def test_compose_environment_is_a_valid_configuration(tmp_path: Path) -> None:
+    """With the secrets `memplane keys generate` writes at first start, every memplane
+    service's environment (nothing set in the shell) is a configuration the server takes."""
+    from control_plane.compliance.signing import signing_key
+    from memplane.cli import app
+
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    [generate] = [s["command"] for s in compose["services"].values()
+                  if s.get("command", [])[:2] == ["keys", "generate"]]
+    secrets_dir = generate[generate.index("--dir") + 1]
+    result = CliRunner().invoke(app, ["keys", "generate", "--dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
     for name, service in compose["services"].items():
-        if not service.get("image", "").startswith("memplane"):
+        if not service.get("image", "").startswith("memplane") or "environment" not in service:
             continue
-        env = {k: str(v) for k, v in service["environment"].items()}
+        env = {k: compose_value(v, {}).replace(secrets_dir, str(tmp_path))
+               for k, v in service["environment"].items()}
         names = {k for k in env if k.startswith("MEMPLANE_")}
         assert names <= SETTINGS, (name, names - SETTINGS)
-        assert names >= REQUIRED, name
+        assert {n for n in REQUIRED if n not in names and f"{n}_FILE" not in names} == set()
         assert env["MEMPLANE_RUN_JOBS"] == "false"  # the worker service runs the jobs
         settings = Settings(**{k.removeprefix("MEMPLANE_").lower(): v
                                for k, v in env.items() if k in names})
         assert not settings.embedded
-        from control_plane.compliance.signing import signing_key
-
+        assert settings.admin_key is not None and settings.metrics_token is not None
         assert len(signing_key(settings).public_raw) == 32  # the configured key parses
 
 

@@ -45,8 +45,11 @@ class ChildProcess:
 
 
 class ServerProcess(ChildProcess):
-    def __init__(self, env: dict[str, str], *, port: int | None = None) -> None:
+    def __init__(self, env: dict[str, str], *, port: int | None = None,
+                 output: Path | None = None) -> None:
+        """``output``: a file the child's stdout and stderr are appended to (else dropped)."""
         self.env = {**os.environ, "MEMPLANE_LOG_LEVEL": "WARNING", **env}
+        self.output = output
         self.env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(CHECKOUT), self.env.get("PYTHONPATH")) if p)
         self.port = port or free_port()
@@ -62,9 +65,11 @@ class ServerProcess(ChildProcess):
         if pause_at is not None:
             assert pause_file is not None
             env |= {"MEMPLANE_TEST_PAUSE_AT": pause_at, "MEMPLANE_TEST_PAUSE_FILE": str(pause_file)}
-        self.process = subprocess.Popen(
-            [str(MEMPLANE), "serve", "--port", str(self.port)], env=env,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        with (open(self.output, "ab") if self.output else
+              open(os.devnull, "wb")) as sink:
+            self.process = subprocess.Popen(
+                [str(MEMPLANE), "serve", "--port", str(self.port)], env=env,
+                stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

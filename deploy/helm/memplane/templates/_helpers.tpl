@@ -27,6 +27,19 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- .Values.secrets.existingSecret | default (printf "%s-secrets" (include "memplane.fullname" .)) -}}
 {{- end -}}
 
+{{/* Whether the pods require MEMPLANE_METRICS_TOKEN and the scrapes send it. */}}
+{{- define "memplane.metricsToken" -}}
+{{- if or (not .Values.secrets.existingSecret) .Values.metricsToken.required -}}true{{- end -}}
+{{- end -}}
+
+{{- define "memplane.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "memplane.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Environment shared by every memplane container. */}}
 {{- define "memplane.env" -}}
 {{- $secret := include "memplane.secretName" . }}
@@ -39,7 +52,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - name: MEMPLANE_ADMIN_KEY
   valueFrom: {secretKeyRef: {name: {{ $secret }}, key: MEMPLANE_ADMIN_KEY, optional: true}}
 - name: MEMPLANE_METRICS_TOKEN
-  valueFrom: {secretKeyRef: {name: {{ $secret }}, key: MEMPLANE_METRICS_TOKEN, optional: true}}
+  valueFrom: {secretKeyRef: {name: {{ $secret }}, key: MEMPLANE_METRICS_TOKEN, optional: {{ not (include "memplane.metricsToken" .) }}}}
+# An admin key the server has to generate (an existing Secret without MEMPLANE_ADMIN_KEY)
+# goes into this file on the pod's data volume, never into its log.
+- name: MEMPLANE_BOOTSTRAP_KEY_FILE
+  value: /var/lib/memplane/bootstrap-admin.key
 - name: MEMPLANE_DATA_DIR
   value: /var/lib/memplane
 - name: MEMPLANE_RUN_JOBS
@@ -90,10 +107,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end -}}
 
-{{- define "memplane.podSpecCommon" -}}
-{{- with .Values.serviceAccount.name }}
+{{/* The pods' account; the migrations hook runs before the chart's account exists, so it
+keeps the namespace's default unless an existing account is named. */}}
+{{- define "memplane.serviceAccount" -}}
+{{- with include "memplane.serviceAccountName" . }}
 serviceAccountName: {{ . }}
 {{- end }}
+{{- end -}}
+
+{{- define "memplane.podSpecCommon" -}}
+automountServiceAccountToken: false
 securityContext:
   {{- toYaml .Values.podSecurityContext | nindent 2 }}
 {{- with .Values.nodeSelector }}
