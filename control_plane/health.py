@@ -3,12 +3,13 @@
 The probes never queue behind requests: ``/healthz`` answers on the event loop and
 ``/readyz`` asks the database from threads of its own, not from the request threads that a
 tenant's slow bucket may be holding (up to its bulkhead, storage_config/bulkhead.py), and
-neither touches any bucket.
+neither touches any bucket. ``/readyz`` answers 503 when the database gives it no answer
+within ``PROBE_SECONDS``, whether it is down or its connection pool is exhausted.
 """
 
 from __future__ import annotations
 
-from anyio import CapacityLimiter, to_thread
+from anyio import CapacityLimiter, move_on_after, to_thread
 from fastapi import APIRouter, FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import Engine, text
@@ -18,6 +19,8 @@ from .deps import get_runtime
 router = APIRouter(tags=["health"])
 
 PROBE_THREADS = 2
+# Longest /readyz waits for the database (a connection, then SELECT 1).
+PROBE_SECONDS = 2.0
 
 
 def reserve_probe_threads(app: FastAPI) -> None:
@@ -36,10 +39,19 @@ async def readyz(request: Request, response: Response) -> dict[str, str]:
     """Readiness: 200 when the control-plane database answers, 503 (with the reason) when it does
     not. No authentication; use it for readiness probes and load balancers."""
     engine = get_runtime(request).engine
-    if not await to_thread.run_sync(_database_answers, engine,
-                                    limiter=request.app.state.probe_threads):
+    answered = False
+    # The probe's own bound, far below the pool's wait for a connection (30 s): a pool that
+    # requests have exhausted makes the server not ready, and the probe says so at once.
+    # A probe thread still waiting is left to finish on its own (at most PROBE_THREADS).
+    with move_on_after(PROBE_SECONDS):
+        answered = await to_thread.run_sync(_database_answers, engine,
+                                            limiter=request.app.state.probe_threads,
+                                            abandon_on_cancel=True)
+    if not answered:
         response.status_code = 503
-        return {"status": "unavailable", "detail": "the database is not reachable"}
+        return {"status": "unavailable",
+                "detail": f"the database did not answer within {PROBE_SECONDS:g} seconds "
+                          "(not reachable, or every connection of the pool is in use)"}
     return {"status": "ready"}
 
 

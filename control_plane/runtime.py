@@ -57,7 +57,9 @@ class Runtime:
         self.plane.max_object_bytes = settings.max_object_bytes
         self.plane.bulkheads = Bulkheads(settings.storage_calls_per_tenant,
                                          settings.storage_waiters_per_tenant,
-                                         settings.storage_wait_seconds)
+                                         settings.storage_wait_seconds,
+                                         threads=settings.storage_threads,
+                                         reserved=settings.storage_threads_reserved)
         self.plane.call_deadline = settings.storage_call_deadline_seconds
         CALLERS.ttl = settings.auth_cache_seconds
         self.plane.audit_batcher = AuditBatcher(self.engine)

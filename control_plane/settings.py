@@ -21,7 +21,8 @@ DEFAULT_SUMMARIZER_HOSTS = ("api.openai.com", "*.openai.azure.com", "api.mistral
 SERVER_KEY_MIN_BYTES = 16
 _PLACEHOLDERS = {"", "changeme", "change-me", "secret", "memplane", "development"}
 # Threads the API runs its synchronous routes in (anyio's thread pool; create_app sets it).
-# One tenant's storage calls and waiters together may take at most half of them.
+# One tenant's storage calls and waiters together may take at most half of them, all
+# tenants' together fewer than all (storage_threads).
 REQUEST_THREADS = 40
 
 
@@ -109,6 +110,13 @@ class Settings(BaseSettings):
     storage_wait_seconds: float = Field(
         2.0, ge=0, le=30, description="Longest a call waits for a slot of its tenant's "
         "storage calls.")
+    storage_threads: int = Field(
+        24, ge=1, description="Threads a process lets run or wait in calls to tenants' own "
+        "buckets, all tenants together; the request threads beyond them stay free for "
+        "everything else. A call beyond them gets 503 storage_busy.")
+    storage_threads_reserved: int = Field(
+        8, ge=0, description="The last of storage_threads, kept for tenants with fewer than "
+        "two calls in their buckets: tenants whose buckets hang share the others.")
     gcs_impersonation_allowed: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="The Google service accounts each tenant may have "
         "this server impersonate (impersonate_service_account): entries '<tenant id>=<account>'"
@@ -368,6 +376,12 @@ class Settings(BaseSettings):
                 f"at most {REQUEST_THREADS // 2}, half the server's {REQUEST_THREADS} request "
                 "threads, so one tenant's slow bucket cannot take the threads other tenants "
                 "need")
+        if not self.storage_threads_reserved < self.storage_threads < REQUEST_THREADS:
+            raise ValueError(
+                "MEMPLANE_STORAGE_THREADS must be below the server's "
+                f"{REQUEST_THREADS} request threads, and MEMPLANE_STORAGE_THREADS_RESERVED "
+                "below MEMPLANE_STORAGE_THREADS, so slow buckets of several tenants together "
+                "leave threads for healthy tenants and for requests that use no bucket")
         return self
 
     @model_validator(mode="after")

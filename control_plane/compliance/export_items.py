@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -39,6 +39,7 @@ from ..kit import sha256_hex
 from ..memories import service as memories
 from ..memories.batch_sets import all_near
 from ..storage_config.plane import DataPlane, storage_errors
+from ..storage_config.shared_pool import SharedPool
 from .zipwriter import Packed, pack
 
 WINDOW_BYTES = 4 << 20
@@ -49,10 +50,11 @@ _POOLED_BYTES = 256 << 10
 # Objects are opened and packed by a thread per core, at most four, so that an export on a
 # machine of many cores does not hold a value per core in memory (each thread's buffers
 # come from its own malloc arena, which keeps what it freed). A cloud bucket's objects are
-# fetched four at a time first, by threads of their own.
-_packers = ThreadPoolExecutor(max_workers=min(4, max(2, os.cpu_count() or 1)),
-                              thread_name_prefix="memplane-export")
-_fetchers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memplane-export-fetch")
+# fetched four at a time first, by threads of their own. Both are shared by all tenants, a
+# tenant's work taking at most half of each and never queuing behind another tenant's
+# (storage_config/shared_pool.py).
+_packers = SharedPool(min(4, max(2, os.cpu_count() or 1)), "memplane-export")
+_fetchers = SharedPool(4, "memplane-export-fetch")
 _UNSETTLED = ("pending_delete", "pending_write")
 
 
@@ -130,16 +132,17 @@ class Reader:
         jobs = [_Job(p.id, p.storage_path, p.content_sha256,
                      targets[p.storage_config_id].adapter, envelope.sealed_size(p.content_size))
                 for p in ready]
-        task = partial(_open_and_pack, self._actor.tenant_id, self._encrypted,
-                       dict(self._keys))
+        tenant_id, bulkheads = self._actor.tenant_id, self._plane.bulkheads
+        task = partial(_open_and_pack, tenant_id, self._encrypted, dict(self._keys))
         if not all_near(t.adapter for t in targets.values()):
-            fetched = [_fetchers.submit(_fetch, job) for job in jobs]
-            outcomes = [_packers.submit(_after, task, job, blob)
+            fetched = [_fetchers.submit(tenant_id, bulkheads, _fetch, job) for job in jobs]
+            outcomes = [_packers.submit(tenant_id, None, _after, task, job, blob)
                         for job, blob in zip(jobs, fetched, strict=True)]
         elif sum(p.content_size or 0 for p in ready) < _POOLED_BYTES:
             outcomes = [_done(task(job, _fetch(job))) for job in jobs]
         else:
-            outcomes = [_packers.submit(lambda job: task(job, _fetch(job)), job)
+            outcomes = [_packers.submit(tenant_id, bulkheads,
+                                        lambda job: task(job, _fetch(job)), job)
                         for job in jobs]
         return Started(window, ready, jobs, outcomes)
 

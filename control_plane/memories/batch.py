@@ -286,7 +286,7 @@ def run_batch(sessions: Callable[[], Session], session: Session, plane: DataPlan
             return [_run_one(own, plane, caller, item, idem) for item in group]
 
     def run(groups: list[list[_Op]]) -> None:
-        for answers in side_by_side(work, groups):
+        for answers in side_by_side(plane, caller.actor.tenant_id, work, groups):
             for answer in answers:
                 results[answer["index"]] = answer
 

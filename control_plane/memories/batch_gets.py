@@ -188,7 +188,8 @@ def read_gets(session: Session, plane: DataPlane, actor: Actor, items: list[GetI
             return None
 
     verified: list[tuple[_Ready, Any]] = []
-    blobs = fetch_all(fetch, ready, [entry.target.adapter for entry in ready])
+    blobs = fetch_all(plane, actor.tenant_id, fetch, ready,
+                      [entry.target.adapter for entry in ready])
     for entry, blob in zip(ready, blobs, strict=True):
         value = None if blob is None else _open(session, plane, actor, entry, blob)
         if value is None:
@@ -269,7 +270,8 @@ def read_each(session: Session, plane: DataPlane, actor: Actor, pointers: list[A
         except Exception:  # read_pointer fetches again and answers for it
             return None
 
-    blobs = fetch_all(fetch, pointers, [t.adapter for t in targets.values()])
+    blobs = fetch_all(plane, actor.tenant_id, fetch, pointers,
+                      [t.adapter for t in targets.values()])
     key_ids = [_key_id(blob) for blob in blobs]
     live: dict[Any, LiveKey | None] = dict(keys or {})
     for wanted in dict.fromkeys(k for k in key_ids if k is not None and k not in live):

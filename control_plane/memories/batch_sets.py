@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import uuid
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -29,6 +29,7 @@ from ..audit import service as audit
 from ..audit.service import audited
 from ..errors import DomainError
 from ..storage_config.plane import DataPlane, Target, storage_errors
+from ..storage_config.shared_pool import SharedPool
 from ..tenants.service import Caller, require_role
 from . import hotpath
 from .addresses import MemoryAddress
@@ -51,19 +52,22 @@ WORKERS = 16
 WRITER_ROLES = ("admin", "agent")
 
 # One pool for every batch of the process: starting threads per batch cost more than the
-# puts of a small one. Its tasks never wait on the pool themselves, so it cannot deadlock.
-_pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="memplane-batch")
+# puts of a small one. A tenant's tasks take at most half of it, and never queue behind
+# another tenant's (storage_config/shared_pool.py); they never wait on the pool themselves.
+_pool = SharedPool(WORKERS, "memplane-batch")
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-def side_by_side(task: Callable[[T], R], items: list[T]) -> list[R]:
+def side_by_side(plane: DataPlane, tenant_id: uuid.UUID, task: Callable[[T], R],
+                 items: list[T]) -> list[R]:
     """``task`` over ``items`` on the shared pool, answers in order; each call sees the
     caller's context variables (the request id its audit rows carry)."""
     if len(items) <= 1:
         return [task(item) for item in items]
     context = contextvars.copy_context()
-    return list(_pool.map(lambda item: context.copy().run(task, item), items))
+    return _pool.map(tenant_id, plane.bulkheads,
+                     lambda item: context.copy().run(task, item), items)
 
 
 # Buckets whose reads are a local file's or memory's, with no network to wait on: a
@@ -77,12 +81,13 @@ def all_near(adapters: Iterable[Any]) -> bool:
     return all(getattr(adapter, "scheme", None) in _NEAR for adapter in adapters)
 
 
-def fetch_all(fetch: Callable[[T], R], items: list[T], adapters: Iterable[Any]) -> list[R]:
+def fetch_all(plane: DataPlane, tenant_id: uuid.UUID, fetch: Callable[[T], R], items: list[T],
+              adapters: Iterable[Any]) -> list[R]:
     """``fetch`` over ``items``, answers in order: side by side on the shared pool, or in
     this thread when every bucket among ``adapters`` is near (``all_near``)."""
     if all_near(adapters):
         return [fetch(item) for item in items]
-    return side_by_side(fetch, items)
+    return side_by_side(plane, tenant_id, fetch, items)
 
 
 @dataclass(frozen=True)
@@ -214,7 +219,8 @@ def _store(plane: DataPlane, actor: Any, bound: list[_Bound]) -> list[Prepared |
         except Exception as exc:
             return exc
 
-    for n, outcome in zip(alone, side_by_side(put, [bound[n] for n in alone]), strict=True):
+    puts = side_by_side(plane, actor.tenant_id, put, [bound[n] for n in alone])
+    for n, outcome in zip(alone, puts, strict=True):
         outcomes[n] = outcome
     for positions in together.values():
         sealed: dict[int, tuple[str, bytes]] = {}

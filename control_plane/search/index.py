@@ -13,13 +13,13 @@ import re
 import threading
 import uuid
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
 import numpy as np
 
+from ..storage_config.shared_pool import SharedPool
 from .codec import Rows
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -285,22 +285,15 @@ class SearchCache:
         self.views = _Lru(max_rows)
         self.values = _Lru(max_value_bytes)
         self.states = _Lru(MAX_STATES)
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
+        self._pool = SharedPool(8, "memplane-search-io")
 
-    def pool(self) -> ThreadPoolExecutor:
-        """Threads for object reads side by side (values, segments, the indexer's I/O)."""
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=8,
-                                                thread_name_prefix="memplane-search-io")
-            return self._pool
+    def pool(self) -> SharedPool:
+        """Threads for object reads side by side (values, segments, the indexer's I/O),
+        shared by all tenants with no tenant's work waiting behind another's."""
+        return self._pool
 
     def close(self) -> None:
-        with self._pool_lock:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-                self._pool = None
+        self._pool.shutdown()
 
     def view(self, segments: list[Segment]) -> tuple[list[np.ndarray], Keywords]:
         """``newest_rows`` of these segments (read-only arrays) and their ``Keywords``,

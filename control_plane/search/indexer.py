@@ -39,7 +39,6 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -66,6 +65,7 @@ from ..memories import repository as memories_repo
 from ..memories.batch_sets import all_near
 from ..memories.shared import delete_quietly, keyring_of
 from ..storage_config.plane import DataPlane, Target
+from ..storage_config.shared_pool import SharedPool
 from . import codec, store
 from . import repository as repo
 from .index import SearchCache
@@ -177,18 +177,18 @@ def _verified_text(session: Session, plane: DataPlane, pointer: MemoryPointer,
     return None
 
 
-def _io(pool: ThreadPoolExecutor | None, fn: Callable[[T], R],
-        items: Sequence[T]) -> list[R]:
+def _io(pool: SharedPool | None, plane: DataPlane, tenant_id: uuid.UUID,
+        fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     """``fn(item)`` for each item, side by side on the pool if there is one. ``fn`` uses no
     session (sessions are not shared between threads): object I/O and sealing only."""
     if pool is None or len(items) < 2:
         return [fn(item) for item in items]
-    return list(pool.map(fn, items))
+    return pool.map(tenant_id, plane.bulkheads, fn, items)
 
 
 def embed_batch(session: Session, plane: DataPlane, runtime: Runtime | Settings,
                 pointers: Sequence[MemoryPointer], report: RoundReport, *,
-                pool: ThreadPoolExecutor | None = None) -> set[tuple[str, str]]:
+                pool: SharedPool | None = None) -> set[tuple[str, str]]:
     """Steps 1-5 for one tenant's pointers; the scopes that got a delta."""
     if not pointers:
         return set()
@@ -204,8 +204,8 @@ def embed_batch(session: Session, plane: DataPlane, runtime: Runtime | Settings,
     # A local directory's objects are read in this thread: a hand-off to the pool costs more
     # than the read (as a batch's gets do, ``all_near``).
     near = all_near(t.adapter for t in targets.values())
-    blobs = _io(None if near else pool, lambda p: _fetch(targets[p.storage_config_id], p),
-                pointers)
+    blobs = _io(None if near else pool, plane, tenant_id,
+                lambda p: _fetch(targets[p.storage_config_id], p), pointers)
     live = _live_keys(session, tenant_id, blobs)
     for pointer, blob in zip(pointers, blobs, strict=True):
         text = _verified_text(session, plane, pointer, blob, live)
@@ -248,7 +248,8 @@ def embed_batch(session: Session, plane: DataPlane, runtime: Runtime | Settings,
             store.seal_vector(plane, p, rows_of(i, p), handle_of(p))
             for i, p in together if p.storage_config_id == config_id])
     stored = {i for i, _ in together}
-    _io(pool, put_one, [(i, p) for i, p in enumerate(todo) if i not in stored])
+    _io(pool, plane, tenant_id, put_one,
+        [(i, p) for i, p in enumerate(todo) if i not in stored])
     paths = [repo.vector_path(p.storage_path) for p in todo]
     put = [(pointer, path, i) for i, (pointer, path) in enumerate(zip(todo, paths,
                                                                      strict=True))]
@@ -485,7 +486,7 @@ def index_round(session: Session, plane: DataPlane, runtime: Runtime | Settings,
 
 
 def _index(session: Session, plane: DataPlane, runtime: Runtime | Settings,
-           cache: SearchCache | None, pool: ThreadPoolExecutor | None,
+           cache: SearchCache | None, pool: SharedPool | None,
            pointers: Sequence[MemoryPointer], compact_after: int,
            skip: set[uuid.UUID]) -> RoundReport:
     report = RoundReport()

@@ -475,7 +475,7 @@ LIVE_RAW = (type_coerce(P.id, String).label("id"), P.version, P.scope_type, P.sc
             cast(P.tags, String).label("tags"),  # text: the driver parses no JSON per row
             P.subject_user_id,
             type_coerce(P.storage_config_id, String).label("storage_config_id"),
-            P.storage_path, P.content_sha256, P.expires_at)
+            P.storage_path, P.content_sha256, P.expires_at, P.content_size)
 
 
 def raw_hex(value: Any) -> str:
@@ -525,6 +525,7 @@ class LivePointer(NamedTuple):
     storage_path: str
     content_sha256: str
     expires_at: datetime | None
+    content_size: int | None  # what a read of its object may take (envelope.sealed_size)
 
     @classmethod
     def of(cls, row: Any, pointer_id: uuid.UUID | None = None) -> LivePointer:
@@ -533,4 +534,4 @@ class LivePointer(NamedTuple):
                    row.scope_type, row.scope_ref, row.key,
                    row.title, row.memory_type, tag_list(row.tags), row.subject_user_id,
                    _config_id(row.storage_config_id), row.storage_path, row.content_sha256,
-                   raw_utc(row.expires_at))
+                   raw_utc(row.expires_at), row.content_size)

@@ -137,7 +137,7 @@ def search(session: Session, runtime: Runtime, actor: Actor, request: SearchIn, 
                 state = _read_state(session, runtime, cache, actor.tenant_id, key,
                                     repo.segment_where(actor.tenant_id, scope, scope_ref,
                                                        access))
-            segments = _load(session, runtime, cache, state.rows)
+            segments = _load(session, runtime, cache, actor.tenant_id, state.rows)
             try:
                 query = state.embedder.embed([request.query])[0]
             except EmbedderFailed as exc:
@@ -208,11 +208,12 @@ def _tokens(row: Any) -> tuple[Any, frozenset[str], frozenset[str]]:
     return (embedder, repo.token_set(row.t_policies), repo.token_set(row.t_segments))
 
 
-def _load(session: Session, runtime: Runtime, cache: SearchCache,
+def _load(session: Session, runtime: Runtime, cache: SearchCache, tenant_id: uuid.UUID,
           rows: Sequence[Any]) -> list[Segment]:
     missing = [r for r in rows if cache.segment(r.id) is None]
     if len(missing) > 1:  # cold: read the segments side by side
-        list(cache.pool().map(lambda r: _load_one(runtime, cache, r), missing))
+        cache.pool().map(tenant_id, runtime.plane.bulkheads,
+                         lambda r: _load_one(runtime, cache, r), missing)
     found = []
     for row in rows:
         segment = cache.segment(row.id)
@@ -394,7 +395,8 @@ def _with_values(session: Session, runtime: Runtime, cache: SearchCache, actor: 
             todo.append(hit)
     failed: list[tuple[SearchHit, str | None, str | None]] = []
     if todo:
-        opened = list(cache.pool().map(lambda h: _open(runtime, actor, h.pointer), todo))
+        opened = cache.pool().map(actor.tenant_id, runtime.plane.bulkheads,
+                                  lambda h: _open(runtime, actor, h.pointer), todo)
         for hit, (data, actual, problem) in zip(todo, opened, strict=True):
             if actual is not None and actual == hit.pointer.content_sha256:
                 value = json.loads(data)

@@ -1,0 +1,145 @@
+"""Shared thread pools and the process's budget of threads in tenants' buckets, on their own
+(control_plane/storage_config/shared_pool.py, budget.py): a tenant's stuck work takes at
+most its share of a pool and never queues another tenant's behind it; work handed to a pool
+carries its tenant's slot; tenants whose buckets hang share one part of the budget."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import wait
+from pathlib import Path
+
+import pytest
+
+from control_plane.storage_config.budget import StorageCrowded
+from control_plane.storage_config.bulkhead import BulkheadedAdapter, Bulkheads, StorageBusy
+from control_plane.storage_config.shared_pool import SharedPool
+from storage_adapters.local import LocalAdapter
+
+A, B = uuid.uuid4(), uuid.uuid4()
+GUARD = 30  # seconds: a guard against hanging, not a measurement
+CROWDED = ("too many storage calls of this server are waiting on slow buckets (at most 6 in "
+           "all tenants' buckets per server process, the last 2 kept for tenants with fewer "
+           "than 2 in theirs), and this tenant already has calls under way: retry later, with "
+           "fewer requests at once")
+
+
+@pytest.fixture
+def pool() -> Iterator[SharedPool]:
+    shared = SharedPool(4, "test-shared", share=2)
+    yield shared
+    shared.shutdown()
+
+
+def test_a_tenants_stuck_work_takes_its_share_and_others_never_queue_behind_it(
+        pool: SharedPool) -> None:
+    stuck = threading.Event()
+
+    def hang(n: int) -> str:
+        stuck.wait(GUARD)
+        return threading.current_thread().name
+
+    def where(n: int) -> str:
+        return threading.current_thread().name
+
+    here = threading.current_thread().name
+    hung = [pool.submit(A, None, hang, n) for n in range(2)]  # A's share, both stuck
+    assert (pool.busy, pool.running(A)) == (2, 2)
+    try:
+        # A's third would wait for a worker of A's share: it runs in A's own thread instead
+        third: list[str] = []
+        caller = threading.Thread(target=lambda: third.append(pool.submit(A, None, hang,
+                                                                          2).result()))
+        caller.start()
+        # B's work goes to the idle workers, then (the pool full) runs in B's thread, at once
+        b_go = threading.Event()
+        b_pooled = [pool.submit(B, None, lambda n: b_go.wait(GUARD) and where(n), n)
+                    for n in range(2)]
+        assert (pool.busy, pool.running(B)) == (4, 2)
+        b_here = pool.submit(B, None, where, 2)
+        assert b_here.done() and b_here.result() == here
+        b_go.set()
+        wait(b_pooled, GUARD)
+        assert [f.result().startswith("test-shared") for f in b_pooled] == [True, True]
+        assert (pool.busy, pool.running(A)) == (2, 2)  # A's two still stuck
+        assert not any(f.done() for f in hung)
+        # map: answers in order, wherever they ran
+        assert pool.map(B, None, lambda n: n * n, range(6)) == [0, 1, 4, 9, 16, 25]
+    finally:
+        stuck.set()
+    caller.join(GUARD)
+    assert third == [caller.name]
+    assert [f.result(GUARD).startswith("test-shared") for f in hung] == [True, True]
+    assert (pool.busy, pool.running(A), pool.running(B)) == (0, 0, 0)
+
+
+def test_work_handed_to_a_pool_carries_its_tenants_slot(pool: SharedPool,
+                                                        tmp_path: Path) -> None:
+    bulkheads = Bulkheads(calls=2, waiters=0, wait_seconds=0)
+    bulkhead = bulkheads.of(A)
+    local = LocalAdapter(tmp_path / "bucket")
+    local.put("a/one.json", b"1")
+    guarded = BulkheadedAdapter(local, bulkhead, lambda: None)
+    seen: list[tuple[int, bytes]] = []
+    inside = threading.Event()
+    go = threading.Event()
+
+    def read(n: int) -> None:
+        got = guarded.get("a/one.json")  # takes no second slot: it holds the one handed over
+        seen.append((bulkhead.running, got))
+        inside.set()
+        go.wait(GUARD)
+
+    handed = pool.submit(A, bulkheads, read, 0)
+    assert inside.wait(GUARD)
+    assert seen == [(1, b"1")] and bulkhead.running == 1
+    bulkhead.acquire()  # the bulkhead full: the next task is not handed over ...
+    try:
+        refused = pool.submit(A, bulkheads, lambda n: guarded.get("a/one.json"), 1)
+        assert refused.done() and pool.busy == 1  # ... but run and refused here, at once
+        with pytest.raises(StorageBusy):
+            refused.result()
+    finally:
+        bulkhead.release()
+        go.set()
+    wait([handed], GUARD)
+    assert handed.result() is None
+    assert (bulkhead.running, bulkheads.budget.total, pool.busy) == (0, 0, 0)
+    local.close()
+
+
+def test_tenants_with_hanging_buckets_share_part_of_the_budget_and_leave_the_reserve() -> None:
+    bulkheads = Bulkheads(calls=8, waiters=8, wait_seconds=5, threads=6, reserved=2)
+    hostile, healthy, third, fourth = (bulkheads.of(uuid.uuid4()) for _ in range(4))
+    for _ in range(4):
+        hostile.acquire()  # the shared part, held by calls that hang
+    with pytest.raises(StorageCrowded) as crowded:
+        hostile.acquire()  # it holds two or more: the reserve is not for it
+    assert (hostile.running, hostile.waiting, bulkheads.budget.total) == (4, 0, 4)
+
+    assert fourth.try_acquire()  # one handed to a pool: room is left for its own call
+    assert not fourth.try_acquire()  # a second would leave it none
+    fourth.acquire()  # its own call
+    assert bulkheads.budget.total == 6
+    with pytest.raises(StorageCrowded):
+        healthy.acquire()  # the budget spent
+    fourth.release()
+    fourth.release()
+
+    healthy.acquire()
+    healthy.acquire()  # a tenant holding fewer than two takes from the reserve
+    with pytest.raises(StorageCrowded):
+        healthy.acquire()
+    with pytest.raises(StorageCrowded):
+        third.acquire()  # all six taken
+    hostile.release()
+    third.acquire()  # one given back: a light tenant takes it
+    assert (bulkheads.budget.total, hostile.running, healthy.running, third.running) == (
+        6, 3, 2, 1)
+    error = crowded.value
+    assert isinstance(error, StorageBusy)
+    assert (error.status_code, error.body(), error.headers) == (
+        503, {"error": "storage_unavailable", "detail": CROWDED, "problem": "storage_busy"},
+        {"Retry-After": "2"})
