@@ -27,7 +27,10 @@ REQUEST_THREADS = 40
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="MEMPLANE_", extra="ignore")
+    # A refused setting is named with its error, never with its value: a server key, token or
+    # database URL with a password must not reach a log through a validation error.
+    model_config = SettingsConfigDict(env_prefix="MEMPLANE_", extra="ignore",
+                                      hide_input_in_errors=True)
 
     data_dir: Path = Field(Path(".memplane"), description="Home of the embedded default.")
     database_url: str | None = Field(

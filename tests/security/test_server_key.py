@@ -62,3 +62,16 @@ def test_generated_keys_are_credited_in_full() -> None:
         assert random_bytes_in(secrets.token_hex(16)) == 16
         assert random_bytes_in(secrets.token_urlsafe(32)) == 32
         assert random_bytes_in(secrets.token_urlsafe(16)) == 16
+
+
+def test_a_refused_setting_never_shows_its_value(tmp_path: Path) -> None:
+    """A start-up error may be logged: it names the setting and the rule, never the value
+    (pydantic would otherwise print the input — the key — beside the error)."""
+    key = "correct horse battery staple correct horse " + secrets.token_hex(4)
+    url = f"postgresql+psycopg://memplane:pw-{secrets.token_hex(6)}@127.0.0.1:9/db"
+    with pytest.raises(ValidationError) as refused:
+        Settings(data_dir=tmp_path, database_url=url, server_key=key)
+    text = f"{refused.value}\n{refused.value!r}"
+    assert refused.value.errors()[0]["msg"] == REFUSED
+    assert key not in text and key[-8:] not in text
+    assert url not in text and url.split(":")[2].split("@")[0] not in text
