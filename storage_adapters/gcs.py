@@ -83,6 +83,7 @@ from .base import (
     timed_probe,
 )
 from .bounded import DEFAULT_CALL_DEADLINE_SECONDS, Deadline, check_announced
+from .deadlines import bounded_calls, requests_adapter
 from .netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
 
 BATCH_LIMIT = 100
@@ -98,6 +99,7 @@ NO_CREDENTIALS = ("a GCS bucket needs credentials_info (a service account key), 
                   "credentials")
 
 
+@bounded_calls("_delete_one", "_delete_batch", "_bucket_exists")  # storage_adapters/deadlines
 class GCSAdapter:
     scheme = "gs"
 
@@ -178,7 +180,7 @@ class GCSAdapter:
         if client is None:
             if self._policy is None:
                 session = AuthorizedSession(self._credentials)
-                pool = requests.adapters.HTTPAdapter(pool_connections=2, pool_maxsize=8)
+                pool = requests_adapter(pool_connections=2, pool_maxsize=8)
                 session.mount("http://", pool)
                 session.mount("https://", pool)
             else:
