@@ -92,7 +92,7 @@ from .base import (
     timed_probe,
 )
 from .bounded import DEFAULT_CALL_DEADLINE_SECONDS, Deadline, check_announced
-from .deadlines import bounded_calls, requests_session
+from .deadlines import bounded_calls, requests_session, stop_retrying
 from .netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
 
 log = logging.getLogger(__name__)
@@ -118,6 +118,7 @@ class _CountedRetry(LinearRetry):  # type: ignore[misc]
         self._marks = local
 
     def sleep(self, settings: Any, transport: Any) -> None:
+        stop_retrying()  # not past the call's deadline
         self._marks.retrying = True
         super().sleep(settings, transport)
 

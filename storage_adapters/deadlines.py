@@ -12,13 +12,14 @@ the operator's default bucket, which is not guarded, gets them all the same):
   that starts before the call's first attempt. Every ``recv``/``send`` of a connection used
   in the scope waits at most ``min(its own timeout, what is left of the deadline)``; once
   the deadline has passed, a read or write fails at once (:class:`DeadlinePassed`, a
-  ``TimeoutError``), and so does a new connection, so the client libraries' retries count
-  against the same deadline. The library closes the connection it timed out on, and the
-  scope turns the failure into :class:`DeadlineExceeded` (503 ``storage_unavailable``).
-  Nested scopes keep the earliest deadline: a health check is one call, however many
-  requests it makes. Listings and streamed reads are generators: each step (a page, a
-  chunk) gets a deadline of its own. Bulk deletes get one per batch request, so a call of
-  N batches (N the caller's, never the bucket's) is bounded by N deadlines.
+  ``TimeoutError``), so does a new connection, and the client libraries stop retrying
+  (:func:`stop_retrying`): their retries count against the same deadline. The library
+  closes the connection it timed out on, and the scope turns the failure into
+  :class:`DeadlineExceeded` (503 ``storage_unavailable``). Nested scopes keep the earliest
+  deadline: a health check is one call, however many requests it makes. Listings and
+  streamed reads are generators: each step (a page, a chunk) gets a deadline of its own.
+  Bulk deletes get one per batch request, so a call of N batches (N the caller's, never
+  the bucket's) is bounded by N deadlines.
 - **Ceiling.** A connection counts the bytes it receives after it last sent; past
   :data:`RESPONSE_CEILING_BYTES` a read fails with :class:`ResponseTooLarge` (a
   StorageUnavailable, not an ``OSError``: no library retries it) and the library drops the
@@ -122,6 +123,34 @@ def within(seconds: float, where: Callable[[], str]) -> Iterator[None]:
         raise
     finally:
         _SCOPES.reset(token)
+
+
+def stop_retrying(*_: Any, caught_exception: BaseException | None = None, **__: Any) -> None:
+    """Called by a client library before it tries again (botocore's ``needs-retry`` event,
+    google's ``on_error``, Azure's retry sleep): past the call's deadline it does not, and
+    does not sleep first either; nor after an answer over the ceiling (which botocore wraps
+    as a retryable client error), which is raised as itself."""
+    refused = _too_large_in(caught_exception)
+    if refused is not None:
+        raise refused
+    left = remaining()
+    if left is not None and left <= 0:
+        raise DeadlinePassed("the storage call's deadline has passed; no more attempts")
+
+
+def _too_large_in(exc: BaseException | None, depth: int = 0) -> ResponseTooLarge | None:
+    if exc is None or depth > 6:
+        return None
+    if isinstance(exc, ResponseTooLarge):
+        return exc
+    kwargs = getattr(exc, "kwargs", None)
+    inner = kwargs.get("error") if isinstance(kwargs, dict) else None
+    for candidate in (exc.__cause__, exc.__context__, inner):
+        if isinstance(candidate, BaseException) and candidate is not exc:
+            found = _too_large_in(candidate, depth + 1)
+            if found is not None:
+                return found
+    return None
 
 
 # -- the adapters' calls ---------------------------------------------------------------

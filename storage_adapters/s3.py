@@ -81,7 +81,7 @@ from .base import (
     timed_probe,
 )
 from .bounded import DEFAULT_CALL_DEADLINE_SECONDS, Deadline
-from .deadlines import armed_pools, bounded_calls
+from .deadlines import armed_pools, bounded_calls, stop_retrying
 from .netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
 from .s3_reads import PART_SIZE_META, checked_body, rechunked
 
@@ -167,6 +167,7 @@ class S3Adapter:
             raise ValueError(NO_CREDENTIALS)
         self._client = session.client("s3", endpoint_url=endpoint_url, config=Config(**options))
         self._client.meta.events.register("before-send.s3.*", self._count)
+        self._client.meta.events.register_first("needs-retry.s3", stop_retrying)
         # Guarded connections, or (the operator's bucket) only deadline-bound ones.
         pools = (endpoint_policy.urllib3_pool_classes if endpoint_policy is not None
                  else armed_pools)(AWSHTTPConnectionPool, AWSHTTPSConnectionPool)
