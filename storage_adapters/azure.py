@@ -56,6 +56,7 @@ from azure.core.exceptions import (
     ServiceRequestError,
     ServiceResponseError,
 )
+from azure.core.pipeline.transport import RequestsTransport
 from azure.storage.blob import (
     BlobBlock,
     BlobClient,
@@ -63,6 +64,7 @@ from azure.storage.blob import (
     ContentSettings,
     LinearRetry,
 )
+from urllib3.util.retry import Retry
 
 from . import azure_reads
 from .base import (
@@ -90,6 +92,7 @@ from .base import (
     timed_probe,
 )
 from .bounded import DEFAULT_CALL_DEADLINE_SECONDS, Deadline, check_announced
+from .deadlines import bounded_calls, requests_session, stop_retrying
 from .netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
 
 log = logging.getLogger(__name__)
@@ -115,10 +118,12 @@ class _CountedRetry(LinearRetry):  # type: ignore[misc]
         self._marks = local
 
     def sleep(self, settings: Any, transport: Any) -> None:
+        stop_retrying()  # not past the call's deadline
         self._marks.retrying = True
         super().sleep(settings, transport)
 
 
+@bounded_calls("_delete_batch")  # each call within call_deadline (storage_adapters/deadlines)
 class AzureAdapter:
     scheme = "az"
 
@@ -157,14 +162,13 @@ class AzureAdapter:
                     endpoint_policy.check_endpoint(account_url)
                 except EndpointNotAllowed as exc:
                     raise EndpointRefused(str(exc)) from None
-            from azure.core.pipeline.transport import RequestsTransport
-            from urllib3.util.retry import Retry
-
-            session = endpoint_policy.requests_session(
-                max_retries=Retry(total=False, redirect=False, raise_on_status=False))
-            options["transport"] = RequestsTransport(
-                session=session, session_owner=True, use_env_settings=False,
-                connection_timeout=connect_timeout, read_timeout=read_timeout)
+        # Guarded connections, or (the operator's bucket) only deadline-bound ones.
+        retries = Retry(total=False, redirect=False, raise_on_status=False)
+        session = (endpoint_policy.requests_session(max_retries=retries)
+                   if endpoint_policy is not None else requests_session(max_retries=retries))
+        options["transport"] = RequestsTransport(
+            session=session, session_owner=True, use_env_settings=endpoint_policy is None,
+            connection_timeout=connect_timeout, read_timeout=read_timeout)
         if connection_string:
             service = BlobServiceClient.from_connection_string(connection_string, **options)
         elif account_url and (account_key or sas_token):

@@ -32,7 +32,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .base import IntegrityError, StorageUnavailable
+from .base import IntegrityError
+from .deadlines import DeadlineExceeded, object_body
 
 DEFAULT_CALL_DEADLINE_SECONDS = 30.0
 """How long one storage call may take in all (overridden by the server's setting)."""
@@ -44,10 +45,6 @@ READ_STEP_BYTES = 256 << 10
 class ObjectTooLarge(IntegrityError):
     """The backend announced or sent more bytes than the object may have; nothing of it was
     kept."""
-
-
-class DeadlineExceeded(StorageUnavailable):
-    """A storage call ran past its overall deadline; its connection was closed."""
 
 
 class Deadline:
@@ -97,7 +94,11 @@ def bounded_pieces(read1: Callable[[int], bytes], *, max_bytes: int | None,
         deadline.check(where)
         want = READ_STEP_BYTES if max_bytes is None else min(READ_STEP_BYTES,
                                                              max_bytes - got + 1)
-        piece = read1(want)
+        if max_bytes is None:
+            piece = read1(want)
+        else:
+            with object_body():  # bounded here, so past the connections' ceiling
+                piece = read1(want)
         if not piece:
             return
         got += len(piece)

@@ -83,6 +83,7 @@ from .base import (
     timed_probe,
 )
 from .bounded import DEFAULT_CALL_DEADLINE_SECONDS, Deadline, check_announced
+from .deadlines import bounded_calls, requests_adapter, stop_retrying
 from .netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
 
 BATCH_LIMIT = 100
@@ -98,6 +99,7 @@ NO_CREDENTIALS = ("a GCS bucket needs credentials_info (a service account key), 
                   "credentials")
 
 
+@bounded_calls("_delete_one", "_delete_batch", "_bucket_exists")  # storage_adapters/deadlines
 class GCSAdapter:
     scheme = "gs"
 
@@ -134,8 +136,9 @@ class GCSAdapter:
         # fail within seconds, so each extra attempt buys 1.5 s of retrying.
         self._retry: Retry | None = None
         if max_attempts > 1:
-            self._retry = DEFAULT_RETRY.with_timeout(1.5 * (max_attempts - 1)).with_delay(
-                initial=0.2, maximum=1.0, multiplier=2.0)
+            self._retry = Retry(predicate=DEFAULT_RETRY._predicate, initial=0.2, maximum=1.0,
+                                multiplier=2.0, timeout=1.5 * (max_attempts - 1),
+                                on_error=stop_retrying)  # not past the call's deadline
         self._credentials = _credentials(credentials_info, anonymous,
                                          impersonate_service_account,
                                          allow_ambient_credentials)
@@ -178,7 +181,7 @@ class GCSAdapter:
         if client is None:
             if self._policy is None:
                 session = AuthorizedSession(self._credentials)
-                pool = requests.adapters.HTTPAdapter(pool_connections=2, pool_maxsize=8)
+                pool = requests_adapter(pool_connections=2, pool_maxsize=8)
                 session.mount("http://", pool)
                 session.mount("https://", pool)
             else:

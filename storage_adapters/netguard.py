@@ -55,6 +55,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .cloud_hosts import SERVICE_HOSTS, STORAGE_ENDPOINTS
+from .deadlines import armed_pools
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -219,8 +220,9 @@ class EndpointPolicy:
 
     def urllib3_pool_classes(self, http_pool: type[Any], https_pool: type[Any]
                              ) -> dict[str, type[Any]]:
-        """Subclasses of these urllib3 pools whose connections go through :meth:`connect`."""
-        return {"http": _guarded_pool(http_pool, self), "https": _guarded_pool(https_pool, self)}
+        """Subclasses of these urllib3 pools whose connections go through :meth:`connect`
+        and keep to the call's deadline and the answers' ceiling (storage_adapters/deadlines)."""
+        return armed_pools(_guarded_pool(http_pool, self), _guarded_pool(https_pool, self))
 
     def requests_adapter(self, **kwargs: Any) -> Any:
         """A ``requests`` HTTPAdapter whose every connection (redirects too) is guarded."""

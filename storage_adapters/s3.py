@@ -81,6 +81,7 @@ from .base import (
     timed_probe,
 )
 from .bounded import DEFAULT_CALL_DEADLINE_SECONDS, Deadline
+from .deadlines import armed_pools, bounded_calls, stop_retrying
 from .netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
 from .s3_reads import PART_SIZE_META, checked_body, rechunked
 
@@ -112,6 +113,7 @@ CLASSES = StorageClasses("STANDARD", "STANDARD_IA", "GLACIER_IR",
                           "GLACIER_IR"))
 
 
+@bounded_calls("_delete_objects")  # each call within call_deadline (storage_adapters/deadlines)
 class S3Adapter:
     scheme = "s3"
 
@@ -165,12 +167,13 @@ class S3Adapter:
             raise ValueError(NO_CREDENTIALS)
         self._client = session.client("s3", endpoint_url=endpoint_url, config=Config(**options))
         self._client.meta.events.register("before-send.s3.*", self._count)
-        if endpoint_policy is not None:
-            pools = endpoint_policy.urllib3_pool_classes(AWSHTTPConnectionPool,
-                                                         AWSHTTPSConnectionPool)
-            http = self._client._endpoint.http_session  # botocore's URLLib3Session
-            http._pool_classes_by_scheme = pools
-            http._manager.pool_classes_by_scheme = pools
+        self._client.meta.events.register_first("needs-retry.s3", stop_retrying)
+        # Guarded connections, or (the operator's bucket) only deadline-bound ones.
+        pools = (endpoint_policy.urllib3_pool_classes if endpoint_policy is not None
+                 else armed_pools)(AWSHTTPConnectionPool, AWSHTTPSConnectionPool)
+        http = self._client._endpoint.http_session  # botocore's URLLib3Session
+        http._pool_classes_by_scheme = pools
+        http._manager.pool_classes_by_scheme = pools
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **options: Any) -> S3Adapter:
