@@ -85,9 +85,9 @@ def _whole_object_calls_refused(adapter: Any) -> None:
         assert "/exports/" not in path, "the archive was put whole"
         put(path, data)
 
-    def guarded_get(path: str) -> bytes:
+    def guarded_get(path: str, max_bytes: int | None = None) -> bytes:
         assert "/exports/" not in path, "the archive was read whole"
-        return bytes(get(path))
+        return bytes(get(path, max_bytes))
 
     adapter.put, adapter.get = guarded_put, guarded_get
 
