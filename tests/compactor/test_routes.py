@@ -146,6 +146,6 @@ def test_a_run_over_a_users_scope_keeps_no_user_id_after_that_users_erasure(
 
         job = session.get(Job, uuid.UUID(run.json()["id"]))
         assert job is not None
-        assert job.subject is not None and job.subject.startswith("sha256:")
+        assert job.subject is not None and job.subject.startswith("hmac:")
         assert job.params["scope_ref"] == job.subject
         assert user not in repr((job.subject, job.params, job.result, job.progress))
