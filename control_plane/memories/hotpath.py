@@ -61,6 +61,7 @@ from .hotpath_many import (
     write_rows,
 )
 from .repository import pointer_of
+from .write_request import WriteRequest, address_params
 
 
 def as_table(clause: Any) -> Table:
@@ -132,12 +133,6 @@ class WriteLookup:
     blocked_by: uuid.UUID | None
 
 
-def _params(tenant_id: uuid.UUID, address: MemoryAddress) -> dict[str, Any]:
-    return {"v_tenant": tenant_id, "v_scope": address.scope, "v_scope_ref": address.scope_ref,
-            "v_key": address.key,
-            "v_user_ref": address.user_ref}
-
-
 def _one_statement(session: Session, statement: Any, params: dict[str, Any]) -> list[Any]:
     """Run one self-contained statement outside the session's transaction, straight on the
     driver (``db.direct``): on PostgreSQL one round trip, on SQLite a pooled connection; no
@@ -154,7 +149,7 @@ def _one_statement(session: Session, statement: Any, params: dict[str, Any]) -> 
 def lookup_for_write(session: Session, tenant_id: uuid.UUID, address: MemoryAddress,
                      meta_user: str | None) -> WriteLookup:
     (row,) = _one_statement(session, LOOKUP_WRITE,
-                            _params(tenant_id, address) | {"v_meta_user": meta_user})
+                            address_params(tenant_id, address) | {"v_meta_user": meta_user})
     return _write_lookup(row)
 
 
@@ -174,7 +169,7 @@ def lookup_many_for_write(session: Session, tenant_id: uuid.UUID,
             raise RuntimeError(f"{len(writes)} write lookups answered {len(rows)} rows")
     else:
         try:
-            rows = [session.execute(LOOKUP_WRITE, _params(tenant_id, address)
+            rows = [session.execute(LOOKUP_WRITE, address_params(tenant_id, address)
                                     | {"v_meta_user": meta_user}).one()
                     for address, meta_user in writes]
         finally:
@@ -191,7 +186,7 @@ def _write_lookup(row: Any) -> WriteLookup:
 
 def lookup_for_read(session: Session, tenant_id: uuid.UUID,
                     address: MemoryAddress) -> tuple[MemoryPointer, KeyRow | None] | None:
-    rows = _one_statement(session, LOOKUP_READ, _params(tenant_id, address))
+    rows = _one_statement(session, LOOKUP_READ, address_params(tenant_id, address))
     if not rows:
         return None
     row = rows[0]
@@ -255,7 +250,7 @@ def lookup_for_read_logged(session: Session, tenant_id: uuid.UUID, address: Memo
                            ) -> tuple[tuple[MemoryPointer, KeyRow | None] | None, bool]:
     """``lookup_for_read`` that also appends the read's audit row when it can (see
     ``READ_LOGGED_POSTGRES``): the lookup, and whether the row went in. PostgreSQL only."""
-    rows = _one_statement(session, READ_LOGGED_POSTGRES, _params(tenant_id, address) | {
+    rows = _one_statement(session, READ_LOGGED_POSTGRES, address_params(tenant_id, address) | {
         "v_expected_key": expected_key, "v_accessor_type": row.accessor_type,
         "v_accessor_id": row.accessor_id, "v_accessor_agent": row.accessor_agent,
         "v_detail": row.detail[:2000], "v_request_id": row.request_id, "v_now": row.now})
@@ -302,66 +297,7 @@ def lookup_many_for_read(session: Session, tenant_id: uuid.UUID,
 
 # -- commit_write -------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class WriteRequest:
-    """Everything step 3 of the write protocol sets, decided before it runs."""
 
-    tenant_id: uuid.UUID
-    address: MemoryAddress
-    pointer_id: uuid.UUID  # the existing row's id, or the new row's
-    seen_subject_user: str | None  # the row's subject at lookup (binds the object's key)
-    guard_user: str | None  # the subject the row will have: the erasure guard checks it
-    config_id: uuid.UUID
-    path: str
-    sha256: str
-    size: int
-    now: datetime
-    memory_type: str | None
-    default_memory_type: str
-    tags: list[str] | None
-    importance: int | None
-    title: str | None
-    meta_user: str | None
-    agent_id: str | None
-    expires_at: datetime | None
-    accessor_type: str
-    accessor_id: str
-    operation: str
-    request_id: str | None
-    accessor_agent_id: str | None = None  # the audit row's agent id (agent keys)
-    audit_address: str = ""  # " sealed:…": the address sealed under the subject's key
-    key_id: uuid.UUID | None = None  # the subject key the object is sealed under
-    source: str | None = None  # None: keep the row's (a new row: api)
-    searchable: bool | None = None  # None: keep the row's (a new row: true)
-    # The lookup found a row at the address: the object is sealed for that row, so if the row
-    # has gone since, no new one is inserted for it (the general path binds anew).
-    existed: bool = False
-
-    @property
-    def detail_head(self) -> str:
-        """The audit row's detail is ``detail_head``, the new version, ``detail_tail``."""
-        return f"{self.address.scope} v"
-
-    @property
-    def detail_tail(self) -> str:
-        return f" {self.size} bytes{self.audit_address}"
-
-    def params(self) -> dict[str, Any]:
-        return _params(self.tenant_id, self.address) | {
-            "v_pointer_id": self.pointer_id, "v_seen_user": self.seen_subject_user,
-            "v_guard_user": self.guard_user, "v_config": self.config_id, "v_path": self.path,
-            "v_sha": self.sha256, "v_size": self.size, "v_now": self.now,
-            "v_memory_type": self.memory_type, "v_default_type": self.default_memory_type,
-            "v_tags": self.tags, "v_importance": self.importance, "v_title": self.title,
-            "v_meta_user": self.meta_user, "v_agent_id": self.agent_id,
-            "v_expires_at": self.expires_at, "v_accessor_type": self.accessor_type,
-            "v_accessor_id": self.accessor_id, "v_operation": self.operation,
-            "v_request_id": self.request_id, "v_accessor_agent": self.accessor_agent_id,
-            "v_detail_head": self.detail_head, "v_detail_tail": self.detail_tail,
-            "v_key_id": self.key_id, "v_source": self.source,
-            "v_searchable": self.searchable, "v_new_searchable": self.searchable is not False,
-            "v_existed": self.existed,
-        }
 
 
 @dataclass(frozen=True)

@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import String, Table, Uuid, bindparam, text
 
 from ..db import direct
 from ..db.models import MemoryPointer
-
-if TYPE_CHECKING:
-    from .hotpath import WriteRequest
+from .write_request import WriteRequest
 
 P: Table = MemoryPointer.__table__  # type: ignore[assignment]
 _tenant = bindparam("v_tenant", type_=Uuid)
