@@ -233,7 +233,12 @@ def _erase(world: ServiceWorld, user_id: str = SUBJECT) -> dict[str, Any]:
         queued = compliance.start_erasure(session, world.actor, user_id, dry_run=False).id
     worker = Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
                     owner="eraser", lease_seconds=3600, clock=ManualWallClock())
-    assert worker.run_once() == queued
+    # The database is shared with other tests, whose tenants' jobs may be claimed first (the
+    # worker serves the tenant served longest ago): run jobs as a worker would until ours ran.
+    ran = [worker.run_once() for _ in range(1)]
+    while ran[-1] not in (queued, None) and len(ran) < 50:
+        ran.append(worker.run_once())
+    assert ran[-1] == queued, ran
     with world.runtime.sessions() as session:
         from control_plane.db.models import Job
 
