@@ -20,18 +20,26 @@ from urllib.parse import quote
 import httpx
 from sqlalchemy import select
 
+from control_plane.audit.service import Actor
+from control_plane.compactor import service as compactor
 from control_plane.compliance.pseudonyms import pseudonym
+from control_plane.db.base import utcnow
 from control_plane.db.models import (
     ApiKey,
+    CompactionEvent,
     GcCandidate,
     Job,
     LegalHold,
+    MemoryEvent,
+    MemoryPointer,
     SearchSegment,
     StorageConfig,
     SubjectKey,
 )
+from control_plane.events import service as events
+from control_plane.events.schemas import EventIn
 from tests.search.test_search_api import _index
-from tests.support.service import Tenant
+from tests.support.service import ServiceWorld, Tenant
 
 TABLES = (Job, ApiKey, GcCandidate, LegalHold, SearchSegment, SubjectKey)
 
@@ -218,3 +226,37 @@ def test_erasure_leaves_no_row_or_object_naming_the_subject(tenant: Tenant) -> N
     assert (summary.params, summary.error) == (
         {"conversation_id": keyed},
         "StorageUnavailable: details removed at a data subject's erasure")
+
+
+def test_no_compactor_entry_covers_the_events_of_two_subjects(world: ServiceWorld) -> None:
+    """Events of bob, of dan and of no subject, interleaved in one team scope, and events
+    of dan in bob's own scope: each entry covers one subject's events at most (those of no
+    subject may share an entry, sealed under the scope key), and is that subject's."""
+    tag = uuid.uuid4().hex[:8]
+    bob, dan = f"bob-{tag}", f"dan-{tag}"
+    with world.runtime.sessions() as session:
+        for i in range(12):
+            for scope, ref, user in (("team", "T9", (bob, None, dan)[i % 3]),
+                                     ("user", bob, (None, dan)[i % 2])):
+                spec = EventIn(scope=scope, scope_ref=ref, kind="call_summary",  # type: ignore[arg-type]
+                               body=f"note {i} of {user}",
+                               occurred_at=utcnow() - timedelta(days=120, minutes=60 - i),
+                               user_id=user)
+                assert isinstance(events.append_event(session, world.runtime.plane,
+                                                      world.actor, spec), MemoryEvent)
+    with world.runtime.sessions() as session:
+        done = compactor.compact_tenant(session, world.runtime.plane, world.runtime.settings,
+                                        world.tenant_id,
+                                        actor=Actor(world.tenant_id, "system", "test")).as_dict()
+    with world.runtime.sessions() as session:
+        entries = list(session.scalars(select(MemoryPointer).where(
+            MemoryPointer.tenant_id == world.tenant_id, MemoryPointer.source == "compactor")))
+        covered = {(e.scope_type, e.scope_ref, e.subject_user_id): {
+            row.subject_user_id for row in session.scalars(
+                select(MemoryEvent).join(CompactionEvent,
+                                         CompactionEvent.event_id == MemoryEvent.id)
+                .where(CompactionEvent.compaction_id == e.id))} for e in entries}
+    assert done["events_compressed"] == 24
+    assert covered == {("team", "T9", bob): {bob}, ("team", "T9", None): {None},
+                       ("team", "T9", dan): {dan}, ("user", bob, bob): {bob},
+                       ("user", bob, dan): {dan}}
