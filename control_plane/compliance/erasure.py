@@ -554,7 +554,7 @@ class _Erasure:
                              .values(subject=hashed))
         revoked = leftovers.retire_agent_keys(self.ctx, self.user_id, owned, hashed)
         leftovers.hash_lifted_holds(self.session, self.ctx.tenant_id, owned, hashed)
-        leftovers.forget_gc_prefixes(self.session, targets, self.user_id)
+        leftovers.forget_gc_prefixes(self.session, targets, self.user_id, owned)
         self.session.execute(update(SubjectKey).where(
             SubjectKey.tenant_id == self.ctx.tenant_id, SubjectKey.scope_type == "user",
             SubjectKey.scope_ref == self.user_id, SubjectKey.destroyed_at.is_not(None))

@@ -44,7 +44,6 @@ from ..jobs.service import JobContext
 from ..search.drop import drop_empty_scopes
 from ..storage_config.plane import Target
 from ..tenants.service import CALLERS
-from . import subjects
 
 SCRUBBED = "details removed at a data subject's erasure"
 CLEANUP_KEPT = ("older_than_days", "dry_run", "scope")
@@ -164,11 +163,15 @@ def forget_gc_dirs(session: Session, config_id: uuid.UUID, pointers: Iterable[An
             .execution_options(synchronize_session=False))
 
 
-def forget_gc_prefixes(session: Session, targets: Sequence[Target], user_id: str) -> None:
-    """In the caller's write transaction: GC tombstones under the subject's prefixes go."""
+def forget_gc_prefixes(session: Session, targets: Sequence[Target], user_id: str,
+                       conversations: Sequence[str]) -> None:
+    """In the caller's write transaction: GC tombstones under the subject's prefixes and
+    under its conversations' directories go."""
+    dirs = [f"{kind}/{scope}/{quote(ref, safe='')}/" for scope, ref in (
+        ("user", user_id), *(("conversation", c) for c in conversations))
+        for kind in ("memories", "events")]
     for target in targets:
-        prefixes = [target.path(subjects.user_prefix(user_id)),
-                    target.path(f"events/user/{quote(user_id, safe='')}/")]
+        prefixes = [target.path(d) for d in dirs]
         session.execute(delete(GcCandidate).where(
             GcCandidate.storage_config_id == target.config_id,
             or_(*(func.substr(GcCandidate.path, 1, len(p)) == p for p in prefixes)))

@@ -166,6 +166,8 @@ def test_erasure_leaves_no_row_or_object_naming_the_subject(tenant: Tenant) -> N
             tombstones = {
                 "mine": f"tenants/{tenant.id}/memories/user/{enc}/{diet}/0001.json",
                 "note": team_note["storage_path"].rsplit("/", 1)[0] + "/0000.json",
+                "conversation": f"tenants/{tenant.id}/events/conversation/{conv_cleared}/"
+                                "2026-01/0000.json",
                 "bystander": f"tenants/{tenant.id}/memories/team/T9/roadmap/0000.json"}
             for path in tombstones.values():
                 conn.execute(GcCandidate.__table__.insert().values(
