@@ -96,6 +96,7 @@ from ..kit import request_id_var
 from ..memories import repository as memories_repo
 from ..storage_config.plane import Target, storage_errors
 from . import erasure_derived as derived
+from . import erasure_leftovers as leftovers
 from . import pseudonyms, receipts, subjects
 
 log = logging.getLogger(__name__)
@@ -134,6 +135,8 @@ def run(ctx: JobContext) -> dict[str, Any]:
                             swept=False)
     else:
         raise ErasureIncomplete("writes kept reappearing for the subject; rerun the erasure")
+    if not ctx.progress.get("search_dropped"):
+        leftovers.drop_search(ctx, run.user_id, run._targets())
     return run.finish()
 
 
@@ -238,6 +241,8 @@ class _Erasure:
                 (pointer.id, f"job {self.ctx.job_id}: pointer and object deleted")
                 for pointer in batch])
             idempotency.forget_subject(self.session, self.ctx.tenant_id, self.user_id, ids)
+            for config_id, pointers in by_config.items():  # GC tombstones name the keys
+                leftovers.forget_gc_dirs(self.session, config_id, pointers)
             self.ctx.save(
                 pointers=self._count("pointers") + int(removed.rowcount),  # type: ignore[attr-defined]
                 entries=self._count("entries") + sum(
@@ -525,7 +530,8 @@ class _Erasure:
                   for name in ("pointers", "objects", "versions", "orphans", "exports",
                                "events", "entries", "compactor_entries", *derived.COUNTS)}
         work_done = any(counts.values()) or bool(self.p["keys"]["destroyed"])
-        descriptions = [(t.config_id, self._describe(t)) for t in self._targets()]
+        targets = self._targets()
+        descriptions = [(t.config_id, self._describe(t)) for t in targets]
         begin_write(self.session)
         body = receipts.build(
             self.session, receipt_id=receipt_id, job_id=self.ctx.job_id,
@@ -536,35 +542,27 @@ class _Erasure:
         self.session.execute(delete(SubjectErasure).where(
             SubjectErasure.tenant_id == self.ctx.tenant_id,
             SubjectErasure.user_id == self.user_id))
-        # The raw id leaves the control plane: this job and the subject's exports keep only
-        # a keyed hash of it; so does the destroyed key's tombstone.
+        # The raw id leaves the control plane: every row that named the subject or one of
+        # its conversations keeps a keyed hash of it instead (erasure_leftovers.py).
         hashed = pseudonyms.pseudonym(self.ctx.plane.credentials, self.ctx.tenant_id,
                                       self.user_id)
-        self.session.execute(update(Job).where(
-            Job.tenant_id == self.ctx.tenant_id, Job.subject == self.user_id,
-            Job.kind.in_(("export", "erase")), Job.id != self.ctx.job_id,
-            Job.state.in_(("completed", "failed")))
-            .values(subject=hashed, error=func.replace(Job.error, self.user_id, "…")))
+        # Their messages and summaries went with the pointers; their keys go too.
+        owned = conversations.forget_subject(self.session, self.ctx.tenant_id, self.user_id)
+        leftovers.scrub_jobs(self.session, self.ctx.tenant_id, self.user_id, owned, hashed,
+                             self.ctx.job_id)
         self.session.execute(update(Job).where(Job.id == self.ctx.job_id)
                              .values(subject=hashed))
-        for job in self.session.scalars(select(Job).where(  # compactor runs of the user scope
-                Job.tenant_id == self.ctx.tenant_id, Job.subject == self.user_id,
-                Job.kind == "compact", Job.state.in_(("queued", "completed", "failed")))):
-            job.subject = hashed
-            job.params = {**job.params, "scope_ref": hashed}
+        revoked = leftovers.retire_agent_keys(self.ctx, self.user_id, owned, hashed)
+        leftovers.hash_lifted_holds(self.session, self.ctx.tenant_id, owned, hashed)
+        leftovers.forget_gc_prefixes(self.session, targets, self.user_id, owned)
         self.session.execute(update(SubjectKey).where(
             SubjectKey.tenant_id == self.ctx.tenant_id, SubjectKey.scope_type == "user",
             SubjectKey.scope_ref == self.user_id, SubjectKey.destroyed_at.is_not(None))
             .values(scope_ref=hashed))
         idempotency.forget_subject(self.session, self.ctx.tenant_id, self.user_id)
         idempotency.purge_expired(self.session)
-        # The subject's conversations: their messages and summaries went with the pointers.
-        # Their keys (search segments of the conversation scope) go too, renamed like the
-        # subject's own: no row keeps a conversation's name.
-        keys_repo.retire_scopes(
-            self.session, self.ctx.tenant_id, "conversation",
-            conversations.forget_subject(self.session, self.ctx.tenant_id, self.user_id),
-            hashed, utcnow())
+        keys_repo.retire_scopes(self.session, self.ctx.tenant_id, "conversation", owned,
+                                hashed, utcnow())
         result: dict[str, Any] = {"receipt_id": str(receipt_id), "work_done": work_done,
                                   "counts": {**counts, "keys": self.p["keys"]["destroyed"]}}
         if not work_done:
@@ -572,6 +570,7 @@ class _Erasure:
                               "subject was already erased or never stored)")
         self.ctx.save(result=result)
         self.session.commit()
+        leftovers.forget_revoked(revoked)
         scrub_freed(self.session)
         return result
 

@@ -31,17 +31,20 @@ from sqlalchemy.orm import Session
 from .. import idempotency
 from ..audit import service as audit
 from ..audit.service import Actor, audited
+from ..compliance.pseudonyms import pseudonym
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import Conversation, ConversationMessage, Job, MemoryPointer
 from ..errors import Conflict, Forbidden, HashMismatch, InvalidInput, NotFound
 from ..idempotency import Idempotency, Replay
 from ..jobs.service import enqueue
+from ..keys import repository as keys_repo
 from ..kit import decode_cursor, encode_cursor, page_limit
 from ..memories import batch_gets
 from ..memories import service as memories
 from ..memories.addresses import MemoryAddress, Scope
 from ..memories.schemas import MemoryMeta
+from ..search import drop as search_drop
 from ..settings import Settings
 from ..storage_config.plane import DataPlane
 from ..tenants.access import EVERYTHING, Access
@@ -316,9 +319,19 @@ def delete_conversation(session: Session, plane: DataPlane, actor: Actor,
         row = find(session, actor, access, address.scope_ref, "delete")
         row_id = row.id
         session.commit()
+        subject = row.subject_user_id
         deleted = memories.clear_scope(session, plane, actor, address, access=access)
+        # Its search index goes with its messages (DESIGN §12) ...
+        search_drop.drop_empty_scopes(session, search_drop.tenant_targets(
+            session, plane, actor.tenant_id), actor.tenant_id, [(address.scope, address.scope_ref)])
         begin_write(session)
         repo.delete_row(session, actor.tenant_id, row_id)
+        if subject is not None and plane.credentials is not None:
+            # ... and its key, renamed to the subject's keyed hash: no row names the
+            # conversation, and the subject's erasure need not find it
+            keys_repo.retire_scopes(session, actor.tenant_id, "conversation",
+                                    [address.scope_ref], pseudonym(
+                                        plane.credentials, actor.tenant_id, subject), utcnow())
         audit.record(session, actor, "delete",
                      detail=f"conversation: {deleted} messages and summaries deleted")
         session.commit()
