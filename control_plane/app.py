@@ -229,6 +229,16 @@ def _install_error_handlers(app: FastAPI) -> None:
                              "detail": "the control-plane database is unreachable; retry later"},
                             status_code=503, headers={"Retry-After": "5"})
 
+    @app.exception_handler(sa_exc.DataError)
+    async def unstorable_value(_: Request, exc: sa_exc.DataError) -> JSONResponse:
+        # The last line of defence: input checks refuse such values first (a NUL in text,
+        # a number out of a column's range); the database's message may quote the value.
+        log.error("database refused a value: %s", type(exc.orig).__name__)
+        return JSONResponse({"error": "validation_error",
+                             "detail": "a value in the request cannot be stored (control "
+                                       "characters such as NUL, or a number out of range); "
+                                       "fix the value and retry"}, status_code=422)
+
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error")

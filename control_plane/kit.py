@@ -8,6 +8,7 @@ import hashlib
 import json
 import re
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel
@@ -58,8 +59,9 @@ def encode_cursor(value: Any) -> str:
 
 def decode_cursor(cursor: str) -> Any:
     """The value :func:`encode_cursor` wrote: a scalar, or one flat list or object of
-    scalars. Anything else (too long, not base64 of JSON, nested) is a 422, decided before
-    the JSON parser could recurse into it."""
+    scalars. Anything else (too long, not base64 of JSON, nested, a string with a control
+    character — text this server stores has none, and PostgreSQL refuses NUL) is a 422,
+    decided before the JSON parser could recurse into it or the database could see it."""
     if len(cursor) > MAX_CURSOR_CHARS:
         raise InvalidInput(_CURSOR_INVALID)
     try:
@@ -67,9 +69,26 @@ def decode_cursor(cursor: str) -> Any:
         text = base64.urlsafe_b64decode(padded.encode()).decode()
         if not _is_flat(text):
             raise ValueError("nested")
-        return json.loads(text)
+        value = json.loads(text)
     except (ValueError, UnicodeError):
         raise InvalidInput(_CURSOR_INVALID) from None
+    parts = value.items() if isinstance(value, dict) else (
+        value if isinstance(value, list) else [value])
+    if any(isinstance(part, str) and _CONTROL.search(part) for part in _strings(parts)):
+        raise InvalidInput(_CURSOR_INVALID)
+    return value
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _strings(parts: Any) -> Iterator[Any]:
+    """The scalars of a flat cursor's parts (an object's keys and values)."""
+    for part in parts:
+        if isinstance(part, tuple):
+            yield from part
+        else:
+            yield part
 
 
 def _is_flat(text: str) -> bool:

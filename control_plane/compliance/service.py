@@ -76,7 +76,10 @@ def start_erasure(session: Session, actor: Actor, user_id: str, dry_run: bool) -
             Job.kind.in_(("export", "erase")), Job.state.in_(("queued", "running")))).all()
         for job in running:
             if job.kind == "erase" and bool(job.params.get("dry_run")) == dry_run:
-                session.rollback()
+                audit.record(session, actor, "erase",
+                             detail=f"{'dry run' if dry_run else 'erasure'} job {job.id} "
+                                    f"already {job.state}; returned")
+                session.commit()
                 return job
         if not dry_run:
             ensure_subject_not_held(session, actor.tenant_id, subject)

@@ -43,6 +43,7 @@ import numpy as np
 
 from storage_adapters.netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
 
+from ..json_shape import within_shape
 from ..summarizers.openai_compat import retry_after_seconds
 from . import SENTENCES, EmbedderFailed
 
@@ -69,10 +70,10 @@ def _within_shape(raw: bytes, count: int, dim: int) -> bool:
     """Whether JSON ``raw`` has at most the values and brackets ``count`` vectors of ``dim``
     numbers need (counted on the bytes, strings included: an honest answer's strings are
     few), so parsing it cannot build more than such vectors, nor recurse deeply."""
-    brackets = raw.count(b"[") + raw.count(b"{")
-    values = raw.count(b",") + raw.count(b":")
-    return (brackets <= 4 * count + 64
-            and values <= count * (dim + ITEM_VALUES) + FIXED_VALUES)
+    return within_shape(raw, brackets=4 * count + 64,
+                        values=count * (dim + ITEM_VALUES) + FIXED_VALUES)
+
+
 _RETRY_STATUSES = frozenset({500, 502, 503, 504})
 
 
@@ -207,7 +208,7 @@ class OpenAICompatibleEmbedder:
             self._fail("malformed_answer")
         try:
             answer = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             answer = None
         data = answer.get("data") if isinstance(answer, dict) else None
         if not isinstance(data, list) or len(data) != count:

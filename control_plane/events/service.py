@@ -298,33 +298,35 @@ def list_events(session: Session, actor: Actor, *, scope: Scope | str | None,
                 access: Access = EVERYTHING) -> tuple[list[MemoryEvent], str | None]:
     """One page of event metadata in (occurred_at, id) order; compressed events only when
     asked; a scoped key's page is filtered in SQL."""
-    size = page_limit(limit)
-    try:
-        canonical = Scope(scope).canonical if scope is not None else None
-    except ValueError:
-        raise InvalidInput(f"scope must be one of {', '.join(s.value for s in Scope)}") from None
-    if scope_ref is not None:
-        if canonical is None:
-            raise InvalidInput("scope_ref needs scope: pass both, e.g. "
-                               "?scope=entity&scope_ref=ent_acme")
-        scope_ref = nfc(scope_ref)
-    for name, value in (("since", since), ("until", until)):
-        if value is not None and value.tzinfo is None:
-            raise InvalidInput(f"{name} needs a timezone, e.g. 2026-01-31T00:00:00Z")
-    rows = list(repo.list_page(
-        session, actor.tenant_id, scope=canonical, scope_ref=scope_ref, kind=kind,
-        since=since, until=until, include_compressed=include_compressed,
-        after=_decode(cursor), limit=size + 1, access=access))
-    next_cursor = None
-    if len(rows) > size:
-        last = rows[size - 1]
-        next_cursor = encode_cursor([last.occurred_at.isoformat(), str(last.id)])
-    session.commit()
-    begin_write(session)
-    audit.record(session, actor, "list",
-                 detail=f"events scope={canonical} ref={given(scope_ref)} kind={kind} "
-                        f"compressed={include_compressed} -> {min(len(rows), size)}")
-    session.commit()
+    with audited(session, actor, "list", detail="events", private=(scope_ref,)):
+        size = page_limit(limit)
+        try:
+            canonical = Scope(scope).canonical if scope is not None else None
+        except ValueError:
+            raise InvalidInput(
+                f"scope must be one of {', '.join(s.value for s in Scope)}") from None
+        if scope_ref is not None:
+            if canonical is None:
+                raise InvalidInput("scope_ref needs scope: pass both, e.g. "
+                                   "?scope=entity&scope_ref=ent_acme")
+            scope_ref = nfc(scope_ref)
+        for name, value in (("since", since), ("until", until)):
+            if value is not None and value.tzinfo is None:
+                raise InvalidInput(f"{name} needs a timezone, e.g. 2026-01-31T00:00:00Z")
+        rows = list(repo.list_page(
+            session, actor.tenant_id, scope=canonical, scope_ref=scope_ref, kind=kind,
+            since=since, until=until, include_compressed=include_compressed,
+            after=_decode(cursor), limit=size + 1, access=access))
+        next_cursor = None
+        if len(rows) > size:
+            last = rows[size - 1]
+            next_cursor = encode_cursor([last.occurred_at.isoformat(), str(last.id)])
+        session.commit()
+        begin_write(session)
+        audit.record(session, actor, "list",
+                     detail=f"events scope={canonical} ref={given(scope_ref)} kind={kind} "
+                            f"compressed={include_compressed} -> {min(len(rows), size)}")
+        session.commit()
     return rows[:size], next_cursor
 
 

@@ -36,8 +36,8 @@ def list_knowledge(caller: ReaderCaller, session: SessionDep,
                    limit: Annotated[int | None, Query(ge=1, le=1000, description="Page "
                                                       "size, 1 to 1000 (default 100).")]
                    = None,
-                   cursor: Annotated[str | None, Query(max_length=64, description="The "
-                                                       "next_cursor of the previous page.")]
+                   cursor: Annotated[str | None, Query(description="The next_cursor of "
+                                                       "the previous page.")]
                    = None
                    ) -> DocumentPage:
     """The agent's knowledge documents (id, title, chunk count, stored size, when added),

@@ -33,7 +33,7 @@ from ..db.engine import begin_write
 from ..db.models import MemoryPointer
 from ..errors import InvalidInput, NotFound
 from ..idempotency import Idempotency
-from ..kit import MAX_PAGE, sha256_hex
+from ..kit import MAX_PAGE, decode_cursor, encode_cursor, sha256_hex
 from ..memories import service as memories
 from ..memories.addresses import MemoryAddress, Scope
 from ..memories.schemas import MemoryMeta
@@ -124,24 +124,39 @@ def _mine(actor: Actor, access: Access) -> list[Any]:
 def list_documents(session: Session, actor: Actor, agent_id: str, *, cursor: str | None,
                    limit: int | None, access: Access = EVERYTHING) -> DocumentPage:
     """The agent's documents in id order, one row each (from the chunks' pointers)."""
-    size = min(limit or DEFAULT_PAGE, MAX_PAGE)
-    document = func.substr(MemoryPointer.key, _DOC_START, _DOC_LENGTH)
-    query = (select(document.label("document_id"), func.max(MemoryPointer.title),
-                    func.count(), func.sum(MemoryPointer.content_size),
-                    func.min(MemoryPointer.created_at))
-             .where(*_mine(actor, access), MemoryPointer.scope_ref == agent_id)
-             .group_by(document).order_by(document).limit(size + 1))
-    if cursor is not None:
-        query = query.where(document > cursor)
-    rows = session.execute(query).all()
-    items = [DocumentOut(document_id=row[0], title=row[1], chunk_count=int(row[2]),
-                         size=int(row[3] or 0), created_at=row[4]) for row in rows[:size]]
-    session.commit()
-    begin_write(session)
-    audit.record(session, actor, "knowledge_list", detail=f"{len(items)} documents")
-    session.commit()
+    with audited(session, actor, "knowledge_list"):
+        after = _after(cursor)
+        size = min(limit or DEFAULT_PAGE, MAX_PAGE)
+        document = func.substr(MemoryPointer.key, _DOC_START, _DOC_LENGTH)
+        query = (select(document.label("document_id"), func.max(MemoryPointer.title),
+                        func.count(), func.sum(MemoryPointer.content_size),
+                        func.min(MemoryPointer.created_at))
+                 .where(*_mine(actor, access), MemoryPointer.scope_ref == agent_id)
+                 .group_by(document).order_by(document).limit(size + 1))
+        if after is not None:
+            query = query.where(document > after)
+        rows = session.execute(query).all()
+        items = [DocumentOut(document_id=row[0], title=row[1], chunk_count=int(row[2]),
+                             size=int(row[3] or 0), created_at=row[4])
+                 for row in rows[:size]]
+        session.commit()
+        begin_write(session)
+        audit.record(session, actor, "knowledge_list", detail=f"{len(items)} documents")
+        session.commit()
     return DocumentPage(items=items,
-                        next_cursor=items[-1].document_id if len(rows) > size else None)
+                        next_cursor=(encode_cursor(items[-1].document_id)
+                                     if len(rows) > size else None))
+
+
+def _after(cursor: str | None) -> str | None:
+    """The document id a cursor this server wrote holds; anything else is a 422."""
+    if cursor is None:
+        return None
+    value = decode_cursor(cursor)
+    if not isinstance(value, str) or not re.fullmatch(DOCUMENT_ID, value):
+        raise InvalidInput("cursor is not valid; pass the next_cursor value of the previous "
+                           "page unchanged")
+    return value
 
 
 def delete_document(session: Session, plane: DataPlane, actor: Actor, document_id: str, *,

@@ -17,6 +17,11 @@ tenant's model, ``temperature`` 0 and ``max_tokens``; the API key as a Bearer to
   or ``rate_limited``; 401/403 fail at once with ``auth_failed``, any other answer with
   ``endpoint_refused``.
 - **Malformed answers** (not JSON, no ``choices``, no text) are ``malformed_answer``.
+- **Bounded answers.** At most :data:`MAX_ANSWER_BYTES`, and before it is parsed its JSON may
+  hold no more brackets and values than a completion of ``max_tokens`` tokens can
+  (:func:`answer_shape`), so parsing builds objects in proportion to the text asked for —
+  never a blow-up of tiny values (``[],[],…``) — and a nesting deep enough to exhaust the
+  parser's recursion is ``malformed_answer`` too.
 - **Budget.** Before each attempt the run's :class:`TokenBudget` must cover the estimate
   (prompt at one token per 3 characters plus ``max_tokens``), else :class:`BudgetSpent` and
   nothing is sent. Afterwards ``usage.total_tokens`` is charged (the estimate when absent).
@@ -41,6 +46,7 @@ import httpx
 
 from storage_adapters.netguard import EndpointNotAllowed, EndpointPolicy, refusal_in
 
+from ..json_shape import within_shape
 from . import BudgetSpent, EventText, SummarizerFailed, Summary, TokenBudget
 from . import prompt as compression
 
@@ -48,6 +54,20 @@ log = logging.getLogger(__name__)
 
 PROVIDER = "openai_compatible"
 MAX_ANSWER_BYTES = 1024 * 1024
+# Brackets and values (",", ":") an answer may hold: around the text (choices, message,
+# usage, a provider's extra fields) and per token of text asked for (a token of text is a
+# few characters, of which few are brackets, commas or colons).
+FIXED_BRACKETS = 256
+FIXED_VALUES = 1024
+PER_TOKEN = 8
+
+
+def answer_shape(max_tokens: int) -> dict[str, int]:
+    """The most brackets and values a completion of ``max_tokens`` tokens may hold."""
+    return {"brackets": FIXED_BRACKETS + PER_TOKEN * max_tokens,
+            "values": FIXED_VALUES + PER_TOKEN * max_tokens}
+
+
 _RETRY_STATUSES = frozenset({500, 502, 503, 504})
 
 
@@ -155,7 +175,7 @@ class OpenAICompatibleSummarizer:
                          min(wait, self.max_retry_wait))
                 self.sleep(min(wait, self.max_retry_wait))
                 continue
-            return self._parse(raw, estimate, need_text=need_text)
+            return self._parse(raw, estimate, max_tokens, need_text=need_text)
 
     def _post(self, url: str, payload: dict[str, Any], headers: dict[str, str]) -> bytes:
         # httpx's timeout bounds each phase (connect, send, every read); an endpoint that
@@ -201,12 +221,14 @@ class OpenAICompatibleSummarizer:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _parse(self, raw: bytes, estimate: int, *,
+    def _parse(self, raw: bytes, estimate: int, max_tokens: int, *,
                need_text: bool) -> tuple[str, int]:
-        try:
-            answer = json.loads(raw)
-        except ValueError:
-            answer = None
+        answer: Any = None
+        if within_shape(raw, **answer_shape(max_tokens)):
+            try:
+                answer = json.loads(raw)
+            except (ValueError, RecursionError):
+                answer = None
         usage = answer.get("usage") if isinstance(answer, dict) else None
         total = usage.get("total_tokens") if isinstance(usage, dict) else None
         used = total if isinstance(total, int) and not isinstance(total, bool) \

@@ -217,35 +217,41 @@ def create_api_key(session: Session, caller: Caller, role: str, name: str, *,
                    agent_id: str | None = None) -> tuple[ApiKey, str]:
     """A new key of the caller's tenant (its secret returned once). Agent keys may carry an
     access list (``scopes``) and an agent id; the other roles see the whole tenant."""
-    if role not in ROLES:
-        raise InvalidInput(f"role must be one of {', '.join(ROLES)}")
-    if role != "agent" and (scopes is not None or agent_id is not None):
-        raise InvalidInput(f"only agent keys take scopes and an agent_id; a {role} key always "
-                           f"sees the whole tenant, so leave both out or use role 'agent'")
-    stored = _access_list(scopes) if scopes is not None else None
-    if agent_id is not None:
-        agent_id = unicodedata.normalize("NFC", agent_id)
-    raw = new_key()
-    session.commit()
-    begin_write(session)
-    key = _add_key(session, caller.tenant_id, role, name, raw, scopes=stored, agent_id=agent_id)
-    session.flush()
-    audit.record(session, caller.actor, "key_create",
-                 detail=f"key {key.id} role {role}" + (" scoped" if stored is not None else ""))
-    session.commit()
+    with audit.audited(session, caller.actor, "key_create",
+                       detail=f"role {role}" if role in ROLES else "role (invalid)"):
+        if role not in ROLES:
+            raise InvalidInput(f"role must be one of {', '.join(ROLES)}")
+        if role != "agent" and (scopes is not None or agent_id is not None):
+            raise InvalidInput(f"only agent keys take scopes and an agent_id; a {role} key "
+                               f"always sees the whole tenant, so leave both out or use role "
+                               f"'agent'")
+        stored = _access_list(scopes) if scopes is not None else None
+        if agent_id is not None:
+            agent_id = unicodedata.normalize("NFC", agent_id)
+        raw = new_key()
+        session.commit()
+        begin_write(session)
+        key = _add_key(session, caller.tenant_id, role, name, raw, scopes=stored,
+                       agent_id=agent_id)
+        session.flush()
+        audit.record(session, caller.actor, "key_create",
+                     detail=f"key {key.id} role {role}"
+                            + (" scoped" if stored is not None else ""))
+        session.commit()
     return key, raw
 
 
 def revoke_api_key(session: Session, caller: Caller, key_id: uuid.UUID) -> None:
-    session.commit()
-    begin_write(session)
-    key = session.scalar(select(ApiKey).where(ApiKey.id == key_id,
-                                              ApiKey.tenant_id == caller.tenant_id))
-    if key is None or key.revoked_at is not None:
-        raise NotFound("no active API key with that id in this tenant")
-    key.revoked_at = utcnow()
-    audit.record(session, caller.actor, "key_revoke", detail=f"key {key.id}")
-    session.commit()
+    with audit.audited(session, caller.actor, "key_revoke", detail=f"key {key_id}"):
+        session.commit()
+        begin_write(session)
+        key = session.scalar(select(ApiKey).where(ApiKey.id == key_id,
+                                                  ApiKey.tenant_id == caller.tenant_id))
+        if key is None or key.revoked_at is not None:
+            raise NotFound("no active API key with that id in this tenant")
+        key.revoked_at = utcnow()
+        audit.record(session, caller.actor, "key_revoke", detail=f"key {key.id}")
+        session.commit()
     CALLERS.forget(key.key_sha256)
 
 

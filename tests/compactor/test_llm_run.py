@@ -89,3 +89,20 @@ def test_a_spent_token_budget_ends_the_run_cleanly(tenant: Tenant, chat: FakeLLM
         assert (result["budget_spent"], result["compacted_buckets"],
                 result["failed_buckets"]) == (True, 1, 0)
         assert _compressed(http, "project", "p1") == set()
+
+
+def test_a_deeply_nested_answer_fails_its_bucket_not_the_run(tenant: Tenant,
+                                                              chat: FakeLLM) -> None:
+    """Was a RecursionError that failed the whole job attempt."""
+    answer = b"[" * (1024 * 1024 - 1)
+    with tenant.stack.http(tenant.admin_key) as http:
+        _configure(http, chat)
+        _events(http, "entity", "ent_acme", 3)
+        p1 = _events(http, "project", "p1", 3)
+        chat.answer(llm.Answer(200, answer, {"Content-Type": "application/json"}),
+                    llm.ok("- Steps 0 to 2 agreed for p1."))
+        result = _run(http)["result"]
+        assert (result["compacted_buckets"], result["failed_buckets"], result["failures"],
+                result["events_compressed"]) == (1, 1, {"malformed_answer": 1}, 3)
+        assert _compressed(http, "entity", "ent_acme") == set()
+        assert _compressed(http, "project", "p1") == set(p1)

@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import select
 
 from control_plane.db.models import AccessLog, MemoryPointer
+from control_plane.kit import encode_cursor
 from control_plane.knowledge.chunking import chunk
 from tests.api.test_no_content_in_control_plane import _database_text
 from tests.support.crypto import open_stored
@@ -116,7 +117,9 @@ def test_list_is_paginated_and_delete_removes_every_chunk(tenant: Tenant) -> Non
                                                   "cursor": page1.json()["next_cursor"]})
         assert page1.status_code == page2.status_code == 200
         listed = page1.json()["items"] + page2.json()["items"]
-        assert page1.json()["next_cursor"] == ids[1] and page2.json()["next_cursor"] is None
+        # Opaque, as every cursor: the last id of the page in the server's cursor encoding.
+        assert page1.json()["next_cursor"] == encode_cursor(ids[1])
+        assert page2.json()["next_cursor"] is None
         assert [d["document_id"] for d in listed] == ids
         by_title = {d["title"]: d for d in listed}
         assert {t: d["chunk_count"] for t, d in by_title.items()} == {"A": 3, "B": 1, "C": 1}
