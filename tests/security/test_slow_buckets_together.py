@@ -124,8 +124,9 @@ def test_three_hanging_buckets_leave_a_fourth_tenant_its_reads_searches_and_batc
                    f"held, {search_pool.busy} busy",
                    lambda: held() == SEARCH_WORKERS + HOSTILE)
             assert search_pool.busy == SEARCH_WORKERS
-            assert sorted(search_pool.running(t.id) for t in hostile) == [
-                0, SEARCH_SHARE, SEARCH_SHARE]
+            # which tenant's tasks reach a worker first is a race; none gets more than its share
+            running = [search_pool.running(t.id) for t in hostile]
+            assert sum(running) == SEARCH_WORKERS and max(running) <= SEARCH_SHARE, running
             after_searches = held()
 
             reads: list[Future[httpx.Response]] = [

@@ -17,6 +17,7 @@ from control_plane.memories import hotpath
 from control_plane.memories import service as memories
 from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
+from control_plane.memories.write_request import address_params
 from tests.support.service import ServiceWorld
 
 pytestmark = pytest.mark.databases("sqlite")
@@ -48,7 +49,7 @@ def test_the_lookups_rows_are_sqlalchemys(world: ServiceWorld) -> None:
     for address in addresses:
         for statement, extra in ((hotpath.LOOKUP_READ, {}),
                                  (hotpath.LOOKUP_WRITE, {"v_meta_user": "ann"})):
-            params = hotpath._params(world.tenant_id, address) | extra
+            params = address_params(world.tenant_id, address) | extra
             got, expected, fields, keys = _both(world, statement, params)
             assert got == expected, (address, statement)
             if got:
@@ -56,7 +57,7 @@ def test_the_lookups_rows_are_sqlalchemys(world: ServiceWorld) -> None:
                 found += 1
     assert found == 5  # both lookups of the two memories; the write lookup of the third
     rows = direct.run_sqlite(world.runtime.engine, hotpath.LOOKUP_READ,
-                             hotpath._params(world.tenant_id, addresses[1]))
+                             address_params(world.tenant_id, addresses[1]))
     (row,) = rows
     assert row.tags == ["a", "ü"] and row.importance == 5 and row.searchable is True
     assert abs(row.expires_at.replace(tzinfo=UTC) - datetime.now(UTC)
