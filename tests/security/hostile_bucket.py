@@ -29,18 +29,16 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
-from typing import Any
 from urllib.parse import urlsplit
 
-from tests.support.quiet_server import QuietHTTPServer
+from tests.support.local_http import HOP_BY_HOP, LocalHTTPServer
 
 _BLOCK = b"\x5a" * (64 << 10)
-_HOP = ("content-length", "transfer-encoding", "connection", "date", "server",
-        "keep-alive")
 
 
-class HostileBucket:
+class HostileBucket(LocalHTTPServer):
     def __init__(self, upstream: str, downloads: Callable[[str], bool]) -> None:
+        super().__init__()
         self.upstream = urlsplit(upstream)
         self.downloads = downloads
         self.mode = "forward"
@@ -51,38 +49,8 @@ class HostileBucket:
         self.hung_up = False
         self.offered = 0  # the length of the slow headers
         self.finished = threading.Event()  # a hostile answer ended (client gone or done)
-        bucket = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                bucket._answer(self, body)
-
-            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
-
-        self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> HostileBucket:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
-
-    def _answer(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
+    def handle(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
         conn = http.client.HTTPConnection(self.upstream.hostname or "127.0.0.1",
                                           self.upstream.port, timeout=30)
         headers = {k: v for k, v in handler.headers.items() if k.lower() != "host"}
@@ -101,7 +69,7 @@ class HostileBucket:
                    and response.status in (200, 206) and self.mode != "forward")
         handler.send_response(response.status)
         for name, value in response.getheaders():
-            if name.lower() not in _HOP:
+            if name.lower() not in HOP_BY_HOP:
                 handler.send_header(name, value)
         if not hostile:
             handler.send_header("Content-Length", str(len(real)) if handler.command != "HEAD"
@@ -138,7 +106,7 @@ class HostileBucket:
                         response: http.client.HTTPResponse) -> None:
         head = [f"HTTP/1.1 {response.status} {response.reason}"]
         head += [f"{name}: {value}" for name, value in response.getheaders()
-                 if name.lower() not in _HOP]
+                 if name.lower() not in HOP_BY_HOP]
         try:
             if self.mode == "slow_headers":
                 head += ["Content-Length: 0", "X-Slow: " + "." * 300]  # a minute at 0.2 s

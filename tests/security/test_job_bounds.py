@@ -8,14 +8,12 @@ trickles its answer one byte a second (the slow bucket of the report), a real wo
 
 from __future__ import annotations
 
-import http.client
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 from sqlalchemy import func, select, update
@@ -34,7 +32,8 @@ from control_plane.storage_config.schemas import S3ConfigIn
 from control_plane.tenants.service import create_tenant
 from tests.support.clock import DEADLINE_SECONDS, wait_until
 from tests.support.emulators import MotoServer
-from tests.support.quiet_server import QuietHTTPServer
+from tests.support.jobs import close_runnable_jobs
+from tests.support.local_http import LocalHTTPServer, answer, forward
 from tests.support.service import ServerThread, Stack, isolated_database, make_settings
 
 QUOTA, CONCURRENCY = 3, 2
@@ -61,15 +60,9 @@ def runtime(database: str, request: pytest.FixtureRequest,
 
 @pytest.fixture(autouse=True)
 def nothing_left_runnable(runtime: Runtime) -> Iterator[None]:
-    def close_all() -> None:
-        with runtime.sessions() as session:
-            session.execute(update(Job).where(Job.state.in_(("queued", "running")))
-                            .values(state="failed", lease_owner=None, lease_expires_at=None))
-            session.commit()
-
-    close_all()
+    close_runnable_jobs(runtime)
     yield
-    close_all()
+    close_runnable_jobs(runtime)
 
 
 def _tenant(runtime: Runtime, name: str) -> Actor:
@@ -292,52 +285,23 @@ def test_a_job_that_reports_in_may_run_longer_than_the_step_bound(runtime: Runti
     assert (done.state, done.attempts, done.result) == ("completed", 1, {"steps": "done"})
 
 
-class SlowBucket:
+class SlowBucket(LocalHTTPServer):
     """A proxy to moto that, once ``slow`` is set, answers every request with a 200 whose body
     trickles one byte a second (no read timeout ever trips) until ``release``."""
 
     def __init__(self, target: str) -> None:
+        super().__init__()
+        self.target = target
         self.slow = False
         self.trickling = 0  # requests being trickled right now
         self.released = threading.Event()
-        bucket = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                if bucket.slow:
-                    bucket._trickle(self)
-                    return
-                parts = urlsplit(target)
-                conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port,
-                                                  timeout=10)
-                try:
-                    conn.request(self.command, self.path, body=body or None,
-                                 headers=dict(self.headers))
-                    answer = conn.getresponse()
-                    data = answer.read()
-                    self.send_response(answer.status)
-                    for name, value in answer.getheaders():
-                        if name.lower() not in ("content-length", "transfer-encoding",
-                                                "connection", "date", "server"):
-                            self.send_header(name, value)
-                finally:
-                    conn.close()
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-
-            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
-
-        self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+    def handle(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
+        if self.slow:
+            self._trickle(handler)
+        else:
+            answer(handler, *forward(self.target, handler.command, handler.path,
+                                     dict(handler.headers), body))
 
     def _trickle(self, handler: BaseHTTPRequestHandler) -> None:
         self.trickling += 1
@@ -355,18 +319,8 @@ class SlowBucket:
             self.trickling -= 1
             handler.close_connection = True
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> SlowBucket:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
+    def stopping(self) -> None:
         self.released.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def test_a_stuck_export_delays_another_tenants_job_by_at_most_the_step_bound(

@@ -15,15 +15,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import update
 
 from control_plane.audit.service import Actor
 from control_plane.compliance import service as compliance
-from control_plane.db.models import Job
 from control_plane.jobs.service import JobContext
 from control_plane.jobs.worker import Worker
 from control_plane.runtime import Runtime
 from control_plane.tenants.service import create_tenant
+from tests.support.jobs import close_runnable_jobs
 from tests.support.service import isolated_database, make_settings
 
 
@@ -45,15 +44,9 @@ def runtime(database: str, request: pytest.FixtureRequest,
 @pytest.fixture(autouse=True)
 def nothing_left_runnable(runtime: Runtime) -> Iterator[None]:
     """Each test sees only its own jobs: whatever another test left runnable is closed."""
-    def close_all() -> None:
-        with runtime.sessions() as session:
-            session.execute(update(Job).where(Job.state.in_(("queued", "running")))
-                            .values(state="failed", lease_owner=None, lease_expires_at=None))
-            session.commit()
-
-    close_all()
+    close_runnable_jobs(runtime)
     yield
-    close_all()
+    close_runnable_jobs(runtime)
 
 
 class Ticks:
