@@ -139,10 +139,12 @@ def test_three_hanging_buckets_leave_a_fourth_tenant_its_reads_searches_and_batc
                 and sum(f.done() for f in reads) + held() - after_searches == len(reads)))
             stuck = held()
             done = [f for f in reads if f.done()]
-            # the three together hold the shared part, and from the reserve at most what a
-            # light tenant may take
+            # the three together hold at most the shared part, and from the reserve at most
+            # what a light tenant may take. How much of the shared part they end up holding is
+            # a race: a read waiting for its tenant's slot counts against the budget until it
+            # gives up, so others' reads may be refused meanwhile and leave it short of full.
             assert budget.total == stuck == sum(b.running for b in bulkheads)
-            assert THREADS - RESERVED <= stuck <= THREADS - RESERVED + HOSTILE * (LIGHT - 1)
+            assert after_searches <= stuck <= THREADS - RESERVED + HOSTILE * (LIGHT - 1)
             refusals = [f.result() for f in done]
             assert {(r.status_code, r.headers["Retry-After"], r.json()["problem"])
                     for r in refusals} == {(503, "2", "storage_busy")}
