@@ -9,10 +9,13 @@ each GET open (a bucket that stopped answering reads) until ``release`` is set.
 from __future__ import annotations
 
 import threading
+import uuid
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 
+from tests.support.emulators import MotoServer
 from tests.support.local_http import LocalHTTPServer, answer, forward
+from tests.support.service import Tenant
 
 
 @dataclass
@@ -55,3 +58,15 @@ class Recorder(LocalHTTPServer):
 
     def stopping(self) -> None:
         self.release.set()
+
+
+def bucket_through(tenant: Tenant, moto: MotoServer, endpoint: str) -> None:
+    """Give ``tenant`` a new moto bucket of its own, reached through ``endpoint`` (a stand-in
+    in front of moto that can turn hostile later)."""
+    bucket = f"own-{uuid.uuid4().hex[:12]}"
+    moto.create_bucket(bucket)
+    config = {**moto.config(bucket), "endpoint_url": endpoint}
+    with tenant.stack.http(tenant.admin_key) as http:
+        answer = http.put("/v1/storage/config",
+                          json={"storage_type": "s3", "connection_config": config})
+        assert answer.status_code == 200, answer.text

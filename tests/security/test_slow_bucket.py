@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from control_plane.settings import REQUEST_THREADS
-from tests.security.http_servers import Recorder
+from tests.security.http_servers import Recorder, bucket_through
 from tests.support.emulators import MOTO_KEY_ID, MOTO_REGION, MOTO_SECRET, MotoServer
 from tests.support.service import ServerThread, Stack, Tenant, make_settings
 
@@ -47,13 +47,8 @@ def bounded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 def _own_bucket(tenant: Tenant, moto: MotoServer, endpoint: str) -> None:
-    bucket = f"slow-{uuid.uuid4().hex[:12]}"
-    moto.create_bucket(bucket)
-    config = {**moto.config(bucket), "endpoint_url": endpoint}
+    bucket_through(tenant, moto, endpoint)
     with tenant.stack.http(tenant.admin_key) as http:
-        answer = http.put("/v1/storage/config",
-                          json={"storage_type": "s3", "connection_config": config})
-        assert answer.status_code == 200, answer.text
         assert http.put("/v1/memories/tenant/-/note",
                         json={"value": {"of": str(tenant.id)}}).status_code == 200
 

@@ -14,7 +14,6 @@ hostile calls are still held in their buckets.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
@@ -24,7 +23,7 @@ import pytest
 
 from control_plane.search import indexer
 from control_plane.storage_config.budget import LIGHT
-from tests.security.http_servers import Recorder
+from tests.security.http_servers import Recorder, bucket_through
 from tests.support.emulators import MotoServer
 from tests.support.service import ServerThread, Stack, Tenant, make_settings
 
@@ -56,13 +55,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 def _own_bucket(tenant: Tenant, moto: MotoServer, endpoint: str) -> None:
-    bucket = f"together-{uuid.uuid4().hex[:12]}"
-    moto.create_bucket(bucket)
-    config = {**moto.config(bucket), "endpoint_url": endpoint}
+    bucket_through(tenant, moto, endpoint)
     with tenant.stack.http(tenant.admin_key) as http:
-        answer = http.put("/v1/storage/config",
-                          json={"storage_type": "s3", "connection_config": config})
-        assert answer.status_code == 200, answer.text
         for n in range(VALUES):
             assert http.put(f"/v1/memories/user/u1/note{n}",
                             json={"value": f"a note about the garden, number {n}"}
