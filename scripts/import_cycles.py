@@ -44,7 +44,8 @@ def strongly_connected(graph: grimp.ImportGraph) -> list[list[str]]:
                     counter += 1
                     stack.append(child)
                     on_stack.add(child)
-                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
+                    imported = sorted(graph.find_modules_directly_imported_by(child))
+                    work.append((child, iter(imported)))
                     advanced = True
                     break
                 if child in on_stack:
