@@ -63,6 +63,7 @@ from ..keys import service as keys
 from ..kit import sha256_hex
 from ..memories import repository as memories_repo
 from ..memories.batch_sets import all_near
+from ..memories.search_objects import vector_path
 from ..memories.shared import delete_quietly, keyring_of
 from ..storage_config.plane import DataPlane, Target
 from ..storage_config.shared_pool import SharedPool
@@ -250,7 +251,7 @@ def embed_batch(session: Session, plane: DataPlane, runtime: Runtime | Settings,
     stored = {i for i, _ in together}
     _io(pool, plane, tenant_id, put_one,
         [(i, p) for i, p in enumerate(todo) if i not in stored])
-    paths = [repo.vector_path(p.storage_path) for p in todo]
+    paths = [vector_path(p.storage_path) for p in todo]
     put = [(pointer, path, i) for i, (pointer, path) in enumerate(zip(todo, paths,
                                                                      strict=True))]
     begin_write(session)

@@ -41,14 +41,10 @@ from ..db.models import (
     RetentionPolicy,
     SearchSegment,
 )
+from ..memories.search_objects import vector_path
 from ..tenants.access import Access
 
 P = MemoryPointer
-
-
-def vector_path(storage_path: str) -> str:
-    """A pointer's vector object lives beside its content object."""
-    return storage_path + VECTOR_SUFFIX
 
 
 def wants_vector() -> Any:
@@ -176,15 +172,6 @@ def replace_segments(session: Session, old: Sequence[uuid.UUID],
     if new is not None:
         session.add(new)
     return True
-
-
-def named_segment_paths(session: Session, config_id: uuid.UUID,
-                        paths: Sequence[str]) -> set[str]:
-    """Which of ``paths`` a segment row names (orphan GC keeps them)."""
-    return set(session.scalars(
-        select(SearchSegment.storage_path)
-        .where(SearchSegment.storage_config_id == config_id,
-               SearchSegment.storage_path.in_(paths))).all())
 
 
 # The warm path: what a search keeps of the control plane between searches (the tenant's
