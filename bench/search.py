@@ -49,8 +49,7 @@ from control_plane.memories import service as memories
 from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
-from control_plane.search import blas, indexer
-from control_plane.search import repository as search_repo
+from control_plane.search import blas, foreground, index_rows, indexer, segment_writing
 from control_plane.search import service as search
 from control_plane.search.schemas import SearchIn
 from control_plane.settings import Settings
@@ -154,10 +153,10 @@ def run_size(database: str, n: int, rounds: int, queries: int) -> None:
         with runtime.sessions() as session:
             report = indexer.drain(session, runtime.plane, runtime, runtime.search_cache,
                                    batch=1024)
-            before = [(s.kind, s.rows) for s in search_repo.segments(
+            before = [(s.kind, s.rows) for s in index_rows.segments(
                 session, tenant.id, "agent", "bench")]
-            indexer.compact_scope(session, runtime.plane, runtime.search_cache, tenant.id,
-                                  "agent", "bench", HashingEmbedder.name)
+            segment_writing.compact_scope(session, runtime.plane, runtime.search_cache,
+                                          tenant.id, "agent", "bench", HashingEmbedder.name)
         index_s = time.perf_counter() - began
         analyze(runtime.engine)
         print(f"[{database} n={n}] fill {n / fill:.0f} writes/s ({fill:.1f} s); indexing "
@@ -190,7 +189,7 @@ def run_size(database: str, n: int, rounds: int, queries: int) -> None:
             del r
         # The floor: the same vectors, in memory, one matrix.
         with runtime.sessions() as session:
-            rows = search_repo.segments(session, tenant.id, "agent", "bench")
+            rows = index_rows.segments(session, tenant.id, "agent", "bench")
             from control_plane.search import store
 
             matrix = np.vstack([store.load_segment(session, runtime.plane,
@@ -282,7 +281,7 @@ def _index_in_process(settings: Settings, ready: Any, stop: Any, cpu: Any,
     try:
         yielding: dict[str, Any] = {} if clock is None else {
             "yield_ms": settings.index_yield_ms, "max_lag": settings.index_max_lag_seconds,
-            "activity": indexer.ServerActivity(clock)}
+            "activity": foreground.ServerActivity(clock)}
         worker = indexer.Indexer(runtime.sessions, runtime.plane, runtime,
                                  runtime.search_cache, **yielding)
         began = time.process_time()
@@ -307,7 +306,7 @@ def _indexed(runtime: Runtime, tenant_id: Any) -> tuple[int, int]:
 
     with runtime.sessions() as session:
         total, ready = session.execute(
-            select(func.count(), func.count().filter(search_repo.vector_ready()))
+            select(func.count(), func.count().filter(index_rows.vector_ready()))
             .where(P.tenant_id == tenant_id)).one()
     return int(total), int(ready)
 
@@ -358,7 +357,7 @@ def run_writes(database: str, rounds: int, ops: int,
                     clock = None
                     if mode == "process":  # the writer publishes its database use
                         clock = shared_clock()
-                        published = indexer.ForegroundActivity(runtime.engine, shared=clock)
+                        published = foreground.ForegroundActivity(runtime.engine, shared=clock)
                     worker = spawn.Process(target=_index_in_process,
                                            args=(settings, ready, stop, cpu, clock))
                     worker.start()

@@ -28,7 +28,7 @@ from control_plane.memories import service as memories
 from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
-from control_plane.search.repository import wants_vector
+from control_plane.search.index_rows import wants_vector
 from control_plane.settings import Settings
 from control_plane.tenants.service import authenticate, ensure_bootstrap
 from storage_adapters.base import BatchAdapter

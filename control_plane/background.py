@@ -32,7 +32,7 @@ from .db.engine import sqlite_writers
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from .search.indexer import SharedClock
+    from .search.foreground import SharedClock
     from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ def run_child(settings: Settings, activity: SharedClock, stop: Connection,
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     from .observability import configure_logging
     from .runtime import Runtime
-    from .search.indexer import ServerActivity
+    from .search.foreground import ServerActivity
 
     configure_logging(settings.log_level)
     runtime = Runtime(settings)

@@ -30,7 +30,7 @@ from .testhooks import pause_from_env
 
 if TYPE_CHECKING:
     from .background import BackgroundProcess
-    from .search.indexer import ForegroundActivity, ServerActivity
+    from .search.foreground import ForegroundActivity, ServerActivity
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ class Runtime:
         from . import background
 
         if separate_process and background.wanted(self.settings, self.engine):
-            from .search.indexer import ForegroundActivity
+            from .search.foreground import ForegroundActivity
 
             clock = background.shared_clock()
             self._activity = ForegroundActivity(self.engine, shared=clock)

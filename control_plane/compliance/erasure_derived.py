@@ -5,7 +5,7 @@ A compactor entry built from an event of the subject belongs to the subject, who
 events it summarised too: it is erased with them, and the others' events it covered are
 released so the next compaction run folds them again. Search segments keep each subject's
 rows under that subject's key (``search.parts``) and are rewritten without the erased
-memories (``search.indexer.forget_pointers``); both are counted for the receipt.
+memories (``search.segment_writing.forget_pointers``); both are counted for the receipt.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ..compactor.erase import release_survivors
 from ..db.models import Compaction, CompactionEvent, MemoryEvent
 from ..events import repository as events_repo
 from ..jobs.service import JobContext
-from ..search.indexer import forget_pointers
+from ..search.segment_writing import forget_pointers
 
 COUNTS = ("search_scopes_rewritten", "compactor_events_released")
 

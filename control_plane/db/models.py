@@ -89,7 +89,7 @@ VECTOR_SUFFIX = ".vec"  # a memory's vector object is its content object's path 
 # search indexer's work. The partial index on it holds only those rows, so the indexer's look
 # costs what waits, not what the table holds (memories written unsearchable, such as agent
 # checkpoints, and memories embedded long ago). Queries name it word for word
-# (``search.repository.wants_vector``), so both databases see it implies the index.
+# (``search.index_rows.wants_vector``), so both databases see it implies the index.
 WANTS_VECTOR = ("sync_status = 'synced' AND searchable AND (NOT has_embeddings"
                 " OR embedding_storage_path IS NULL"
                 f" OR embedding_storage_path <> storage_path || '{VECTOR_SUFFIX}')")

@@ -23,10 +23,11 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session, configure_mappers
 from sqlalchemy.orm.instrumentation import manager_of_class
 
-from ..db.models import GcCandidate, MemoryPointer
+from ..db.models import VECTOR_SUFFIX, GcCandidate, MemoryPointer
 from ..tenants.access import EVERYTHING, Access
 from .addresses import MemoryAddress
 from .schemas import PointerOrder
+from .search_objects import SEGMENT_SUFFIX, named_segment_paths
 
 
 def _by_address(tenant_id: uuid.UUID, address: MemoryAddress):  # type: ignore[no-untyped-def]
@@ -216,8 +217,6 @@ def stale(session: Session, status: str, before: datetime, limit: int,
 def named_paths(session: Session, config_id: uuid.UUID, paths: Sequence[str]) -> set[str]:
     """Which of ``paths`` some pointer still names (a search vector ``<content>.vec`` counts
     as named while its content is; search segments are named by their rows)."""
-    from ..search.repository import VECTOR_SUFFIX, named_segment_paths
-
     bases = {p[:-len(VECTOR_SUFFIX)] if p.endswith(VECTOR_SUFFIX) else p for p in paths}
     rows = set(session.scalars(
         select(MemoryPointer.storage_path)
@@ -226,9 +225,9 @@ def named_paths(session: Session, config_id: uuid.UUID, paths: Sequence[str]) ->
     ).all())
     named = {p for p in paths
              if (p[:-len(VECTOR_SUFFIX)] if p.endswith(VECTOR_SUFFIX) else p) in rows}
-    if any(p.endswith(".seg") for p in paths):
+    if any(p.endswith(SEGMENT_SUFFIX) for p in paths):
         named |= named_segment_paths(session, config_id, [p for p in paths
-                                                          if p.endswith(".seg")])
+                                                          if p.endswith(SEGMENT_SUFFIX)])
     return named
 
 

@@ -172,7 +172,7 @@ def _pointer_json(v: dict[str, Any]) -> dict[str, Any]:
 
 def _vector_ready(has_embeddings: Any, vector_path: str | None, path: str) -> bool:
     """The vector is the one of the current value (an overwrite makes it stale until the
-    search indexer replaces it; ``search.repository.vector_path``)."""
+    search indexer replaces it; ``memories.search_objects.vector_path``)."""
     return bool(has_embeddings and vector_path and vector_path == f"{path}.vec")
 
 

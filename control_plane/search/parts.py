@@ -7,7 +7,7 @@ after the segment's own sealed bytes in the same object (one read; each byte dec
 once). Destroying that key at the subject's erasure makes those rows unreadable in every
 copy of every segment that ever held them: old versions, soft-deleted copies and backups
 included, as for the content itself. The erasure rewrites the live segments without them as
-well (``indexer.forget_pointers``).
+well (``segment_writing.forget_pointers``).
 
 Reading a segment costs one query for the keys of all its parts (cached once unwrapped);
 a part whose key was destroyed is left out: its memories are gone.

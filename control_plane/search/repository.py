@@ -1,4 +1,6 @@
-"""SQL of search: the index's segments, the pointers waiting for vectors, the live filter."""
+"""SQL of a search: the kept state's rows and tokens, the live filter (one statement, run on a
+driver connection, that may also write the search's audit row) and its rows; and queuing
+again the vectors of another embedder that a search finds."""
 
 from __future__ import annotations
 
@@ -18,12 +20,10 @@ from sqlalchemy import (
     any_,
     bindparam,
     cast,
-    delete,
     func,
     not_,
     or_,
     select,
-    text,
     true,
     type_coerce,
     update,
@@ -33,94 +33,10 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 
-from ..db.models import (
-    VECTOR_SUFFIX,
-    WANTS_VECTOR,
-    EmbedderConfig,
-    MemoryPointer,
-    RetentionPolicy,
-    SearchSegment,
-)
+from ..db.models import EmbedderConfig, MemoryPointer, RetentionPolicy, SearchSegment
 from ..tenants.access import Access
 
 P = MemoryPointer
-
-
-def vector_path(storage_path: str) -> str:
-    """A pointer's vector object lives beside its content object."""
-    return storage_path + VECTOR_SUFFIX
-
-
-def wants_vector() -> Any:
-    """The pointer is synced and searchable, and its vector is missing or made for older
-    content: the indexer's to make. Written as the partial index on it is (``WANTS_VECTOR``,
-    over the unaliased ``memory_pointers``), so the database uses the index."""
-    return text(WANTS_VECTOR)
-
-
-def vector_ready() -> Any:
-    """The pointer's vector is the one of its current content."""
-    return and_(P.has_embeddings == true(),
-                P.embedding_storage_path == P.storage_path.concat(VECTOR_SUFFIX))
-
-
-def needing_vectors(session: Session, since: datetime | None, limit: int,
-                    skip: Sequence[uuid.UUID] = ()) -> Sequence[MemoryPointer]:
-    """Synced, searchable pointers whose vector is missing or made for older content, oldest first;
-    ``since`` limits the look to rows written from then on (an index serves it); tenants in
-    ``skip`` (whose bucket failed this pass) are left out."""
-    return session.scalars(needing_vectors_query(since, limit, skip)).all()
-
-
-def needing_vectors_query(since: datetime | None, limit: int,
-                          skip: Sequence[uuid.UUID] = ()) -> Any:
-    """``needing_vectors``' statement: an index scan of the partial index on
-    ``WANTS_VECTOR`` in ``updated_at`` order."""
-    query = select(P).where(wants_vector())
-    if since is not None:
-        query = query.where(P.updated_at >= since)
-    if skip:
-        query = query.where(P.tenant_id.not_in(list(skip)))
-    return query.order_by(P.updated_at).limit(limit)
-
-
-# PostgreSQL: a batch's vectors recorded in ONE statement (the executemany ran an UPDATE
-# per pointer on the server, then a SELECT read back which ones took); what it answers is
-# what it updated, each row then holding its vector.
-_MARK_MANY = text(
-    "UPDATE memory_pointers AS p SET has_embeddings = true, embedding_model = :model, "
-    "embedding_storage_path = p.storage_path || :suffix "
-    "FROM unnest(CAST(:ids AS uuid[]), CAST(:versions AS integer[]), CAST(:paths AS text[])) "
-    "AS m(id, version, path) "
-    "WHERE p.id = m.id AND p.version = m.version AND p.storage_path = m.path "
-    "AND p.sync_status = 'synced' RETURNING p.id, p.version")
-
-
-def mark_vectors(session: Session, made: Sequence[tuple[uuid.UUID, int, str]],
-                 model: str) -> set[tuple[uuid.UUID, int]]:
-    """Record each (pointer id, version, content path)'s vector, if the pointer is still at
-    the content it was made from (one statement for all); which ones were recorded."""
-    if not made:
-        return set()
-    if session.get_bind().dialect.name == "postgresql":
-        rows = session.execute(_MARK_MANY, {
-            "ids": [m[0] for m in made], "versions": [m[1] for m in made],
-            "paths": [m[2] for m in made], "model": model, "suffix": VECTOR_SUFFIX}).all()
-        return {(r.id, r.version) for r in rows}
-    table = MemoryPointer.__table__  # core: one executemany, no ORM bookkeeping
-    session.execute(
-        update(table).where(table.c.id == bindparam("b_id"),  # type: ignore[arg-type]
-                            table.c.version == bindparam("b_version"),
-                            table.c.storage_path == bindparam("b_path"),
-                            table.c.sync_status == "synced")
-        .values(has_embeddings=True, embedding_model=model,
-                embedding_storage_path=bindparam("b_vector")),
-        [{"b_id": pid, "b_version": version, "b_path": path, "b_vector": vector_path(path)}
-         for pid, version, path in made])
-    rows = session.execute(select(P.id, P.version).where(
-        P.id.in_([m[0] for m in made]), P.embedding_model == model, vector_ready())).all()
-    wanted = {(pid, version) for pid, version, _ in made}
-    return {(r.id, r.version) for r in rows} & wanted
 
 
 def reembed_other_models(session: Session, tenant_id: uuid.UUID, scope: str, scope_ref: str,
@@ -132,59 +48,6 @@ def reembed_other_models(session: Session, tenant_id: uuid.UUID, scope: str, sco
                         P.embedding_model != model)
         .values(has_embeddings=False).execution_options(synchronize_session=False))
     return int(result.rowcount)  # type: ignore[attr-defined]
-
-
-def segments(session: Session, tenant_id: uuid.UUID, scope: str, scope_ref: str
-             ) -> Sequence[SearchSegment]:
-    return session.scalars(
-        select(SearchSegment).where(SearchSegment.tenant_id == tenant_id,
-                                    SearchSegment.scope_type == scope,
-                                    SearchSegment.scope_ref == scope_ref)
-        .order_by(SearchSegment.created_at, SearchSegment.id)).all()
-
-
-def lock_live(session: Session, ids: Sequence[uuid.UUID]) -> set[tuple[uuid.UUID, int]]:
-    """(id, version) of the synced pointers among ``ids``, share-locked: an erasure or delete
-    marking one of them waits until this transaction ends."""
-    if not ids:
-        return set()
-    rows = session.execute(select(P.id, P.version).where(P.id.in_(ids),
-                                                         P.sync_status == "synced")
-                           .with_for_update(read=True)).all()
-    return {(r.id, r.version) for r in rows}
-
-
-def live_in_scope(session: Session, tenant_id: uuid.UUID, scope: str, scope_ref: str,
-                  model: str) -> Sequence[Any]:
-    """Every pointer of the scope with a ready vector of ``model``: what a snapshot holds."""
-    return session.execute(
-        select(P.id, P.version, P.storage_config_id, P.embedding_storage_path, P.subject_user_id)
-        .where(P.tenant_id == tenant_id, P.scope_type == scope, P.scope_ref == scope_ref,
-               P.sync_status == "synced", P.embedding_model == model, vector_ready())
-        .order_by(P.id)).all()
-
-
-def replace_segments(session: Session, old: Sequence[uuid.UUID],
-                     new: SearchSegment | None) -> bool:
-    """Swap ``old`` segments for ``new`` (in the caller's transaction); False if another
-    compaction removed some of them first."""
-    if old:
-        removed = session.execute(delete(SearchSegment).where(SearchSegment.id.in_(old))
-                                  .execution_options(synchronize_session=False))
-        if int(removed.rowcount) != len(old):  # type: ignore[attr-defined]
-            return False
-    if new is not None:
-        session.add(new)
-    return True
-
-
-def named_segment_paths(session: Session, config_id: uuid.UUID,
-                        paths: Sequence[str]) -> set[str]:
-    """Which of ``paths`` a segment row names (orphan GC keeps them)."""
-    return set(session.scalars(
-        select(SearchSegment.storage_path)
-        .where(SearchSegment.storage_config_id == config_id,
-               SearchSegment.storage_path.in_(paths))).all())
 
 
 # The warm path: what a search keeps of the control plane between searches (the tenant's

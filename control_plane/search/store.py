@@ -21,11 +21,11 @@ from ..db.models import MemoryPointer, SearchSegment
 from ..errors import HashMismatch
 from ..keys import service as keys
 from ..memories.addresses import MemoryAddress
+from ..memories.search_objects import SEGMENT_SUFFIX, vector_path
 from ..memories.shared import keyring_of
 from ..storage_config.plane import DataPlane, Target, storage_errors
 from . import codec, parts
 from .index import SearchCache, Segment
-from .repository import vector_path
 
 
 class IndexObjectUnreadable(Exception):
@@ -104,7 +104,7 @@ def segment_path(target: Target, scope: str, scope_ref: str, segment_id: uuid.UU
     # "@" never starts a key's segment (keys are percent-encoded): no memory's directory
     # meets it; it stays under the scope's directory, so a user's erasure sweeps it.
     return target.path(f"{MemoryAddress(scope, scope_ref).scope_dir()}/@search/"
-                       f"{segment_id.hex}.seg")
+                       f"{segment_id.hex}{SEGMENT_SUFFIX}")
 
 
 def put_segment(session: Session, plane: DataPlane, target: Target, tenant_id: uuid.UUID,

@@ -179,7 +179,7 @@ def test_search_vectors_stay_in_the_bucket_of_the_memories_they_come_from(
     routed elsewhere) keeps a search segment per bucket: the texts and vectors of the routed
     memories never land in the default bucket, nor the others' in the agent's."""
     from control_plane.db.models import SearchSegment
-    from control_plane.search import indexer, store
+    from control_plane.search import indexer, segment_writing, store
 
     bucket, config = _s3_config(tenant, moto_server, "eu-users")
     s3_id = uuid.UUID(config["id"])
@@ -211,8 +211,8 @@ def test_search_vectors_stay_in_the_bucket_of_the_memories_they_come_from(
     by_config = segments()
     assert by_config == {default_id: {uuid.UUID(early.id)}, s3_id: {uuid.UUID(pref.id)}}
     with runtime.sessions() as session:  # a compaction keeps them apart too
-        assert indexer.compact_scope(session, runtime.plane, runtime.search_cache, tenant.id,
-                                     "user", "u1", "memplane-hash-v2")
+        assert segment_writing.compact_scope(session, runtime.plane, runtime.search_cache,
+                                             tenant.id, "user", "u1", "memplane-hash-v2")
     assert segments() == by_config
     with runtime.sessions() as session:
         s3_paths = {row.storage_path for row in session.scalars(select(SearchSegment).where(

@@ -14,13 +14,14 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from control_plane.db.models import MemoryPointer
+from control_plane.db.models import VECTOR_SUFFIX, MemoryPointer
 from control_plane.memories import service as memories
 from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
-from control_plane.search import indexer
-from control_plane.search import repository as search_repo
+from control_plane.search import foreground, index_rows, indexer
+from control_plane.search.claims import Claims
+from control_plane.search.embedding import RoundReport
 from control_plane.settings import Settings
 from storage_adapters import base as storage
 from tests.support.service import ServiceWorld, isolated_database, make_settings
@@ -53,7 +54,7 @@ def _write(world: ServiceWorld, n: int, ref: str) -> list[uuid.UUID]:
             .order_by(MemoryPointer.updated_at)))
 
 
-def _drain(world: ServiceWorld) -> indexer.RoundReport:
+def _drain(world: ServiceWorld) -> RoundReport:
     with world.runtime.sessions() as session:
         return indexer.drain(session, world.runtime.plane, world.runtime,
                              world.runtime.search_cache)
@@ -62,7 +63,7 @@ def _drain(world: ServiceWorld) -> indexer.RoundReport:
 def _ready(world: ServiceWorld) -> int:
     with world.runtime.sessions() as session:
         return int(session.scalar(select(func.count()).select_from(MemoryPointer).where(
-            MemoryPointer.tenant_id == world.tenant_id, search_repo.vector_ready())) or 0)
+            MemoryPointer.tenant_id == world.tenant_id, index_rows.vector_ready())) or 0)
 
 
 @pytest.fixture
@@ -75,12 +76,12 @@ def vector_puts(world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> Iterato
     original, original_many = store._put, store.put_vectors
 
     def counted(target: storage.StorageAdapter | object, path: str, blob: bytes) -> None:
-        if path.endswith(search_repo.VECTOR_SUFFIX):
+        if path.endswith(VECTOR_SUFFIX):
             puts.append(path)
         original(target, path, blob)  # type: ignore[arg-type]
 
     def counted_many(target: object, items: list[tuple[str, bytes]]) -> None:
-        puts.extend(path for path, _ in items if path.endswith(search_repo.VECTOR_SUFFIX))
+        puts.extend(path for path, _ in items if path.endswith(VECTOR_SUFFIX))
         original_many(target, items)  # type: ignore[arg-type]
 
     monkeypatch.setattr(store, "_put", counted)
@@ -94,9 +95,9 @@ def test_two_indexers_on_postgres_never_embed_the_same_pointer(
     _drain(world)  # what earlier tests on this database left unindexed
     ids = _write(world, 10, "split")
     vector_puts.clear()
-    first, second = indexer.Claims(world.runtime.engine), indexer.Claims(world.runtime.engine)
+    first, second = Claims(world.runtime.engine), Claims(world.runtime.engine)
     with world.runtime.sessions() as session:
-        candidates = list(search_repo.needing_vectors(session, None, 100))
+        candidates = list(index_rows.needing_vectors(session, None, 100))
         held = first.take(session, candidates, 4)  # indexer A holds four, mid-batch
     try:
         with world.runtime.sessions() as session:
@@ -126,9 +127,9 @@ def test_two_indexers_on_postgres_never_embed_the_same_pointer(
 def test_a_claim_rechecks_what_another_indexer_finished(world: ServiceWorld) -> None:
     _drain(world)
     _write(world, 3, "late")
-    claims = indexer.Claims(world.runtime.engine)
+    claims = Claims(world.runtime.engine)
     with world.runtime.sessions() as session:
-        candidates = list(search_repo.needing_vectors(session, None, 100))
+        candidates = list(index_rows.needing_vectors(session, None, 100))
     _drain(world)  # another indexer records them between the read and the lock
     try:
         with world.runtime.sessions() as session:
@@ -269,11 +270,11 @@ def test_an_indexer_beside_the_server_waits_for_the_servers_requests(
 
     clock = _Clock()
     shared = shared_clock()
-    server = indexer.ForegroundActivity(world.runtime.engine, clock, shared=shared)
+    server = foreground.ForegroundActivity(world.runtime.engine, clock, shared=shared)
     worker = indexer.Indexer(world.runtime.sessions, world.runtime.plane, world.runtime,
                              world.runtime.search_cache, yield_ms=50, max_lag=2.0,
                              monotonic=clock,
-                             activity=indexer.ServerActivity(shared, clock))
+                             activity=foreground.ServerActivity(shared, clock))
 
     def commit() -> None:
         with world.runtime.sessions() as session:
@@ -311,7 +312,7 @@ def test_the_background_process_reads_the_clock_the_server_publishes(
     from tests.support.spawned import echo_clock
 
     shared = background.shared_clock()
-    server = indexer.ForegroundActivity(world.runtime.engine, _Clock(), shared=shared)
+    server = foreground.ForegroundActivity(world.runtime.engine, _Clock(), shared=shared)
     asked_reader, asked = background._CONTEXT.Pipe(duplex=False)
     answers, answer_writer = background._CONTEXT.Pipe(duplex=False)
     child = background._CONTEXT.Process(target=echo_clock,
@@ -365,7 +366,7 @@ def test_the_indexer_verifies_each_object_it_reads(world: ServiceWorld,
     assert [f.split(";")[0] for f in failures] == [
         "hash_mismatch (search indexer): object could not be decrypted",
         "hash_mismatch (search indexer): object is missing from the bucket"]
-    assert vector_puts == [found["k2"].storage_path + search_repo.VECTOR_SUFFIX]
+    assert vector_puts == [found["k2"].storage_path + VECTOR_SUFFIX]
 
 
 def test_a_round_short_of_a_batch_lets_writes_gather(world: ServiceWorld) -> None:
@@ -414,7 +415,7 @@ def test_a_vector_left_at_its_path_by_a_stopped_indexer_is_replaced(
         found = {p.key: p for p in session.scalars(select(MemoryPointer).where(
             MemoryPointer.tenant_id == world.tenant_id, MemoryPointer.scope_ref == "leftover"))}
         target = world.runtime.plane.by_id(session, found["k0"].storage_config_id)
-    left = found["k0"].storage_path + search_repo.VECTOR_SUFFIX
+    left = found["k0"].storage_path + VECTOR_SUFFIX
     target.adapter.put(left, b"a vector an indexer put before it stopped")
     assert isinstance(target.adapter, storage.BatchAdapter)  # the local bucket: put_many
 
@@ -427,7 +428,7 @@ def test_a_vector_left_at_its_path_by_a_stopped_indexer_is_replaced(
                                  found["k0"].id, left)
 
     assert report.embedded == 2
-    assert ready == {"k0": left, "k1": found["k1"].storage_path + search_repo.VECTOR_SUFFIX}
+    assert ready == {"k0": left, "k1": found["k1"].storage_path + VECTOR_SUFFIX}
     assert (rows.ids, rows.versions, rows.texts) == (
         [found["k0"].id], [1], ["note 0 about leftover"])
     assert isinstance(rows, codec.Rows)

@@ -14,11 +14,12 @@ from sqlalchemy import select, update
 from control_plane.db.base import utcnow
 from control_plane.db.models import AccessLog, MemoryPointer, SearchSegment
 from control_plane.search import indexer
+from control_plane.search.embedding import RoundReport
 from tests.support.crypto import tampered
 from tests.support.service import Tenant
 
 
-def _index(tenant: Tenant) -> indexer.RoundReport:
+def _index(tenant: Tenant) -> RoundReport:
     runtime = tenant.stack.runtime
     with runtime.sessions() as session:
         return indexer.drain(session, runtime.plane, runtime, runtime.search_cache)

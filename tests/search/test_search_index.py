@@ -20,7 +20,7 @@ from control_plane.memories import reconcile
 from control_plane.memories import service as memories
 from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
-from control_plane.search import indexer
+from control_plane.search import embedding, indexer, segment_writing
 from control_plane.search import service as search
 from control_plane.search.schemas import SearchIn
 from tests.support.service import ServiceWorld
@@ -41,7 +41,7 @@ def _write(world: ServiceWorld, n: int, scope: str = "agent", ref: str = "a-1") 
                                MemoryMeta())
 
 
-def _drain(world: ServiceWorld, **options: Any) -> indexer.RoundReport:
+def _drain(world: ServiceWorld, **options: Any) -> embedding.RoundReport:
     with world.runtime.sessions() as session:
         return indexer.drain(session, world.runtime.plane, world.runtime,
                              world.runtime.search_cache, **options)
@@ -105,8 +105,9 @@ def test_a_compaction_keeps_only_live_versions(world: ServiceWorld) -> None:
                            MemoryMeta())
     _drain(world)
     with world.runtime.sessions() as session:
-        assert indexer.compact_scope(session, world.runtime.plane, world.runtime.search_cache,
-                                     world.tenant_id, "agent", "a-1", HashingEmbedder.name)
+        assert segment_writing.compact_scope(session, world.runtime.plane,
+                                             world.runtime.search_cache, world.tenant_id,
+                                             "agent", "a-1", HashingEmbedder.name)
     found = _search(world, "replaced text", scope="agent", scope_ref="a-1", limit=20)
 
     assert _segments(world) == [("snapshot", 9)]
@@ -197,7 +198,7 @@ class _OtherEmbedder:
 
 @pytest.fixture
 def other_embedder(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for module in (indexer, search):
+    for module in (embedding, segment_writing, indexer, search):
         monkeypatch.setattr(module, "embedder_for", lambda *_: _OtherEmbedder())
     yield
 
@@ -293,7 +294,8 @@ def test_vectors_are_recorded_only_for_pointers_still_at_their_content(
     """``mark_vectors`` (one statement on PostgreSQL, an executemany on SQLite) records a
     vector for a pointer still synced at the version and content it was made from, and for
     no other: not one overwritten meanwhile, not one being deleted."""
-    from control_plane.search import repository as search_repo
+    from control_plane.db.models import VECTOR_SUFFIX
+    from control_plane.search import index_rows
 
     _write(world, 3, ref="marks")
     with world.runtime.sessions() as session:
@@ -307,8 +309,8 @@ def test_vectors_are_recorded_only_for_pointers_still_at_their_content(
                         .where(MemoryPointer.id == before["k2"][0])
                         .values(sync_status="pending_delete"))
         session.commit()
-        marked = search_repo.mark_vectors(session, [before[k] for k in ("k0", "k1", "k2")],
-                                          "model-x")
+        marked = index_rows.mark_vectors(session, [before[k] for k in ("k0", "k1", "k2")],
+                                         "model-x")
         session.commit()
         after = {p.key: (p.has_embeddings, p.embedding_model, p.embedding_storage_path)
                  for p in session.scalars(
@@ -317,6 +319,6 @@ def test_vectors_are_recorded_only_for_pointers_still_at_their_content(
                             MemoryPointer.scope_ref == "marks"))}
 
     assert marked == {(before["k0"][0], before["k0"][1])}
-    assert after["k0"] == (True, "model-x", before["k0"][2] + search_repo.VECTOR_SUFFIX)
+    assert after["k0"] == (True, "model-x", before["k0"][2] + VECTOR_SUFFIX)
     assert after["k1"][1] != "model-x"
     assert after["k2"][1] != "model-x"

@@ -85,12 +85,12 @@ def test_the_indexers_look_reads_the_index_of_memories_waiting_for_a_vector(
     from sqlalchemy import text
 
     from control_plane.db.base import utcnow
-    from control_plane.search import repository
+    from control_plane.search import index_rows
 
     engine = tenant.stack.runtime.engine
     plans = []
     for since in (None, utcnow() - timedelta(seconds=60)):
-        sql = str(repository.needing_vectors_query(since, 64).compile(
+        sql = str(index_rows.needing_vectors_query(since, 64).compile(
             dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
         with engine.connect() as conn:
             # Usable, not just cheap: no sequential scan, and the other index that orders by

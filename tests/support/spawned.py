@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from multiprocessing.connection import Connection
 
-from control_plane.search.indexer import SharedClock
+from control_plane.search.foreground import SharedClock
 
 
 def echo_clock(clock: SharedClock, asked: Connection, answer: Connection) -> None:
