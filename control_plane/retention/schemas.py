@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..db.models import RetentionPolicy
 from ..memories.addresses import Scope
 from ..memories.schemas import MemoryType, Ref
+from ..memories.visibility import ALL_TYPES
 
-ALL_TYPES = "*"
 MAX_DAYS = 36500
 MAX_EXCLUDE_KEYS = 1000
 
