@@ -6,9 +6,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..addresses import Ref, Scope
 from ..db.models import RetentionPolicy
-from ..memories.addresses import Scope
-from ..memories.schemas import MemoryType, Ref
+from ..memories.schemas import MemoryType
 from ..memories.visibility import ALL_TYPES
 
 MAX_DAYS = 36500

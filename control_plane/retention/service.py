@@ -60,17 +60,11 @@ from ..holds import repository as holds_repo
 from ..jobs.service import JobContext, enqueue, enqueue_once
 from ..memories import visibility
 from ..memories.delete import _finish_deletes as finish_deletes
+from ..memories.visibility import ALL_TYPES
 from ..storage_config.plane import DataPlane, storage_errors
 from ..tenants.access import EVERYTHING, Access, ensure_visible
 from . import repository as repo
-from .schemas import (
-    ALL_TYPES,
-    CleanupIn,
-    CleanupItem,
-    CleanupOut,
-    PolicyIn,
-    RetentionRunIn,
-)
+from .schemas import CleanupIn, CleanupItem, CleanupOut, PolicyIn, RetentionRunIn
 
 log = logging.getLogger(__name__)
 

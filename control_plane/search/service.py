@@ -40,6 +40,7 @@ from sqlalchemy.orm import Session
 from storage_adapters import base as storage
 from storage_adapters.envelope import DecryptionError, sealed_size
 
+from ..addresses import nfc
 from ..audit import service as audit
 from ..audit.service import Actor, audited
 from ..db.base import utcnow
@@ -50,7 +51,6 @@ from ..keys import service as keys
 from ..kit import request_id_var, sha256_hex
 from ..memories import repository as memories_repo
 from ..memories import visibility
-from ..memories.addresses import nfc
 from ..memories.shared import given, keyring_of
 from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check
