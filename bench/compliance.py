@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.audit import service as audit
 from control_plane.audit.service import Actor
 from control_plane.compliance import service as compliance
 from control_plane.db.models import Job
 from control_plane.jobs.worker import Worker
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
 from control_plane.settings import Settings

@@ -13,9 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.audit.service import Actor
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
 from control_plane.settings import Settings

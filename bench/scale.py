@@ -27,12 +27,12 @@ from typing import Any
 
 from sqlalchemy import event, select
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db import direct
 from control_plane.db.base import new_id
 from control_plane.db.models import MemoryPointer
 from control_plane.memories import hotpath
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 
 from .harness import ratio_of_rounds_values, rotated, summarize
 from .stacks import Backends, MemplaneStack

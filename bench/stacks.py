@@ -19,13 +19,13 @@ from typing import Any
 import httpx
 from sqlalchemy import Engine, Uuid, bindparam, select, text
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.audit.batcher import AuditBatcher
 from control_plane.db import direct
 from control_plane.db.base import UTCDateTime
 from control_plane.db.models import AccessLog
 from control_plane.db.models import MemoryPointer as P
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
 from control_plane.search.index_rows import wants_vector

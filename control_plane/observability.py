@@ -60,7 +60,7 @@ class Metrics:
             "(completed, failed, retried, taken_over, abandoned)", ["kind", "outcome"],
             registry=self.registry,
             buckets=(.1, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600))
-        # Reconciler and orphan GC runs in this process (memories/reconcile.py); a
+        # Reconciler and orphan GC runs in this process (integrity/reconcile.py); a
         # `memplane reconcile` CronJob prints its own counts, and the database gauges
         # (memplane_pointers_*, memplane_gc_candidates) show what is left to do.
         self.reconcile_actions = Counter(

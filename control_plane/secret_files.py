@@ -61,8 +61,15 @@ def remove_secret_file(path: Path) -> None:
         path.unlink()
 
 
-# What `memplane keys generate` writes, by file name: the setting each file is for, and a
-# new value of the form that setting takes.
+# What `memplane keys generate` writes, by file name: the setting each file is for.
+GENERATED: dict[str, str] = {
+    "server.key": "MEMPLANE_SERVER_KEY",
+    "receipt-signing.key": "MEMPLANE_RECEIPT_SIGNING_KEY",
+    "admin.key": "MEMPLANE_ADMIN_KEY",
+    "metrics.token": "MEMPLANE_METRICS_TOKEN",
+}
+
+
 def _server_key() -> str:
     return secrets.token_hex(32)  # 32 random bytes: enough to derive signing keys from
 
@@ -71,31 +78,24 @@ def _signing_key() -> str:
     return base64.b64encode(os.urandom(32)).decode()  # an Ed25519 private key's raw bytes
 
 
-def _admin_key() -> str:
-    from .tenants.service import new_key
-
-    return new_key()
-
-
 def _metrics_token() -> str:
     return secrets.token_urlsafe(32)
 
 
-GENERATED: dict[str, tuple[str, Callable[[], str]]] = {
-    "server.key": ("MEMPLANE_SERVER_KEY", _server_key),
-    "receipt-signing.key": ("MEMPLANE_RECEIPT_SIGNING_KEY", _signing_key),
-    "admin.key": ("MEMPLANE_ADMIN_KEY", _admin_key),
-    "metrics.token": ("MEMPLANE_METRICS_TOKEN", _metrics_token),
-}
-
-
-def generate_secret_files(directory: Path) -> dict[str, bool]:
+def generate_secret_files(directory: Path, new_admin_key: Callable[[], str]) -> dict[str, bool]:
     """Each file of GENERATED in ``directory`` that is missing, with a new secret (mode 0600);
-    files already there are kept as they are. Answers, by file name, whether it was made."""
+    files already there are kept as they are. Answers, by file name, whether it was made.
+    ``new_admin_key`` makes the admin key: an API key, whose form the tenants domain owns."""
+    generators: dict[str, Callable[[], str]] = {
+        "server.key": _server_key,
+        "receipt-signing.key": _signing_key,
+        "admin.key": new_admin_key,
+        "metrics.token": _metrics_token,
+    }
     made: dict[str, bool] = {}
-    for name, (_, generate) in GENERATED.items():
+    for name in GENERATED:
         try:
-            create_secret_file(directory / name, generate())
+            create_secret_file(directory / name, generators[name]())
             made[name] = True
         except SecretFileExists:
             made[name] = False

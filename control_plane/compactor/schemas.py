@@ -5,8 +5,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..memories.addresses import Scope
-from ..memories.schemas import Ref
+from ..addresses import Ref, Scope
 
 DEFAULT_MIN_EVENTS = 3
 DEFAULT_OLDER_THAN_DAYS = 90

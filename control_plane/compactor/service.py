@@ -50,11 +50,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ..audit import service as audit
 from ..audit.service import Actor, audited
-from ..compliance.guard import ensure_writable
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import Compaction, CompactorSettings, Job, MemoryEvent, MemoryPointer, Tenant
 from ..errors import Conflict, DomainError, HashMismatch, NotFound, SubjectErasureInProgress
+from ..holds.guard import ensure_writable
 from ..jobs.service import JobContext, enqueue, enqueue_once
 from ..settings import Settings
 from ..storage_config.plane import DataPlane

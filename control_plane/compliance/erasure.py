@@ -91,13 +91,14 @@ from ..db.models import (
 from ..events import repository as events_repo
 from ..holds.service import ensure_subject_not_held
 from ..jobs.service import JobContext
+from ..keys import pseudonyms
 from ..keys import repository as keys_repo
 from ..kit import request_id_var
 from ..memories import repository as memories_repo
 from ..storage_config.plane import Target, storage_errors
 from . import erasure_derived as derived
 from . import erasure_leftovers as leftovers
-from . import pseudonyms, receipts, subjects
+from . import receipts, subjects
 
 log = logging.getLogger(__name__)
 

@@ -56,10 +56,10 @@ from ..audit.service import Actor
 from ..db.engine import begin_write
 from ..db.models import AccessLog, AuditHead, ErasureReceipt, StorageConfig
 from ..errors import NotFound
+from ..keys import pseudonyms
 from ..settings import Settings
 from ..storage_config.credentials import CredentialBox
 from ..storage_config.plane import public_id
-from . import pseudonyms
 from .signing import signing_key
 
 FORMAT = "memplane-erasure-receipt/1"

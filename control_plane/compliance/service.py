@@ -8,6 +8,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from ..addresses import MAX_SCOPE_REF_BYTES, MAX_SCOPE_REF_CHARS, nfc, validate_segment
 from ..audit import service as audit
 from ..audit.service import Actor
 from ..db.engine import begin_write
@@ -16,12 +17,6 @@ from ..errors import Conflict, InvalidInput
 from ..holds.service import ensure_subject_not_held
 from ..jobs import repository as jobs_repo
 from ..jobs.service import enqueue
-from ..memories.addresses import (
-    MAX_SCOPE_REF_BYTES,
-    MAX_SCOPE_REF_CHARS,
-    nfc,
-    validate_segment,
-)
 
 FORMATS = ("json",)
 

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
+from ..addresses import MemoryAddress, Scope
 from ..audit import service as audit
 from ..audit.service import Actor, audited
 from ..entries import service as entries
 from ..errors import HashMismatch, InvalidInput, NotFound, StorageUnavailable
 from ..events import service as events
-from ..memories.addresses import MemoryAddress, Scope
 from ..runtime import Runtime
 from ..settings import Settings
 from ..storage_config.plane import DataPlane

@@ -6,9 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from ..addresses import Ref, Scope
 from ..db.models import Conversation
-from ..memories.addresses import Scope
-from ..memories.schemas import Ref
 
 Role = Literal["system", "user", "assistant", "tool"]
 Model = Annotated[str, StringConstraints(min_length=1, max_length=128,

@@ -29,9 +29,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .. import idempotency
+from ..addresses import MemoryAddress, Scope
 from ..audit import service as audit
 from ..audit.service import Actor, audited
-from ..compliance.pseudonyms import pseudonym
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import Conversation, ConversationMessage, Job, MemoryPointer
@@ -39,10 +39,10 @@ from ..errors import Conflict, Forbidden, HashMismatch, InvalidInput, NotFound
 from ..idempotency import Idempotency, Replay
 from ..jobs.service import enqueue
 from ..keys import repository as keys_repo
+from ..keys.pseudonyms import pseudonym
 from ..kit import decode_cursor, encode_cursor, page_limit
 from ..memories import batch_gets
 from ..memories import service as memories
-from ..memories.addresses import MemoryAddress, Scope
 from ..memories.schemas import MemoryMeta
 from ..search import drop as search_drop
 from ..settings import Settings

@@ -575,7 +575,7 @@ class LegalHold(Base):
     """A legal hold on a data subject, a (scope, scope ref) or the whole tenant: retention,
     cleanup, deletes and erasure leave what it covers alone until it is lifted. While active
     it names the subject (or scope ref) in clear to match rows; lifting replaces that with a
-    keyed hash (``subject_hash``, ``compliance/pseudonyms.py``), so an erased subject leaves
+    keyed hash (``subject_hash``, ``keys/pseudonyms.py``), so an erased subject leaves
     no clear id here."""
 
     __tablename__ = "legal_holds"

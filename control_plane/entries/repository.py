@@ -10,7 +10,7 @@ from ..db.base import utcnow
 from ..db.models import AccessLog, EntryTerm, MemoryPointer, SubjectKey
 from ..memories.hotpath import as_table
 from ..memories.repository import has_tag
-from ..retention.repository import visible_pointers
+from ..memories.visibility import visible_pointers
 from ..tenants.access import EVERYTHING, Access
 
 ENTRY = "entry"

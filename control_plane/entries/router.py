@@ -6,11 +6,11 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Path, Query, Response
 from fastapi.responses import JSONResponse
 
+from ..addresses import Scope
 from ..db.models import MemoryPointer
 from ..deps import PlaneDep, ReaderCaller, SessionDep, WriterCaller
 from ..idempotency import Idempotency, Replay
 from ..kit import PLAIN_TEXT
-from ..memories.addresses import Scope
 from . import service as entries
 from .schemas import EntryIn, EntryOut, EntryPage, EntryUpdate
 

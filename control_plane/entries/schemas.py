@@ -4,8 +4,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from ..memories.addresses import Scope
-from ..memories.schemas import SOURCE_DESCRIPTION, PointerOut, Ref, Source, Tag, pointer_json
+from ..addresses import Ref, Scope
+from ..memories.schemas import SOURCE_DESCRIPTION, PointerOut, Source, Tag, pointer_json
 
 EntryTitle = Annotated[str, StringConstraints(min_length=1, max_length=500,
                                               pattern=r"^[^\x00-\x1f\x7f]*$")]

@@ -28,20 +28,20 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
 from .. import idempotency
+from ..addresses import MemoryAddress, Scope, nfc
 from ..audit import service as audit
 from ..audit.service import Actor, audited
-from ..compliance.guard import ensure_writable
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
 from ..errors import Conflict, DomainError, Forbidden, HashMismatch, InvalidInput, NotFound
+from ..holds.guard import ensure_writable
 from ..holds.service import ensure_not_held
 from ..idempotency import Idempotency, Replay
 from ..keys import service as keys
 from ..kit import decode_uuid_cursor, encode_cursor, page_limit, request_id_var, sha256_hex
 from ..memories import batch_gets
 from ..memories import repository as memories_repo
-from ..memories.addresses import MemoryAddress, Scope, nfc
 from ..memories.delete import _finish_deletes as finish_deletes
 from ..memories.read import read_pointer
 from ..memories.shared import (

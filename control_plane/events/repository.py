@@ -29,7 +29,7 @@ def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
               access: Access = EVERYTHING) -> Sequence[MemoryEvent]:
     query = select(MemoryEvent).where(MemoryEvent.tenant_id == tenant_id,
                                       MemoryEvent.sync_status != "pending_delete")
-    from ..retention.repository import visible_events  # past a policy: hidden until the run
+    from ..memories.visibility import visible_events  # past a policy: hidden until the run
 
     kept = visible_events(session, tenant_id, utcnow())
     if kept is not None:

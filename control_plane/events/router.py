@@ -7,11 +7,11 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import JSONResponse
 
+from ..addresses import Scope
 from ..db.models import MemoryEvent
 from ..deps import WRITER, PlaneDep, ReaderCaller, SessionDep, call_of
 from ..idempotency import Idempotency, Replay
 from ..kit import PLAIN_TEXT
-from ..memories.addresses import Scope
 from . import service as events
 from .schemas import KIND_PATTERN, EventIn, EventOut, EventPage, EventWithBodyOut
 

@@ -6,9 +6,8 @@ from typing import Annotated, Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
 
+from ..addresses import Ref, Scope
 from ..kit import PLAIN_TEXT
-from ..memories.addresses import Scope
-from ..memories.schemas import Ref
 
 KIND_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 Kind = Annotated[str, StringConstraints(pattern=KIND_PATTERN)]

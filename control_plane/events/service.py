@@ -7,7 +7,7 @@ Append follows the write protocol of DESIGN §4, object first:
   3. one transaction: insert the row ``synced`` and its audit row; commit — only then does
      the API answer 201.
 A crash between 2 and 3 leaves an object no row names, which orphan GC removes
-(``memories/reconcile.py`` lists ``events/`` too). Events are never updated (only
+(``integrity/reconcile.py`` lists ``events/`` too). Events are never updated (only
 ``compressed_at``, by the compactor) and have no delete route: erasure and retention remove
 them.
 
@@ -36,9 +36,9 @@ from storage_adapters import envelope
 from storage_adapters.envelope import DecryptionError
 
 from .. import idempotency
+from ..addresses import MemoryAddress, Scope, nfc
 from ..audit import service as audit
 from ..audit.service import Actor, audited
-from ..compliance.guard import erasure_in_progress
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import GcCandidate, MemoryEvent, SubjectErasure, SubjectKey
@@ -50,10 +50,10 @@ from ..errors import (
     NotFound,
     PayloadTooLarge,
 )
+from ..holds.guard import erasure_in_progress
 from ..idempotency import Idempotency, Replay
 from ..keys import service as keys
 from ..kit import decode_cursor, encode_cursor, page_limit, sha256_hex
-from ..memories.addresses import MemoryAddress, Scope, nfc
 from ..memories.shared import (
     CommitUncertain,
     delete_quietly,
@@ -204,7 +204,7 @@ def _save(session: Session, plane: DataPlane, target: Target, actor: Actor,
     # One statement for the three checks (the memory write's hot path folds them alike): the
     # subject key still live, under a share lock so that its destruction by an erasure waits
     # for this commit; the object not an orphan-GC candidate; no erasure of the subject
-    # running (``compliance.guard.ensure_writable``'s query).
+    # running (``holds.guard.ensure_writable``'s query).
     marked = exists().where(GcCandidate.storage_config_id == target.config_id,
                             GcCandidate.path == path)
     blocked: Any = null()

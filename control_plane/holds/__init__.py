@@ -1,1 +1,2 @@
-"""Legal holds: a subject, a (scope, scope ref) or the whole tenant kept from deletion."""
+"""What stops a write or a delete: legal holds (a subject, a (scope, scope ref) or the whole
+tenant kept from deletion) and the write block while a subject's erasure is in progress."""

@@ -5,9 +5,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..addresses import Ref, Scope
 from ..db.models import LegalHold
-from ..memories.addresses import Scope
-from ..memories.schemas import Ref
 
 Reason = Literal["litigation", "regulatory", "investigation", "audit", "other"]
 

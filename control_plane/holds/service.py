@@ -10,7 +10,7 @@ erasure finishes. A tenant hold holds every subject.
 
 Refusals name the hold id and its reason category, never the subject. An active hold keeps
 the subject's id (or the scope ref) in clear, as it must match rows; lifting it replaces the
-id with a keyed hash (``compliance.pseudonyms``: the database alone cannot test a guessed
+id with a keyed hash (``keys.pseudonyms``: the database alone cannot test a guessed
 id against it), so once the subject is erased (which an active hold prevents) no clear id
 remains here (DESIGN §11). Placing and lifting are audited with the key that did it.
 """
@@ -26,12 +26,12 @@ from sqlalchemy.orm import Session
 from .. import idempotency
 from ..audit import service as audit
 from ..audit.service import Actor, audited
-from ..compliance import pseudonyms
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import LegalHold, SubjectErasure
 from ..errors import Conflict, NotFound
 from ..idempotency import Idempotency, Replay
+from ..keys import pseudonyms
 from ..storage_config.credentials import CredentialBox
 from . import repository as repo
 from .schemas import HoldIn, HoldOut

@@ -15,8 +15,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from ..addresses import Ref
 from ..kit import PLAIN_TEXT
-from ..memories.schemas import Ref
 
 MAX_DOCUMENTS = 20
 MAX_CONTENT_CHARS = 200_000

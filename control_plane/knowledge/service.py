@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from ..addresses import MemoryAddress, Scope
 from ..audit import service as audit
 from ..audit.service import Actor, audited
 from ..db.engine import begin_write
@@ -35,7 +36,6 @@ from ..errors import InvalidInput, NotFound
 from ..idempotency import Idempotency
 from ..kit import MAX_PAGE, decode_cursor, encode_cursor, sha256_hex
 from ..memories import service as memories
-from ..memories.addresses import MemoryAddress, Scope
 from ..memories.schemas import MemoryMeta
 from ..storage_config.plane import DataPlane
 from ..tenants.access import EVERYTHING, Access

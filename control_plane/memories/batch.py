@@ -33,6 +33,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
 from .. import idempotency
+from ..addresses import MemoryAddress, Scope
 from ..audit.service import Actor, audited
 from ..db.engine import begin_write
 from ..errors import DomainError, InvalidInput
@@ -41,7 +42,6 @@ from ..kit import sha256_hex
 from ..storage_config.plane import DataPlane
 from ..tenants.service import Caller, require_role
 from . import batch_gets
-from .addresses import MemoryAddress, Scope
 from .batch_gets import GetItem, Looked
 from .batch_sets import WRITER_ROLES, SetItem, commit_sets, failure, prepare_sets, side_by_side
 from .delete import delete_value

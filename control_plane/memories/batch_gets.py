@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 from storage_adapters import envelope
 from storage_adapters.envelope import DecryptionError
 
+from ..addresses import MemoryAddress
 from ..audit import service as audit
 from ..audit.service import Actor
 from ..db import direct
@@ -40,7 +41,6 @@ from ..keys import service as keys
 from ..kit import request_id_var, sha256_hex
 from ..storage_config.plane import DataPlane, Target, storage_errors
 from . import hotpath, listing
-from .addresses import MemoryAddress
 from .batch_sets import fetch_all
 from .listing import LiveKey
 from .read import Listed, MemoryValue, check_live, live_key, read_pointer

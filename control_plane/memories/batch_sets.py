@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
 
+from ..addresses import MemoryAddress
 from ..audit import service as audit
 from ..audit.service import audited
 from ..errors import DomainError
@@ -32,7 +33,6 @@ from ..storage_config.plane import DataPlane, Target, storage_errors
 from ..storage_config.shared_pool import SharedPool
 from ..tenants.service import Caller, require_role
 from . import hotpath
-from .addresses import MemoryAddress
 from .schemas import MemoryMeta, pointer_json
 from .shared import delete_quietly, ensure_visible, remember_key
 from .write import (

@@ -11,19 +11,19 @@ from collections.abc import Callable
 
 from sqlalchemy.orm import Session
 
+from ..addresses import MemoryAddress
 from ..audit import service as audit
 from ..audit.service import Actor, audited
-from ..compliance.guard import ensure_writable
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
 from ..errors import NotFound
+from ..holds.guard import ensure_writable
 from ..holds.service import ensure_not_held, ensure_scope_not_held
 from ..storage_config.plane import DataPlane, storage_errors
 from ..tenants.access import EVERYTHING, Access
 from . import guesses
 from . import repository as repo
-from .addresses import MemoryAddress
 from .shared import (
     ensure_visible,
 )

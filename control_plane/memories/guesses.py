@@ -25,8 +25,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from ..addresses import MemoryAddress
 from ..keys.service import subject_of
-from .addresses import MemoryAddress
 from .hotpath import WriteLookup
 from .shared import address_digest, digest_of, subject_after_write
 

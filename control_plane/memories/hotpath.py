@@ -48,10 +48,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from ..addresses import MemoryAddress
 from ..db import direct
 from ..db.engine import begin_write
 from ..db.models import AccessLog, GcCandidate, MemoryPointer, SubjectErasure, SubjectKey
-from .addresses import MemoryAddress
 from .hotpath_many import (
     INSERTED,
     LOOKUP_MANY,

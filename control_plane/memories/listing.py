@@ -8,7 +8,7 @@ Python of any read. Here one statement does all three, as a single read does (DE
 "Reads in one statement"):
 
 - the policies are a ``NOT EXISTS`` over ``retention_policies`` beside each row, with the
-  very rule ``retention.repository.pointer_scope`` states in Python: a policy about one
+  very rule ``memories.visibility.pointer_scope`` states in Python: a policy about one
   memory type governs it in its scope; a policy about every type (``*``) governs the types
   of its scope that no policy names; event-only policies govern no pointer; a governed
   pointer last written more than the policy's days ago is hidden while it waits for the
@@ -34,11 +34,10 @@ from sqlalchemy import Engine, TextClause, text
 
 from ..db import direct
 from ..db.models import MemoryPointer
-from ..retention.repository import EVENT
-from ..retention.schemas import ALL_TYPES
 from ..tenants.access import ANY_REF, Access
 from .hotpath import live_key_of
 from .repository import UNREADABLE, After, pointer_of
+from .visibility import ALL_TYPES, EVENT
 
 # Each optional filter: its condition in the page's WHERE, and the parameter it takes.
 _FILTERS: dict[str, str] = {
@@ -70,7 +69,7 @@ _FILTERS: dict[str, str] = {
                "AND (g.r = :v_any_ref OR g.r = p.scope_ref))"),
 }
 
-# Hidden by an auto-deleting policy (``retention.repository.pointer_scope`` and
+# Hidden by an auto-deleting policy (``memories.visibility.pointer_scope`` and
 # ``expired_under``). Days are counted as 86,400 seconds each, as ``cutoff`` does, whatever
 # the session's time zone (an interval of days would follow its daylight saving).
 _KEPT = """NOT EXISTS (

@@ -17,6 +17,7 @@ from storage_adapters import base as storage
 from storage_adapters.bounded import ObjectTooLarge
 from storage_adapters.envelope import DecryptionError, sealed_size
 
+from ..addresses import MemoryAddress, nfc
 from ..audit import service as audit
 from ..audit.batcher import AuditBatcher
 from ..audit.service import Actor, audited
@@ -37,7 +38,6 @@ from ..storage_config.plane import DataPlane, Target, storage_errors
 from ..tenants.access import EVERYTHING, Access
 from . import hotpath, listing
 from . import repository as repo
-from .addresses import MemoryAddress, nfc
 from .shared import (
     ensure_visible,
     expired,

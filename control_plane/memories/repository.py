@@ -23,9 +23,9 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session, configure_mappers
 from sqlalchemy.orm.instrumentation import manager_of_class
 
+from ..addresses import MemoryAddress
 from ..db.models import VECTOR_SUFFIX, GcCandidate, MemoryPointer
 from ..tenants.access import EVERYTHING, Access
-from .addresses import MemoryAddress
 from .schemas import PointerOrder
 from .search_objects import SEGMENT_SUFFIX, named_segment_paths
 
@@ -153,7 +153,7 @@ def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
     if now is not None:
         query = query.where(or_(MemoryPointer.expires_at.is_(None),
                                 MemoryPointer.expires_at > now))
-        from ..retention.repository import visible_pointers  # policies' due rows: hidden
+        from .visibility import visible_pointers  # policies' due rows: hidden
 
         kept = visible_pointers(session, tenant_id, now)
         if kept is not None:

@@ -7,13 +7,13 @@ from urllib.parse import unquote
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 
+from ..addresses import MemoryAddress, Scope
 from ..db.models import MemoryPointer
 from ..deps import READER, WRITER, PlaneDep, SessionDep, WriterCaller, call_of, get_runtime
 from ..idempotency import Idempotency, Replay
 from ..kit import PLAIN_TEXT, json_of, to_json
 from . import batch as batches
 from . import service as memories
-from .addresses import MemoryAddress, Scope
 from .batch_gets import check_values_page, listed_values
 from .schemas import (
     AppendIn,

@@ -6,7 +6,6 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -15,13 +14,11 @@ from pydantic import (
 )
 from pydantic_core import to_jsonable_python
 
+from ..addresses import Ref
 from ..kit import PLAIN_TEXT
-from .addresses import nfc
 
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=PLAIN_TEXT)]
 MemoryType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
-Ref = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=PLAIN_TEXT),
-              AfterValidator(nfc)]
 Title = Annotated[str, StringConstraints(max_length=500, pattern=PLAIN_TEXT)]
 
 

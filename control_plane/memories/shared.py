@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
 
+from ..addresses import MemoryAddress
 from ..audit import sealed
 from ..audit.service import Actor
 from ..db.base import utcnow
@@ -22,7 +23,6 @@ from ..storage_config.plane import DataPlane, Target
 from ..tenants.access import Access
 from ..tenants.access import ensure_visible as access_check
 from . import hotpath
-from .addresses import MemoryAddress
 
 log = logging.getLogger(__name__)
 

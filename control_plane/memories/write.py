@@ -25,13 +25,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .. import idempotency
+from ..addresses import DEFAULT_MEMORY_TYPES, MemoryAddress
 from ..audit import service as audit
 from ..audit.service import Actor, audited
-from ..compliance.guard import ensure_writable, erasure_in_progress
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer, SubjectKey
 from ..errors import Conflict, Forbidden, InvalidInput, PayloadTooLarge
+from ..holds.guard import ensure_writable, erasure_in_progress
 from ..idempotency import Idempotency, Replay
 from ..keys import service as keys
 from ..kit import request_id_var, sha256_hex
@@ -39,7 +40,6 @@ from ..storage_config.plane import DataPlane, Target, storage_errors
 from ..tenants.access import EVERYTHING, Access
 from . import guesses, hotpath
 from . import repository as repo
-from .addresses import DEFAULT_MEMORY_TYPES, MemoryAddress
 from .read import fetch_locked
 from .schemas import MemoryMeta, pointer_json
 from .shared import (

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .addresses import MemoryAddress
+from ..addresses import MemoryAddress
 
 __all__ = ["WriteRequest", "address_params"]
 

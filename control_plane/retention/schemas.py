@@ -6,11 +6,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..addresses import Ref, Scope
 from ..db.models import RetentionPolicy
-from ..memories.addresses import Scope
-from ..memories.schemas import MemoryType, Ref
+from ..memories.schemas import MemoryType
+from ..memories.visibility import ALL_TYPES
 
-ALL_TYPES = "*"
 MAX_DAYS = 36500
 MAX_EXCLUDE_KEYS = 1000
 

@@ -58,18 +58,13 @@ from ..db.models import (
 from ..errors import NotFound
 from ..holds import repository as holds_repo
 from ..jobs.service import JobContext, enqueue, enqueue_once
+from ..memories import visibility
 from ..memories.delete import _finish_deletes as finish_deletes
+from ..memories.visibility import ALL_TYPES
 from ..storage_config.plane import DataPlane, storage_errors
 from ..tenants.access import EVERYTHING, Access, ensure_visible
 from . import repository as repo
-from .schemas import (
-    ALL_TYPES,
-    CleanupIn,
-    CleanupItem,
-    CleanupOut,
-    PolicyIn,
-    RetentionRunIn,
-)
+from .schemas import CleanupIn, CleanupItem, CleanupOut, PolicyIn, RetentionRunIn
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +106,7 @@ def put_policy(session: Session, actor: Actor, body: PolicyIn) -> RetentionPolic
 
 def list_policies(session: Session, actor: Actor) -> list[RetentionPolicy]:
     with audited(session, actor, "retention_policy_read"):
-        found = list(repo.policies(session, actor.tenant_id))
+        found = list(visibility.policies(session, actor.tenant_id))
         session.rollback()
         begin_write(session)
         audit.record(session, actor, "retention_policy_read",
@@ -211,7 +206,7 @@ class _Run:
         return dict(self.job.progress.get(name, {}))
 
     def go(self) -> dict[str, Any]:
-        policies = list(repo.policies(self.session, self.tenant_id))
+        policies = list(visibility.policies(self.session, self.tenant_id))
         holds = list(holds_repo.active(self.session, self.tenant_id))
         self.session.commit()
         held_pointers = holds_repo.pointers_held(holds)
@@ -221,9 +216,9 @@ class _Run:
             name = f"policy:{policy.id}"
             counts = defaultdict(int, self._saved(name))
             deleting = policy.auto_delete and not self.dry_run
-            before = repo.cutoff(policy.retention_days, self.now)
-            pointers = repo.pointer_scope(policy, policies)
-            events = repo.event_scope(policy, policies)
+            before = visibility.cutoff(policy.retention_days, self.now)
+            pointers = visibility.pointer_scope(policy, policies)
+            events = visibility.event_scope(policy, policies)
             counts["held"] = (self._count_pointers(pointers, before, held_pointers)
                               + self._count_events(events, before, held_events))
             if not deleting:
@@ -279,7 +274,7 @@ class _Run:
             days = int(agent.user_memory_retention_days or 0)
             name = f"agent:{agent.agent_id}"
             counts = defaultdict(int, self._saved(name))
-            before = repo.cutoff(days, self.now)
+            before = visibility.cutoff(days, self.now)
             governed = and_(MemoryPointer.agent_id == agent.agent_id,
                             or_(MemoryPointer.scope_type == "user",
                                 MemoryPointer.subject_user_id.is_not(None)))
@@ -383,7 +378,7 @@ class _Run:
         """Hand the policy's objects older than ``archive_after_days`` and still in the
         default class to the archive tier (``archive.service.archive``), in batches."""
         assert policy.archive_after_days is not None
-        before = repo.cutoff(policy.archive_after_days, self.now)
+        before = visibility.cutoff(policy.archive_after_days, self.now)
         for model, governed, age in (
                 (MemoryPointer, pointers, MemoryPointer.updated_at < before),
                 (MemoryEvent, events, MemoryEvent.occurred_at < before)):
@@ -446,7 +441,7 @@ def cleanup(session: Session, plane: DataPlane, actor: Actor, body: CleanupIn, *
                            operation="cleanup", what=f"{body.scope.canonical} memories",
                            missing="no memories in that scope")
         now = now or utcnow()
-        before = repo.cutoff(body.older_than_days, now)
+        before = visibility.cutoff(body.older_than_days, now)
         holds = list(holds_repo.active(session, actor.tenant_id))
         held = holds_repo.pointers_held(holds)
         terms = _selection(actor.tenant_id, body, before, access)

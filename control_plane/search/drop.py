@@ -16,9 +16,9 @@ from collections.abc import Iterable, Sequence
 from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
 
+from ..addresses import MemoryAddress
 from ..db.engine import begin_write
 from ..db.models import MemoryEvent, MemoryPointer, SearchSegment, StorageConfig
-from ..memories.addresses import MemoryAddress
 from ..storage_config.plane import DataPlane, Target, storage_errors
 
 

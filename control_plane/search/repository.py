@@ -116,7 +116,7 @@ def live_statement(tenant_id: uuid.UUID, scopes: Sequence[tuple[str, str]], *,
     ``dialect`` once per kept state and shape (``LiveQuery``). Its parameters: ``now``,
     ``cut_<k>`` (``live_parameters``), ``ids`` (``id_list``), ``user_id``,
     ``memory_type``."""
-    from ..retention.repository import deleting
+    from ..memories.visibility import deleting
 
     on: list[Any] = [P.tenant_id == tenant_id, P.sync_status == "synced",
                      or_(P.expires_at.is_(None), P.expires_at > bindparam("now", None))]
@@ -165,7 +165,7 @@ def text_array(values: Sequence[object]) -> str:
 
 
 def live_parameters(policies: Sequence[Any], now: datetime) -> dict[str, Any]:
-    from ..retention.repository import cutoff, deleting
+    from ..memories.visibility import cutoff, deleting
 
     values: dict[str, Any] = {"now": now}
     for k, (_, days) in enumerate(deleting(policies)):

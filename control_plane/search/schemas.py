@@ -5,9 +5,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from ..addresses import Ref, Scope
 from ..kit import PLAIN_TEXT
-from ..memories.addresses import Scope
-from ..memories.schemas import MemoryType, Ref, Tag
+from ..memories.schemas import MemoryType, Tag
 
 Query = Annotated[str, StringConstraints(min_length=1, max_length=2000, pattern=PLAIN_TEXT,
                                          strip_whitespace=True)]

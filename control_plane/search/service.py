@@ -40,6 +40,7 @@ from sqlalchemy.orm import Session
 from storage_adapters import base as storage
 from storage_adapters.envelope import DecryptionError, sealed_size
 
+from ..addresses import nfc
 from ..audit import service as audit
 from ..audit.service import Actor, audited
 from ..db.base import utcnow
@@ -49,9 +50,8 @@ from ..errors import Conflict, InvalidInput, StorageUnavailable
 from ..keys import service as keys
 from ..kit import request_id_var, sha256_hex
 from ..memories import repository as memories_repo
-from ..memories.addresses import nfc
+from ..memories import visibility
 from ..memories.shared import given, keyring_of
-from ..retention import repository as retention_repo
 from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo
@@ -186,7 +186,7 @@ def _read_state(session: Session, runtime: Runtime, cache: SearchCache, tenant_i
     except EmbedderFailed as exc:
         raise StorageUnavailable(f"the embedder is unavailable right now ({exc.code}); "
                                  "retry later") from None
-    policies = list(retention_repo.policy_rows(session, tenant_id))
+    policies = list(visibility.policy_rows(session, tenant_id))
     rows = list(repo.segment_rows(session, where))
     session.commit()
     others = {(r.scope_type, r.scope_ref) for r in rows if r.embedding_model != embedder.name}

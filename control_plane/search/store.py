@@ -17,10 +17,10 @@ from storage_adapters import base as storage
 from storage_adapters.bounded import ObjectTooLarge
 from storage_adapters.envelope import DecryptionError
 
+from ..addresses import MemoryAddress
 from ..db.models import MemoryPointer, SearchSegment
 from ..errors import HashMismatch
 from ..keys import service as keys
-from ..memories.addresses import MemoryAddress
 from ..memories.search_objects import SEGMENT_SUFFIX, vector_path
 from ..memories.shared import keyring_of
 from ..storage_config.plane import DataPlane, Target, storage_errors

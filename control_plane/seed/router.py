@@ -15,6 +15,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Header, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
+from ..addresses import Scope
 from ..deps import PlaneDep, ReaderCaller, SessionDep, WriterCaller
 from ..entries import router as v1_entries
 from ..entries.schemas import EntryOut, EntryPage
@@ -22,7 +23,6 @@ from ..errors import InvalidInput
 from ..events import router as v1_events
 from ..events.schemas import KIND_PATTERN, EventOut
 from ..kit import PLAIN_TEXT
-from ..memories.addresses import Scope
 from .schemas import SeedEntryIn, SeedEntryUpdate, SeedEventIn, SeedEventOut, SeedEventPage
 
 router = APIRouter(tags=["seed routes"])

@@ -5,8 +5,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..addresses import Scope
 from ..kit import PLAIN_TEXT
-from ..memories.addresses import Scope
 
 ScopeRef = Field(min_length=1, max_length=256, pattern=PLAIN_TEXT)
 

@@ -122,8 +122,8 @@ def entries_list(
     tenant: TenantOpt = None,
 ) -> None:
     """List entries; --json reads and includes each summary (verified, audited)."""
+    from control_plane.addresses import Scope
     from control_plane.entries import service
-    from control_plane.memories.addresses import Scope
 
     if scope is not None and scope not in Scope.__members__:
         raise typer.BadParameter(f"{scope!r} is not a scope; use one of "

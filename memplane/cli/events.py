@@ -134,7 +134,7 @@ def _filters(**given: str | None) -> dict[str, Any]:
     """The list filters parsed as the API parses them: a scope name, aware datetimes."""
     from pydantic import AwareDatetime, BaseModel
 
-    from control_plane.memories.addresses import Scope
+    from control_plane.addresses import Scope
 
     class Filters(BaseModel):
         scope: Scope | None = None

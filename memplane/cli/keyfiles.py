@@ -21,8 +21,9 @@ def keys_generate(
     Files already there are kept, so it is safe to run at every start. Prints the files'
     names, never their contents."""
     from control_plane.secret_files import GENERATED, generate_secret_files
+    from control_plane.tenants.service import new_key
 
-    for name, made in generate_secret_files(directory).items():
-        setting = GENERATED[name][0]
+    for name, made in generate_secret_files(directory, new_key).items():
+        setting = GENERATED[name]
         console.print(f"{'wrote' if made else 'kept'} {directory / name} ({setting}_FILE)",
                       soft_wrap=True)

@@ -278,7 +278,7 @@ def keys_create(
 
 def _grant(text: str) -> tuple[str, str]:
     """``scope/scope_ref`` (the ref may itself hold slashes) as a checked pair."""
-    from control_plane.memories.addresses import Scope
+    from control_plane.addresses import Scope
 
     name, slash, ref = text.partition("/")
     if not slash or not ref or name not in Scope.__members__:
@@ -294,8 +294,8 @@ def reconcile(
     gc: Annotated[bool, typer.Option(help="Also delete objects no pointer names.")] = True,
 ) -> None:
     """Settle pointers a crash left pending, report corrupt ones, collect orphan objects."""
-    from control_plane.memories.reconcile import collect_orphans
-    from control_plane.memories.reconcile import reconcile as run_reconcile
+    from control_plane.integrity.reconcile import collect_orphans
+    from control_plane.integrity.reconcile import reconcile as run_reconcile
 
     tenant_id = _uuid(tenant, "tenant") if tenant else None
     with _runtime() as runtime, runtime.sessions() as session:

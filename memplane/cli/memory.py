@@ -20,8 +20,8 @@ from .local import _runtime, _uuid, out
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from control_plane.addresses import MemoryAddress
     from control_plane.audit.service import Actor
-    from control_plane.memories.addresses import MemoryAddress
 
 M = TypeVar("M", bound="BaseModel")
 
@@ -76,8 +76,8 @@ def validated(model: type[M], **fields: Any) -> M:
 
 
 def _address(scope: str, ref: str, key: str | None) -> MemoryAddress:
+    from control_plane.addresses import MemoryAddress, Scope
     from control_plane.errors import DomainError
-    from control_plane.memories.addresses import MemoryAddress, Scope
 
     if scope not in Scope.__members__:
         raise typer.BadParameter(f"{scope!r} is not a scope; use one of "
@@ -151,8 +151,8 @@ def memory_list(
     tenant: TenantOpt = None,
 ) -> None:
     """List memories (pointers only: no values are read)."""
+    from control_plane.addresses import Scope
     from control_plane.memories import service
-    from control_plane.memories.addresses import Scope
 
     if scope is not None and scope not in Scope.__members__:
         raise typer.BadParameter(f"{scope!r} is not a scope; use one of "

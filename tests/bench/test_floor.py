@@ -118,7 +118,7 @@ def test_the_search_bench_fills_its_scope_through_the_batch_protocol(
     """``bench.search`` fills a scope as the batch API does (lookup and sealed put per
     memory, one commit per chunk): every text ends up readable at its key."""
     from bench.search import _fill
-    from control_plane.memories.addresses import MemoryAddress, Scope
+    from control_plane.addresses import MemoryAddress, Scope
 
     texts = [f"memory number {i}" for i in range(7)]
     _fill(world.runtime, world.actor, "filled", texts, chunk=3)

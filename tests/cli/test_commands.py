@@ -9,10 +9,10 @@ import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.engine import make_engine
 from control_plane.db.migrate import script_heads
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
 from control_plane.settings import Settings

@@ -25,7 +25,7 @@ from control_plane.db.base import utcnow
 from control_plane.db.models import CompactionEvent, Job, MemoryEvent, MemoryPointer
 from control_plane.events import service as events
 from control_plane.events.schemas import EventIn
-from control_plane.memories.reconcile import collect_orphans
+from control_plane.integrity.reconcile import collect_orphans
 from control_plane.runtime import Runtime
 from control_plane.settings import Settings
 from control_plane.tenants.service import create_tenant

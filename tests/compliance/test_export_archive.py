@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.audit.service import Actor
 from control_plane.compliance import export as exports
 from control_plane.compliance import export_items, zipwriter
@@ -30,7 +31,6 @@ from control_plane.compliance import service as compliance
 from control_plane.db.models import AccessLog, Job, MemoryPointer
 from control_plane.jobs.worker import Worker
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
 from control_plane.tenants.service import create_tenant

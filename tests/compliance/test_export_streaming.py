@@ -21,6 +21,7 @@ from urllib.parse import urlencode
 import pytest
 from sqlalchemy import select
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.audit.service import Actor
 from control_plane.compliance import export as exports
 from control_plane.compliance import service as compliance
@@ -28,7 +29,6 @@ from control_plane.db.models import AccessLog, Job
 from control_plane.errors import HashMismatch
 from control_plane.jobs.worker import Worker
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
 from control_plane.tenants.service import create_tenant

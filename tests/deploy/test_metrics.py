@@ -21,8 +21,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from control_plane.integrity import reconcile
 from control_plane.jobs.worker import Worker
-from control_plane.memories import reconcile
 from control_plane.runtime import Runtime
 from tests.support.emulators import free_port
 from tests.support.process import CHECKOUT

@@ -13,7 +13,7 @@ from sqlalchemy import update
 import memplane
 from control_plane.db.base import utcnow
 from control_plane.db.models import MemoryPointer
-from control_plane.memories.reconcile import reconcile
+from control_plane.integrity.reconcile import reconcile
 from tests.support.buckets import S3Bucket
 from tests.support.emulators import MotoServer
 from tests.support.service import Tenant

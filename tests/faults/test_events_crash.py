@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from control_plane.memories.reconcile import collect_orphans
+from control_plane.integrity.reconcile import collect_orphans
 from tests.service.test_events_gc import append, objects, read, rows
 from tests.support.service import ServiceWorld, SimulatedCrash
 

@@ -23,11 +23,11 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.models import MemoryPointer
+from control_plane.integrity.reconcile import collect_orphans, reconcile
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.batch import run_batch
-from control_plane.memories.reconcile import collect_orphans, reconcile
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.memories.service import serialise
 from control_plane.runtime import Runtime

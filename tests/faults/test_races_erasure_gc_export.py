@@ -26,16 +26,17 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.compliance import export as export_job
 from control_plane.compliance import export_items
 from control_plane.compliance import service as compliance
 from control_plane.db.engine import make_engine
 from control_plane.db.migrate import upgrade
 from control_plane.db.models import GcCandidate, MemoryPointer
+from control_plane.integrity import reconcile
 from control_plane.jobs.worker import Worker
-from control_plane.memories import guesses, reconcile
+from control_plane.memories import guesses
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
 from control_plane.storage_config.plane import no_faults

@@ -7,15 +7,15 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.compliance import service as compliance
-from control_plane.compliance.pseudonyms import pseudonym
 from control_plane.db.models import AccessLog, Job, LegalHold
 from control_plane.entries import service as entries
 from control_plane.entries.schemas import EntryIn
 from control_plane.errors import Conflict
 from control_plane.holds.service import LegalHoldActive
+from control_plane.keys.pseudonyms import pseudonym
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from tests.retention.helpers import deletes, hold, lift, objects, pointers, policy, put, run
 from tests.support.clock import ManualWallClock
 from tests.support.service import ServiceWorld

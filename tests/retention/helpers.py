@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.models import AccessLog, MemoryEvent, MemoryPointer
 from control_plane.events import service as events
 from control_plane.events.schemas import EventIn
 from control_plane.holds import service as holds
 from control_plane.holds.schemas import HoldIn
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.retention import service as retention
 from control_plane.retention.schemas import PolicyIn

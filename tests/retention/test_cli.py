@@ -10,11 +10,11 @@ from pathlib import Path
 from sqlalchemy import select, update
 from typer.testing import CliRunner
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.audit.service import Actor
 from control_plane.db.base import utcnow
 from control_plane.db.models import MemoryPointer
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.retention import service as retention
 from control_plane.retention.schemas import PolicyIn

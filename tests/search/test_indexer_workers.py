@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.models import VECTOR_SUFFIX, MemoryPointer
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
 from control_plane.search import foreground, index_rows, indexer

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.models import MemoryPointer, SearchSegment
 from control_plane.embedders.hashing import HashingEmbedder
-from control_plane.memories import reconcile
+from control_plane.integrity import reconcile
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.search import embedding, indexer, segment_writing
 from control_plane.search import service as search

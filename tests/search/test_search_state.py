@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 from sqlalchemy import Engine, event, select, update
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.base import utcnow
 from control_plane.db.models import AccessLog, MemoryPointer
 from control_plane.embedders import service as embedders
 from control_plane.embedders.schemas import EmbedderConfigIn
 from control_plane.errors import Conflict
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.retention import service as retention
 from control_plane.retention.schemas import PolicyIn

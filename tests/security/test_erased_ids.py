@@ -24,8 +24,8 @@ import pytest
 from sqlalchemy import select
 
 import memplane
-from control_plane.compliance.pseudonyms import pseudonym, salted_hash
 from control_plane.db.models import AccessLog, ErasureReceipt, Job, LegalHold, SubjectKey
+from control_plane.keys.pseudonyms import pseudonym, salted_hash
 from tests.support.service import Tenant
 
 NAMES = ("bob", "zoe", unicodedata.normalize("NFC", "josé"))

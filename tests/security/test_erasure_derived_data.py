@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.keywrap import aes_key_unwrap
 from sqlalchemy import select
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.audit.service import Actor
 from control_plane.compactor import service as compactor
 from control_plane.compliance import service as compliance
@@ -46,7 +47,6 @@ from control_plane.events.schemas import EventIn
 from control_plane.jobs.worker import Worker
 from control_plane.keys import service as keys
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.search import indexer
 from control_plane.search import service as search

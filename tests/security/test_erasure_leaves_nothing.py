@@ -20,8 +20,8 @@ import pytest
 from sqlalchemy import text
 
 import memplane
-from control_plane.compliance.pseudonyms import pseudonym
 from control_plane.db.models import IdempotentResponse, Job
+from control_plane.keys.pseudonyms import pseudonym
 from tests.support.service import Tenant
 
 

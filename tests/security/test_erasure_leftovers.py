@@ -22,7 +22,6 @@ from sqlalchemy import select
 
 from control_plane.audit.service import Actor
 from control_plane.compactor import service as compactor
-from control_plane.compliance.pseudonyms import pseudonym
 from control_plane.db.base import utcnow
 from control_plane.db.models import (
     ApiKey,
@@ -38,6 +37,7 @@ from control_plane.db.models import (
 )
 from control_plane.events import service as events
 from control_plane.events.schemas import EventIn
+from control_plane.keys.pseudonyms import pseudonym
 from tests.search.test_search_api import _index
 from tests.support.service import ServiceWorld, Tenant
 

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import text
 
 import memplane
-from control_plane.memories.addresses import MemoryAddress, Scope
+from control_plane.addresses import MemoryAddress, Scope
 from tests.support.service import Tenant
 
 

@@ -6,10 +6,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import select
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.models import MemoryPointer
+from control_plane.integrity.reconcile import collect_orphans
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
-from control_plane.memories.reconcile import collect_orphans
 from control_plane.memories.schemas import MemoryMeta
 from tests.support.service import ServiceWorld
 

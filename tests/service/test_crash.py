@@ -12,17 +12,17 @@ import hashlib
 import pytest
 from sqlalchemy import select
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.base import new_id, utcnow
 from control_plane.db.models import MemoryPointer
 from control_plane.errors import NotFound
-from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
-from control_plane.memories.reconcile import (
+from control_plane.integrity.reconcile import (
     collect_orphans,
     mark_orphans,
     reconcile,
     sweep_orphans,
 )
+from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
 from tests.support.crypto import plaintext_of, seal_for
 from tests.support.service import ServiceWorld, SimulatedCrash

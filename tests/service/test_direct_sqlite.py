@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db import direct
 from control_plane.db.models import AccessLog, MemoryPointer
 from control_plane.memories import hotpath
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.memories.write_request import address_params
 from tests.support.service import ServiceWorld

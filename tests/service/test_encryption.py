@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.models import AccessLog, KekVersion, MemoryPointer, SubjectKey
 from control_plane.errors import HashMismatch
 from control_plane.integrity.service import verify_tenant
 from control_plane.keys import service as keys
 from control_plane.keys.providers import LocalKeyRing
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from tests.support.clock import wait_until
 from tests.support.crypto import keyring

@@ -19,7 +19,7 @@ from control_plane.db.models import AccessLog, Compaction, EntryTerm, MemoryPoin
 from control_plane.entries import service as entries
 from control_plane.entries.schemas import EntryIn, EntryUpdate
 from control_plane.errors import NotFound
-from control_plane.memories.reconcile import mark_orphans, reconcile, sweep_orphans
+from control_plane.integrity.reconcile import mark_orphans, reconcile, sweep_orphans
 from tests.support.crypto import plaintext_of
 from tests.support.service import ServiceWorld, SimulatedCrash
 

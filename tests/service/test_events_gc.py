@@ -9,14 +9,14 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import select
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.base import new_id
 from control_plane.db.models import MemoryEvent
 from control_plane.errors import InvalidInput
 from control_plane.events import service as events
 from control_plane.events.schemas import EventIn
+from control_plane.integrity.reconcile import collect_orphans, mark_orphans, sweep_orphans
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
-from control_plane.memories.reconcile import collect_orphans, mark_orphans, sweep_orphans
 from control_plane.memories.schemas import MemoryMeta
 from tests.support.service import ServiceWorld
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import func, select, update
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.base import new_id, utcnow
 from control_plane.db.models import (
     AccessLog,
@@ -20,7 +21,6 @@ from control_plane.db.models import (
 from control_plane.errors import HashMismatch, NotFound
 from control_plane.memories import hotpath
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta, PointerOut, pointer_json
 from tests.support.service import ServiceWorld
 

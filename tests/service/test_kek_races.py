@@ -14,12 +14,12 @@ from collections.abc import Callable
 import pytest
 from sqlalchemy import select
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.compliance import service as compliance
 from control_plane.db.models import ErasureReceipt, KekVersion, MemoryPointer, SubjectKey
 from control_plane.jobs.worker import Worker
 from control_plane.keys import service as keys
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from tests.compliance.conftest import service_runtime  # noqa: F401  (a database of its own:
 from tests.compliance.helpers import (  # no server's worker takes our jobs)

@@ -8,12 +8,12 @@ import boto3
 import pytest
 from sqlalchemy import select
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.audit.service import Actor
 from control_plane.db.models import KekVersion, SubjectKey
 from control_plane.errors import HashMismatch
 from control_plane.keys import service as keys
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
 from control_plane.tenants.service import create_tenant

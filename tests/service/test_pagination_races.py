@@ -10,8 +10,8 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from tests.support.service import ServiceWorld
 

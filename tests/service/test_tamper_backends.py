@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.base import utcnow
 from control_plane.db.models import MemoryPointer, StorageConfig
 from control_plane.errors import HashMismatch
 from control_plane.integrity.service import verify_tenant
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.tenants.service import create_tenant
 from tests.support.service import ServiceWorld

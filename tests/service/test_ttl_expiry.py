@@ -8,11 +8,11 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.base import utcnow
 from control_plane.errors import NotFound
 from control_plane.memories import read, shared, write
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from tests.support.service import ServiceWorld
 

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from sqlalchemy import delete, select, update
 
+from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.base import utcnow
 from control_plane.db.models import MemoryPointer, SubjectKey
 from control_plane.memories import guesses, hotpath
 from control_plane.memories import service as memories
-from control_plane.memories.addresses import MemoryAddress, Scope
 from control_plane.memories.schemas import MemoryMeta
 from tests.support.service import ServiceWorld
 

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from control_plane.addresses import MemoryAddress, Scope, nfc
 from control_plane.errors import InvalidInput
-from control_plane.memories.addresses import MemoryAddress, Scope, nfc
 
 PREFIX = "tenants/t1"
 REFUSED_CATEGORIES = ("Cc", "Cf", "Cs", "Zl", "Zp")

@@ -30,6 +30,9 @@ crashed before its commit is removed. An append never adopts a candidate either
 ``collect_orphans`` runs mark then sweep, which is what ``memplane reconcile`` does; with a
 grace period of zero both phases act in one run (tests, and an operator who knows the bucket
 is quiet).
+
+Both read more than one domain's rows (memory pointers and event rows name objects), so they
+live with the integrity sweep, above memories and events.
 """
 
 from __future__ import annotations
@@ -52,8 +55,8 @@ from ..errors import DomainError
 from ..events import repository as events_repo
 from ..keys import service as keys
 from ..kit import sha256_hex
+from ..memories import repository as repo
 from ..storage_config.plane import DataPlane
-from . import repository as repo
 
 _BATCH = 500
 _GC_BATCH = 1000

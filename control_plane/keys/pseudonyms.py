@@ -12,7 +12,7 @@ guess (a keyed hash is a pseudonym, not an erasure), which is what lets an opera
 The signed receipt names the subject as ``sha256(salt || utf8(user_id))`` so that an auditor
 holding the receipt and the id can check it offline. Its salt is not stored either: it is
 derived from the same server secret and the job id, left out of the stored receipt and put
-back when the receipt is served (``receipts.py``).
+back when the receipt is served (``compliance/receipts.py``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 """Where a memory lives: validating scopes, scope refs and keys, and confining them to paths.
 
+Every domain that names a memory, a scope or a data subject reads these: the API schemas of
+memories, holds, tenants, events and the rest take a :data:`Ref` (a user, agent or scope ref,
+NFC-normalised as it enters) and a :class:`Scope`.
+
 A key or scope ref becomes exactly one path segment (percent-encoded, ``/`` included), so
 no input can climb out of ``{prefix}/memories/{scope}/{scope_ref}/`` (I5).
 
@@ -13,9 +17,13 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Annotated
 from urllib.parse import quote
 
-from ..errors import InvalidInput
+from pydantic import AfterValidator, StringConstraints
+
+from .errors import InvalidInput
+from .kit import PLAIN_TEXT
 
 # One path segment must fit every backend; file systems cap a name at 255 bytes.
 MAX_KEY_CHARS = 255
@@ -51,6 +59,11 @@ DEFAULT_MEMORY_TYPES = {
 def nfc(value: str) -> str:
     """The canonical (NFC) form every identifier is stored and compared in."""
     return unicodedata.normalize("NFC", value)
+
+
+# An id given in a request (a user, an agent, a scope ref): plain text, in its NFC form.
+Ref = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=PLAIN_TEXT),
+              AfterValidator(nfc)]
 
 
 def validate_segment(value: str, field: str, *, max_chars: int, max_bytes: int) -> str:
