@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, Path, Request
 from ..deps import AdminCaller, ReaderCaller, SessionDep, get_runtime
 from ..jobs.schemas import JobOut
 from . import service as compactor
+from .provenance import provenance
 from .schemas import CompactorConfigIn, CompactorConfigOut, CompactRunIn, ProvenanceOut
 
 router = APIRouter(tags=["compactor"])
@@ -46,4 +47,4 @@ def read_provenance(entry_id: Annotated[uuid.UUID, Path(
                     session: SessionDep) -> ProvenanceOut:
     """Where a compactor entry comes from: the summariser (provider, model, prompt version)
     and the id and SHA-256 of every event it summarised, so it can be traced and re-run."""
-    return compactor.provenance(session, caller.actor, entry_id, access=caller.access)
+    return provenance(session, caller.actor, entry_id, access=caller.access)

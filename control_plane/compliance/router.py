@@ -11,7 +11,7 @@ from ..deps import AnyCaller, PlaneDep, Role, SessionDep, _role, get_runtime
 from ..jobs.schemas import JobOut
 from ..jobs.service import get_job
 from ..tenants.service import Caller
-from . import export, receipts
+from . import export_download, receipts
 from . import service as compliance
 from .schemas import EraseIn, ExportIn
 
@@ -52,7 +52,7 @@ def download_export(job_id: uuid.UUID, caller: OfficerCaller, session: SessionDe
                     plane: PlaneDep) -> StreamingResponse:
     """Stream a completed export's archive from the tenant's bucket; 410 once it has expired
     (MEMPLANE_EXPORT_TTL_HOURS)."""
-    chunks, size = export.download(session, plane, caller.actor, job_id)
+    chunks, size = export_download.download(session, plane, caller.actor, job_id)
     return StreamingResponse(chunks, media_type="application/zip", headers={
         "Content-Length": str(size),
         "Content-Disposition": f'attachment; filename="export-{job_id}.zip"'})

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pytest
 
 import memplane
-from control_plane.compliance import erasure, export
+from control_plane.compliance import erasure_walk, export_collect
 from tests.support.service import Tenant
 
 SUBJECT, BYSTANDER = "user-ana@example.com", "user-ben"
@@ -27,8 +27,8 @@ N_SUBJECT = 300
 def small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
     """The export's and the erasure's pages of pointers made small, so that the subject's
     memories take several of each."""
-    monkeypatch.setattr(export, "PAGE", 50)
-    monkeypatch.setattr(erasure, "BATCH", 70)
+    monkeypatch.setattr(export_collect, "PAGE", 50)
+    monkeypatch.setattr(erasure_walk, "BATCH", 70)
 
 
 def _address(user: str, i: int) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from control_plane.compactor import service as compactor
+from control_plane.compactor import writing
 from control_plane.db.base import utcnow
 from control_plane.db.models import CompactionEvent, Job, MemoryEvent, MemoryPointer
 from control_plane.events import service as events
@@ -148,7 +148,7 @@ def test_a_worker_killed_inside_a_groups_transaction_leaves_nothing_of_the_group
     them is committed; after the restart each bucket has exactly one entry, each event is
     covered once, and the group's three objects are orphans GC removes."""
     buckets = (("entity", "ent_acme", 4), ("project", "p1", 3), ("team", "growth", 5))
-    assert len(buckets) <= compactor.GROUP_ENTRIES  # one group
+    assert len(buckets) <= writing.GROUP_ENTRIES  # one group
     tenant_id, ids = _seed(runtime, buckets)
     pause = tmp_path / "pause"
     worker = WorkerProcess(env).start(pause_at="compact:group_written", pause_file=pause)

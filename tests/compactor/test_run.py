@@ -19,6 +19,7 @@ from sqlalchemy import select
 
 from control_plane.audit.service import Actor
 from control_plane.compactor import service as compactor
+from control_plane.compactor.provenance import provenance as entry_provenance
 from control_plane.db.base import utcnow
 from control_plane.db.models import (
     AccessLog,
@@ -157,7 +158,7 @@ def test_a_run_writes_one_entry_per_due_bucket_and_marks_exactly_its_events(
     assert "Small talk" not in text and "Weather was nice" not in text
 
     with world.runtime.sessions() as session:
-        provenance = compactor.provenance(session, world.actor, entry.id)
+        provenance = entry_provenance(session, world.actor, entry.id)
         rows = {e.id: e.content_sha256 for e in session.scalars(
             select(MemoryEvent).where(MemoryEvent.id.in_(acme)))}
         audit = list(session.scalars(select(AccessLog.detail).where(

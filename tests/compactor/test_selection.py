@@ -14,6 +14,7 @@ from sqlalchemy import event, select, update
 from control_plane.audit.service import Actor
 from control_plane.compactor import repository as repo
 from control_plane.compactor import service as compactor
+from control_plane.compactor.run import Run
 from control_plane.db.base import utcnow
 from control_plane.db.models import CompactorSettings, MemoryEvent
 from control_plane.runtime import Runtime
@@ -85,8 +86,8 @@ def test_a_dry_run_counts_with_the_tenants_thresholds_and_writes_nothing(
 
 
 def test_chunks_split_large_buckets_evenly(runtime: Runtime) -> None:
-    run = compactor._Run(None, runtime.plane, runtime.settings, None, None,  # type: ignore[arg-type]
-                         dry_run=True, job=None, now=utcnow)
+    run = Run(None, runtime.plane, runtime.settings, None, None,  # type: ignore[arg-type]
+              dry_run=True, job=None, now=utcnow)
     cap = runtime.settings.compactor_max_events_per_entry
     assert run.chunk_sizes(3) == [3]
     assert run.chunk_sizes(cap) == [cap]

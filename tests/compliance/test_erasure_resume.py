@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import func, select
 
 from control_plane.addresses import MemoryAddress, Scope
-from control_plane.compliance import erasure
+from control_plane.compliance import erasure_walk
 from control_plane.compliance import service as compliance
 from control_plane.compliance.receipts import served
 from control_plane.compliance.signing import signing_key
@@ -49,7 +49,7 @@ def _worker(world: ServiceWorld, name: str, clock: ManualWallClock) -> Worker:
 def test_a_killed_erasure_is_taken_over_and_counts_once(
         world: ServiceWorld, monkeypatch: pytest.MonkeyPatch, step: str,
         occurrence: int) -> None:
-    monkeypatch.setattr(erasure, "BATCH", 40)
+    monkeypatch.setattr(erasure_walk, "BATCH", 40)
     subject = write_subject(world, SUBJECT, 100)
     bystander = write_subject(world, BYSTANDER, 30)
     seen = {"n": 0}

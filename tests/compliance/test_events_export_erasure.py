@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from control_plane.compliance import erasure
-from control_plane.compliance import export as exports
+from control_plane.compliance import erasure_walk, export_collect, export_download
 from control_plane.compliance import service as compliance
 from control_plane.compliance.receipts import served
 from control_plane.compliance.signing import signing_key
@@ -139,7 +138,7 @@ def _worker(world: ServiceWorld, name: str, clock: ManualWallClock | None = None
 
 def _archive(world: ServiceWorld, job_id: uuid.UUID) -> zipfile.ZipFile:
     with world.runtime.sessions() as session:
-        chunks, _ = exports.download(session, world.runtime.plane, world.actor, job_id)
+        chunks, _ = export_download.download(session, world.runtime.plane, world.actor, job_id)
         return zipfile.ZipFile(io.BytesIO(b"".join(chunks)))
 
 
@@ -200,7 +199,7 @@ def test_export_lists_a_tampered_event_body_as_corrupt_and_serves_none_of_it(
     assert (item["status"], item["file"], item["hash_verified"]) == ("corrupt", None, False)
     assert f"events/{bad}.json" not in archive.namelist()
     assert {"what": "raw event body", "event_id": str(bad),
-            "why": exports._EVENT_WHY["corrupt"]} in manifest["not_exported"]
+            "why": export_collect._EVENT_WHY["corrupt"]} in manifest["not_exported"]
     with world.runtime.sessions() as session:
         assert session.get(MemoryEvent, bad).sync_status == "corrupt"  # type: ignore[union-attr]
 
@@ -300,7 +299,7 @@ def test_erasure_deletes_events_and_compactor_entries_and_counts_each_layer(
 def test_a_killed_erasure_of_events_is_taken_over_and_counts_once(
         world: ServiceWorld, monkeypatch: pytest.MonkeyPatch, step: str,
         occurrence: int) -> None:
-    monkeypatch.setattr(erasure, "BATCH", 2)
+    monkeypatch.setattr(erasure_walk, "BATCH", 2)
     seeded = _seed(world)
     seen = {"n": 0}
 

@@ -25,8 +25,7 @@ from sqlalchemy import select
 
 from control_plane.addresses import MemoryAddress, Scope
 from control_plane.audit.service import Actor
-from control_plane.compliance import export as exports
-from control_plane.compliance import export_items, zipwriter
+from control_plane.compliance import export_collect, export_download, export_items, zipwriter
 from control_plane.compliance import service as compliance
 from control_plane.db.models import AccessLog, Job, MemoryPointer
 from control_plane.jobs.worker import Worker
@@ -169,7 +168,7 @@ def _export(runtime: Runtime, actor: Actor) -> tuple[dict[str, Any], zipfile.Zip
     with runtime.sessions() as session:
         done = session.get(Job, queued.id)
         assert done is not None and done.state == "completed", done and done.error
-        chunks, _ = exports.download(session, runtime.plane, actor, queued.id)
+        chunks, _ = export_download.download(session, runtime.plane, actor, queued.id)
         archive = zipfile.ZipFile(io.BytesIO(b"".join(chunks)))
     return json.loads(archive.read("manifest.json")), archive
 
@@ -229,7 +228,7 @@ def test_a_replaced_or_missing_object_is_listed_not_archived_and_the_pointer_mar
         assert f"items/{pointer_id}.json" not in archive.namelist()
         assert _pointer(runtime, pointer_id).sync_status == "corrupt"
     assert {"what": "memory value", "pointer_id": replaced,
-            "why": exports._WHY["corrupt"]} in manifest["not_exported"]
+            "why": export_collect._WHY["corrupt"]} in manifest["not_exported"]
     with runtime.sessions() as session:
         failures = session.scalars(select(AccessLog).where(
             AccessLog.tenant_id == actor.tenant_id, AccessLog.success.is_(False))).all()

@@ -23,7 +23,7 @@ from sqlalchemy import select
 
 from control_plane.addresses import MemoryAddress, Scope
 from control_plane.audit.service import Actor
-from control_plane.compliance import export as exports
+from control_plane.compliance import export_download
 from control_plane.compliance import service as compliance
 from control_plane.db.models import AccessLog, Job
 from control_plane.errors import HashMismatch
@@ -135,7 +135,7 @@ def test_an_archive_of_several_parts_uploads_and_downloads_streamed_and_verified
 
     adapter.stats.reset()
     with runtime.sessions() as session:
-        chunks, size = exports.download(session, runtime.plane, actor, job_id)
+        chunks, size = export_download.download(session, runtime.plane, actor, job_id)
         served = list(chunks)
     assert adapter.stats.counts["get"] >= 1
     body = b"".join(served)
@@ -166,7 +166,7 @@ def test_an_archive_replaced_in_the_bucket_is_refused_and_nothing_is_served(
     # Other bytes of about the archive's size, in several parts: the streamed check refuses.
     adapter.put_file(path, io.BytesIO(os.urandom(result["size"] + 64)))
     with runtime.sessions() as session, pytest.raises(HashMismatch):
-        exports.download(session, runtime.plane, actor, job_id)
+        export_download.download(session, runtime.plane, actor, job_id)
     with runtime.sessions() as session:
         failed = session.scalars(select(AccessLog.success).where(
             AccessLog.tenant_id == actor.tenant_id,

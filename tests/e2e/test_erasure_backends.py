@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from control_plane.compliance import export
+from control_plane.compliance import export_collect
 from storage_adapters import azure, gcs, s3
 from tests.api.test_compliance import _address, _write_all
 from tests.support.buckets import RawBucket, S3Bucket
@@ -29,7 +29,7 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(s3, "DELETE_BATCH_LIMIT", 100)
     monkeypatch.setattr(azure, "DELETE_BATCH_LIMIT", 40)
     monkeypatch.setattr(gcs, "BATCH_LIMIT", 30)
-    monkeypatch.setattr(export, "PAGE", 50)
+    monkeypatch.setattr(export_collect, "PAGE", 50)
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from control_plane.compliance import export
+from control_plane.compliance import export_download
 from control_plane.db.models import Job, SubjectKey
 from control_plane.memories.service import serialise
 from control_plane.runtime import Runtime
@@ -254,8 +254,8 @@ def test_export_killed_before_upload_finishes_after_restart(api_only: Deployment
     plain = io.BytesIO()
     with runtime.sessions() as session:
         with (bucket / archive_path).open("rb") as src:
-            export.open_archive(session, runtime.plane, uuid.UUID(_tenant(runtime)),
-                                archive_path, uuid.UUID(job_id), src, plain, sealed=True)
+            export_download.open_archive(session, runtime.plane, uuid.UUID(_tenant(runtime)),
+                                         archive_path, uuid.UUID(job_id), src, plain, sealed=True)
     data = plain.getvalue()
     assert hashlib.sha256(data).hexdigest() == result["sha256"]
     assert len(data) == result["size"]

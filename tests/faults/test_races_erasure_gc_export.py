@@ -27,8 +27,7 @@ import pytest
 from sqlalchemy import select
 
 from control_plane.addresses import MemoryAddress, Scope
-from control_plane.compliance import export as export_job
-from control_plane.compliance import export_items
+from control_plane.compliance import export_download, export_items
 from control_plane.compliance import service as compliance
 from control_plane.db.engine import make_engine
 from control_plane.db.migrate import upgrade
@@ -357,7 +356,7 @@ def test_overwrite_whose_row_is_deleted_meanwhile_is_sealed_for_the_new_row(
 
 def _download(world: ServiceWorld, job_id: uuid.UUID) -> zipfile.ZipFile:
     with world.runtime.sessions() as session:
-        chunks, size = export_job.download(session, world.runtime.plane, world.actor, job_id)
+        chunks, size = export_download.download(session, world.runtime.plane, world.actor, job_id)
         data = b"".join(chunks)
     assert len(data) == size
     return zipfile.ZipFile(io.BytesIO(data))

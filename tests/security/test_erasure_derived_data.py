@@ -30,6 +30,7 @@ from sqlalchemy import select
 
 from control_plane.addresses import MemoryAddress, Scope
 from control_plane.audit.service import Actor
+from control_plane.compactor import selection
 from control_plane.compactor import service as compactor
 from control_plane.compliance import service as compliance
 from control_plane.conversations import service as conversations
@@ -142,7 +143,7 @@ def _seed(world: ServiceWorld, word: str, dan_word: str,
     ], age_days=110)  # enough for a bucket of dan's alone to be due (3 events)
     with pytest.MonkeyPatch.context() as patch:
         if legacy is not None:
-            patch.setattr(compactor, "by_subject", lambda events, _sizes: [list(events)])
+            patch.setattr(selection, "by_subject", lambda events, _sizes: [list(events)])
         counts = _compact(world)
     assert counts["entries_written"] == (1 if legacy else 2)
     assert counts["events_compressed"] == 5

@@ -25,7 +25,7 @@ from sqlalchemy import select
 
 import memplane
 from control_plane.audit.service import Actor
-from control_plane.compliance import export
+from control_plane.compliance import export_download
 from control_plane.db.engine import begin_write, make_engine, make_session_factory
 from control_plane.db.migrate import upgrade
 from control_plane.db.models import AccessLog, Job
@@ -138,8 +138,8 @@ def test_a_copy_of_the_archive_no_longer_decrypts_once_the_subject_is_erased(
     def try_open() -> bytes:
         out = io.BytesIO()
         with runtime.sessions() as session:
-            export.open_archive(session, runtime.plane, tenant.id, archive_path,
-                                uuid.UUID(done.id), io.BytesIO(copy), out, sealed=True)
+            export_download.open_archive(session, runtime.plane, tenant.id, archive_path,
+                                         uuid.UUID(done.id), io.BytesIO(copy), out, sealed=True)
         return out.getvalue()
 
     assert zipfile.is_zipfile(io.BytesIO(try_open()))  # the right key opens it
@@ -235,9 +235,9 @@ def test_a_download_after_the_expiry_answers_410_before_the_worker_has_swept(
     expires = datetime.fromisoformat(done.result["expires_at"])
     runtime = tenant.stack.runtime
     with runtime.sessions() as session:
-        with pytest.raises(export.ExportExpired) as caught:
-            export.download(session, runtime.plane, Actor(tenant.id, "api", "test"),
-                            uuid.UUID(done.id), now=expires)
+        with pytest.raises(export_download.ExportExpired) as caught:
+            export_download.download(session, runtime.plane, Actor(tenant.id, "api", "test"),
+                                     uuid.UUID(done.id), now=expires)
     assert caught.value.status_code == 410
     assert _archive(tenant, done.id).exists()  # still there until the worker's sweep
 
