@@ -36,7 +36,8 @@ from .key_gate import check_key
 from .keys.router import router as keys_router
 from .knowledge.router import router as knowledge_router
 from .memories.router import router as memories_router
-from .observability import Metrics, RequestContext
+from .observability.metrics import Metrics
+from .observability.request_context import RequestContext
 from .retention.router import router as retention_router
 from .runtime import Runtime
 from .search.router import router as search_router
@@ -73,7 +74,7 @@ def create_app(settings: Settings | None = None, *, background_process: bool = F
         # takes at most half (settings.REQUEST_THREADS); the probes have their own.
         to_thread.current_default_thread_limiter().total_tokens = REQUEST_THREADS
         reserve_probe_threads(app)
-        runtime.plane.metrics = app.state.metrics  # storage, jobs, reconcile (observability.py)
+        runtime.plane.metrics = app.state.metrics  # storage, jobs, reconcile (observability/)
         app.state.metrics.watch_database(runtime.database_state)
         if settings.embedded:
             runtime.migrate()

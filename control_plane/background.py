@@ -136,7 +136,7 @@ def run_child(settings: Settings, activity: SharedClock, stop: Connection,
     _die_with(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    from .observability import configure_logging
+    from .observability.json_logs import configure_logging
     from .runtime import Runtime
     from .search.foreground import ServerActivity
 

@@ -15,7 +15,7 @@ URLs, urllib3/httpx/httpcore the URLs (with a SAS token's ``sig=``) and raw bodi
   SigV4, and ``AccountKey=`` / ``SharedAccessSignature=`` of Azure connection strings — in the
   message, its extra fields and the formatted exception.
 
-:func:`guard` puts both on a handler (``observability.configure_logging`` does it).
+:func:`guard` puts both on a handler (``observability.json_logs.configure_logging`` does it).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from .audit.batcher import AuditBatcher
 from .db.engine import make_engine, make_session_factory
 from .jobs import limits as job_limits
 from .keys.service import Keyring
-from .observability import DatabaseState
+from .observability.metrics import DatabaseState
 from .settings import Settings
 from .storage_config.bulkhead import Bulkheads
 from .storage_config.credentials import CredentialBox, load_server_key
@@ -81,7 +81,7 @@ class Runtime:
 
         from .db.base import utcnow
         from .db.models import AccessLog, GcCandidate, Job, MemoryPointer
-        from .observability import UNSETTLED_STATES
+        from .observability.metrics import UNSETTLED_STATES
 
         def age(oldest: datetime | None, now: datetime) -> float:
             if oldest is None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from . import _base
 from ._config_calls import seed_storage_config
-from ._layer_async import AsyncStorageConfigsAPI
+from ._governance_async import AsyncStorageConfigsAPI
 from ._models import (
     AuditEntry,
     AuditVerification,

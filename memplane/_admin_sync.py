@@ -11,7 +11,7 @@ from typing import Any
 
 from . import _base
 from ._config_calls import seed_storage_config
-from ._layer_sync import StorageConfigsAPI
+from ._governance_sync import StorageConfigsAPI
 from ._models import (
     AuditEntry,
     AuditVerification,

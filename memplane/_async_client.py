@@ -19,21 +19,23 @@ from ._base import Call, ClientConfig
 from ._batch import BatchResult
 from ._compliance import Job
 from ._compliance_async import AsyncExportsAPI, AsyncJobsAPI, AsyncReceiptsAPI
-from ._exceptions import TransportError
-from ._hygiene import CleanupResult, RetentionPolicy, parse_days
-from ._layer_async import (
-    AsyncAgentsAPI,
-    AsyncCompactorAPI,
+from ._content_async import (
     AsyncConversationsAPI,
-    AsyncEmbedderAPI,
     AsyncEntriesAPI,
     AsyncEventsAPI,
     AsyncKnowledgeAPI,
-    AsyncLegalHoldsAPI,
     AsyncMemorySearchAPI,
+)
+from ._exceptions import TransportError
+from ._governance_async import (
+    AsyncAgentsAPI,
+    AsyncCompactorAPI,
+    AsyncEmbedderAPI,
+    AsyncLegalHoldsAPI,
     AsyncRetentionAPI,
     AsyncSummarizerAPI,
 )
+from ._hygiene import CleanupResult, RetentionPolicy, parse_days
 from ._models import (
     Memory,
     Page,

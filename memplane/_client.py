@@ -18,21 +18,23 @@ from ._base import Call, ClientConfig
 from ._batch import BatchResult
 from ._compliance import Job
 from ._compliance_sync import ExportsAPI, JobsAPI, ReceiptsAPI
-from ._exceptions import TransportError
-from ._hygiene import CleanupResult, RetentionPolicy, parse_days
-from ._layer_sync import (
-    AgentsAPI,
-    CompactorAPI,
+from ._content_sync import (
     ConversationsAPI,
-    EmbedderAPI,
     EntriesAPI,
     EventsAPI,
     KnowledgeAPI,
-    LegalHoldsAPI,
     MemorySearchAPI,
+)
+from ._exceptions import TransportError
+from ._governance_sync import (
+    AgentsAPI,
+    CompactorAPI,
+    EmbedderAPI,
+    LegalHoldsAPI,
     RetentionAPI,
     SummarizerAPI,
 )
+from ._hygiene import CleanupResult, RetentionPolicy, parse_days
 from ._models import (
     Memory,
     Page,

@@ -1,5 +1,5 @@
 """Conversations in the SDK: the answers' models and the request builders (``Call``s) that
-``client.conversations`` sends (``_layer_async.py`` and its generated sync twin)."""
+``client.conversations`` sends (``_content_async.py`` and its generated sync twin)."""
 
 from __future__ import annotations
 

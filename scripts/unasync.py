@@ -19,7 +19,8 @@ SDK = Path(__file__).resolve().parent.parent / "memplane"
 # async source -> generated sync file
 FILES = {
     "_namespace_async.py": "_namespace_sync.py",
-    "_layer_async.py": "_layer_sync.py",
+    "_content_async.py": "_content_sync.py",
+    "_governance_async.py": "_governance_sync.py",
     "_compliance_async.py": "_compliance_sync.py",
     "_admin_async.py": "_admin_sync.py",
     "_async_client.py": "_client.py",

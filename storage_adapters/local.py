@@ -6,30 +6,25 @@ two writers can never overwrite each other) and the directory entry is fsynced. 
 objects (``put_many``) are all written and linked first, then flushed together. Where the
 file system can (Linux: ext4, XFS, btrfs, tmpfs), the temporary file is an unnamed one
 (``O_TMPFILE``): a crash leaves nothing behind, and no name is made and removed per object.
+The file-system calls those writes are made of are storage_adapters/localfiles.
 
-A directory has no storage classes, so the class an object was moved to is recorded in a
-small file under ``.memplane-class/`` mirroring the object's path (portable, unlike extended
-attributes). That tree is never listed or served as content; deleting an object deletes its
-record (the record first, so nothing unlisted outlives a crash), and a put clears a record
-left at the same path.
+A directory has no storage classes: the class an object was moved to is recorded beside it
+(storage_adapters/localclasses).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import itertools
 import os
-import sys
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from . import localdirs
+from . import localdirs, localfiles
 from .base import (
     BucketDescription,
     HealthReport,
@@ -47,11 +42,12 @@ from .base import (
     timed_probe,
 )
 from .bounded import file_pieces
+from .localclasses import CLASS_DIR, ClassRecords
+from .localfiles import CHUNK, fsync_all, fsync_path, link_unnamed, tmp_name, write_into
 
 _TMP_DIR = ".memplane-tmp"
-_CLASS_DIR = ".memplane-class"
-_CHUNK = 1 << 20
 CLASSES = StorageClasses("standard", "archive", "cold", ("standard", "archive", "cold"))
+_KNOWN_DIRS = 65536
 
 
 class LocalAdapter:
@@ -65,11 +61,10 @@ class LocalAdapter:
         self.root = Path(root).resolve()
         self.fsync = fsync
         self.storage_classes = CLASSES.with_overrides(archive_class, cold_class)
-        self._classes = self.root / _CLASS_DIR
-        self._classes_text = str(self._classes)
         self.stats = RequestStats()
         self._tmp = self.root / _TMP_DIR
         self._tmp.mkdir(parents=True, exist_ok=True)
+        self._records = ClassRecords(self.root, self._tmp)
         self._root_text = str(self.root)
         self._tmp_text = str(self._tmp)
         # Directories this adapter made or found (a put then skips its mkdir); a link into
@@ -95,20 +90,14 @@ class LocalAdapter:
         """The object's file name (``check_path`` leaves no empty, ``.`` or ``..``
         segment, so joining the text is the path ``root / path`` names)."""
         check_path(path)
-        if path.split("/", 1)[0] in (_TMP_DIR, _CLASS_DIR):
+        if path.split("/", 1)[0] in (_TMP_DIR, CLASS_DIR):
             raise InvalidPath(f"invalid object path {path!r}")
         if any(len(segment.encode()) > 255 for segment in path.split("/")):
             raise InvalidPath("a path segment is longer than 255 bytes")
         return f"{self._root_text}/{path}"
 
     def put(self, path: str, data: bytes) -> None:
-        self._put(path, data, durable=self.fsync, classes=self._any_class())
-
-    def _any_class(self) -> bool:
-        """Whether a storage class was ever recorded in this bucket. If not, a put has no
-        record to clear, and its link alone refuses an object that exists: one system call
-        instead of two (and no path object) per put."""
-        return os.path.isdir(self._classes_text)
+        self._put(path, data, durable=self.fsync, classes=self._records.any_recorded())
 
     def put_many(self, items: Sequence[tuple[str, bytes]]) -> list[StorageError | None]:
         """``put`` of each ``(path, data)``, made durable together: every object is written
@@ -122,7 +111,7 @@ class LocalAdapter:
         durable: no pointer may name it)."""
         answers: list[StorageError | None] = []
         written: list[str] = []
-        classes = self._any_class()
+        classes = self._records.any_recorded()
         for path, data in items:
             try:
                 self._put(path, data, durable=False, classes=classes)
@@ -133,10 +122,10 @@ class LocalAdapter:
             written.append(self._target(path))
         if self.fsync and written:
             try:
-                if _syncfs is not None:
+                if localfiles.syncfs is not None:
                     self._sync_filesystem()
                 else:
-                    _fsync_all([*written, *dict.fromkeys(os.path.dirname(f) for f in written)])
+                    fsync_all([*written, *dict.fromkeys(os.path.dirname(f) for f in written)])
             except OSError as exc:
                 failed = StorageUnavailable(f"local write failed: {exc.strerror}")
                 answers = [failed if answer is None else answer for answer in answers]
@@ -146,13 +135,13 @@ class LocalAdapter:
         """``syncfs`` on the bucket's file system: every file and directory entry written
         before the call is durable when it returns. Called on a descriptor opened once, so
         a write-back error since the previous call is reported here, not lost."""
-        assert _syncfs is not None
+        assert localfiles.syncfs is not None
         with self._root_fd_lock:
             if self._root_fd is None:
                 self._root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
             fd = os.dup(self._root_fd)  # the same open file (its error state); close() may run
         try:
-            if _syncfs(fd) != 0:
+            if localfiles.syncfs(fd) != 0:
                 code = ctypes.get_errno()
                 raise OSError(code, os.strerror(code))
         finally:
@@ -165,7 +154,7 @@ class LocalAdapter:
         if classes:
             if os.path.exists(target):  # before clearing a record: it may be this object's
                 raise ObjectExists(path)
-            self._forget_class(path)
+            self._records.forget(path)
         parent = os.path.dirname(target)
         tmp: str | None = None
         try:
@@ -173,14 +162,14 @@ class LocalAdapter:
                 self._make_dir(parent)
             fd, tmp = self._temporary()
             try:
-                _write_into(fd, data)
+                write_into(fd, data)
                 if durable:
                     os.fsync(fd)
                 self._link(fd, tmp, target, path)
             finally:
                 os.close(fd)
             if durable:
-                _fsync_path(parent)
+                fsync_path(parent)
         except OSError as exc:
             if isinstance(exc, ObjectExists):
                 raise
@@ -210,23 +199,23 @@ class LocalAdapter:
         (the caller removes it)."""
         if self._unnamed is None:
             self._unnamed = self._unnamed_works()
-        if self._unnamed and _UNNAMED_FLAGS is not None:
-            return os.open(self._tmp_text, _UNNAMED_FLAGS, 0o600), None
-        tmp = f"{self._tmp_text}/{_tmp_name()}"
+        if self._unnamed and localfiles.UNNAMED_FLAGS is not None:
+            return os.open(self._tmp_text, localfiles.UNNAMED_FLAGS, 0o600), None
+        tmp = f"{self._tmp_text}/{tmp_name()}"
         return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), tmp
 
     def _unnamed_works(self) -> bool:
         """Whether an ``O_TMPFILE`` file opens in this bucket and links into place through
         ``/proc/self/fd`` (Linux 3.11+, a file system that supports it, /proc mounted)."""
-        if _UNNAMED_FLAGS is None:
+        if localfiles.UNNAMED_FLAGS is None:
             return False
-        probe = f"{self._tmp_text}/{_tmp_name()}"
+        probe = f"{self._tmp_text}/{tmp_name()}"
         try:
-            fd = os.open(self._tmp_text, _UNNAMED_FLAGS, 0o600)
+            fd = os.open(self._tmp_text, localfiles.UNNAMED_FLAGS, 0o600)
         except OSError:
             return False
         try:
-            _link_unnamed(fd, probe)
+            link_unnamed(fd, probe)
         except OSError:
             return False
         finally:
@@ -241,7 +230,7 @@ class LocalAdapter:
         for attempt in range(1, localdirs.ATTEMPTS + 1):
             try:
                 if tmp is None:
-                    _link_unnamed(fd, target)
+                    link_unnamed(fd, target)
                 else:
                     os.link(tmp, target)
                 return
@@ -257,7 +246,7 @@ class LocalAdapter:
 
     def put_file(self, path: str, file: BinaryIO) -> None:
         """Like ``put``, copying ``file`` in chunks so memory stays bounded at any size."""
-        self._put(path, file, durable=self.fsync, classes=self._any_class())
+        self._put(path, file, durable=self.fsync, classes=self._records.any_recorded())
 
     def remove_stale_temporaries(self, older_than: float) -> int:
         """Delete temporary files (``.memplane-tmp/``) last modified before ``older_than``
@@ -278,7 +267,7 @@ class LocalAdapter:
                 continue
         return removed
 
-    def iter_chunks(self, path: str, chunk_size: int = _CHUNK, max_bytes: int | None = None
+    def iter_chunks(self, path: str, chunk_size: int = CHUNK, max_bytes: int | None = None
                     ) -> Iterator[bytes]:
         target = self._file(path)
         self.stats.add("get")
@@ -296,7 +285,7 @@ class LocalAdapter:
         self.stats.add("get")
         try:
             with open(target, "rb", buffering=0) as handle:
-                return b"".join(file_pieces(handle, max_bytes, path, (max_bytes or _CHUNK) + 1))
+                return b"".join(file_pieces(handle, max_bytes, path, (max_bytes or CHUNK) + 1))
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             raise ObjectNotFound(path) from None
         except OSError as exc:
@@ -325,46 +314,18 @@ class LocalAdapter:
         if not target.is_file():
             raise ObjectNotFound(path)
         if native == self.storage_classes.standard:
-            self._forget_class(path)
+            self._records.forget(path)
             return native
-        record = self._classes / path
-        tmp = self._tmp / _tmp_name()
-        try:
-            localdirs.ensure_dir(str(record.parent))
-            with open(tmp, "x", encoding="utf-8") as out:
-                out.write(native)
-                out.flush()
-                if self.fsync:
-                    os.fsync(out.fileno())
-            os.replace(tmp, record)
-            if self.fsync:
-                _fsync_path(record.parent)
-        except OSError as exc:
-            raise StorageUnavailable(f"local write failed: {exc.strerror}") from exc
-        finally:
-            tmp.unlink(missing_ok=True)
+        self._records.write(path, native, durable=self.fsync)
         if not target.is_file():  # deleted meanwhile: no record may outlive its object
-            self._forget_class(path)
+            self._records.forget(path)
             raise ObjectNotFound(path)
         return native
 
     def _recorded_class(self, path: str) -> str:
-        try:
-            recorded = (self._classes / path).read_text(encoding="utf-8").strip()
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return self.storage_classes.standard
-        except OSError as exc:
-            raise StorageUnavailable(f"local read failed: {exc.strerror}") from exc
-        return recorded if recorded in self.storage_classes.accepted \
+        recorded = self._records.read(path)
+        return recorded if recorded is not None and recorded in self.storage_classes.accepted \
             else self.storage_classes.standard
-
-    def _forget_class(self, path: str) -> None:
-        try:
-            (self._classes / path).unlink()
-        except (FileNotFoundError, NotADirectoryError):
-            pass
-        except OSError as exc:
-            raise StorageUnavailable(f"local delete failed: {exc.strerror}") from exc
 
     def delete_many(self, paths: Iterable[str]) -> int:
         """Delete each object, then every directory (of objects and of class records) the
@@ -379,7 +340,7 @@ class LocalAdapter:
             emptied.add(os.path.dirname(str(target)))
             # The record first: a crash in between leaves the object, which listings (and so
             # erasure's verification and GC) still see, never a record nothing lists.
-            self._forget_class(path)
+            self._records.forget(path)
             try:
                 target.unlink()
             except (FileNotFoundError, NotADirectoryError):
@@ -387,13 +348,13 @@ class LocalAdapter:
             except OSError as exc:
                 raise StorageUnavailable(f"local delete failed: {exc.strerror}") from exc
         self._dirs.difference_update(localdirs.prune_bucket(emptied, self._root_text,
-                                                            self._classes_text))
+                                                            self._records.dir_text))
         return n
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
         check_prefix(prefix)
         self.stats.add("list")
-        if prefix.split("/", 1)[0] in (_TMP_DIR, _CLASS_DIR):
+        if prefix.split("/", 1)[0] in (_TMP_DIR, CLASS_DIR):
             return
         head, _, _ = prefix.rpartition("/")
         start = self.root / head if head else self.root
@@ -402,7 +363,7 @@ class LocalAdapter:
         for dirpath, dirnames, filenames in os.walk(start):
             dirnames.sort()
             if Path(dirpath) == self.root:
-                dirnames[:] = [d for d in dirnames if d not in (_TMP_DIR, _CLASS_DIR)]
+                dirnames[:] = [d for d in dirnames if d not in (_TMP_DIR, CLASS_DIR)]
             rel_dir = Path(dirpath).relative_to(self.root).as_posix()
             for name in sorted(filenames):
                 rel = name if rel_dir == "." else f"{rel_dir}/{name}"
@@ -435,87 +396,3 @@ class LocalAdapter:
                 os.close(self._root_fd)
                 self._root_fd = None
 
-
-def _write_into(fd: int, data: bytes | BinaryIO) -> None:
-    """Write bytes, or a file's content copied in chunks (memory bounded at any size)."""
-    if isinstance(data, bytes | bytearray | memoryview):
-        os.write(fd, data) if len(data) < (1 << 30) else _write_all(fd, data)
-        return
-    while chunk := data.read(_CHUNK):
-        _write_all(fd, chunk)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-_KNOWN_DIRS = 65536
-# O_TMPFILE (it includes O_DIRECTORY) where the platform defines it.
-_UNNAMED_FLAGS: int | None = (os.O_TMPFILE | os.O_WRONLY) if hasattr(os, "O_TMPFILE") else None
-_TMP_PREFIX = uuid.uuid4().hex[:16]
-_tmp_count = itertools.count()
-
-
-def _link_unnamed(fd: int, target: str) -> None:
-    """Give the unnamed file open as ``fd`` the name ``target``: ``linkat`` following
-    ``/proc/self/fd/N`` (no privilege needed, unlike ``AT_EMPTY_PATH``). Python calls
-    ``linkat`` only when given a directory descriptor; the source path is absolute, so the
-    kernel never looks at the one passed."""
-    os.link(f"/proc/self/fd/{fd}", target, src_dir_fd=fd, follow_symlinks=True)
-
-
-def _tmp_name() -> str:
-    """A temporary file's name, unique without a system call: this process's random prefix,
-    its pid (a forked child shares the prefix, not the pid) and a counter."""
-    return f"{_TMP_PREFIX}-{os.getpid()}-{next(_tmp_count)}"
-
-
-def _find_syncfs() -> Any:
-    """Linux's ``syncfs(2)`` through the C library (ctypes releases the interpreter while it
-    waits), or None elsewhere."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        found = ctypes.CDLL(None, use_errno=True).syncfs
-    except (OSError, AttributeError):
-        return None
-    found.argtypes = [ctypes.c_int]
-    found.restype = ctypes.c_int
-    return found
-
-
-_syncfs = _find_syncfs()
-_flushers: ThreadPoolExecutor | None = None
-_flushers_lock = threading.Lock()
-
-
-def _fsync_all(paths: list[str]) -> None:
-    """fsync every file or directory in ``paths``, side by side (the calls wait on the
-    disk, not on the interpreter); the first failure is raised once all have ended."""
-    global _flushers
-    with _flushers_lock:
-        if _flushers is None:
-            _flushers = ThreadPoolExecutor(max_workers=16, thread_name_prefix="memplane-fsync")
-    errors = [e for e in _flushers.map(_fsync_quietly, paths) if e is not None]
-    if errors:
-        raise errors[0]
-
-
-def _fsync_quietly(path: str) -> OSError | None:
-    try:
-        _fsync_path(path)
-    except OSError as exc:
-        return exc
-    return None
-
-
-def _fsync_path(path: str | Path) -> None:
-    """fsync a file or a directory (opened read-only: either can be)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

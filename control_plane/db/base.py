@@ -5,7 +5,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime, MetaData, TypeDecorator
+from sqlalchemy import BigInteger, DateTime, Integer, MetaData, TypeDecorator
 from sqlalchemy.orm import DeclarativeBase
 
 from storage_adapters.entropy import token_bytes
@@ -21,6 +21,10 @@ NAMING = {
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
+
+
+# A 64-bit integer column; SQLite's INTEGER is already 64-bit (and only it autoincrements).
+BigId = BigInteger().with_variant(Integer(), "sqlite")
 
 
 class UTCDateTime(TypeDecorator[datetime]):

@@ -65,8 +65,8 @@ def default_handlers() -> dict[str, Handler]:
     from ..compliance.erasure import run as erase
     from ..compliance.export import run as export
     from ..conversations.summarize import run_job as summarize_conversation
-    from ..retention.service import run_cleanup_job as cleanup
-    from ..retention.service import run_job as retention
+    from ..retention.cleanup import run_cleanup_job as cleanup
+    from ..retention.sweep import run_job as retention
 
     return {"export": export, "erase": erase, "compact": compact, "retention": retention,
             "cleanup": cleanup, "summarize_conversation": summarize_conversation}
@@ -111,7 +111,7 @@ class Worker:
     def tick_retention(self) -> int:
         """Queue today's retention runs once ``MEMPLANE_RETENTION_SCHEDULE`` has fired (one
         run per tenant and UTC day across workers, by the unique job key)."""
-        from ..retention.service import queue_daily_runs
+        from ..retention.schedule import queue_daily_runs
 
         due = self.retention_schedule.due_today(self.clock())
         if due is None or self._retention_day == due.date():

@@ -8,7 +8,8 @@ from fastapi.responses import JSONResponse
 
 from ..deps import AdminCaller, ComplianceCaller, PlaneDep, SessionDep, WriterCaller
 from ..jobs.schemas import JobOut
-from . import service as retention
+from . import cleanup as cleanup_service
+from . import policies, schedule
 from .schemas import CleanupIn, CleanupOut, PolicyIn, PolicyOut, PolicyPage, RetentionRunIn
 
 router = APIRouter(tags=["retention"])
@@ -19,21 +20,21 @@ def put_policy(body: PolicyIn, caller: AdminCaller, session: SessionDep) -> Poli
     """Create or replace the retention policy of a scope and memory type (admin). The daily
     run (and POST /v1/retention/run) deletes what is due with every object version, or only
     reports it without `auto_delete`; lists stop showing due items at once."""
-    return PolicyOut.of(retention.put_policy(session, caller.actor, body))
+    return PolicyOut.of(policies.put_policy(session, caller.actor, body))
 
 
 @router.get("/v1/retention-policies", response_model=PolicyPage)
 def list_policies(caller: ComplianceCaller, session: SessionDep) -> PolicyPage:
     """The tenant's retention policies (admin or compliance)."""
     return PolicyPage(items=[PolicyOut.of(p)
-                             for p in retention.list_policies(session, caller.actor)])
+                             for p in policies.list_policies(session, caller.actor)])
 
 
 @router.delete("/v1/retention-policies/{policy_id}", status_code=204)
 def delete_policy(policy_id: Annotated[uuid.UUID, Path(description="The policy's id.")],
                   caller: AdminCaller, session: SessionDep) -> Response:
     """Delete a retention policy (admin); what it governed is kept from now on."""
-    retention.delete_policy(session, caller.actor, policy_id)
+    policies.delete_policy(session, caller.actor, policy_id)
     return Response(status_code=204)
 
 
@@ -43,7 +44,7 @@ def run_retention(caller: AdminCaller, session: SessionDep,
     """Apply the retention policies and purge expired `ttl_days` memories now (admin): a job
     (202) whose result counts, per policy, what was due, deleted, held and archived; with
     `dry_run` it only counts. Poll GET /v1/jobs/{id}."""
-    return retention.start_run(session, caller.actor, body or RetentionRunIn())
+    return schedule.start_run(session, caller.actor, body or RetentionRunIn())
 
 
 @router.post("/v1/cleanup", response_model=CleanupOut,
@@ -54,7 +55,7 @@ def cleanup(body: CleanupIn, caller: WriterCaller, session: SessionDep,
     """Delete the memories by key of a selection (scope, scope ref, agent) last written
     `older_than_days` ago or more, except `exclude_keys` and held ones (200 with counts); a
     dry run lists what would go. Above 1,000 memories it runs as a job (202)."""
-    result = retention.cleanup(session, plane, caller.actor, body, access=caller.access)
+    result = cleanup_service.cleanup(session, plane, caller.actor, body, access=caller.access)
     if isinstance(result, CleanupOut):
         return JSONResponse(result.as_dict())
     return JSONResponse(JobOut.model_validate(result).model_dump(mode="json"),

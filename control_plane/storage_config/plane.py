@@ -50,7 +50,7 @@ from .credentials import CredentialBox, CredentialsUnreadable, associated_data
 if TYPE_CHECKING:
     from ..audit.batcher import AuditBatcher
     from ..keys.service import Keyring
-    from ..observability import Metrics
+    from ..observability.metrics import Metrics
 
 DEFAULT = "default"
 DEFAULT_PREFIX = "memplane"
@@ -149,7 +149,7 @@ class DataPlane:
         self.max_object_bytes: int | None = None
         # How long one call to a bucket may take in all (storage_adapters/bounded).
         self.call_deadline: float | None = None
-        # Storage call latency and errors per backend (observability.py), set by the app.
+        # Storage call latency and errors per backend (observability/metrics.py), set by the app.
         self.metrics: Metrics | None = None
         # Bounds each tenant's calls to its own buckets (bulkhead.py), set by Runtime.
         self.bulkheads = Bulkheads(BULKHEAD_CALLS, BULKHEAD_WAITERS, BULKHEAD_WAIT_SECONDS)
@@ -252,7 +252,7 @@ class DataPlane:
                 adapter: storage.StorageAdapter) -> storage.StorageAdapter:
         """A tenant's own adapter, instrumented and inside the tenant's bulkhead (the
         operator's default bucket has none; see bulkhead.py)."""
-        from ..observability import backend_name
+        from ..observability.instrumented_storage import backend_name
 
         backend = backend_name(adapter)
 
@@ -266,7 +266,7 @@ class DataPlane:
     def _instrumented(self, adapter: storage.StorageAdapter) -> storage.StorageAdapter:
         if self.metrics is None:
             return adapter
-        from ..observability import InstrumentedAdapter, backend_name
+        from ..observability.instrumented_storage import InstrumentedAdapter, backend_name
 
         return InstrumentedAdapter(adapter, backend_name(adapter), self.metrics)  # type: ignore[return-value]
 

@@ -255,7 +255,7 @@ def worker(
     configured database until interrupted; with MEMPLANE_EMBED_ON_WRITE (the default), also
     the search indexer that embeds what was written."""
     from control_plane.jobs.worker import Worker
-    from control_plane.observability import configure_logging
+    from control_plane.observability.json_logs import configure_logging
 
     from .local import _runtime
 
@@ -264,7 +264,8 @@ def worker(
         job_worker = Worker(runtime.sessions, runtime.plane, runtime.settings,
                             lease_seconds=lease_seconds)
         if metrics_port is not None:
-            from control_plane.observability import Metrics, serve_metrics
+            from control_plane.observability.metrics import Metrics
+            from control_plane.observability.metrics_server import serve_metrics
 
             runtime.plane.metrics = Metrics()
             token = runtime.settings.metrics_token

@@ -33,21 +33,21 @@ def retention_run(
     (what the daily job does): what is due and not held is deleted on both planes with every
     object version, one audit row each. Prints the counts per policy as one JSON line. Safe
     to rerun: what is gone is not counted again."""
-    from control_plane.retention import service
+    from control_plane.retention import sweep
 
     with _session(tenant, "run", group="retention") as (session, plane, actor):
-        result = service.run_tenant(session, plane, actor.tenant_id, actor=actor,
-                                    dry_run=dry_run)
+        result = sweep.run_tenant(session, plane, actor.tenant_id, actor=actor,
+                                  dry_run=dry_run)
     typer.echo(json.dumps({"tenant": str(actor.tenant_id), **result}))
 
 
 def retention_policies(tenant: TenantOpt = None) -> None:
     """List the tenant's retention policies, one JSON line each."""
-    from control_plane.retention import service
+    from control_plane.retention import policies
     from control_plane.retention.schemas import PolicyOut
 
     with _session(tenant, "policies", group="retention") as (session, _plane, actor):
-        for policy in service.list_policies(session, actor):
+        for policy in policies.list_policies(session, actor):
             typer.echo(PolicyOut.of(policy).model_dump_json())
 
 
@@ -68,14 +68,14 @@ def cleanup(
     """Delete old memories by key (except excluded keys and held ones); prints the counts as
     one JSON line (a dry run adds what would go). A cleanup of more than 1,000 memories is
     queued as a job, which a worker runs; its id is printed."""
-    from control_plane.retention import service
+    from control_plane.retention import cleanup as cleanup_service
     from control_plane.retention.schemas import CleanupIn, CleanupOut
 
     body = validated(CleanupIn, scope=scope, scope_ref=ref, agent_id=agent,
                      older_than_days=_days(older_than, "older-than"),
                      exclude_keys=exclude_key or None, dry_run=dry_run)
     with _session(tenant, "run", group="cleanup") as (session, plane, actor):
-        result = service.cleanup(session, plane, actor, body)
+        result = cleanup_service.cleanup(session, plane, actor, body)
         answer: dict[str, Any] = (result.as_dict() if isinstance(result, CleanupOut)
                                   else {"job_id": str(result.id), "state": result.state})
     typer.echo(json.dumps(answer, default=str))

@@ -198,7 +198,7 @@ def serve(
     import uvicorn
 
     from control_plane.app import create_app
-    from control_plane.observability import configure_logging
+    from control_plane.observability.json_logs import configure_logging
     from storage_adapters.registry import MissingExtra
 
     settings = load_settings()

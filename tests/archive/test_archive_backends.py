@@ -26,7 +26,7 @@ DEFAULT = {"local": "standard", "s3": "STANDARD", "s3-versioned": "STANDARD",
 
 def raw_class(bucket: RawBucket, key: str) -> str:
     """The object's class as the backend's own client reports it."""
-    if bucket.name == "local":  # recorded beside the tenant's tree (storage_adapters/local.py)
+    if bucket.name == "local":  # recorded beside the tenant's tree (storage_adapters/localclasses)
         prefix, tenant_id, path = key.split("/", 2)
         record = bucket.root / prefix / tenant_id / ".memplane-class" / path  # type: ignore[attr-defined]
         return record.read_text() if record.exists() else "standard"

@@ -305,7 +305,7 @@ def test_dockerfile_is_slim_non_root_and_checks_readiness() -> None:
 
 
 def test_dashboard_names_only_metrics_the_server_exposes() -> None:
-    from control_plane.observability import DatabaseState, Metrics
+    from control_plane.observability.metrics import DatabaseState, Metrics
 
     dashboard = json.loads((DEPLOY / "grafana" / "memplane.json").read_text())
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from control_plane.compliance import export_collect
-from storage_adapters import azure, gcs, s3
+from storage_adapters import azure_listing, gcs_listing, s3_listing
 from tests.api.test_compliance import _address, _write_all
 from tests.support.buckets import RawBucket, S3Bucket
 from tests.support.service import Tenant
@@ -26,9 +26,9 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     """Batch deletes and export pages made small, so that the subject's memories take several
     of each on every vendor (the vendors' own limits — S3 1,000 keys a request, Azure 256, GCS
     100 — are held by each adapter's contract test, tests/storage_adapters/contract.py)."""
-    monkeypatch.setattr(s3, "DELETE_BATCH_LIMIT", 100)
-    monkeypatch.setattr(azure, "DELETE_BATCH_LIMIT", 40)
-    monkeypatch.setattr(gcs, "BATCH_LIMIT", 30)
+    monkeypatch.setattr(s3_listing, "DELETE_BATCH_LIMIT", 100)
+    monkeypatch.setattr(azure_listing, "DELETE_BATCH_LIMIT", 40)
+    monkeypatch.setattr(gcs_listing, "BATCH_LIMIT", 30)
     monkeypatch.setattr(export_collect, "PAGE", 50)
 
 

@@ -236,14 +236,15 @@ def test_a_checkpoint_with_more_writes_than_the_first_page_reads_on(
 
 def test_threads_stored_before_writes_moved_under_their_checkpoint_still_read_back(
         agent: memplane.Client, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memplane.integrations.langgraph import checkpointer as module
+    from memplane.integrations.langgraph import _checkpoint_layout as layout
+    from memplane.integrations.langgraph import _checkpoint_steps as steps
 
     # As the earlier layout stored them: writes at lg-checkpoint/<ns>/w/<id>/…, checkpoints
     # without the layout tag.
     with monkeypatch.context() as old:
-        old.setattr(module, "NESTED_TAG", module.TAG)
-        old.setattr(module, "_write_key", lambda ns, cid, task, idx: module._wire.join(
-            module.ROOT, [ns, "w", cid, task, str(idx)], limit=module.PART_LIMIT))
+        old.setattr(steps, "NESTED_TAG", layout.TAG)
+        old.setattr(steps, "write_key", lambda ns, cid, task, idx: steps._wire.join(
+            layout.ROOT, [ns, "w", cid, task, str(idx)], limit=layout.PART_LIMIT))
         saver = MemplaneCheckpointer(agent)
         first = _step(saver, "t-old", None, 0, writes=1)
         second = _step(saver, "t-old", first, 1, writes=1)

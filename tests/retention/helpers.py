@@ -20,7 +20,7 @@ from control_plane.holds import service as holds
 from control_plane.holds.schemas import HoldIn
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
-from control_plane.retention import service as retention
+from control_plane.retention import policies, sweep
 from control_plane.retention.schemas import PolicyIn
 from control_plane.runtime import Runtime
 from control_plane.tenants.service import create_tenant
@@ -50,7 +50,7 @@ def event(world: ServiceWorld, occurred_at: datetime, scope: str = "entity",
 
 def policy(world: ServiceWorld, **body: Any) -> uuid.UUID:
     with world.runtime.sessions() as session:
-        return retention.put_policy(session, world.actor, PolicyIn.model_validate(body)).id
+        return policies.put_policy(session, world.actor, PolicyIn.model_validate(body)).id
 
 
 def hold(world: ServiceWorld, **body: Any) -> str:
@@ -67,7 +67,7 @@ def lift(world: ServiceWorld, hold_id: str) -> None:
 
 def run(world: ServiceWorld, now: datetime, dry_run: bool = False) -> dict[str, Any]:
     with world.runtime.sessions() as session:
-        return retention.run_tenant(session, world.runtime.plane, world.tenant_id,
+        return sweep.run_tenant(session, world.runtime.plane, world.tenant_id,
                                     actor=world.actor, dry_run=dry_run, now=now)
 
 

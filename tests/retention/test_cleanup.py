@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from control_plane.db.models import AccessLog, Job
 from control_plane.jobs.worker import Worker
-from control_plane.retention import service as retention
+from control_plane.retention import cleanup
 from control_plane.retention.schemas import CleanupIn, CleanupOut
 from control_plane.tenants.access import Access, Grant
 from tests.retention.helpers import deletes, hold, objects, pointers, put
@@ -22,7 +22,7 @@ from tests.support.service import ServiceWorld
 def _cleanup(world: ServiceWorld, now: Any, access: Access | None = None,
              **body: Any) -> CleanupOut | Job:
     with world.runtime.sessions() as session:
-        return retention.cleanup(session, world.runtime.plane, world.actor,
+        return cleanup.cleanup(session, world.runtime.plane, world.actor,
                                  CleanupIn.model_validate(body), now=now,
                                  **({"access": access} if access else {}))
 
@@ -88,7 +88,7 @@ def test_a_scoped_key_cleans_only_what_it_may_see(world: ServiceWorld) -> None:
 def test_a_large_cleanup_runs_as_a_job(lone_world: ServiceWorld,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     world = lone_world
-    monkeypatch.setattr(retention, "CLEANUP_INLINE_LIMIT", 2)
+    monkeypatch.setattr(cleanup, "CLEANUP_INLINE_LIMIT", 2)
     clock = ManualWallClock()
     for n in range(5):
         put(world, "team", "t1", f"k{n}")

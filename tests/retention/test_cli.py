@@ -16,7 +16,7 @@ from control_plane.db.base import utcnow
 from control_plane.db.models import MemoryPointer
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
-from control_plane.retention import service as retention
+from control_plane.retention import policies
 from control_plane.retention.schemas import PolicyIn
 from control_plane.runtime import Runtime
 from control_plane.settings import Settings
@@ -50,7 +50,7 @@ def test_retention_cleanup_and_holds_commands(tmp_path: Path) -> None:
                 memories.set_value(session, runtime.plane, actor,
                                    MemoryAddress.parse(Scope(scope), ref, key), 1,
                                    MemoryMeta(agent_id="bot"))
-            retention.put_policy(session, actor, PolicyIn.model_validate(
+            policies.put_policy(session, actor, PolicyIn.model_validate(
                 {"scope": "user", "retention_days": 30, "auto_delete": True}))
             session.execute(update(MemoryPointer).values(
                 updated_at=utcnow() - timedelta(days=200)))

@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from control_plane.db.models import Job
 from control_plane.jobs.worker import Worker
-from control_plane.retention import service as retention
+from control_plane.retention import schedule, sweep
 from control_plane.retention.schemas import RetentionRunIn
 from tests.retention.helpers import backdate, deletes, objects, pointers, policy, put
 from tests.support.clock import ManualWallClock
@@ -23,7 +23,7 @@ from tests.support.service import ServiceWorld, SimulatedCrash
 def test_a_run_killed_half_way_and_rerun_deletes_each_due_item_once(
         lone_world: ServiceWorld, step: str, monkeypatch: pytest.MonkeyPatch) -> None:
     world = lone_world
-    monkeypatch.setattr(retention, "BATCH", 3)
+    monkeypatch.setattr(sweep, "BATCH", 3)
     clock = ManualWallClock()
     policy_id = policy(world, scope="user", retention_days=30, auto_delete=True)
     due = [put(world, "user", f"u{n % 2}", f"old-{n}") for n in range(8)]
@@ -40,7 +40,7 @@ def test_a_run_killed_half_way_and_rerun_deletes_each_due_item_once(
 
     world.runtime.plane.checkpoint = crash_on_second_batch
     with world.runtime.sessions() as session:
-        job = retention.start_run(session, world.actor, RetentionRunIn())
+        job = schedule.start_run(session, world.actor, RetentionRunIn())
     settings = world.runtime.settings
     first = Worker(world.runtime.sessions, world.runtime.plane, settings, owner="first",
                    clock=clock, lease_seconds=30)

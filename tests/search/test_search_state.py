@@ -26,7 +26,7 @@ from control_plane.embedders.schemas import EmbedderConfigIn
 from control_plane.errors import Conflict
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
-from control_plane.retention import service as retention
+from control_plane.retention import policies
 from control_plane.retention.schemas import PolicyIn
 from control_plane.runtime import Runtime
 from control_plane.search import indexer
@@ -78,11 +78,11 @@ def test_a_new_retention_policy_hides_at_once_in_another_runtime(
         session.commit()
     aged = _search(other, world, "dog biscuit nurse peanuts")
     with world.runtime.sessions() as session:  # through the first runtime
-        retention.put_policy(session, world.actor, PolicyIn(
+        policies.put_policy(session, world.actor, PolicyIn(
             scope=Scope.agent, retention_days=30, auto_delete=True))
     after = _search(other, world, "dog biscuit nurse peanuts")
     with world.runtime.sessions() as session:  # the policy stops deleting: seen again
-        retention.put_policy(session, world.actor, PolicyIn(
+        policies.put_policy(session, world.actor, PolicyIn(
             scope=Scope.agent, retention_days=30, auto_delete=False))
     relaxed = _search(other, world, "dog biscuit nurse peanuts")
 
@@ -228,9 +228,9 @@ def test_a_scope_wide_policy_beside_a_typed_one_is_applied_by_the_search(
             MemoryPointer.tenant_id == world.tenant_id, MemoryPointer.key == "pet")
             .values(updated_at=utcnow() - timedelta(days=40)))
         session.commit()
-        retention.put_policy(session, world.actor, PolicyIn(
+        policies.put_policy(session, world.actor, PolicyIn(
             scope=Scope.agent, memory_type="knowledge", retention_days=365, auto_delete=True))
-        retention.put_policy(session, world.actor, PolicyIn(
+        policies.put_policy(session, world.actor, PolicyIn(
             scope=Scope.agent, retention_days=30, auto_delete=True))
     hidden = _search(world.runtime, world, "dog biscuit nurse peanuts")
     with world.runtime.sessions() as session:  # "pet" becomes knowledge: its own 365 days

@@ -2,7 +2,7 @@
 
 With MEMPLANE_LOG_LEVEL=DEBUG the client libraries would log every request's headers and the
 remote's bodies (botocore: the session token in ``X-Amz-Security-Token``, the SigV4
-``Authorization``). The server's logging (observability.configure_logging) caps them at
+``Authorization``). The server's logging (observability.json_logs.configure_logging) caps them at
 WARNING and redacts credentials from every line, whatever the level.
 """
 
@@ -27,7 +27,7 @@ ACCESS_KEY = "ASIAFAKEKEYFORLOGS01"
 def debug_logging() -> Iterator[io.StringIO]:
     """The server's logging at DEBUG, as `memplane serve` sets it up, written into a buffer;
     restored afterwards."""
-    from control_plane.observability import configure_logging
+    from control_plane.observability.json_logs import configure_logging
 
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level

@@ -24,7 +24,7 @@ MAX_BODY = 64 * 1024
 MAX_OBJECT = 8 * 1024
 METRICS_TOKEN = "metrics-" + uuid.uuid4().hex
 JSON = {"content-type": "application/json"}
-MAX_JSON_DEPTH = 64  # control_plane.observability.MAX_JSON_DEPTH, the documented limit
+MAX_JSON_DEPTH = 64  # control_plane.observability.json_depth.MAX_JSON_DEPTH, the documented limit
 
 
 @pytest.fixture(scope="module")
@@ -121,22 +121,22 @@ def test_json_at_the_depth_limit_round_trips(tenant: Tenant) -> None:
 
 
 def test_depth_check_ignores_brackets_in_strings() -> None:
-    from control_plane.observability import MAX_JSON_DEPTH as limit
-    from control_plane.observability import _nests_deeper
+    from control_plane.observability.json_depth import MAX_JSON_DEPTH as limit
+    from control_plane.observability.json_depth import nests_deeper
 
     assert limit == MAX_JSON_DEPTH
-    assert _nests_deeper(json.dumps({"v": "[" * 500}).encode(), 64) is False
-    assert _nests_deeper(json.dumps({"v": '"\\[' * 500}).encode(), 64) is False
-    assert _nests_deeper(json.dumps({"v": "]" * 70, "w": _nested(70)}).encode(), 64) is True
-    assert _nests_deeper(json.dumps([{"a": [1, {"b": "["}]}] * 5000).encode(), 64) is False
-    assert _nests_deeper(json.dumps(_nested(64)).encode(), 64) is False
-    assert _nests_deeper(json.dumps(_nested(65)).encode(), 64) is True
-    assert _nests_deeper(b"[" * 70, 64) is False  # malformed: the parser says so
+    assert nests_deeper(json.dumps({"v": "[" * 500}).encode(), 64) is False
+    assert nests_deeper(json.dumps({"v": '"\\[' * 500}).encode(), 64) is False
+    assert nests_deeper(json.dumps({"v": "]" * 70, "w": _nested(70)}).encode(), 64) is True
+    assert nests_deeper(json.dumps([{"a": [1, {"b": "["}]}] * 5000).encode(), 64) is False
+    assert nests_deeper(json.dumps(_nested(64)).encode(), 64) is False
+    assert nests_deeper(json.dumps(_nested(65)).encode(), 64) is True
+    assert nests_deeper(b"[" * 70, 64) is False  # malformed: the parser says so
 
 
 @pytest.mark.timeout(60)
 def test_depth_check_is_linear_on_malformed_strings() -> None:
-    from control_plane.observability import _nests_deeper
+    from control_plane.observability.json_depth import nests_deeper
 
     # Escaped quotes with no closing one: a string pattern that restarts at every quote does
     # about n²/2 steps — for two million escapes, hours — where a linear scan takes well
@@ -144,8 +144,8 @@ def test_depth_check_is_linear_on_malformed_strings() -> None:
     # loaded machine cannot decide it) is what fails a quadratic check.
     for tail in (b"", b"\\"):
         body = b"[" * 65 + b'"' + b'\\"' * 2_000_000 + tail
-        assert _nests_deeper(body, 64) is False
-        assert _nests_deeper(b"[" * 65 + b'"x"' + b"]" * 65, 64) is True
+        assert nests_deeper(body, 64) is False
+        assert nests_deeper(b"[" * 65 + b'"x"' + b"]" * 65, 64) is True
 
 
 # --- 3. an out-of-range cursor is refused ----------------------------------------------------

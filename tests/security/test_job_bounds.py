@@ -24,7 +24,7 @@ from control_plane.db.models import Job
 from control_plane.jobs.limits import TooManyJobs
 from control_plane.jobs.service import JobContext, LeaseLost
 from control_plane.jobs.worker import Worker
-from control_plane.retention import service as retention
+from control_plane.retention import schedule
 from control_plane.retention.schemas import RetentionRunIn
 from control_plane.runtime import Runtime
 from control_plane.storage_config import service as storage
@@ -138,7 +138,7 @@ def test_concurrent_requests_never_pass_the_quota(runtime: Runtime) -> None:
         with runtime.sessions() as session:
             start.wait()
             try:
-                retention.start_run(session, actor, RetentionRunIn(dry_run=True))
+                schedule.start_run(session, actor, RetentionRunIn(dry_run=True))
                 answers.append("queued")
             except TooManyJobs as refused:
                 assert refused.status_code == 429

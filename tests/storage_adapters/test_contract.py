@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from storage_adapters import local as local_adapter
+from storage_adapters import localfiles
 from storage_adapters.base import (
     IntegrityError,
     ObjectExists,
@@ -98,18 +98,18 @@ class TestLocalContract(AdapterContract):
         assert (adapter.get("m/1"), adapter.get("a/1"), adapter.get("a/2")) == (
             b"one", b"first", b"second")
 
-    @pytest.mark.skipif(local_adapter._syncfs is None, reason="syncfs(2) is Linux's")
+    @pytest.mark.skipif(localfiles.syncfs is None, reason="syncfs(2) is Linux's")
     def test_put_many_flushes_the_file_system_once_before_it_answers(
             self, adapter: LocalAdapter, monkeypatch: pytest.MonkeyPatch) -> None:
         flushed: list[str] = []
         fsynced: list[int] = []
-        real = local_adapter._syncfs
+        real = localfiles.syncfs
 
         def spy(fd: int) -> int:
             flushed.append(os.readlink(f"/proc/self/fd/{fd}"))
             return real(fd)  # type: ignore[no-any-return, misc]
 
-        monkeypatch.setattr(local_adapter, "_syncfs", spy)
+        monkeypatch.setattr(localfiles, "syncfs", spy)
         monkeypatch.setattr(os, "fsync", fsynced.append)
         assert adapter.put_many([("m/1", b"one"), ("m/2", b"two"), ("n/3", b"three")]) == [
             None, None, None]
@@ -131,7 +131,7 @@ class TestLocalContract(AdapterContract):
             synced.append(os.readlink(f"/proc/self/fd/{fd}"))
             real(fd)
 
-        monkeypatch.setattr(local_adapter, "_syncfs", None)
+        monkeypatch.setattr(localfiles, "syncfs", None)
         monkeypatch.setattr(os, "fsync", spy)
         assert adapter.put_many([("m/1", b"one"), ("m/2", b"two"), ("n/3", b"three")]) == [
             None, None, None]
@@ -150,7 +150,7 @@ class TestLocalContract(AdapterContract):
             raise OSError(errno.EIO, "Input/output error")
 
         adapter.put("a/1", b"first")
-        monkeypatch.setattr(local_adapter, "_syncfs",
+        monkeypatch.setattr(localfiles, "syncfs",
                             broken_syncfs if flush == "syncfs" else None)
         monkeypatch.setattr(os, "fsync", broken_fsync)
         answers = adapter.put_many([("m/1", b"one"), ("a/1", b"again")])
@@ -164,7 +164,7 @@ class TestLocalContract(AdapterContract):
         place: the temporary directory's entries never change, so its mtime stays. Without
         O_TMPFILE a named temporary is made and removed. Either way nothing is left."""
         if not unnamed:
-            monkeypatch.setattr(local_adapter, "_UNNAMED_FLAGS", None)
+            monkeypatch.setattr(localfiles, "UNNAMED_FLAGS", None)
         adapter = LocalAdapter(tmp_path / "bucket")
         temporaries = adapter.root / ".memplane-tmp"
         adapter.put("warm/1", b"the first put probes the file system")
@@ -185,7 +185,7 @@ class TestLocalContract(AdapterContract):
     def test_a_put_into_a_directory_removed_since_the_last_put_makes_it_again(
             self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unnamed: bool) -> None:
         if not unnamed:
-            monkeypatch.setattr(local_adapter, "_UNNAMED_FLAGS", None)
+            monkeypatch.setattr(localfiles, "UNNAMED_FLAGS", None)
         adapter = LocalAdapter(tmp_path / "bucket")
         adapter.put("d/e/1", b"one")
         assert adapter.put_many([("d/e/2", b"two")]) == [None]

@@ -1,0 +1,56 @@
+"""Every table of the control plane. Metadata only: no memory content lives here (I7).
+
+Each module holds one domain's tables; importing this package registers them all with
+``Base.metadata`` (what Alembic compares the migrations against) and exposes every model.
+"""
+
+from .audit import AccessLog, AuditHead
+from .compliance import ErasureReceipt, LegalHold, RetentionPolicy, SubjectErasure
+from .conversations import Conversation, ConversationMessage
+from .idempotency import IdempotentResponse
+from .jobs import Job
+from .keys import KekVersion, SubjectKey
+from .memories import (
+    VECTOR_SUFFIX,
+    WANTS_VECTOR,
+    Compaction,
+    CompactionEvent,
+    EntryTerm,
+    GcCandidate,
+    MemoryEvent,
+    MemoryPointer,
+    SearchSegment,
+)
+from .tenant_settings import AgentSettings, CompactorSettings, EmbedderConfig, SummarizerConfig
+from .tenants import ApiKey, StorageConfig, Tenant
+
+__all__ = [
+    "VECTOR_SUFFIX",
+    "WANTS_VECTOR",
+    "AccessLog",
+    "AgentSettings",
+    "ApiKey",
+    "AuditHead",
+    "Compaction",
+    "CompactionEvent",
+    "CompactorSettings",
+    "Conversation",
+    "ConversationMessage",
+    "EmbedderConfig",
+    "EntryTerm",
+    "ErasureReceipt",
+    "GcCandidate",
+    "IdempotentResponse",
+    "Job",
+    "KekVersion",
+    "LegalHold",
+    "MemoryEvent",
+    "MemoryPointer",
+    "RetentionPolicy",
+    "SearchSegment",
+    "StorageConfig",
+    "SubjectErasure",
+    "SubjectKey",
+    "SummarizerConfig",
+    "Tenant",
+]

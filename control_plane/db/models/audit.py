@@ -1,0 +1,60 @@
+"""The audit log: its rows and the end of each tenant's sealed chain."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import Boolean, ForeignKey, Index, String, Text, UniqueConstraint, Uuid, text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from ..base import Base, BigId, UTCDateTime, utcnow
+
+
+class AccessLog(Base):
+    """Append-only audit rows. ``seq``, ``prev_hash`` and ``row_hash`` are filled in by the
+    sealer, which chains rows per tenant in order without making writers wait on a lock."""
+
+    __tablename__ = "access_logs"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "seq"),
+        Index("ix_access_logs_unsealed", "tenant_id", "id",
+              postgresql_where=text("seq IS NULL"), sqlite_where=text("seq IS NULL")),
+        Index(None, "tenant_id", "pointer_id"),
+        Index(None, "tenant_id", "accessed_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    seq: Mapped[int | None] = mapped_column(BigId, nullable=True)
+    pointer_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, nullable=True)
+    event_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, nullable=True)
+    accessor_type: Mapped[str] = mapped_column(String(16))
+    accessor_id: Mapped[str] = mapped_column(String(256))
+    agent_id: Mapped[str | None] = mapped_column(String(256), nullable=True)  # agent keys'
+    operation: Mapped[str] = mapped_column(String(32))
+    success: Mapped[bool] = mapped_column(Boolean)
+    detail: Mapped[str] = mapped_column(Text, default="")
+    request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    accessed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    prev_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    row_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+class AuditHead(Base):
+    """The end of each tenant's sealed chain; the sealer locks this row, writers never do."""
+
+    __tablename__ = "audit_heads"
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True
+    )
+    last_seq: Mapped[int] = mapped_column(BigId, default=0)
+    last_hash: Mapped[str] = mapped_column(String(64))
+    sealed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # The latest signed checkpoint written into the tenant's bucket (audit/checkpoints.py).
+    anchored_seq: Mapped[int] = mapped_column(BigId, default=0, server_default="0")
+    anchored_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    anchor_attempted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    anchor_problem: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    anchor_config_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, nullable=True)
