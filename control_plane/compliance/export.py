@@ -103,7 +103,7 @@ from ..events import service as events
 from ..jobs import repository as jobs_repo
 from ..jobs.service import JobContext
 from ..keys import service as keys
-from ..memories import service as memories
+from ..memories.api import serialise
 from ..storage_config.plane import DataPlane, storage_errors
 from . import export_items, subjects
 from .zipwriter import Deflater, ZipWriter
@@ -281,7 +281,7 @@ def _export_events(ctx: JobContext, archive: ZipWriter, events_file: IO[bytes],
                 not_exported.append({"what": "raw event body", "event_id": str(event.id),
                                      "why": _EVENT_WHY[failed[event.id]]})
             else:
-                data = memories.serialise(bodies[event.id])
+                data = serialise(bodies[event.id])
                 name = f"events/{event.id}.json"
                 archive.add_bytes(name, data)
                 digest = hashlib.sha256(data).hexdigest()

@@ -42,20 +42,18 @@ from ..kit import decode_uuid_cursor, encode_cursor, page_limit, request_id_var,
 from ..memories import batch_gets
 from ..memories import repository as memories_repo
 from ..memories.addresses import MemoryAddress, Scope, nfc
-from ..memories.delete import _finish_deletes as finish_deletes
-from ..memories.read import read_pointer
-from ..memories.shared import (
+from ..memories.api import (
     CommitUncertain,
+    after_commit,
+    check_size,
     delete_quietly,
-    given,
-    keyring_of,
-    sealed_address,
+    finish_deletes,
+    key_destroyed,
+    replay_of,
+    serialise,
 )
-from ..memories.write import _after_commit as after_commit
-from ..memories.write import _check_size as check_size
-from ..memories.write import _key_destroyed as key_destroyed
-from ..memories.write import _replay as replay_of
-from ..memories.write import serialise
+from ..memories.read import read_pointer
+from ..memories.shared import given, keyring_of, sealed_address
 from ..storage_config.plane import DataPlane, Target, storage_errors
 from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check

@@ -62,8 +62,9 @@ from ..errors import DomainError
 from ..keys import service as keys
 from ..kit import sha256_hex
 from ..memories import repository as memories_repo
+from ..memories.api import delete_quietly
 from ..memories.batch_sets import all_near
-from ..memories.shared import delete_quietly, keyring_of
+from ..memories.shared import keyring_of
 from ..storage_config.plane import DataPlane, Target
 from ..storage_config.shared_pool import SharedPool
 from . import codec, store
