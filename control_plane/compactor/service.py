@@ -413,7 +413,7 @@ class _Run:
         transaction (``entries.create_entries``). If one of its buckets was compacted by
         another run meanwhile, or its subject's erasure began, the group commits nothing and
         its entries are written one by one, each landing or being passed over on its own."""
-        from ..entries import service as entries
+        from ..entries import group as entries
 
         tasks = [t for t in group.writes if (t.bucket.scope, t.bucket.scope_ref) not in self.done]
         if len(tasks) <= 1:
