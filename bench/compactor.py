@@ -30,8 +30,8 @@ from control_plane.db.models import MemoryEvent, MemoryPointer
 from control_plane.events import service as events
 from control_plane.keys import service as keys
 from control_plane.kit import sha256_hex
+from control_plane.memories.api import serialise
 from control_plane.memories.shared import keyring_of
-from control_plane.memories.write import serialise
 from control_plane.runtime import Runtime
 from control_plane.settings import Settings
 from control_plane.tenants.service import create_tenant

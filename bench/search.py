@@ -91,10 +91,12 @@ def _runtime(database: str) -> Iterator[Runtime]:
 
 
 def _fill(runtime: Runtime, actor: Actor, ref: str, texts: list[str], chunk: int = 500) -> float:
-    """The scope filled through the write service's batch protocol (``write.prepare_fast``:
-    lookup and sealed put per memory, then ``hotpath.commit_writes``: one transaction per
-    ``chunk`` memories, each with its audit row) — as ``POST /v1/memories:batch`` does."""
-    from control_plane.memories import hotpath, write
+    """The scope filled through the write service's batch protocol
+    (``write_fast.prepare_fast``: lookup and sealed put per memory, then
+    ``hotpath_commit.commit_writes``: one transaction per ``chunk`` memories, each with its
+    audit row) — as ``POST /v1/memories:batch`` does."""
+    from control_plane.memories import hotpath_commit, write_fast
+    from control_plane.memories.api import serialise
 
     began = time.perf_counter()
     with runtime.sessions() as session:
@@ -104,13 +106,13 @@ def _fill(runtime: Runtime, actor: Actor, ref: str, texts: list[str], chunk: int
                 address, meta = MemoryAddress.parse(Scope.agent, ref, f"m{i}"), MemoryMeta()
                 target = runtime.plane.for_memory(session, actor.tenant_id, address.scope,
                                                   meta.agent_id, meta.user_id)
-                request = write.prepare_fast(session, runtime.plane, actor, address, target,
-                                             write.serialise(texts[i]), meta)
+                request = write_fast.prepare_fast(session, runtime.plane, actor, address,
+                                                  target, serialise(texts[i]), meta)
                 if request is None:  # the scope's key did not exist yet: the general path
                     _write(runtime, actor, ref, [texts[i]], i)
                     continue
                 prepared.append(request)
-            hotpath.commit_writes(session, prepared)
+            hotpath_commit.commit_writes(session, prepared)
     return time.perf_counter() - began
 
 

@@ -220,7 +220,7 @@ class Writer:
         transaction (``entries.create_entries``). If one of its buckets was compacted by
         another run meanwhile, or its subject's erasure began, the group commits nothing and
         its entries are written one by one, each landing or being passed over on its own."""
-        from ..entries import service as entries
+        from ..entries import group as entries
 
         run = self.run
         tasks = [t for t in group.writes if (t.bucket.scope, t.bucket.scope_ref) not in run.done]

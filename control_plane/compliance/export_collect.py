@@ -22,7 +22,7 @@ from ..errors import HashMismatch
 from ..events import repository as events_repo
 from ..events import service as events
 from ..jobs.service import JobContext
-from ..memories import service as memories
+from ..memories.api import serialise
 from . import export_items, subjects
 from .zipwriter import ZipWriter
 
@@ -111,7 +111,7 @@ def _export_events(ctx: JobContext, archive: ZipWriter, events_file: IO[bytes],
                 not_exported.append({"what": "raw event body", "event_id": str(event.id),
                                      "why": _EVENT_WHY[failed[event.id]]})
             else:
-                data = memories.serialise(bodies[event.id])
+                data = serialise(bodies[event.id])
                 name = f"events/{event.id}.json"
                 archive.add_bytes(name, data)
                 digest = hashlib.sha256(data).hexdigest()

@@ -12,7 +12,9 @@ treat it as they treat every pointer. Writes follow DESIGN §4 exactly as memori
      commit — only then does the API answer;
   4. after the commit, delete the superseded object (best effort; orphan GC finishes).
 A crash between 2 and 3 leaves an orphan object GC removes. Reads go through the memories
-read path (verified, I3); deletes through its delete protocol.
+read path (verified, I3); deletes through its delete protocol. The steps shared with memories
+by key come from the memories domain's public API (``memories.api``); the entry's object
+(path, key, put) is in ``objects``, and the compactor's group write in ``group``.
 
 These functions commit at the steps above, because the bucket is not in the transaction.
 """
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import exc as sa_exc
@@ -38,29 +40,27 @@ from ..errors import Conflict, DomainError, Forbidden, HashMismatch, InvalidInpu
 from ..holds.guard import ensure_writable
 from ..holds.service import ensure_not_held
 from ..idempotency import Idempotency, Replay
-from ..keys import service as keys
-from ..kit import decode_uuid_cursor, encode_cursor, page_limit, request_id_var, sha256_hex
+from ..kit import decode_uuid_cursor, encode_cursor, page_limit, sha256_hex
 from ..memories import batch_gets
 from ..memories import repository as memories_repo
-from ..memories.delete import _finish_deletes as finish_deletes
-from ..memories.read import read_pointer
-from ..memories.shared import (
+from ..memories.api import (
     CommitUncertain,
+    after_commit,
+    check_size,
+    commit_or_uncertain,
     delete_quietly,
-    given,
-    keyring_of,
-    sealed_address,
+    finish_deletes,
+    replay_of,
+    serialise,
 )
-from ..memories.write import _after_commit as after_commit
-from ..memories.write import _check_size as check_size
-from ..memories.write import _key_destroyed as key_destroyed
-from ..memories.write import _replay as replay_of
-from ..memories.write import serialise
-from ..storage_config.plane import DataPlane, Target, storage_errors
+from ..memories.read import read_pointer
+from ..memories.shared import given, sealed_address
+from ..storage_config.plane import DataPlane
 from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo
 from . import terms as blind
+from .objects import check_adoptable, put_object, subject_key
 from .repository import ENTRY
 from .schemas import EntryIn, EntryOut, EntryUpdate
 
@@ -84,15 +84,6 @@ def stored_answer(pointer: MemoryPointer) -> dict[str, object]:
     return EntryOut.with_summary(pointer, None).model_dump(mode="json")
 
 
-def _user_ref(address: MemoryAddress) -> str | None:
-    return address.scope_ref if address.scope == "user" else None
-
-
-def _object_path(target: Target, address: MemoryAddress, pointer_id: uuid.UUID) -> str:
-    # "@" is never in a key's segment (keys are percent-encoded), so no key's directory
-    # meets an entry's; both stay under memories/ where GC, integrity and erasure look.
-    return target.path(f"{address.scope_dir()}/@entries/{pointer_id.hex}/{new_id().hex}.json")
-
 
 def _agent(access: Access, agent_id: str | None) -> str | None:
     """A key with an agent id writes as that agent (as memories by key do)."""
@@ -100,32 +91,6 @@ def _agent(access: Access, agent_id: str | None) -> str | None:
         return access.agent_id if access.agent_id is not None else agent_id
     raise Forbidden(f"this key writes as agent {access.agent_id!r}; leave agent_id out or "
                     f"send that one")
-
-
-def _subject_key(session: Session, plane: DataPlane, actor: Actor, address: MemoryAddress,
-                 subject_user: str | None) -> keys.SubjectKeyHandle | None:
-    ring = keyring_of(plane)
-    if not ring.enabled:
-        return None
-    subject = keys.subject_of(address.scope, address.scope_ref, subject_user)
-    return keys.key_for_write(session, ring, actor.tenant_id, subject)
-
-
-def _put(plane: DataPlane, target: Target, actor: Actor, address: MemoryAddress,
-         pointer_id: uuid.UUID, key: keys.SubjectKeyHandle | None, payload: bytes) -> str:
-    path = _object_path(target, address, pointer_id)
-    blob = keys.seal_object(keyring_of(plane), actor.tenant_id, key, path, pointer_id, payload)
-    with storage_errors():
-        target.adapter.put(path, blob)
-    return path
-
-
-def _check_adoptable(session: Session, target: Target, path: str,
-                     key: keys.SubjectKeyHandle | None) -> None:
-    """The object may become the pointer's: its subject key still lives (no erasure of the
-    subject completed since the lookup) and orphan GC has not marked it."""
-    if key_destroyed(session, key) or memories_repo.gc_marked(session, target.config_id, [path]):
-        raise Conflict("the entry's data subject changed while it was being written; retry")
 
 
 def create_entry(session: Session, plane: DataPlane, actor: Actor, spec: EntryIn, *,
@@ -146,7 +111,7 @@ def create_entry(session: Session, plane: DataPlane, actor: Actor, spec: EntryIn
     """
     address = MemoryAddress.parse(spec.scope, spec.scope_ref)
     user_id = nfc(spec.user_id) if spec.user_id is not None else None
-    subject_user = user_id if user_id is not None else _user_ref(address)
+    subject_user = user_id if user_id is not None else address.user_ref
     with audited(session, actor, "write", detail=f"{address.scope} entry",
                  private=(*address.personal, user_id)):
         access_check(session, actor, access, address.scope, address.scope_ref,
@@ -156,22 +121,22 @@ def create_entry(session: Session, plane: DataPlane, actor: Actor, spec: EntryIn
         replay = replay_of(session, actor, idem)
         if replay is not None:
             return replay
-        ensure_writable(session, actor.tenant_id, subject_user, _user_ref(address))
+        ensure_writable(session, actor.tenant_id, subject_user, address.user_ref)
         payload = serialise(spec.summary)
         check_size(plane, len(payload))
         found = blind.terms(blind.index_key(plane, actor.tenant_id), (spec.title, spec.summary))
         target = plane.active(session, actor.tenant_id)
-        key = _subject_key(session, plane, actor, address, subject_user)
+        key = subject_key(session, plane, actor, address, subject_user)
         new_pointer = pointer_id or new_id()
         session.commit()  # no transaction stays open across bucket I/O
         plane.checkpoint("entry:after_lookup")
-        path = _put(plane, target, actor, address, new_pointer, key, payload)
+        path = put_object(plane, target, actor, address, new_pointer, key, payload)
         plane.checkpoint("entry:after_put")
         with write_lock or contextlib.nullcontext():
             try:
                 begin_write(session)
-                _check_adoptable(session, target, path, key)
-                ensure_writable(session, actor.tenant_id, subject_user, _user_ref(address))
+                check_adoptable(session, target, path, key)
+                ensure_writable(session, actor.tenant_id, subject_user, address.user_ref)
                 now = utcnow()
                 pointer = MemoryPointer(
                     id=new_pointer, tenant_id=actor.tenant_id, scope_type=address.scope,
@@ -195,7 +160,7 @@ def create_entry(session: Session, plane: DataPlane, actor: Actor, spec: EntryIn
                 if extra is not None:
                     extra(session, pointer)
                 plane.checkpoint("entry:before_commit")
-                _commit(session)
+                commit_or_uncertain(session)
             except CommitUncertain as exc:
                 session.rollback()
                 raise exc.original from None  # keep the object: the commit may have landed
@@ -211,171 +176,6 @@ def create_entry(session: Session, plane: DataPlane, actor: Actor, spec: EntryIn
                 delete_quietly(target, [path])
                 raise
         return pointer
-
-
-@dataclass(frozen=True)
-class NewEntry:
-    """One entry of a group (``create_entries``): its id, what it holds, and one more audit
-    row (operation, detail) to record beside its ``write`` row, if any."""
-
-    pointer_id: uuid.UUID
-    spec: EntryIn
-    audit: tuple[str, str] | None = None
-
-
-@dataclass(frozen=True)
-class _Staged:
-    item: NewEntry
-    address: MemoryAddress
-    subject_user: str | None
-    payload: bytes
-    terms: list[str]
-
-
-GroupExtra = Callable[[Session, Sequence[uuid.UUID]], None]
-
-
-def create_entries(session: Session, plane: DataPlane, actor: Actor,
-                   items: Sequence[NewEntry], *, source: str, extra: GroupExtra,
-                   write_lock: contextlib.AbstractContextManager[object] | None = None,
-                   put_map: Callable[[Callable[[int], None], range], Iterable[None]] = map,
-                   ) -> None:
-    """Write several entries of one tenant as one group (the compactor's path): the same
-    protocol as :func:`create_entry`, once for all of them.
-
-      1. serialise each summary, hash it, derive its terms; look the subjects' keys up in
-         one statement and check the erasure guard once for every subject;
-      2. put every sealed object (side by side through ``put_map``; no transaction open);
-      3. one transaction: the adoptability checks for every object at once, all pointers,
-         terms and audit rows in one multi-row INSERT each, ``extra(session, ids)`` (the
-         compactor's marks and provenance), one commit.
-
-    The group lands whole or not at all: if anything raises before the commit, nothing is
-    committed, every object of the group is deleted (or left to orphan GC after a crash)
-    and the error propagates — the caller decides whether to write the entries one by one.
-    Writes as the caller's system actor: no idempotency key, no agent, every scope.
-    """
-    staged = []
-    private: list[str | None] = []
-    index_key = blind.index_key(plane, actor.tenant_id)
-    for item in items:
-        spec = item.spec
-        address = MemoryAddress.parse(spec.scope, spec.scope_ref)
-        user_id = nfc(spec.user_id) if spec.user_id is not None else None
-        payload = serialise(spec.summary)
-        check_size(plane, len(payload))
-        staged.append(_Staged(item, address,
-                              user_id if user_id is not None else _user_ref(address), payload,
-                              blind.terms(index_key, (spec.title, spec.summary))))
-        private.extend((*address.personal, user_id))
-    with audited(session, actor, "write", detail=f"{len(staged)} entries", private=private):
-        guarded = [s for e in staged for s in (e.subject_user, _user_ref(e.address))]
-        ensure_writable(session, actor.tenant_id, *guarded)
-        target = plane.active(session, actor.tenant_id)
-        handles = _subject_keys(session, plane, actor, staged)
-        session.commit()  # no transaction stays open across bucket I/O
-        plane.checkpoint("entry:after_lookup")
-        paths = [_object_path(target, e.address, e.item.pointer_id) for e in staged]
-        ring = keyring_of(plane)
-
-        def put(n: int) -> None:
-            entry = staged[n]
-            blob = keys.seal_object(ring, actor.tenant_id, handles[n], paths[n],
-                                    entry.item.pointer_id, entry.payload)
-            with storage_errors():
-                target.adapter.put(paths[n], blob)
-
-        try:
-            for _ in put_map(put, range(len(staged))):
-                pass
-        except Exception:
-            delete_quietly(target, paths)  # deleting one never put succeeds too
-            raise
-        plane.checkpoint("entry:after_put")
-        with write_lock or contextlib.nullcontext():
-            try:
-                begin_write(session)
-                live = {h.id: h for h in handles if h is not None}
-                if (repo.any_key_destroyed(session, list(live))
-                        or memories_repo.gc_marked(session, target.config_id, paths)):
-                    raise Conflict("an entry's data subject changed while it was being "
-                                   "written; retry")
-                ensure_writable(session, actor.tenant_id, *guarded)
-                _insert_group(session, actor, target, staged, paths, handles, source)
-                extra(session, [e.item.pointer_id for e in staged])
-                plane.checkpoint("entry:before_commit")
-                _commit(session)
-            except CommitUncertain as exc:
-                session.rollback()
-                raise exc.original from None  # keep the objects: the commit may have landed
-            except Exception:
-                session.rollback()
-                delete_quietly(target, paths)
-                raise
-
-
-def _subject_keys(session: Session, plane: DataPlane, actor: Actor,
-                  staged: Sequence[_Staged]) -> list[keys.SubjectKeyHandle | None]:
-    """Each staged entry's subject key: the live ones in one statement, a missing one
-    created (``keys.key_for_write``, in a transaction of its own)."""
-    ring = keyring_of(plane)
-    if not ring.enabled:
-        return [None] * len(staged)
-    wanted = [keys.subject_of(e.address.scope, e.address.scope_ref, e.subject_user)
-              for e in staged]
-    found: dict[tuple[str, str], keys.SubjectKeyHandle] = {
-        subject: keys.handle_of(session, ring, actor.tenant_id, key_id, subject, wrapped,
-                                kek_version_id)
-        for key_id, subject, wrapped, kek_version_id in repo.live_keys(
-            session, actor.tenant_id, set(wanted))}
-    for subject in wanted:
-        if subject not in found:
-            found[subject] = keys.key_for_write(session, ring, actor.tenant_id, subject)
-    return [found[subject] for subject in wanted]
-
-
-def _insert_group(session: Session, actor: Actor, target: Target, staged: Sequence[_Staged],
-                  paths: Sequence[str], handles: Sequence[keys.SubjectKeyHandle | None],
-                  source: str) -> None:
-    """A group's pointers, terms and audit rows: one multi-row INSERT each."""
-    now, request_id = utcnow(), request_id_var.get()
-    pointers: list[dict[str, object]] = []
-    terms: list[dict[str, object]] = []
-    rows: list[dict[str, object]] = []
-    for entry, path, key in zip(staged, paths, handles, strict=True):
-        spec, pointer_id = entry.item.spec, entry.item.pointer_id
-        pointers.append({
-            "id": pointer_id, "tenant_id": actor.tenant_id, "scope_type": entry.address.scope,
-            "scope_ref": entry.address.scope_ref, "key": None, "memory_type": ENTRY,
-            "subject_user_id": entry.subject_user, "agent_id": None, "title": spec.title,
-            "tags": list(dict.fromkeys(spec.tags)), "importance": spec.importance,
-            "source": source, "storage_config_id": target.config_id, "storage_path": path,
-            "content_sha256": sha256_hex(entry.payload), "content_size": len(entry.payload),
-            "sync_status": "synced", "version": 1, "has_embeddings": False,
-            "created_at": now, "updated_at": now})
-        terms.extend({"pointer_id": pointer_id, "term": t, "tenant_id": actor.tenant_id}
-                     for t in entry.terms)
-        audited_rows = [("write", f"{entry.address.scope} entry v1 {len(entry.payload)} "
-                                  f"bytes{sealed_address(actor, entry.address, key)}")]
-        if entry.item.audit is not None:
-            audited_rows.append(entry.item.audit)
-        rows.extend({
-            "tenant_id": actor.tenant_id, "pointer_id": pointer_id, "event_id": None,
-            "accessor_type": actor.accessor_type, "accessor_id": actor.accessor_id,
-            "agent_id": actor.agent_id, "operation": operation, "success": True,
-            "detail": detail[:2000], "request_id": request_id, "accessed_at": now}
-            for operation, detail in audited_rows)
-    repo.insert_rows(session, repo.POINTERS, pointers)
-    repo.insert_rows(session, repo.TERMS, terms)
-    repo.insert_rows(session, repo.AUDIT, rows)
-
-
-def _commit(session: Session) -> None:
-    try:
-        session.commit()
-    except sa_exc.OperationalError as exc:  # the connection died: the outcome is unknown
-        raise CommitUncertain(exc) from exc
-
 
 def _is_entry(pointer: MemoryPointer | None) -> bool:
     return (pointer is not None and pointer.key is None and pointer.memory_type == ENTRY
@@ -427,23 +227,23 @@ def update_entry(session: Session, plane: DataPlane, actor: Actor, entry_id: uui
             return replay
         address = MemoryAddress(seen.scope_type, seen.scope_ref)
         subject_user = seen.subject_user_id
-        ensure_writable(session, actor.tenant_id, subject_user, _user_ref(address))
+        ensure_writable(session, actor.tenant_id, subject_user, address.user_ref)
         payload = serialise(spec.summary)
         check_size(plane, len(payload))
         found = blind.terms(blind.index_key(plane, actor.tenant_id), (spec.title, spec.summary))
         target = plane.active(session, actor.tenant_id)
-        key = _subject_key(session, plane, actor, address, subject_user)
+        key = subject_key(session, plane, actor, address, subject_user)
         session.commit()
         plane.checkpoint("entry:after_lookup")
-        path = _put(plane, target, actor, address, seen.id, key, payload)
+        path = put_object(plane, target, actor, address, seen.id, key, payload)
         plane.checkpoint("entry:after_put")
         try:
             begin_write(session)
             pointer = _find(session, actor, access, entry_id, "write", for_update=True)
             if pointer.subject_user_id != subject_user:
                 raise Conflict("the entry changed while it was being written; retry")
-            _check_adoptable(session, target, path, key)
-            ensure_writable(session, actor.tenant_id, subject_user, _user_ref(address))
+            check_adoptable(session, target, path, key)
+            ensure_writable(session, actor.tenant_id, subject_user, address.user_ref)
             superseded = (pointer.storage_config_id, pointer.storage_path)
             pointer.title = spec.title
             pointer.tags = list(dict.fromkeys(spec.tags))
@@ -462,7 +262,7 @@ def update_entry(session: Session, plane: DataPlane, actor: Actor, entry_id: uui
                 idempotency.remember(session, actor, idem, 200,
                                      stored_answer(pointer))
             plane.checkpoint("entry:before_commit")
-            _commit(session)
+            commit_or_uncertain(session)
         except CommitUncertain as exc:
             session.rollback()
             raise exc.original from None

@@ -54,14 +54,8 @@ from ..holds.guard import erasure_in_progress
 from ..idempotency import Idempotency, Replay
 from ..keys import service as keys
 from ..kit import decode_cursor, encode_cursor, page_limit, sha256_hex
-from ..memories.shared import (
-    CommitUncertain,
-    delete_quietly,
-    given,
-    keyring_of,
-    sealed_address,
-)
-from ..memories.write import serialise
+from ..memories.api import CommitUncertain, delete_quietly, serialise
+from ..memories.shared import given, keyring_of, sealed_address
 from ..storage_config.plane import DataPlane, Target, storage_errors
 from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check

@@ -1,5 +1,5 @@
-"""A batch's sets, side by side: the single write's fast path (``write.prepare_fast`` then
-``hotpath.commit_writes``) with its per-item round trips gathered.
+"""A batch's sets, side by side: the single write's fast path (``write_fast.prepare_fast``
+then ``hotpath_commit.commit_writes``) with its per-item round trips gathered.
 
 For every set alone at its address the checks run in the request's thread (role, scoped
 key, agent, size, target: the single request's sentences and failure audit rows), then ONE
@@ -32,19 +32,13 @@ from ..errors import DomainError
 from ..storage_config.plane import DataPlane, Target, storage_errors
 from ..storage_config.shared_pool import SharedPool
 from ..tenants.service import Caller, require_role
-from . import hotpath
+from . import hotpath, hotpath_commit
+from .api import check_size, delete_quietly, serialise
 from .schemas import MemoryMeta, pointer_json
-from .shared import delete_quietly, ensure_visible, remember_key
-from .write import (
-    _as_agent,
-    _check_size,
-    bind_fast,
-    put_fast,
-    request_fast,
-    seal_fast,
-    serialise,
-    settle_fast,
-)
+from .shared import ensure_visible, remember_key
+from .write import as_agent
+from .write_fast import bind_fast, put_fast, request_fast, seal_fast, settle_fast
+from .write_request import WriteRequest
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +100,7 @@ class Prepared:
 
     item: SetItem
     target: Target
-    request: hotpath.WriteRequest
+    request: WriteRequest
 
 
 @dataclass(frozen=True)
@@ -146,9 +140,9 @@ def prepare_sets(session: Session, plane: DataPlane, caller: Caller, items: list
             with audited(session, actor, "write", detail=address.scope,
                          private=(*address.personal, meta.user_id)):
                 ensure_visible(session, actor, caller.access, address, "write")
-                meta = _as_agent(caller.access, meta)
+                meta = as_agent(caller.access, meta)
                 payload = serialise(item.value)
-                _check_size(plane, len(payload))
+                check_size(plane, len(payload))
                 target = plane.for_memory(session, actor.tenant_id, address.scope,
                                           meta.agent_id, meta.user_id)
         except DomainError as exc:
@@ -257,13 +251,13 @@ def _store(plane: DataPlane, actor: Any, bound: list[_Bound]) -> list[Prepared |
 
 def commit_sets(session: Session, plane: DataPlane, caller: Caller, prepared: list[Prepared]
                 ) -> tuple[dict[int, dict[str, Any]], list[SetItem]]:
-    """Step 3 for every prepared set in one transaction (``hotpath.commit_writes``); the
+    """Step 3 for every prepared set in one transaction (``hotpath_commit.commit_writes``); the
     answers by index, and the items the general path must still run (their row changed)."""
     answers: dict[int, dict[str, Any]] = {}
     retry: list[SetItem] = []
     try:
         plane.checkpoint("write:before_commit")
-        outcomes = hotpath.commit_writes(session, [p.request for p in prepared])
+        outcomes = hotpath_commit.commit_writes(session, [p.request for p in prepared])
     except sa_exc.OperationalError:
         # The commit may have landed: the objects stay (a pointer may name them; GC
         # removes them if not). Every item answers what the single request would.

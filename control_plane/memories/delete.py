@@ -1,13 +1,11 @@
 """Memories by key, the delete protocol: mark ``pending_delete`` (commit), delete the
-object, delete the row with its audit row (commit). A crash in between leaves a
-``pending_delete`` row the reconciler finishes.
+object, delete the row with its audit row (commit; ``api.finish_deletes``). A crash in
+between leaves a ``pending_delete`` row the reconciler finishes.
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Callable
 
 from sqlalchemy.orm import Session
 
@@ -16,17 +14,15 @@ from ..audit import service as audit
 from ..audit.service import Actor, audited
 from ..db.base import utcnow
 from ..db.engine import begin_write
-from ..db.models import MemoryPointer
 from ..errors import NotFound
 from ..holds.guard import ensure_writable
 from ..holds.service import ensure_not_held, ensure_scope_not_held
-from ..storage_config.plane import DataPlane, storage_errors
+from ..storage_config.plane import DataPlane
 from ..tenants.access import EVERYTHING, Access
 from . import guesses
 from . import repository as repo
-from .shared import (
-    ensure_visible,
-)
+from .api import finish_deletes
+from .shared import ensure_visible
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +47,7 @@ def delete_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
         pointer.sync_status, pointer.updated_at = "pending_delete", utcnow()
         session.commit()
         plane.checkpoint("delete:after_mark")
-        _finish_deletes(session, plane, actor, [pointer], "delete")
+        finish_deletes(session, plane, actor, [pointer], "delete")
         guesses.forget_row(actor.tenant_id, address)
 
 
@@ -85,38 +81,4 @@ def clear_scope(session: Session, plane: DataPlane, actor: Actor, address: Memor
                 session.commit()
                 return deleted
             plane.checkpoint("delete:after_mark")
-            deleted += _finish_deletes(session, plane, actor, batch, "delete")
-
-
-def _finish_deletes(session: Session, plane: DataPlane, actor: Actor,
-                    pointers: list[MemoryPointer], operation: str, *,
-                    detail: str | None = None,
-                    before_commit: Callable[[int], None] | None = None) -> int:
-    """Delete the objects of pointers marked ``pending_delete`` (every version on a versioned
-    bucket, ``Target.delete``), then the rows still pending with one audit row each; shared
-    by deletes, clears, entries, retention and cleanup. ``detail`` replaces the rows' detail;
-    ``before_commit(removed)`` runs in the rows' transaction (a job saves its counts there, so
-    a crash never counts a deletion twice)."""
-    by_target: dict[uuid.UUID, list[str]] = {}
-    for pointer in pointers:
-        by_target.setdefault(pointer.storage_config_id, []).append(pointer.storage_path)
-        if pointer.embedding_storage_path:  # its search vector goes with it
-            by_target[pointer.storage_config_id].append(pointer.embedding_storage_path)
-    for config_id, paths in by_target.items():
-        target = plane.by_id(session, config_id)
-        session.commit()
-        with storage_errors():
-            target.delete(paths)
-    plane.checkpoint("delete:after_object")
-    begin_write(session)
-    removed = repo.delete_pending(session, [p.id for p in pointers])
-    for pointer in pointers:
-        audit.record(session, actor, operation, pointer_id=pointer.id,
-                     detail=detail or f"{pointer.scope_type} v{pointer.version}")
-    if before_commit is not None:
-        before_commit(removed)
-    session.commit()
-    return removed
-
-
-
+            deleted += finish_deletes(session, plane, actor, batch, "delete")

@@ -3,11 +3,11 @@ can seal and put its object before it looks anything up: one statement instead o
 
 A guess names the row at the address (its pointer id), or no row, and the live key of the
 subject the object is sealed for. Nothing in it is trusted: step 3 of the write protocol
-(``hotpath.commit_write``) checks, under the row's lock, everything the lookup would have
-found — the row is the one guessed (an update needs its id; a guessed new row is inserted
+(``hotpath_commit.commit_write``) checks, under the row's lock, everything the lookup would
+have found — the row is the one guessed (an update needs its id; a guessed new row is inserted
 only if there is none), its subject is unchanged, no erasure of the subject runs, the key
 was not destroyed. A wrong guess saves nothing: the object goes and the write looks up as
-usual (``write._write_fast``).
+usual (``write_fast.write_fast``).
 
 A guess is taken only when it is cheap to be wrong about: an address this process saw (a
 write of it committed, or a lookup found it), or a new address on a bucket whose puts are

@@ -1,8 +1,9 @@
 """A batch's write lookups and its pointer rows on PostgreSQL, each in ONE statement.
 
-``hotpath`` runs a single write's lookup and commit as one statement each. A batch used to
-pipeline those statements once per item: one round trip, but the server still started, ran
-and finished a many-CTE statement per item (~0.3-0.5 ms each on a small machine). Here the
+``hotpath`` and ``hotpath_commit`` run a single write's lookup and commit as one statement
+each. A batch used to pipeline those statements once per item: one round trip, but the
+server still started, ran and finished a many-CTE statement per item (~0.3-0.5 ms each on a
+small machine). Here the
 items travel as one JSON array (``json_to_recordset``: one parameter, so the SQL never
 changes with the batch's size), and each statement handles them all: what it checks and
 writes for an item is exactly what the one-item statement does (a test holds the two to the
@@ -79,7 +80,7 @@ _COLUMNS = ("n int, pointer_id uuid, scope text, scope_ref text, key text, user_
             "operation text, now timestamptz, accessor_type text, accessor_id text, "
             "accessor_agent text, request_id text, existed boolean")
 
-# The same steps as ``hotpath.WRITE_POSTGRES``, for every item: lock the row (if any),
+# The same steps as ``hotpath_commit.WRITE_POSTGRES``, for every item: lock the row (if any),
 # check it is still what the object was sealed for, the erasure guard, the object's subject
 # key (under a share lock, so an erasure's key destruction waits) and orphan GC's mark;
 # update or insert; append the audit row. One result row per item, in order: the saved row

@@ -1,17 +1,15 @@
 """What the write, read and delete paths of memories by key share: the key-scope check,
-the subject key a path needs, the audit address sealed under it, quiet object deletes.
+the subject key a path needs, the audit address sealed under it. (The protocol steps other
+domains share too — quiet object deletes, uncertain commits — are in ``api.py``.)
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import uuid
 from typing import Any
 
 from sqlalchemy.orm import Session
-
-from storage_adapters import base as storage
 
 from ..addresses import MemoryAddress
 from ..audit import sealed
@@ -19,12 +17,10 @@ from ..audit.service import Actor
 from ..db.base import utcnow
 from ..db.models import MemoryPointer
 from ..keys import service as keys
-from ..storage_config.plane import DataPlane, Target
+from ..storage_config.plane import DataPlane
 from ..tenants.access import Access
 from ..tenants.access import ensure_visible as access_check
 from . import hotpath
-
-log = logging.getLogger(__name__)
 
 
 def ensure_visible(session: Session, actor: Actor, access: Access, address: MemoryAddress,
@@ -123,19 +119,3 @@ def subject_after_write(address: MemoryAddress, meta_user: str | None, exists: b
 
 def expired(pointer: MemoryPointer) -> bool:
     return pointer.expires_at is not None and pointer.expires_at <= utcnow()
-
-
-def delete_quietly(target: Target, paths: list[str]) -> None:
-    try:
-        target.delete(paths)
-    except storage.StorageError:
-        log.warning("could not delete %d superseded object(s); orphan GC will", len(paths))
-
-
-class CommitUncertain(Exception):
-    """A commit failed in a way that leaves its outcome unknown (the connection dropped):
-    the row may name the new object, so the object must stay; GC removes it if not."""
-
-    def __init__(self, original: Exception) -> None:
-        super().__init__(str(original))
-        self.original = original

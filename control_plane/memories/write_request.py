@@ -1,6 +1,6 @@
 """What step 3 of the write protocol sets, decided before it runs: one ``WriteRequest`` per
 memory, sent as the parameters of the single-row and the many-row write statements alike
-(``hotpath.py``, ``hotpath_many.py``)."""
+(``hotpath_commit.py``, ``hotpath_many.py``)."""
 
 from __future__ import annotations
 

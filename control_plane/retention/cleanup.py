@@ -23,7 +23,7 @@ from ..db.models import Job, LegalHold, MemoryPointer
 from ..holds import repository as holds_repo
 from ..jobs.service import JobContext, enqueue
 from ..memories import visibility
-from ..memories.delete import _finish_deletes as finish_deletes
+from ..memories.api import finish_deletes
 from ..storage_config.plane import DataPlane
 from ..tenants.access import EVERYTHING, Access, ensure_visible
 from . import repository as repo

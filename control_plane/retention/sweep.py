@@ -4,7 +4,7 @@
 **The run** (a ``retention`` job: daily from ``MEMPLANE_RETENTION_SCHEDULE``, or
 ``POST /v1/retention/run``) goes through the tenant's policies, then the memories whose
 ``ttl_days`` ran out. What is due and not under a legal hold is deleted in batches with the
-memories' delete protocol (``memories.delete._finish_deletes``): the batch is marked
+memories' delete protocol (``memories.api.finish_deletes``): the batch is marked
 ``pending_delete`` and committed (lists and reads stop showing it), its objects are deleted —
 every version and delete marker on a versioned bucket (``Target.delete``) —, then the rows
 go with one ``delete`` audit row each naming the policy (or ``ttl``), the job's counts saved
@@ -50,7 +50,7 @@ from ..db.models import (
 from ..holds import repository as holds_repo
 from ..jobs.service import JobContext
 from ..memories import visibility
-from ..memories.delete import _finish_deletes as finish_deletes
+from ..memories.api import finish_deletes
 from ..memories.visibility import ALL_TYPES
 from ..storage_config.plane import DataPlane, storage_errors
 from . import repository as repo

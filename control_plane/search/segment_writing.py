@@ -21,7 +21,7 @@ from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer, SearchSegment
 from ..embedders import embedder_for
-from ..memories.shared import delete_quietly
+from ..memories.api import delete_quietly
 from ..storage_config.plane import DataPlane
 from . import codec, index_rows, store
 from .index import SearchCache

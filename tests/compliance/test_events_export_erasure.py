@@ -34,7 +34,7 @@ from control_plane.events.schemas import EventIn
 from control_plane.jobs.worker import Worker
 from control_plane.keys import service as keys
 from control_plane.kit import sha256_hex
-from control_plane.memories.write import serialise
+from control_plane.memories.api import serialise
 from memplane._receipts import verify_receipt
 from tests.support.clock import ManualWallClock
 from tests.support.service import ServiceWorld, SimulatedCrash

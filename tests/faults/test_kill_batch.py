@@ -27,9 +27,9 @@ from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.models import MemoryPointer
 from control_plane.integrity.reconcile import collect_orphans, reconcile
 from control_plane.memories import service as memories
+from control_plane.memories.api import serialise
 from control_plane.memories.batch import run_batch
 from control_plane.memories.schemas import MemoryMeta
-from control_plane.memories.service import serialise
 from control_plane.runtime import Runtime
 from control_plane.settings import Settings
 from control_plane.tenants.service import Caller

@@ -28,7 +28,7 @@ from sqlalchemy import func, select
 
 from control_plane.compliance import export_download
 from control_plane.db.models import Job, SubjectKey
-from control_plane.memories.service import serialise
+from control_plane.memories.api import serialise
 from control_plane.runtime import Runtime
 from control_plane.settings import Settings
 from memplane._receipts import verify_receipt

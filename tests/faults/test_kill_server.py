@@ -26,7 +26,7 @@ from sqlalchemy import select
 
 from control_plane.db.models import MemoryPointer
 from control_plane.integrity.reconcile import collect_orphans, reconcile
-from control_plane.memories.service import serialise
+from control_plane.memories.api import serialise
 from control_plane.runtime import Runtime
 from control_plane.settings import Settings
 from tests.support.crypto import open_stored

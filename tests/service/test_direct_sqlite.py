@@ -14,7 +14,7 @@ from sqlalchemy import select
 from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db import direct
 from control_plane.db.models import AccessLog, MemoryPointer
-from control_plane.memories import hotpath
+from control_plane.memories import hotpath, hotpath_commit
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.memories.write_request import address_params
@@ -72,7 +72,7 @@ def test_a_row_written_on_the_driver_is_stored_as_the_orm_stores_it(
               "request_id": "r-1", "accessed_at": datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC)}
     engine = world.runtime.engine
     with engine.connect() as conn, conn.begin():
-        assert direct.execute_sqlite(conn, hotpath._SQLITE_AUDIT, values) == []
+        assert direct.execute_sqlite(conn, hotpath_commit._SQLITE_AUDIT, values) == []
     with world.runtime.sessions() as session:
         session.add(AccessLog(**values))
         session.commit()

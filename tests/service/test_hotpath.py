@@ -19,21 +19,22 @@ from control_plane.db.models import (
     SubjectKey,
 )
 from control_plane.errors import HashMismatch, NotFound
-from control_plane.memories import hotpath
+from control_plane.memories import hotpath, hotpath_commit
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta, PointerOut, pointer_json
+from control_plane.memories.write_request import WriteRequest
 from tests.support.service import ServiceWorld
 
 META = MemoryMeta()
 
 
 def _request(world: ServiceWorld, address: MemoryAddress, **changes: object
-             ) -> hotpath.WriteRequest:
+             ) -> WriteRequest:
     with world.runtime.sessions() as session:
         found = hotpath.lookup_for_write(session, world.tenant_id, address, None)
         target = world.runtime.plane.active(session, world.tenant_id)
         session.commit()
-    base = hotpath.WriteRequest(
+    base = WriteRequest(
         tenant_id=world.tenant_id, address=address, pointer_id=found.pointer_id or new_id(),
         seen_subject_user=found.subject_user_id, guard_user=address.scope_ref,
         config_id=target.config_id, path="memories/elsewhere.json", sha256="a" * 64, size=7,
@@ -61,7 +62,7 @@ def test_update_returns_the_superseded_object_and_audits_once(world: ServiceWorl
     assert isinstance(first, MemoryPointer)
     _, audits_before = _state(world)
     with world.runtime.sessions() as session:
-        outcome = hotpath.commit_write(session, _request(world, address))
+        outcome = hotpath_commit.commit_write(session, _request(world, address))
     assert outcome.pointer is not None and outcome.blocked_by is None
     assert outcome.pointer.id == first.id
     assert outcome.pointer.version == 2
@@ -81,8 +82,8 @@ def test_a_row_that_changed_since_the_lookup_is_left_alone(world: ServiceWorld) 
     stale_subject = _request(world, address, seen_subject_user="someone-else")
     for request in (stale_id, stale_subject):
         with world.runtime.sessions() as session:
-            outcome = hotpath.commit_write(session, request)
-        assert outcome == hotpath.WriteOutcome(None, None, None)
+            outcome = hotpath_commit.commit_write(session, request)
+        assert outcome == hotpath_commit.WriteOutcome(None, None, None)
     assert _state(world) == before
 
 
@@ -98,9 +99,9 @@ def test_a_running_erasure_blocks_the_write_and_nothing_lands(world: ServiceWorl
     before = _state(world)
     for address in (existing, fresh):
         with world.runtime.sessions() as session:
-            outcome = hotpath.commit_write(session, _request(world, address,
+            outcome = hotpath_commit.commit_write(session, _request(world, address,
                                                              guard_user="u2"))
-        assert outcome == hotpath.WriteOutcome(None, None, job_id)
+        assert outcome == hotpath_commit.WriteOutcome(None, None, job_id)
         with world.runtime.sessions() as session:
             assert hotpath.lookup_for_write(session, world.tenant_id, address,
                                             None).blocked_by == job_id
@@ -129,7 +130,8 @@ def test_the_write_statement_stays_small_enough_for_psycopg_to_cache() -> None:
     from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
     from sqlalchemy.dialects import postgresql
 
-    sql = str(hotpath.WRITE_POSTGRES.compile(dialect=postgresql.dialect(driver="psycopg")))
+    sql = str(hotpath_commit.WRITE_POSTGRES.compile(
+        dialect=postgresql.dialect(driver="psycopg")))
     assert len(sql) <= MAX_CACHED_STATEMENT_LENGTH
 
 
@@ -270,12 +272,12 @@ def test_a_batch_commit_settles_each_write_as_its_single_commit_would(
     _, audits_before = _state(world)
 
     with world.runtime.sessions() as session:
-        outcomes = dict(zip(names, hotpath.commit_writes(
+        outcomes = dict(zip(names, hotpath_commit.commit_writes(
             session, [requests[n] for n in names]), strict=True))
 
-    refused = hotpath.WriteOutcome(None, None, None)
+    refused = hotpath_commit.WriteOutcome(None, None, None)
     assert {n: o for n, o in outcomes.items() if o.pointer is None} == {
-        "stale_id": refused, "stale_subject": refused, "erased": hotpath.WriteOutcome(
+        "stale_id": refused, "stale_subject": refused, "erased": hotpath_commit.WriteOutcome(
             None, None, job_id), "marked": refused, "key_gone": refused}
     fresh, updated = outcomes["fresh"], outcomes["update"]
     assert fresh.pointer is not None and updated.pointer is not None

@@ -11,7 +11,7 @@ import pytest
 from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.base import utcnow
 from control_plane.errors import NotFound
-from control_plane.memories import read, shared, write
+from control_plane.memories import read, shared, write_fast, write_general
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
 from tests.support.service import ServiceWorld
@@ -30,7 +30,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     c = Clock()
-    for module in (write, read, shared):  # every memory path that judges expiry
+    for module in (write_fast, write_general, read, shared):  # every memory path that judges expiry
         monkeypatch.setattr(module, "utcnow", c)
     return c
 

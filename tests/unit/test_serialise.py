@@ -1,4 +1,4 @@
-"""A value's canonical JSON (``write.serialise``), whose SHA-256 every pointer records: the
+"""A value's canonical JSON (``api.serialise``), whose SHA-256 every pointer records: the
 text ``json.dumps`` writes with the canonical settings, for any JSON value."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from control_plane.errors import InvalidInput
-from control_plane.memories.write import serialise
+from control_plane.memories.api import serialise
 
 TEXT = st.text(st.characters(exclude_categories=()))  # lone surrogates too
 SCALARS = (st.none() | st.booleans() | st.integers() | TEXT
