@@ -56,13 +56,14 @@ from ..db.engine import begin_write
 from ..db.models import Compaction, CompactorSettings, Job, MemoryEvent, MemoryPointer, Tenant
 from ..errors import Conflict, DomainError, HashMismatch, NotFound, SubjectErasureInProgress
 from ..jobs.service import JobContext, enqueue, enqueue_once
+from ..schedules import parse_schedule
 from ..settings import Settings
 from ..storage_config.plane import DataPlane
 from ..tenants.access import EVERYTHING, Access, ensure_visible
 from . import repository as repo
 from .erase import by_subject
 from .repository import Bucket
-from .schedule import parse_schedule, run_key
+from .schedule import run_key
 from .schemas import (
     DEFAULT_MIN_EVENTS,
     DEFAULT_OLDER_THAN_DAYS,
