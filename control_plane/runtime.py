@@ -169,9 +169,9 @@ class Runtime:
     def start_worker(self) -> None:
         """A job worker thread (export, erase) for the embedded default; production runs
         ``memplane worker`` processes instead and sets MEMPLANE_RUN_JOBS=false."""
-        from .jobs.worker import Worker
+        from .job_handlers import JobWorker
 
-        worker = Worker(self.sessions, self.plane, self.settings)
+        worker = JobWorker(self.sessions, self.plane, self.settings)
         thread = threading.Thread(target=worker.run_forever, args=(self._stop,),
                                   name="memplane-job-worker", daemon=True)
         thread.start()
