@@ -72,8 +72,15 @@ from .index import SearchCache
 from .text import searchable_text
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
+    from ..embedders import Running
     from ..settings import Settings
+
+    class Runtime(Running, Protocol):
+        """What the indexer uses of the running server (``control_plane.runtime.Runtime``
+        is one): its settings and data plane (each tenant's embedder) and its engine."""
+
+        @property
+        def engine(self) -> Engine: ...
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
