@@ -25,7 +25,7 @@ from control_plane.audit import service as audit
 from control_plane.audit.service import Actor
 from control_plane.compliance import service as compliance
 from control_plane.db.models import Job
-from control_plane.jobs.worker import Worker
+from control_plane.job_handlers import JobWorker
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
@@ -52,11 +52,11 @@ def _fill(runtime: Runtime, actor: Actor, n: int, value: Any, threads: int = 16)
         list(pool.map(write, range(n)))
 
 
-def _worker(runtime: Runtime) -> Worker:
-    return Worker(runtime.sessions, runtime.plane, runtime.settings)
+def _worker(runtime: Runtime) -> JobWorker:
+    return JobWorker(runtime.sessions, runtime.plane, runtime.settings)
 
 
-def _run_job(runtime: Runtime, job_id: Any, worker: Worker | None = None) -> dict[str, Any]:
+def _run_job(runtime: Runtime, job_id: Any, worker: JobWorker | None = None) -> dict[str, Any]:
     (worker or _worker(runtime)).run_once()
     with runtime.sessions() as session:
         done = session.get(Job, job_id)

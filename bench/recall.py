@@ -19,7 +19,8 @@ from tests.search.labelled import load, recall_at
 def available() -> list[Embedder]:
     embedders: list[Embedder] = [HashingEmbedder()]
     try:
-        from control_plane.embedders.semantic import SemanticEmbedder, check_available
+        from control_plane.embedders.semantic import SemanticEmbedder
+        from control_plane.semantic_extra import check_available
 
         check_available()
         embedders.append(SemanticEmbedder())

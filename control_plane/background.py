@@ -30,10 +30,17 @@ from typing import TYPE_CHECKING
 from .db.engine import sqlite_writers
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sqlalchemy import Engine
 
     from .search.foreground import SharedClock
     from .settings import Settings
+
+    # Starts the background work in the child (the audit sealer and the search indexer,
+    # yielding to the server's requests as the shared clock tells); returns what stops it.
+    # A module-level function, so that it reaches the spawned process by name.
+    Work = Callable[[Settings, SharedClock], Callable[[], None]]
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +64,16 @@ def wanted(settings: Settings, engine: Engine) -> bool:
 
 
 class BackgroundProcess:
-    """Runs ``run_child`` in a spawned process and keeps it running until ``close``.
+    """Runs ``run_child`` (and so ``work``) in a spawned process and keeps it running until
+    ``close``.
 
     Every start happens in the supervising thread, which outlives the child: Linux sends
     the parent-death signal when the thread that started the child ends."""
 
-    def __init__(self, settings: Settings, activity: SharedClock) -> None:
+    def __init__(self, settings: Settings, activity: SharedClock, work: Work) -> None:
         self.settings = settings
         self.activity = activity
+        self.work = work
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._supervise, daemon=True,
                                         name="memplane-background-supervisor")
@@ -76,7 +85,7 @@ class BackgroundProcess:
             stop_reader, stop_writer = _CONTEXT.Pipe(duplex=False)
             process = _CONTEXT.Process(
                 target=run_child, name="memplane-background", daemon=True,
-                args=(self.settings, self.activity, stop_reader, os.getpid()))
+                args=(self.work, self.settings, self.activity, stop_reader, os.getpid()))
             try:
                 process.start()
             except Exception:
@@ -128,29 +137,24 @@ def shared_clock() -> SharedClock:
     return value
 
 
-def run_child(settings: Settings, activity: SharedClock, stop: Connection,
+def run_child(work: Work, settings: Settings, activity: SharedClock, stop: Connection,
               parent: int) -> None:
-    """The background process: the sealer and the indexer, until the server closes its end
-    of ``stop`` or dies. Ctrl-C in a terminal reaches the whole process group: the server
-    handles it and closes the pipe; a SIGTERM stops this process cleanly."""
+    """The background process: ``work`` (the sealer and the indexer), until the server
+    closes its end of ``stop`` or dies. Ctrl-C in a terminal reaches the whole process group:
+    the server handles it and closes the pipe; a SIGTERM stops this process cleanly."""
     _die_with(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     from .observability.json_logs import configure_logging
-    from .runtime import Runtime
-    from .search.foreground import ServerActivity
 
     configure_logging(settings.log_level)
-    runtime = Runtime(settings)
+    close = work(settings, activity)
     try:
-        runtime.start_sealer()
-        runtime.start_indexer(yield_to_requests=True, activity=ServerActivity(activity))
-        try:
-            stop.poll(None)  # the server writes nothing: this returns at the pipe's end
-        except (EOFError, OSError):
-            pass
+        stop.poll(None)  # the server writes nothing: this returns at the pipe's end
+    except (EOFError, OSError):
+        pass
     finally:
-        runtime.close()
+        close()
 
 
 def _die_with(parent: int) -> None:

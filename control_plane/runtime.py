@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -30,7 +31,7 @@ from .testhooks import pause_from_env
 
 if TYPE_CHECKING:
     from .background import BackgroundProcess
-    from .search.foreground import ForegroundActivity, ServerActivity
+    from .search.foreground import ForegroundActivity, ServerActivity, SharedClock
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,8 @@ class Runtime:
 
             clock = background.shared_clock()
             self._activity = ForegroundActivity(self.engine, shared=clock)
-            self._background = background.BackgroundProcess(self.settings, clock)
+            self._background = background.BackgroundProcess(self.settings, clock,
+                                                            start_background_work)
             self.start_worker()
             return
         self.start_sealer()
@@ -169,9 +171,9 @@ class Runtime:
     def start_worker(self) -> None:
         """A job worker thread (export, erase) for the embedded default; production runs
         ``memplane worker`` processes instead and sets MEMPLANE_RUN_JOBS=false."""
-        from .jobs.worker import Worker
+        from .job_handlers import JobWorker
 
-        worker = Worker(self.sessions, self.plane, self.settings)
+        worker = JobWorker(self.sessions, self.plane, self.settings)
         thread = threading.Thread(target=worker.run_forever, args=(self._stop,),
                                   name="memplane-job-worker", daemon=True)
         thread.start()
@@ -203,3 +205,19 @@ class Runtime:
             self.plane.audit_batcher.close()
         self.plane.close()
         self.engine.dispose()
+
+
+def start_background_work(settings: Settings, activity: SharedClock) -> Callable[[], None]:
+    """The background process's work (control_plane.background): a runtime of its own that
+    runs the audit sealer and the search indexer, the indexer yielding to the server's
+    requests as ``activity`` tells; returns what stops it."""
+    from .search.indexer import ServerActivity
+
+    runtime = Runtime(settings)
+    try:
+        runtime.start_sealer()
+        runtime.start_indexer(yield_to_requests=True, activity=ServerActivity(activity))
+    except BaseException:
+        runtime.close()
+        raise
+    return runtime.close

@@ -201,7 +201,7 @@ class Settings(BaseSettings):
     @field_validator("compactor_schedule", "retention_schedule")
     @classmethod
     def _cron(cls, value: str, info: ValidationInfo) -> str:
-        from .compactor.schedule import parse_schedule
+        from .schedules import parse_schedule
 
         # a bad expression is refused at start, naming it
         parse_schedule(value, f"MEMPLANE_{(info.field_name or '').upper()}")
@@ -328,7 +328,7 @@ class Settings(BaseSettings):
     @classmethod
     def _embedder_installed(cls, value: str) -> str:
         if value == "semantic":
-            from .embedders.semantic import SemanticUnavailable, check_available
+            from .semantic_extra import SemanticUnavailable, check_available
 
             try:
                 check_available()  # refused at start, with the install hint

@@ -29,13 +29,14 @@ from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import CompactorSettings, Job, Tenant
 from ..jobs.service import JobContext, enqueue, enqueue_once
+from ..schedules import parse_schedule
 from ..settings import Settings
 from ..storage_config.plane import DataPlane
 from ..tenants.access import EVERYTHING, Access, ensure_visible
 from . import repository as repo
 from .counts import Counts
 from .run import Run
-from .schedule import parse_schedule, run_key
+from .schedule import run_key
 from .schemas import CompactorConfigIn, CompactorConfigOut, CompactRunIn
 from .selection import Thresholds, thresholds
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
 
@@ -30,7 +31,6 @@ from ..audit.service import Actor, audited
 from ..entries import service as entries
 from ..errors import HashMismatch, InvalidInput, NotFound, StorageUnavailable
 from ..events import service as events
-from ..runtime import Runtime
 from ..settings import Settings
 from ..storage_config.plane import DataPlane
 from ..tenants.access import EVERYTHING, Access
@@ -40,6 +40,9 @@ from . import tokens
 from .schemas import ContextIn, ContextOut, ReportItem, Section
 from .service import address_of, find, read_messages
 from .summarize import previous_summary
+
+if TYPE_CHECKING:
+    from ..search.service import Searching
 
 MEMORY_HEADER = "Relevant memory:"
 SUMMARY_HEADER = "Summary of the earlier conversation:"
@@ -72,7 +75,7 @@ def no_search(session: Session, plane: DataPlane, actor: Actor, access: Access, 
 _NOT_RECALLED = ("entry", "conversation_history", "summary")
 
 
-def semantic_search(runtime: Runtime) -> MemorySearch:
+def semantic_search(runtime: Searching) -> MemorySearch:
     """The server's semantic search (``search.service.search``, hybrid ranking, every hit
     verified and audited as ``search``) over each named scope, best scores first. None
     (reported as ``search_unavailable``) when the tenant's embedder cannot answer now."""

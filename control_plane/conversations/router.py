@@ -6,10 +6,11 @@ from urllib.parse import unquote
 from fastapi import APIRouter, Depends, Header, Path, Query, Response
 from fastapi.responses import JSONResponse
 
-from ..deps import PlaneDep, ReaderCaller, SessionDep, WriterCaller, get_runtime
+from ..deps import PlaneDep, ReaderCaller, SessionDep, WriterCaller
 from ..idempotency import Idempotency, Replay
 from ..jobs.schemas import JobOut
-from ..runtime import Runtime
+from ..search.router import searching
+from ..search.service import Searching
 from . import context as contexts
 from . import service as conversations
 from .schemas import ContextIn, ContextOut, ConversationOut, MessageAdded, MessageIn, MessagePage
@@ -19,7 +20,7 @@ router = APIRouter(tags=["conversations"])
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key")]
 ConversationId = Annotated[str, Path(description="Your id for the conversation (1–255 "
                                      "characters, one path segment once encoded).")]
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+RuntimeDep = Annotated[Searching, Depends(searching)]
 
 
 def _id(conversation_id: str) -> str:

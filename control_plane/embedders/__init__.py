@@ -23,10 +23,11 @@ if TYPE_CHECKING:
 
     from sqlalchemy.orm import Session
 
-    from ..runtime import Runtime
     from ..settings import Settings
+    from ..storage_config.plane import DataPlane
 
-__all__ = ["SENTENCES", "EmbedderFailed", "Embedder", "default_embedder", "embedder_for"]
+__all__ = ["SENTENCES", "EmbedderFailed", "Embedder", "Running", "default_embedder",
+           "embedder_for"]
 
 
 @runtime_checkable
@@ -43,6 +44,19 @@ class Embedder(Protocol):
         """Vectors for ``texts``: a float32 array of shape ``(len(texts), dim)`` whose rows
         have L2 norm 1 (an empty text gets a zero row). Raises :class:`EmbedderFailed`."""
         ...
+
+
+class Running(Protocol):
+    """What embedder routing uses of the running server (``control_plane.runtime.Runtime``
+    is one): its settings, and its data plane, whose credential box seals and opens the
+    tenants' API keys. Where the functions take a bare ``Settings`` instead, the box is built
+    from the server key."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def plane(self) -> DataPlane: ...
 
 
 class EmbedderFailed(Exception):
@@ -101,7 +115,7 @@ def default_embedder(kind: str) -> Embedder:
         return embedder
 
 
-def embedder_for(session: Session, runtime_or_settings: Runtime | Settings,
+def embedder_for(session: Session, runtime_or_settings: Running | Settings,
                  tenant_id: uuid.UUID) -> Embedder:
     """The embedder for this tenant's new vectors and queries: the OpenAI-compatible
     embeddings endpoint the tenant configured (``PUT /v1/embedder/config``), else the

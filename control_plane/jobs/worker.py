@@ -7,11 +7,10 @@ LOCKED`` keeps them from claiming the same job). Tenants take turns (``repositor
 no tenant runs more than ``MEMPLANE_JOB_TENANT_CONCURRENCY`` jobs at once, and an attempt
 whose step overruns ``MEMPLANE_JOB_STEP_SECONDS`` is abandoned (``supervisor``).
 
-Between jobs the worker also queues the daily compaction runs when they are due
-(``MEMPLANE_COMPACTOR_SCHEDULE``, ``tick_schedule``) and deletes export archives past their
-expiry (``MEMPLANE_EXPORT_TTL_HOURS``), at most every ``EXPIRY_SWEEP_SECONDS``. Time comes from an
-injectable ``clock`` and the heartbeat waits through an injectable ``pause``, so tests move
-time and release each lease renewal themselves instead of sleeping.
+A worker runs each job with the handler its ``handlers`` give the job's kind, and does its
+``chores`` between jobs (the server's are registered by ``control_plane.job_handlers``). Time
+comes from an injectable ``clock`` and the heartbeat waits through an injectable ``pause``, so
+tests move time and release each lease renewal themselves instead of sleeping.
 """
 
 from __future__ import annotations
@@ -22,8 +21,9 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from datetime import date, datetime, timedelta
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import text, update
@@ -32,7 +32,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ..audit import service as audit
 from ..audit.service import Actor
-from ..compactor.schedule import parse_schedule
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import Job
@@ -49,8 +48,6 @@ Clock = Callable[[], datetime]
 # Waits up to the given seconds or until the event is set; True when it was set.
 Pause = Callable[[threading.Event, float], bool]
 
-EXPIRY_SWEEP_SECONDS = 60.0
-_EXPIRY_BATCH = 100
 # A claim passes over a tenant whose last slot another worker just took; each round means
 # another worker's claim succeeded, so this many in a row only on a very busy queue.
 _CLAIM_ROUNDS = 1000
@@ -60,90 +57,50 @@ def wait_on_event(stop: threading.Event, seconds: float) -> bool:
     return stop.wait(seconds)
 
 
-def default_handlers() -> dict[str, Handler]:
-    from ..compactor.service import run_job as compact
-    from ..compliance.erasure import run as erase
-    from ..compliance.export import run as export
-    from ..conversations.summarize import run_job as summarize_conversation
-    from ..retention.cleanup import run_cleanup_job as cleanup
-    from ..retention.sweep import run_job as retention
+@dataclass(frozen=True)
+class Chore:
+    """Work a worker does between jobs: ``run`` before every claim, or with ``every`` at
+    most once in that many seconds. When it raises, ``failure`` is logged as a warning and
+    it is tried again next time."""
 
-    return {"export": export, "erase": erase, "compact": compact, "retention": retention,
-            "cleanup": cleanup, "summarize_conversation": summarize_conversation}
+    run: Callable[[], object]
+    failure: str
+    every: float = 0.0
 
 
 class Worker:
     def __init__(self, sessions: sessionmaker[Session], plane: DataPlane, settings: Settings,
-                 *, owner: str | None = None, handlers: dict[str, Handler] | None = None,
-                 lease_seconds: float | None = None, clock: Clock = utcnow,
-                 pause: Pause = wait_on_event, monotonic: Monotonic = time.monotonic) -> None:
+                 *, owner: str | None = None, handlers: Mapping[str, Handler] | None = None,
+                 chores: Sequence[Chore] = (), lease_seconds: float | None = None,
+                 clock: Clock = utcnow, pause: Pause = wait_on_event,
+                 monotonic: Monotonic = time.monotonic) -> None:
         self.sessions = sessions
         self.plane = plane
         self.settings = settings
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.handlers = handlers if handlers is not None else default_handlers()
+        self.handlers: Mapping[str, Handler] = handlers if handlers is not None else {}
+        self.chores: Sequence[Chore] = chores
         self.lease_seconds = lease_seconds or settings.job_lease_seconds
         self.clock = clock
         self.pause = pause
         self.monotonic = monotonic
         self.abandoned = Abandoned()
-        self.schedule = parse_schedule(settings.compactor_schedule)
-        self._scheduled_day: date | None = None
-        self.retention_schedule = parse_schedule(settings.retention_schedule,
-                                                 "MEMPLANE_RETENTION_SCHEDULE")
-        self._retention_day: date | None = None
-
-    def tick_schedule(self) -> int:
-        """Queue today's compaction runs once the schedule's fire time has passed (at most
-        one attempt per worker and day; the unique job key makes it one run per tenant and
-        day across workers); how many this worker queued."""
-        from ..compactor.service import queue_daily_runs
-
-        due = self.schedule.due_today(self.clock())
-        if due is None or self._scheduled_day == due.date():
-            return 0
-        queued = queue_daily_runs(self.sessions, due.date(), self.owner)
-        self._scheduled_day = due.date()
-        if queued:
-            log.info("queued %d scheduled compaction run(s) for %s", queued, due.date())
-        return queued
-
-    def tick_retention(self) -> int:
-        """Queue today's retention runs once ``MEMPLANE_RETENTION_SCHEDULE`` has fired (one
-        run per tenant and UTC day across workers, by the unique job key)."""
-        from ..retention.schedule import queue_daily_runs
-
-        due = self.retention_schedule.due_today(self.clock())
-        if due is None or self._retention_day == due.date():
-            return 0
-        queued = queue_daily_runs(self.sessions, due.date(), self.owner)
-        self._retention_day = due.date()
-        if queued:
-            log.info("queued %d scheduled retention run(s) for %s", queued, due.date())
-        return queued
 
     def run_forever(self, stop: threading.Event) -> None:
-        """Claim and run jobs until ``stop`` is set; sleep between polls when idle."""
-        next_sweep = 0.0
+        """Do the chores that are due, claim and run jobs, until ``stop`` is set; sleep
+        between polls when idle."""
+        due = [0.0] * len(self.chores)
         while not stop.is_set():
-            if time.monotonic() >= next_sweep:
-                next_sweep = time.monotonic() + EXPIRY_SWEEP_SECONDS
+            now = time.monotonic()
+            for i, chore in enumerate(self.chores):
+                if chore.every:
+                    if now < due[i]:
+                        continue
+                    due[i] = now + chore.every
                 try:
-                    self.expire_exports()
+                    chore.run()
                 except Exception:
-                    log.warning("could not delete expired export archives; retrying later")
-                try:
-                    self.purge_idempotency()
-                except Exception:
-                    log.warning("could not purge expired idempotency answers; retrying later")
-            try:
-                self.tick_schedule()
-            except Exception:
-                log.warning("could not queue the scheduled compaction runs; retrying")
-            try:
-                self.tick_retention()
-            except Exception:
-                log.warning("could not queue the scheduled retention runs; retrying")
+                    log.warning(chore.failure)
             try:
                 ran = self.run_once()
             except Exception:
@@ -159,41 +116,6 @@ class Worker:
             return None
         self._run(job)
         return job.id
-
-    def expire_exports(self) -> int:
-        """Delete every export archive whose expiry has passed (each deletion audited as
-        ``export_expire``, the job's result marked ``expired_at``); returns how many."""
-        from ..compliance import export
-
-        now = self.clock()
-        expired = 0
-        with self.sessions() as session:
-            while True:
-                batch = repo.expired_exports(session, now, _EXPIRY_BATCH)
-                session.rollback()
-                failed = 0
-                for job_id in batch:
-                    try:
-                        expired += export.expire(session, self.plane, job_id, now)
-                    except Exception as exc:
-                        session.rollback()
-                        failed += 1
-                        log.warning("could not expire the archive of export job %s: %s",
-                                    job_id, type(exc).__name__)
-                if len(batch) < _EXPIRY_BATCH or failed:
-                    return expired
-
-    def purge_idempotency(self) -> int:
-        """Delete the stored answers of idempotent writes past their retention (24 h), so a
-        key's answer — which may name a data subject — does not stay forever; how many."""
-        from .. import idempotency
-        from ..db.engine import begin_write
-
-        with self.sessions() as session:
-            begin_write(session)
-            purged = idempotency.purge_expired(session)
-            session.commit()
-        return purged
 
     def claim(self) -> Job | None:
         """Claim the next runnable job (tenants in turn) without running it; None if none."""

@@ -6,7 +6,7 @@ A policy governs a scope's memories of one type, or (``memory_type`` ``*``) ever
 the scope that no policy of its own type governs; ``event`` governs the scope's raw events
 and ``*`` covers them too unless an ``event`` policy exists. Age is the last write
 (``updated_at``) of a memory or entry and ``occurred_at`` of an event. The retention run
-(``retention.service``) deletes by the same rules.
+(``retention.sweep``) deletes by the same rules.
 """
 
 from __future__ import annotations

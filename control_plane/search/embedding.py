@@ -28,7 +28,7 @@ from .content_reads import fetch_content, live_keys, verified_text
 from .segment_writing import delete_paths, write_delta
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
+    from ..embedders import Running
     from ..settings import Settings
 
 T = TypeVar("T")
@@ -56,7 +56,7 @@ def _io(pool: SharedPool | None, plane: DataPlane, tenant_id: uuid.UUID,
     return pool.map(tenant_id, plane.bulkheads, fn, items)
 
 
-def embed_batch(session: Session, plane: DataPlane, runtime: Runtime | Settings,
+def embed_batch(session: Session, plane: DataPlane, runtime: Running | Settings,
                 pointers: Sequence[MemoryPointer], report: RoundReport, *,
                 pool: SharedPool | None = None) -> set[tuple[str, str]]:
     """Steps 1-5 for one tenant's pointers; the scopes that got a delta."""

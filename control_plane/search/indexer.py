@@ -39,7 +39,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -59,8 +59,17 @@ from .index import SearchCache
 from .segment_writing import COMPACT_AFTER, compact_due
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
+    from sqlalchemy import Engine
+
+    from ..embedders import Running
     from ..settings import Settings
+
+    class Runtime(Running, Protocol):
+        """What the indexer uses of the running server (``control_plane.runtime.Runtime``
+        is one): its settings and data plane (each tenant's embedder) and its engine."""
+
+        @property
+        def engine(self) -> Engine: ...
 
 log = logging.getLogger(__name__)
 

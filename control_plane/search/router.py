@@ -2,12 +2,19 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from ..deps import READER, call_of, get_runtime
+from ..deps import READER, call_of
 from ..kit import json_of
 from . import service
 from .schemas import SearchIn, SearchOut, SearchResultOut
 
 router = APIRouter(tags=["search"])
+
+
+def searching(request: Request) -> service.Searching:
+    """The running server's search: its settings, data plane, sessions and search cache
+    (more than ``deps.get_runtime`` promises), for this route and context assembly's."""
+    running: service.Searching = request.app.state.runtime
+    return running
 
 
 @router.post("/v1/search", response_model=SearchOut)
@@ -20,7 +27,7 @@ def search(body: SearchIn, request: Request) -> Response:
     # No dependencies, answered as bytes from the worker thread: an agent searches every turn
     # (see deps.call_of and kit.json_of).
     with call_of(request, READER) as call:
-        found = service.search(call.session, get_runtime(request), call.caller.actor, body,
+        found = service.search(call.session, searching(request), call.caller.actor, body,
                                access=call.caller.access)
     return json_of(SearchOut(
         results=[SearchResultOut(kind=h.kind, pointer_id=h.pointer_id, scope=h.scope,  # type: ignore[arg-type]

@@ -27,7 +27,7 @@ from . import codec, index_rows, store
 from .index import SearchCache
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
+    from ..embedders import Running
     from ..settings import Settings
 
 log = logging.getLogger(__name__)
@@ -187,7 +187,7 @@ def compact_scope(session: Session, plane: DataPlane, cache: SearchCache | None,
     return True
 
 
-def rebuild_scopes(session: Session, plane: DataPlane, runtime: Runtime | Settings,
+def rebuild_scopes(session: Session, plane: DataPlane, runtime: Running | Settings,
                    tenant_id: uuid.UUID, scopes: Iterable[tuple[str, str]],
                    cache: SearchCache | None = None) -> int:
     """Rebuild the snapshots of these scopes from their live pointers only (an erasure calls
@@ -211,7 +211,7 @@ def rebuild_scopes(session: Session, plane: DataPlane, runtime: Runtime | Settin
     return done
 
 
-def forget_pointers(session: Session, plane: DataPlane, runtime: Runtime | Settings,
+def forget_pointers(session: Session, plane: DataPlane, runtime: Running | Settings,
                     tenant_id: uuid.UUID, pointer_ids: Sequence[uuid.UUID]) -> int:
     """Rebuild the snapshots of every scope holding these pointers, which are no longer
     ``synced`` (an erasure marked them ``pending_delete``): no segment keeps their vectors or

@@ -32,7 +32,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from sqlalchemy.orm import Session
@@ -45,7 +45,7 @@ from ..audit import service as audit
 from ..audit.service import Actor, audited
 from ..db.base import utcnow
 from ..db.engine import begin_write
-from ..embedders import EmbedderFailed, embedder_for
+from ..embedders import EmbedderFailed, Running, embedder_for
 from ..errors import Conflict, InvalidInput, StorageUnavailable
 from ..keys import service as keys
 from ..kit import request_id_var, sha256_hex
@@ -59,12 +59,20 @@ from . import store
 from .index import SearchCache, SearchState, Segment, bm25, sparse_dimensions
 from .schemas import SearchIn
 
-if TYPE_CHECKING:
-    from ..runtime import Runtime
-
 RRF_K = 60
 _POOL = 4  # candidates taken from each ranking: limit * _POOL (at least 32)
 _ATTEMPTS = 3  # rankings of one search whose kept state the live filter found stale
+
+
+class Searching(Running, Protocol):
+    """What a search uses of the running server (``control_plane.runtime.Runtime`` is one):
+    its settings and data plane (the tenant's embedder, the objects' reads), sessions for
+    the reads it spreads over threads, and its search cache."""
+
+    def sessions(self) -> Session: ...
+
+    @property
+    def search_cache(self) -> SearchCache: ...
 
 
 @dataclass(frozen=True)
@@ -98,14 +106,14 @@ def kind_of(pointer: Any) -> str:
     return "knowledge" if pointer.memory_type == "knowledge" else "memory"
 
 
-def cache_of(runtime: Runtime) -> SearchCache:
+def cache_of(runtime: Searching) -> SearchCache:
     cache: SearchCache | None = getattr(runtime, "search_cache", None)
     if cache is None:
         raise RuntimeError("the runtime has no search cache")
     return cache
 
 
-def search(session: Session, runtime: Runtime, actor: Actor, request: SearchIn, *,
+def search(session: Session, runtime: Searching, actor: Actor, request: SearchIn, *,
            access: Access = EVERYTHING) -> SearchResults:
     """The ``request.limit`` best hits for the query among what the key may see."""
     started = time.perf_counter()
@@ -160,7 +168,7 @@ def search(session: Session, runtime: Runtime, actor: Actor, request: SearchIn, 
     return SearchResults(hits, state.embedder.name, (time.perf_counter() - started) * 1000.0)
 
 
-def _commit_rows(session: Session, runtime: Runtime, actor: Actor, detail: str,
+def _commit_rows(session: Session, runtime: Searching, actor: Actor, detail: str,
                  hits: list[SearchHit], values: bool) -> None:
     """The search's row, and a read row per value served, committed before the answer
     (I6)."""
@@ -175,7 +183,7 @@ def _commit_rows(session: Session, runtime: Runtime, actor: Actor, detail: str,
           for h in hits if values)])
 
 
-def _read_state(session: Session, runtime: Runtime, cache: SearchCache, tenant_id: uuid.UUID,
+def _read_state(session: Session, runtime: Searching, cache: SearchCache, tenant_id: uuid.UUID,
                 key: Any, where: list[Any]) -> SearchState:
     """The tenant's embedder, retention policies and the searched segment rows, read from
     the control plane, kept for the next searches unless another model's segments are
@@ -208,7 +216,7 @@ def _tokens(row: Any) -> tuple[Any, frozenset[str], frozenset[str]]:
     return (embedder, repo.token_set(row.t_policies), repo.token_set(row.t_segments))
 
 
-def _load(session: Session, runtime: Runtime, cache: SearchCache, tenant_id: uuid.UUID,
+def _load(session: Session, runtime: Searching, cache: SearchCache, tenant_id: uuid.UUID,
           rows: Sequence[Any]) -> list[Segment]:
     missing = [r for r in rows if cache.segment(r.id) is None]
     if len(missing) > 1:  # cold: read the segments side by side
@@ -228,7 +236,7 @@ def _load(session: Session, runtime: Runtime, cache: SearchCache, tenant_id: uui
     return found
 
 
-def _load_one(runtime: Runtime, cache: SearchCache, row: Any) -> None:
+def _load_one(runtime: Searching, cache: SearchCache, row: Any) -> None:
     with runtime.sessions() as session:
         try:
             store.load_segment(session, runtime.plane, cache, row)
@@ -381,7 +389,7 @@ def first_check(limit: int) -> int:
     return limit + max(4, limit // 2)
 
 
-def _with_values(session: Session, runtime: Runtime, cache: SearchCache, actor: Actor,
+def _with_values(session: Session, runtime: Searching, cache: SearchCache, actor: Actor,
                  hits: list[SearchHit]) -> list[SearchHit]:
     """Each hit with its verified value; a hit whose object fails verification is dropped,
     its pointer marked corrupt and the failure audited (as a read does)."""
@@ -421,7 +429,7 @@ def _with_values(session: Session, runtime: Runtime, cache: SearchCache, actor: 
             for h in hits if h.pointer_id in values]
 
 
-def _open(runtime: Runtime, actor: Actor, pointer: Any) -> tuple[bytes, str | None, str | None]:
+def _open(runtime: Searching, actor: Actor, pointer: Any) -> tuple[bytes, str | None, str | None]:
     with runtime.sessions() as session:
         target = runtime.plane.by_id(session, pointer.storage_config_id)
         try:

@@ -1,14 +1,13 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Protocol
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Response
 from fastapi.responses import JSONResponse
 
 from ..deps import AdminCaller, ComplianceCaller, PlaneDep, SessionDep, get_runtime
 from ..idempotency import Idempotency, Replay
-from ..runtime import Runtime
 from . import named
 from . import service as storage_config
 from .schemas import (
@@ -20,9 +19,24 @@ from .schemas import (
     StorageHealthOut,
 )
 
+if TYPE_CHECKING:
+    from ..settings import Settings
+    from .plane import DataPlane
+
 router = APIRouter(tags=["storage"])
 
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+class Running(Protocol):
+    """What these routes use of the running server: its settings and its data plane."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def plane(self) -> DataPlane: ...
+
+
+RuntimeDep = Annotated[Running, Depends(get_runtime)]
 
 
 @router.put("/v1/storage/config", response_model=StorageConfigOut)

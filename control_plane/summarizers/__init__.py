@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from ..runtime import Runtime
     from ..settings import Settings
+    from ..storage_config.plane import DataPlane
 
-__all__ = ["BudgetSpent", "EventText", "Summarizer", "SummarizerFailed", "Summary",
+__all__ = ["BudgetSpent", "EventText", "Running", "Summarizer", "SummarizerFailed", "Summary",
            "TokenBudget", "summarizer_for"]
 
 
@@ -68,6 +68,19 @@ class Summarizer(Protocol):
         bucket cannot be summarised now, :class:`BudgetSpent` when the run's token budget
         cannot cover the call."""
         ...
+
+
+class Running(Protocol):
+    """What summariser routing uses of the running server (``control_plane.runtime.Runtime``
+    is one): its settings, and its data plane, whose credential box seals and opens the
+    tenants' API keys. Where the functions take a bare ``Settings`` instead, the box is built
+    from the server key."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def plane(self) -> DataPlane: ...
 
 
 class SummarizerFailed(Exception):
@@ -156,7 +169,7 @@ class TokenBudget:
             self._spent += max(0, used)
 
 
-def summarizer_for(session: Session, runtime_or_settings: Runtime | Settings,
+def summarizer_for(session: Session, runtime_or_settings: Running | Settings,
                    tenant_id: uuid.UUID, budget: TokenBudget) -> Summarizer:
     """The tenant's configured OpenAI-compatible endpoint, else the offline extractive one.
 

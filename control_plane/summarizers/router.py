@@ -5,13 +5,13 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends
 
 from ..deps import AdminCaller, ComplianceCaller, SessionDep, get_runtime
-from ..runtime import Runtime
+from . import Running
 from . import service as summarizers
 from .schemas import SummarizerConfigIn, SummarizerConfigOut
 
 router = APIRouter(tags=["summarizer"])
 
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+RuntimeDep = Annotated[Running, Depends(get_runtime)]
 
 
 @router.put("/v1/summarizer/config", response_model=SummarizerConfigOut)

@@ -22,7 +22,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 from urllib.parse import urlsplit
 
 from sqlalchemy.orm import Session
@@ -37,7 +37,15 @@ from ..db.models import SummarizerConfig
 from ..errors import InvalidInput, StorageMisconfigured
 from ..settings import Settings
 from ..storage_config.credentials import CredentialBox, CredentialsUnreadable, load_server_key
-from . import SENTENCES, EventText, Summarizer, SummarizerFailed, Summary, TokenBudget
+from . import (
+    SENTENCES,
+    EventText,
+    Running,
+    Summarizer,
+    SummarizerFailed,
+    Summary,
+    TokenBudget,
+)
 from . import repository as repo
 from .extractive import MODEL as EXTRACTIVE_MODEL
 from .extractive import PROMPT_VERSION as EXTRACTIVE_PROMPT
@@ -45,9 +53,6 @@ from .extractive import ExtractiveSummarizer
 from .openai_compat import PROVIDER, OpenAICompatibleSummarizer
 from .prompt import PROMPT_VERSION
 from .schemas import SummarizerConfigIn, SummarizerConfigOut
-
-if TYPE_CHECKING:
-    from ..runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +70,7 @@ def endpoint_policy(settings: Settings) -> EndpointPolicy:
                                        settings.summarizer_public_hosts)
 
 
-def _settings_and_box(runtime_or_settings: Runtime | Settings
+def _settings_and_box(runtime_or_settings: Running | Settings
                       ) -> tuple[Settings, CredentialBox | None]:
     if isinstance(runtime_or_settings, Settings):
         return runtime_or_settings, CredentialBox(load_server_key(runtime_or_settings))
@@ -95,7 +100,7 @@ class _Unusable:
         raise SummarizerFailed(self.code)
 
 
-def build_for_tenant(session: Session, runtime_or_settings: Runtime | Settings,
+def build_for_tenant(session: Session, runtime_or_settings: Running | Settings,
                      tenant_id: uuid.UUID, budget: TokenBudget, *,
                      sleep: Callable[[float], None] = time.sleep) -> Summarizer:
     """The tenant's configured endpoint (its budget narrowing ``budget``), else the offline
@@ -132,7 +137,7 @@ def _refuse(code: str) -> NoReturn:
                        problem=code)
 
 
-def configure(session: Session, runtime_or_settings: Runtime | Settings, actor: Actor,
+def configure(session: Session, runtime_or_settings: Running | Settings, actor: Actor,
               body: SummarizerConfigIn) -> SummarizerConfigOut:
     """Probe the endpoint, then make it the tenant's summariser."""
     settings, box = _settings_and_box(runtime_or_settings)
@@ -171,7 +176,7 @@ def configure(session: Session, runtime_or_settings: Runtime | Settings, actor: 
     return _out(config, settings)
 
 
-def get_config(session: Session, runtime_or_settings: Runtime | Settings,
+def get_config(session: Session, runtime_or_settings: Running | Settings,
                actor: Actor) -> SummarizerConfigOut:
     """The tenant's summariser, without its key; the offline default when none is set."""
     settings, _ = _settings_and_box(runtime_or_settings)
@@ -184,7 +189,7 @@ def get_config(session: Session, runtime_or_settings: Runtime | Settings,
     return _out(config, settings)
 
 
-def delete_config(session: Session, runtime_or_settings: Runtime | Settings,
+def delete_config(session: Session, runtime_or_settings: Running | Settings,
                   actor: Actor) -> SummarizerConfigOut:
     """Back to the offline default; the sealed key goes with the row."""
     settings, _ = _settings_and_box(runtime_or_settings)

@@ -254,15 +254,15 @@ def worker(
     """Run export, erasure and compaction jobs (and the daily compaction schedule) from the
     configured database until interrupted; with MEMPLANE_EMBED_ON_WRITE (the default), also
     the search indexer that embeds what was written."""
-    from control_plane.jobs.worker import Worker
+    from control_plane.job_handlers import JobWorker
     from control_plane.observability.json_logs import configure_logging
 
     from .local import _runtime
 
     with _runtime() as runtime:
         configure_logging(runtime.settings.log_level)
-        job_worker = Worker(runtime.sessions, runtime.plane, runtime.settings,
-                            lease_seconds=lease_seconds)
+        job_worker = JobWorker(runtime.sessions, runtime.plane, runtime.settings,
+                               lease_seconds=lease_seconds)
         if metrics_port is not None:
             from control_plane.observability.metrics import Metrics
             from control_plane.observability.metrics_server import serve_metrics

@@ -12,10 +12,10 @@ import pytest
 from pydantic import ValidationError
 
 from control_plane.compactor import repository
-from control_plane.compactor.schedule import parse_schedule
 from control_plane.db.models import CompactorSettings
-from control_plane.jobs.worker import Worker
+from control_plane.job_handlers import JobWorker
 from control_plane.runtime import Runtime
+from control_plane.schedules import parse_schedule
 from control_plane.settings import Settings
 from tests.support.clock import DEADLINE_SECONDS, ManualWallClock
 
@@ -30,8 +30,8 @@ def runtime(database: str, request: pytest.FixtureRequest, tmp_path: Path) -> Ru
         yield rt  # type: ignore[misc]
 
 
-def _worker(runtime: Runtime, clock: ManualWallClock, name: str) -> Worker:
-    return Worker(runtime.sessions, runtime.plane, runtime.settings, owner=name, clock=clock)
+def _worker(runtime: Runtime, clock: ManualWallClock, name: str) -> JobWorker:
+    return JobWorker(runtime.sessions, runtime.plane, runtime.settings, owner=name, clock=clock)
 
 
 def _tenants(runtime: Runtime) -> tuple[list[object], object, object]:

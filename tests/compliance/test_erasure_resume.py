@@ -16,7 +16,7 @@ from control_plane.compliance.receipts import served
 from control_plane.compliance.signing import signing_key
 from control_plane.db.models import AccessLog, ErasureReceipt, MemoryPointer
 from control_plane.errors import SubjectErasureInProgress
-from control_plane.jobs.worker import Worker
+from control_plane.job_handlers import JobWorker
 from control_plane.keys.pseudonyms import pseudonym
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
@@ -32,9 +32,9 @@ SUBJECT, BYSTANDER = "alice", "bob"
 LEASE = 3600.0  # the workers share a manual clock: the test moves it past the lease
 
 
-def _worker(world: ServiceWorld, name: str, clock: ManualWallClock) -> Worker:
-    return Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
-                  owner=name, lease_seconds=LEASE, clock=clock)
+def _worker(world: ServiceWorld, name: str, clock: ManualWallClock) -> JobWorker:
+    return JobWorker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
+                     owner=name, lease_seconds=LEASE, clock=clock)
 
 
 @pytest.mark.parametrize("step, occurrence", [

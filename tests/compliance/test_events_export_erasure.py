@@ -31,7 +31,7 @@ from control_plane.db.models import (
 )
 from control_plane.events import service as events
 from control_plane.events.schemas import EventIn
-from control_plane.jobs.worker import Worker
+from control_plane.job_handlers import JobWorker
 from control_plane.keys import service as keys
 from control_plane.kit import sha256_hex
 from control_plane.memories.api import serialise
@@ -131,9 +131,9 @@ def _seed(world: ServiceWorld) -> Seeded:
                   [others[0].id, others[2].id])
 
 
-def _worker(world: ServiceWorld, name: str, clock: ManualWallClock | None = None) -> Worker:
-    return Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
-                  owner=name, lease_seconds=LEASE, clock=clock or ManualWallClock())
+def _worker(world: ServiceWorld, name: str, clock: ManualWallClock | None = None) -> JobWorker:
+    return JobWorker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
+                     owner=name, lease_seconds=LEASE, clock=clock or ManualWallClock())
 
 
 def _archive(world: ServiceWorld, job_id: uuid.UUID) -> zipfile.ZipFile:

@@ -14,7 +14,7 @@ from control_plane.db.models import Job, MemoryEvent, SubjectErasure
 from control_plane.errors import SubjectErasureInProgress
 from control_plane.events import service as events
 from control_plane.events.schemas import EventIn
-from control_plane.jobs.worker import Worker
+from control_plane.job_handlers import JobWorker
 from tests.support.service import ServiceWorld
 
 from .helpers import job
@@ -82,8 +82,8 @@ def test_an_append_outlived_by_a_whole_erasure_does_not_adopt_its_dead_body(
             with world.runtime.sessions() as session:
                 runs.append(compliance.start_erasure(session, world.actor, SUBJECT,
                                                      dry_run=False).id)
-            Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
-                   owner="eraser").run_once()
+            JobWorker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
+                      owner="eraser").run_once()
 
     world.runtime.plane.checkpoint = erase_after_put
     late = _append(world)

@@ -28,7 +28,7 @@ from control_plane.audit.service import Actor
 from control_plane.compliance import export_collect, export_download, export_items, zipwriter
 from control_plane.compliance import service as compliance
 from control_plane.db.models import AccessLog, Job, MemoryPointer
-from control_plane.jobs.worker import Worker
+from control_plane.job_handlers import JobWorker
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
@@ -164,7 +164,7 @@ def _fill(runtime: Runtime, n: int, size: int) -> tuple[Actor, dict[str, Any]]:
 def _export(runtime: Runtime, actor: Actor) -> tuple[dict[str, Any], zipfile.ZipFile]:
     with runtime.sessions() as session:
         queued = compliance.start_export(session, actor, SUBJECT, "json")
-    assert Worker(runtime.sessions, runtime.plane, runtime.settings).run_once() == queued.id
+    assert JobWorker(runtime.sessions, runtime.plane, runtime.settings).run_once() == queued.id
     with runtime.sessions() as session:
         done = session.get(Job, queued.id)
         assert done is not None and done.state == "completed", done and done.error

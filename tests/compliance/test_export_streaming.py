@@ -27,7 +27,7 @@ from control_plane.compliance import export_download
 from control_plane.compliance import service as compliance
 from control_plane.db.models import AccessLog, Job
 from control_plane.errors import HashMismatch
-from control_plane.jobs.worker import Worker
+from control_plane.job_handlers import JobWorker
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
@@ -111,7 +111,7 @@ def _export(runtime: Runtime, part: int) -> tuple[Actor, uuid.UUID, dict[str, An
     adapter: Any = runtime.plane.default_adapter
     _whole_object_calls_refused(adapter)
     adapter.stats.reset()
-    assert Worker(runtime.sessions, runtime.plane, runtime.settings).run_once() == job.id
+    assert JobWorker(runtime.sessions, runtime.plane, runtime.settings).run_once() == job.id
     with runtime.sessions() as session:
         done = session.get(Job, job.id)
         assert done is not None and done.state == "completed", done and done.error

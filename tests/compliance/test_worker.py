@@ -13,8 +13,8 @@ import pytest
 from control_plane.db.engine import begin_write, make_engine
 from control_plane.db.migrate import upgrade
 from control_plane.errors import NotFound
+from control_plane.job_handlers import JobWorker
 from control_plane.jobs.service import JobContext, enqueue, get_job
-from control_plane.jobs.worker import Worker
 from control_plane.runtime import Runtime
 from control_plane.tenants.service import create_tenant
 from tests.support.clock import DEADLINE_SECONDS, Beats, ManualWallClock, wait_until
@@ -55,7 +55,7 @@ def _enqueue(world: ServiceWorld, kind: str = "probe") -> Any:
         return queued
 
 
-def _drain(worker: Worker) -> None:
+def _drain(worker: JobWorker) -> None:
     while worker.run_once() is not None:
         pass
 
@@ -68,8 +68,8 @@ def test_a_failing_job_is_retried_then_marked_failed(world: ServiceWorld) -> Non
         raise ValueError("bucket said no")
 
     queued = _enqueue(world)
-    worker = Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
-                    handlers={"probe": broken})
+    worker = JobWorker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
+                       handlers={"probe": broken})
     _drain(worker)
     failed = job(world, queued.id)
     assert calls == [1, 2, 3]
@@ -89,8 +89,8 @@ def test_progress_saved_by_one_attempt_is_seen_by_the_next(world: ServiceWorld) 
         return {"ok": True}
 
     queued = _enqueue(world)
-    _drain(Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
-                  handlers={"probe": flaky}))
+    _drain(JobWorker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
+                     handlers={"probe": flaky}))
     done = job(world, queued.id)
     assert seen == [{}, {"step1": True}]
     assert (done.state, done.result, done.attempts) == ("completed", {"ok": True}, 2)
@@ -110,10 +110,10 @@ def test_a_running_job_keeps_its_lease_while_its_worker_is_alive(
         return {"slow": True, "lost": ctx.lost()}
 
     queued = _enqueue(world)
-    first = Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
-                   handlers={"probe": slow}, lease_seconds=LEASE, clock=clock, pause=beats)
-    other = Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
-                   handlers={"probe": slow}, lease_seconds=LEASE, clock=clock)
+    first = JobWorker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
+                      handlers={"probe": slow}, lease_seconds=LEASE, clock=clock, pause=beats)
+    other = JobWorker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
+                      handlers={"probe": slow}, lease_seconds=LEASE, clock=clock)
     thread = threading.Thread(target=first.run_once)
     thread.start()
     try:
@@ -155,10 +155,10 @@ def test_a_lease_not_renewed_is_taken_over_and_its_worker_told(
         return {"stuck": True}
 
     queued = _enqueue(world)
-    first = Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
-                   handlers={"probe": stuck}, lease_seconds=LEASE, clock=clock, pause=beats)
-    other = Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
-                   handlers={"probe": stuck}, lease_seconds=LEASE, clock=clock)
+    first = JobWorker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
+                      handlers={"probe": stuck}, lease_seconds=LEASE, clock=clock, pause=beats)
+    other = JobWorker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
+                      handlers={"probe": stuck}, lease_seconds=LEASE, clock=clock)
     thread = threading.Thread(target=first.run_once)
     thread.start()
     try:
@@ -213,7 +213,7 @@ def test_the_worker_purges_idempotency_answers_past_their_retention(
                 fingerprint="0" * 64, status_code=200,
                 response={"user_id": "u-1"}, created_at=utcnow() - age))
         session.commit()
-    worker = Worker(runtime.sessions, runtime.plane, runtime.settings, owner="purge-test")
+    worker = JobWorker(runtime.sessions, runtime.plane, runtime.settings, owner="purge-test")
     assert worker.purge_idempotency() == 1
     with runtime.sessions() as session:
         assert list(session.scalars(select(IdempotentResponse.key))) == ["fresh"]

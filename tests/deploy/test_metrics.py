@@ -22,7 +22,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from control_plane.integrity import reconcile
-from control_plane.jobs.worker import Worker
+from control_plane.job_handlers import JobWorker
 from control_plane.runtime import Runtime
 from tests.support.emulators import free_port
 from tests.support.process import CHECKOUT
@@ -152,7 +152,7 @@ def test_queue_depth_and_job_durations(quiet_stack: Stack) -> None:
     assert value(middle, "memplane_jobs", kind="export", state="queued") - queued_before == 2
     assert value(middle, "memplane_database_metrics_up") == 1
 
-    worker = Worker(runtime.sessions, runtime.plane, runtime.settings)
+    worker = JobWorker(runtime.sessions, runtime.plane, runtime.settings)
     ran = [worker.run_once() for _ in range(2)]
     assert all(isinstance(job_id, uuid.UUID) for job_id in ran)
     after = scrape(quiet_stack)

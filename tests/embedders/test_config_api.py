@@ -274,7 +274,8 @@ def test_the_key_is_never_stored_shown_logged_or_audited(
 
 def test_the_server_default_is_a_setting(tmp_path: Any) -> None:
     from control_plane.embedders import default_embedder
-    from control_plane.embedders.semantic import INSTALL_HINT, SemanticEmbedder
+    from control_plane.embedders.semantic import SemanticEmbedder
+    from control_plane.semantic_extra import INSTALL_HINT
 
     assert Settings(data_dir=tmp_path).embedder == "hash"
     assert isinstance(default_embedder("hash"), HashingEmbedder)

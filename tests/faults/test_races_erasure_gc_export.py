@@ -33,7 +33,7 @@ from control_plane.db.engine import make_engine
 from control_plane.db.migrate import upgrade
 from control_plane.db.models import GcCandidate, MemoryPointer
 from control_plane.integrity import reconcile
-from control_plane.jobs.worker import Worker
+from control_plane.job_handlers import JobWorker
 from control_plane.memories import guesses
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
@@ -163,9 +163,9 @@ def _delete(world: ServiceWorld, address: MemoryAddress) -> Any:
         return memories.delete_value(session, world.runtime.plane, world.actor, address)
 
 
-def _worker(world: ServiceWorld) -> Worker:
-    return Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
-                  owner=f"race-{uuid.uuid4().hex[:6]}")
+def _worker(world: ServiceWorld) -> JobWorker:
+    return JobWorker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
+                     owner=f"race-{uuid.uuid4().hex[:6]}")
 
 
 def _target(world: ServiceWorld) -> Any:

@@ -127,14 +127,14 @@ def test_an_erasure_of_a_held_subject_is_refused_until_the_hold_is_lifted(
 def test_a_hold_placed_after_the_request_stops_the_erasure_job_before_it_deletes(
         lone_world: ServiceWorld) -> None:
     world = lone_world
-    from control_plane.jobs.worker import Worker
+    from control_plane.job_handlers import JobWorker
 
     put(world, "user", "u-late", "k")
     with world.runtime.sessions() as session:
         compliance.start_erasure(session, world.actor, "u-late", dry_run=False)
     hold_id = hold(world, user_id="u-late", reason="litigation")
-    worker = Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
-                    owner="test-worker")
+    worker = JobWorker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
+                       owner="test-worker")
     while worker.run_once() is not None:
         pass
     with world.runtime.sessions() as session:

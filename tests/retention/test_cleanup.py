@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from control_plane.db.models import AccessLog, Job
-from control_plane.jobs.worker import Worker
+from control_plane.job_handlers import JobWorker
 from control_plane.retention import cleanup
 from control_plane.retention.schemas import CleanupIn, CleanupOut
 from control_plane.tenants.access import Access, Grant
@@ -97,8 +97,8 @@ def test_a_large_cleanup_runs_as_a_job(lone_world: ServiceWorld,
     job = _cleanup(world, clock(), scope="team", scope_ref="t1", older_than_days=5,
                    exclude_keys=["keep"])
     assert isinstance(job, Job) and (job.kind, job.state) == ("cleanup", "queued")
-    worker = Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
-                    owner="w")
+    worker = JobWorker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
+                       owner="w")
     assert worker.run_once() == job.id
     with world.runtime.sessions() as session:
         done = session.get(Job, job.id)

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from control_plane.db.models import Job
-from control_plane.jobs.worker import Worker
+from control_plane.job_handlers import JobWorker
 from control_plane.retention import schedule, sweep
 from control_plane.retention.schemas import RetentionRunIn
 from tests.retention.helpers import backdate, deletes, objects, pointers, policy, put
@@ -42,8 +42,8 @@ def test_a_run_killed_half_way_and_rerun_deletes_each_due_item_once(
     with world.runtime.sessions() as session:
         job = schedule.start_run(session, world.actor, RetentionRunIn())
     settings = world.runtime.settings
-    first = Worker(world.runtime.sessions, world.runtime.plane, settings, owner="first",
-                   clock=clock, lease_seconds=30)
+    first = JobWorker(world.runtime.sessions, world.runtime.plane, settings, owner="first",
+                      clock=clock, lease_seconds=30)
     with pytest.raises(SimulatedCrash):
         first.run_once()
     # half-way: the first batch is gone, the second is marked (and maybe its objects gone)
@@ -56,8 +56,8 @@ def test_a_run_killed_half_way_and_rerun_deletes_each_due_item_once(
     # the dead worker's lease runs out (progress saves renew it from the real clock, so
     # move well past any renewal made while the first attempt ran)
     clock.advance(3600)
-    second = Worker(world.runtime.sessions, world.runtime.plane, settings, owner="second",
-                    clock=clock, lease_seconds=30)
+    second = JobWorker(world.runtime.sessions, world.runtime.plane, settings, owner="second",
+                       clock=clock, lease_seconds=30)
     assert second.run_once() == job.id
 
     with world.runtime.sessions() as session:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from control_plane.jobs.worker import Worker
+from control_plane.job_handlers import JobWorker
 from control_plane.runtime import Runtime
 from control_plane.settings import Settings
 from tests.compactor.helpers import jobs_of, new_tenant, own_runtime
@@ -33,8 +33,8 @@ def test_one_run_per_tenant_and_day(runtime: Runtime) -> None:
     policy(with_policy, scope="user", retention_days=30, auto_delete=True)
     put(with_ttl, "user", "u1", "k", ttl_days=5)
     clock = ManualWallClock(datetime.fromisoformat("2026-03-02T03:29:59+00:00"))
-    first = Worker(runtime.sessions, runtime.plane, runtime.settings, owner="w1", clock=clock)
-    second = Worker(runtime.sessions, runtime.plane, runtime.settings, owner="w2", clock=clock)
+    first = JobWorker(runtime.sessions, runtime.plane, runtime.settings, owner="w1", clock=clock)
+    second = JobWorker(runtime.sessions, runtime.plane, runtime.settings, owner="w2", clock=clock)
 
     assert (first.tick_retention(), second.tick_retention()) == (0, 0)
     clock.advance(1)
@@ -46,7 +46,7 @@ def test_one_run_per_tenant_and_day(runtime: Runtime) -> None:
     assert {j.dedupe_key for j in jobs} == {"retention:2026-03-02"}
 
     clock.advance(86400)
-    third = Worker(runtime.sessions, runtime.plane, runtime.settings, owner="w3", clock=clock)
+    third = JobWorker(runtime.sessions, runtime.plane, runtime.settings, owner="w3", clock=clock)
     assert third.tick_retention() == 2
     assert {j.dedupe_key for j in jobs_of(runtime, "retention")} == {
         "retention:2026-03-02", "retention:2026-03-03"}

@@ -45,7 +45,7 @@ from control_plane.db.models import (
 )
 from control_plane.events import service as events
 from control_plane.events.schemas import EventIn
-from control_plane.jobs.worker import Worker
+from control_plane.job_handlers import JobWorker
 from control_plane.keys import service as keys
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
@@ -232,8 +232,8 @@ def _readable(copy: Iterator[tuple[str, bytes]], live: dict[uuid.UUID, bytes],
 def _erase(world: ServiceWorld, user_id: str = SUBJECT) -> dict[str, Any]:
     with world.runtime.sessions() as session:
         queued = compliance.start_erasure(session, world.actor, user_id, dry_run=False).id
-    worker = Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
-                    owner="eraser", lease_seconds=3600, clock=ManualWallClock())
+    worker = JobWorker(world.runtime.sessions, world.runtime.plane, world.runtime.settings,
+                       owner="eraser", lease_seconds=3600, clock=ManualWallClock())
     # The database is shared with other tests, whose tenants' jobs may be claimed first (the
     # worker serves the tenant served longest ago): run jobs as a worker would until ours ran.
     ran = [worker.run_once() for _ in range(1)]

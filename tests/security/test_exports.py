@@ -3,7 +3,7 @@ key, hash-checked on download, deleted after ``MEMPLANE_EXPORT_TTL_HOURS``; and 
 export request for a subject returns the one already queued or running.
 
 The server here runs without its in-process job worker, on a database of its own: each test
-runs the worker itself (``Worker.run_once``, ``Worker.expire_exports`` with a chosen clock),
+runs the worker itself (``JobWorker.run_once``, ``JobWorker.expire_exports`` with a chosen clock),
 so nothing races and nothing sleeps. The bucket is the server's local default bucket, read
 and tampered with straight from its directory, never through the service.
 """
@@ -29,7 +29,7 @@ from control_plane.compliance import export_download
 from control_plane.db.engine import begin_write, make_engine, make_session_factory
 from control_plane.db.migrate import upgrade
 from control_plane.db.models import AccessLog, Job
-from control_plane.jobs.worker import Worker
+from control_plane.job_handlers import JobWorker
 from storage_adapters.envelope import MAGIC, DecryptionError
 from tests.support.service import ServerThread, Stack, Tenant, isolated_database, make_settings
 
@@ -54,11 +54,11 @@ def tenant(quiet: Stack) -> Tenant:
     return quiet.new_tenant()
 
 
-def _worker(stack: Stack, clock: datetime | None = None) -> Worker:
+def _worker(stack: Stack, clock: datetime | None = None) -> JobWorker:
     if clock is None:
-        return Worker(stack.runtime.sessions, stack.runtime.plane, stack.runtime.settings)
-    return Worker(stack.runtime.sessions, stack.runtime.plane, stack.runtime.settings,
-                  clock=lambda: clock)
+        return JobWorker(stack.runtime.sessions, stack.runtime.plane, stack.runtime.settings)
+    return JobWorker(stack.runtime.sessions, stack.runtime.plane, stack.runtime.settings,
+                     clock=lambda: clock)
 
 
 def _write(tenant: Tenant, user: str, n: int) -> dict[str, str]:

@@ -21,9 +21,9 @@ from sqlalchemy import func, select, update
 from control_plane.audit.service import Actor
 from control_plane.compliance import service as compliance
 from control_plane.db.models import Job
+from control_plane.job_handlers import JobWorker
 from control_plane.jobs.limits import TooManyJobs
 from control_plane.jobs.service import JobContext, LeaseLost
-from control_plane.jobs.worker import Worker
 from control_plane.retention import schedule
 from control_plane.retention.schemas import RetentionRunIn
 from control_plane.runtime import Runtime
@@ -171,8 +171,8 @@ def test_a_tenant_runs_at_most_its_limit_while_others_are_served(runtime: Runtim
     a, b = _tenant(runtime, "a"), _tenant(runtime, "b")
     a_jobs = _queue(runtime, a, 3)
     b_jobs = _queue(runtime, b, 1)
-    worker = Worker(runtime.sessions, runtime.plane, runtime.settings,
-                    handlers={"export": _instant}, lease_seconds=3600)
+    worker = JobWorker(runtime.sessions, runtime.plane, runtime.settings,
+                       handlers={"export": _instant}, lease_seconds=3600)
     claimed = [job.id for job in iter(worker.claim, None)]  # claimed, left running
     assert claimed == [a_jobs[0], b_jobs[0], a_jobs[1]]  # A's third waits for a free slot
     assert _job(runtime, a_jobs[2]).state == "queued"
@@ -187,8 +187,8 @@ def test_concurrent_workers_keep_each_tenant_within_its_limit(runtime: Runtime) 
     start = threading.Barrier(len(claims))
 
     def claim_all(mine: list[Job]) -> None:
-        worker = Worker(runtime.sessions, runtime.plane, runtime.settings,
-                        handlers={"export": _instant}, lease_seconds=3600)
+        worker = JobWorker(runtime.sessions, runtime.plane, runtime.settings,
+                           handlers={"export": _instant}, lease_seconds=3600)
         start.wait()
         while (job := worker.claim()) is not None:
             mine.append(job)
@@ -223,8 +223,8 @@ def test_a_hung_step_is_abandoned_and_its_thread_can_write_nothing_after(
             late.append("lease_lost")
         return {"first": True}
 
-    worker = Worker(runtime.sessions, runtime.plane, runtime.settings,
-                    handlers={"export": hangs})
+    worker = JobWorker(runtime.sessions, runtime.plane, runtime.settings,
+                       handlers={"export": hangs})
     began = time.monotonic()
     assert worker.run_once() == queued  # returns although the handler still hangs
     took = time.monotonic() - began
@@ -253,8 +253,8 @@ def test_a_worker_gives_a_tenant_no_more_threads_while_its_abandoned_ones_hang(
         release.wait(DEADLINE_SECONDS)
         return {}
 
-    worker = Worker(runtime.sessions, runtime.plane, runtime.settings,
-                    handlers={"export": hangs})
+    worker = JobWorker(runtime.sessions, runtime.plane, runtime.settings,
+                       handlers={"export": hangs})
     try:
         assert [worker.run_once() for _ in range(CONCURRENCY)] == [queued] * CONCURRENCY
         assert worker.abandoned.stuck(actor.tenant_id) == CONCURRENCY
@@ -278,8 +278,8 @@ def test_a_job_that_reports_in_may_run_longer_than_the_step_bound(runtime: Runti
             time.sleep(0.2)
         return {"steps": "done"}
 
-    worker = Worker(runtime.sessions, runtime.plane, runtime.settings,
-                    handlers={"export": steady})
+    worker = JobWorker(runtime.sessions, runtime.plane, runtime.settings,
+                       handlers={"export": steady})
     assert worker.run_once() == queued
     done = _job(runtime, queued)
     assert (done.state, done.attempts, done.result) == ("completed", 1, {"steps": "done"})
@@ -329,7 +329,7 @@ def test_a_stuck_export_delays_another_tenants_job_by_at_most_the_step_bound(
     bucket = f"slow-{a.tenant_id.hex[:12]}"
     moto_server.create_bucket(bucket)
     stop = threading.Event()
-    worker = Worker(runtime.sessions, runtime.plane, runtime.settings)  # the real handlers
+    worker = JobWorker(runtime.sessions, runtime.plane, runtime.settings)  # the real handlers
     running = threading.Thread(target=worker.run_forever, args=(stop,))
     with SlowBucket(moto_server.endpoint) as slow:
         with runtime.sessions() as session:

@@ -1,7 +1,7 @@
 """Jobs are scheduled fairly across tenants: one tenant's long queue delays another tenant's
 job by at most one job, and several workers still never claim the same job.
 
-Deterministic: the tests claim with the worker's own claim function (``Worker.claim``, or
+Deterministic: the tests claim with the worker's own claim function (``JobWorker.claim``, or
 ``run_once`` with handlers that return at once) under a clock that moves one second per
 call; nothing sleeps. The runtime has a database of its own, with no server worker on it.
 """
@@ -18,8 +18,8 @@ import pytest
 
 from control_plane.audit.service import Actor
 from control_plane.compliance import service as compliance
+from control_plane.job_handlers import JobWorker
 from control_plane.jobs.service import JobContext
-from control_plane.jobs.worker import Worker
 from control_plane.runtime import Runtime
 from control_plane.tenants.service import create_tenant
 from tests.support.jobs import close_runnable_jobs
@@ -83,10 +83,10 @@ def _instant(ctx: JobContext) -> dict[str, Any]:
     return {"ran": ctx.kind}
 
 
-def _worker(runtime: Runtime, clock: Ticks) -> Worker:
+def _worker(runtime: Runtime, clock: Ticks) -> JobWorker:
     # Leases far longer than the ticks a test takes: no claim is ever a takeover here.
-    return Worker(runtime.sessions, runtime.plane, runtime.settings, clock=clock,
-                  handlers={"export": _instant, "erase": _instant}, lease_seconds=3600)
+    return JobWorker(runtime.sessions, runtime.plane, runtime.settings, clock=clock,
+                     handlers={"export": _instant, "erase": _instant}, lease_seconds=3600)
 
 
 def test_another_tenants_erasure_is_claimed_within_two_claims_after_50_exports(

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from control_plane.addresses import MemoryAddress, Scope
 from control_plane.compliance import service as compliance
 from control_plane.db.models import ErasureReceipt, KekVersion, MemoryPointer, SubjectKey
-from control_plane.jobs.worker import Worker
+from control_plane.job_handlers import JobWorker
 from control_plane.keys import service as keys
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
@@ -100,7 +100,7 @@ def test_an_export_running_across_a_rotation_and_retirement_exports_everything(
         queued = compliance.start_export(session, world.actor, "alice", "json")
     reports = []
     at_step["unwrap"] = lambda: reports.append(_rotate_and_retire(world))
-    worker = Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings)
+    worker = JobWorker(world.runtime.sessions, world.runtime.plane, world.runtime.settings)
     assert worker.run_once() == queued.id
     assert len(reports) == 1  # the rotation and retirement ran inside the export
     done = job(world, queued.id)
@@ -142,7 +142,7 @@ def test_a_new_subject_key_wrapped_under_a_kek_retired_meanwhile_is_wrapped_agai
 def _erase(world: ServiceWorld, user_id: str) -> dict[str, object]:
     with world.runtime.sessions() as session:
         queued = compliance.start_erasure(session, world.actor, user_id, dry_run=False)
-    worker = Worker(world.runtime.sessions, world.runtime.plane, world.runtime.settings)
+    worker = JobWorker(world.runtime.sessions, world.runtime.plane, world.runtime.settings)
     assert worker.run_once() == queued.id
     done = job(world, queued.id)
     assert (done.state, done.error) == ("completed", None)
