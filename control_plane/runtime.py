@@ -19,12 +19,12 @@ from .audit import service as audit
 from .audit.batcher import AuditBatcher
 from .db.engine import make_engine, make_session_factory
 from .jobs import limits as job_limits
-from .keys.service import Keyring
 from .observability import DatabaseState
+from .plane.bulkhead import Bulkheads
+from .plane.credentials import CredentialBox, load_server_key
+from .plane.data_plane import DataPlane
+from .plane.keyring import Keyring
 from .settings import Settings
-from .storage_config.bulkhead import Bulkheads
-from .storage_config.credentials import CredentialBox, load_server_key
-from .storage_config.plane import DataPlane
 from .tenants.service import CALLERS
 from .testhooks import pause_from_env
 

@@ -49,7 +49,7 @@ from sqlalchemy.orm import Session
 from storage_adapters.entropy import token_bytes
 
 if TYPE_CHECKING:
-    from ..keys.service import Keyring
+    from ..plane.keyring import Keyring
 
 ERASED = "[erased subject]"
 UNREADABLE = "[sealed; unreadable]"
@@ -91,7 +91,7 @@ def reveal(session: Session, ring: Keyring | None, tenant_id: uuid.UUID,
     """
     from ..errors import KeyServiceUnavailable
     from ..keys import repository as keys_repo
-    from ..keys import service as keys
+    from ..keys import subject_keys as keys
 
     opened: dict[uuid.UUID, bytes | str] = {}
 

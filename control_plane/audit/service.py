@@ -36,9 +36,9 @@ from . import sealed
 from .repository import list_rows
 
 if TYPE_CHECKING:
-    from ..keys.service import Keyring
+    from ..plane.data_plane import DataPlane
+    from ..plane.keyring import Keyring
     from ..settings import Settings
-    from ..storage_config.plane import DataPlane
 
 log = logging.getLogger(__name__)
 

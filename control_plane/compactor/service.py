@@ -56,8 +56,8 @@ from ..db.engine import begin_write
 from ..db.models import Compaction, CompactorSettings, Job, MemoryEvent, MemoryPointer, Tenant
 from ..errors import Conflict, DomainError, HashMismatch, NotFound, SubjectErasureInProgress
 from ..jobs.service import JobContext, enqueue, enqueue_once
+from ..plane.data_plane import DataPlane
 from ..settings import Settings
-from ..storage_config.plane import DataPlane
 from ..tenants.access import EVERYTHING, Access, ensure_visible
 from . import repository as repo
 from .erase import by_subject

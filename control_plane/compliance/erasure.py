@@ -30,7 +30,7 @@ after a crash continues with the next one:
    locations, plus the archives of
    the subject's earlier exports;
 5. **keys** — the subject's encryption key is destroyed through
-   ``control_plane.keys.service.shred_subject`` when that module is installed;
+   ``control_plane.keys.subject_keys.shred_subject`` when that module is installed;
 6. **verify** — count queries on the pointers, the events and the compactor entries built
    from them, and a listing of every version under the subject's prefixes must all come back
    empty (if a write slipped in, the job goes back to step 3a);
@@ -94,7 +94,7 @@ from ..jobs.service import JobContext
 from ..keys import repository as keys_repo
 from ..kit import request_id_var
 from ..memories import repository as memories_repo
-from ..storage_config.plane import Target, storage_errors
+from ..plane.data_plane import Target, storage_errors
 from . import erasure_derived as derived
 from . import erasure_leftovers as leftovers
 from . import pseudonyms, receipts, subjects
@@ -598,11 +598,11 @@ def _audit_row(session: Session, ctx: JobContext, *, detail: str) -> AccessLog:
 
 
 def _shredder() -> Any:
-    """``control_plane.keys.service.shred_subject`` if per-subject keys exist here."""
+    """``control_plane.keys.subject_keys.shred_subject`` if per-subject keys exist here."""
     try:
-        from ..keys import service as keys_service  # type: ignore[attr-defined,unused-ignore]
+        from ..keys import subject_keys as keys_service  # type: ignore[attr-defined,unused-ignore]
     except ModuleNotFoundError as exc:
-        if exc.name in ("control_plane.keys", "control_plane.keys.service"):
+        if exc.name in ("control_plane.keys", "control_plane.keys.subject_keys"):
             return None
         raise
     return getattr(keys_service, "shred_subject", None)

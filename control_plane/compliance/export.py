@@ -102,9 +102,9 @@ from ..events import repository as events_repo
 from ..events import service as events
 from ..jobs import repository as jobs_repo
 from ..jobs.service import JobContext
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..memories import service as memories
-from ..storage_config.plane import DataPlane, storage_errors
+from ..plane.data_plane import DataPlane, storage_errors
 from . import export_items, subjects
 from .zipwriter import Deflater, ZipWriter
 

@@ -56,11 +56,11 @@ from ..audit.service import Actor
 from ..db.engine import begin_write
 from ..db.models import AccessLog, AuditHead, ErasureReceipt, StorageConfig
 from ..errors import NotFound
+from ..plane.credentials import CredentialBox
+from ..plane.data_plane import public_id
 from ..settings import Settings
-from ..storage_config.credentials import CredentialBox
-from ..storage_config.plane import public_id
+from ..signing import signing_key
 from . import pseudonyms
-from .signing import signing_key
 
 FORMAT = "memplane-erasure-receipt/1"
 

@@ -30,9 +30,9 @@ from ..entries import service as entries
 from ..errors import HashMismatch, InvalidInput, NotFound, StorageUnavailable
 from ..events import service as events
 from ..memories.addresses import MemoryAddress, Scope
+from ..plane.data_plane import DataPlane
 from ..runtime import Runtime
 from ..settings import Settings
-from ..storage_config.plane import DataPlane
 from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo

@@ -412,7 +412,7 @@ class EntryTerm(Base):
 class SummarizerConfig(Base):
     """A tenant's summariser: an OpenAI-compatible chat endpoint. One row per
     tenant; no row means the built-in offline summariser. The API key is sealed with the
-    server key like bucket credentials (storage_config/credentials.py), bound to this row."""
+    server key like bucket credentials (plane/credentials.py), bound to this row."""
 
     __tablename__ = "summarizer_configs"
 

@@ -37,7 +37,7 @@ from ..db.models import MemoryPointer
 from ..errors import Conflict, DomainError, Forbidden, HashMismatch, InvalidInput, NotFound
 from ..holds.service import ensure_not_held
 from ..idempotency import Idempotency, Replay
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..kit import decode_uuid_cursor, encode_cursor, page_limit, request_id_var, sha256_hex
 from ..memories import batch_gets
 from ..memories import repository as memories_repo
@@ -56,7 +56,7 @@ from ..memories.write import _check_size as check_size
 from ..memories.write import _key_destroyed as key_destroyed
 from ..memories.write import _replay as replay_of
 from ..memories.write import serialise
-from ..storage_config.plane import DataPlane, Target, storage_errors
+from ..plane.data_plane import DataPlane, Target, storage_errors
 from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo

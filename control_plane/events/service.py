@@ -51,7 +51,7 @@ from ..errors import (
     PayloadTooLarge,
 )
 from ..idempotency import Idempotency, Replay
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..kit import decode_cursor, encode_cursor, page_limit, sha256_hex
 from ..memories.addresses import MemoryAddress, Scope, nfc
 from ..memories.shared import (
@@ -62,7 +62,7 @@ from ..memories.shared import (
     sealed_address,
 )
 from ..memories.write import serialise
-from ..storage_config.plane import DataPlane, Target, storage_errors
+from ..plane.data_plane import DataPlane, Target, storage_errors
 from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo

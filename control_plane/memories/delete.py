@@ -19,7 +19,7 @@ from ..db.engine import begin_write
 from ..db.models import MemoryPointer
 from ..errors import NotFound
 from ..holds.service import ensure_not_held, ensure_scope_not_held
-from ..storage_config.plane import DataPlane, storage_errors
+from ..plane.data_plane import DataPlane, storage_errors
 from ..tenants.access import EVERYTHING, Access
 from . import guesses
 from . import repository as repo

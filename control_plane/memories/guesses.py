@@ -25,7 +25,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ..keys.service import subject_of
+from ..keys.subject_keys import subject_of
 from .addresses import MemoryAddress
 from .hotpath import WriteLookup
 from .shared import address_digest, digest_of, subject_after_write

@@ -24,7 +24,7 @@ from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
 from ..errors import Conflict, HashMismatch, InvalidInput, NotFound
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..kit import (
     decode_cursor,
     decode_uuid_cursor,
@@ -33,7 +33,7 @@ from ..kit import (
     request_id_var,
     sha256_hex,
 )
-from ..storage_config.plane import DataPlane, Target, storage_errors
+from ..plane.data_plane import DataPlane, Target, storage_errors
 from ..tenants.access import EVERYTHING, Access
 from . import hotpath, listing
 from . import repository as repo

@@ -50,9 +50,9 @@ from ..db.engine import begin_write
 from ..db.models import GcCandidate, MemoryPointer, StorageConfig, Tenant
 from ..errors import DomainError
 from ..events import repository as events_repo
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..kit import sha256_hex
-from ..storage_config.plane import DataPlane
+from ..plane.data_plane import DataPlane
 from . import repository as repo
 
 _BATCH = 500

@@ -33,9 +33,9 @@ from ..db.engine import begin_write
 from ..db.models import MemoryPointer, SubjectKey
 from ..errors import Conflict, Forbidden, InvalidInput, PayloadTooLarge
 from ..idempotency import Idempotency, Replay
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..kit import request_id_var, sha256_hex
-from ..storage_config.plane import DataPlane, Target, storage_errors
+from ..plane.data_plane import DataPlane, Target, storage_errors
 from ..tenants.access import EVERYTHING, Access
 from . import guesses, hotpath
 from . import repository as repo

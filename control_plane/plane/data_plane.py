@@ -49,8 +49,8 @@ from .credentials import CredentialBox, CredentialsUnreadable, associated_data
 
 if TYPE_CHECKING:
     from ..audit.batcher import AuditBatcher
-    from ..keys.service import Keyring
     from ..observability import Metrics
+    from .keyring import Keyring
 
 DEFAULT = "default"
 DEFAULT_PREFIX = "memplane"

@@ -59,7 +59,7 @@ from ..errors import NotFound
 from ..holds import repository as holds_repo
 from ..jobs.service import JobContext, enqueue, enqueue_once
 from ..memories.delete import _finish_deletes as finish_deletes
-from ..storage_config.plane import DataPlane, storage_errors
+from ..plane.data_plane import DataPlane, storage_errors
 from ..tenants.access import EVERYTHING, Access, ensure_visible
 from . import repository as repo
 from .schemas import (

@@ -59,13 +59,13 @@ from ..db.engine import begin_write
 from ..db.models import MemoryPointer, SearchSegment, SubjectKey
 from ..embedders import EmbedderFailed, embedder_for
 from ..errors import DomainError
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..kit import sha256_hex
 from ..memories import repository as memories_repo
 from ..memories.batch_sets import all_near
 from ..memories.shared import delete_quietly, keyring_of
-from ..storage_config.plane import DataPlane, Target
-from ..storage_config.shared_pool import SharedPool
+from ..plane.data_plane import DataPlane, Target
+from ..plane.shared_pool import SharedPool
 from . import codec, store
 from . import repository as repo
 from .index import SearchCache

@@ -21,7 +21,6 @@ from control_plane.compliance import erasure
 from control_plane.compliance import export as exports
 from control_plane.compliance import service as compliance
 from control_plane.compliance.receipts import served
-from control_plane.compliance.signing import signing_key
 from control_plane.db.base import new_id, utcnow
 from control_plane.db.models import (
     Compaction,
@@ -33,9 +32,10 @@ from control_plane.db.models import (
 from control_plane.events import service as events
 from control_plane.events.schemas import EventIn
 from control_plane.jobs.worker import Worker
-from control_plane.keys import service as keys
+from control_plane.keys import subject_keys as keys
 from control_plane.kit import sha256_hex
 from control_plane.memories.write import serialise
+from control_plane.signing import signing_key
 from memplane._receipts import verify_receipt
 from tests.support.clock import ManualWallClock
 from tests.support.service import ServiceWorld, SimulatedCrash

@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from control_plane.compliance.pseudonyms import pseudonym
 from control_plane.db.models import SubjectKey
-from control_plane.keys import service as keys
+from control_plane.keys import subject_keys as keys
 from tests.support.service import Tenant
 
 
