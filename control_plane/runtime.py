@@ -19,6 +19,7 @@ from .audit import service as audit
 from .audit.batcher import AuditBatcher
 from .db.engine import make_engine, make_session_factory
 from .jobs import limits as job_limits
+from .keys.subject_keys import SubjectKeyOpener
 from .observability import DatabaseState
 from .plane.bulkhead import Bulkheads
 from .plane.credentials import CredentialBox, load_server_key
@@ -52,6 +53,7 @@ class Runtime:
                                allowed_endpoints=settings.allowed_endpoints,
                                impersonation_allowed=settings.gcs_impersonation_allowed)
         self.plane.keys = Keyring(settings)
+        self.plane.subject_keys = SubjectKeyOpener(self.plane.keys)
         if (pause := pause_from_env()) is not None:  # crash tests only; see testhooks.py
             self.plane.checkpoint = pause
         self.plane.max_object_bytes = settings.max_object_bytes

@@ -278,6 +278,27 @@ def _usable(session: Session, ring: Keyring, row: SubjectKey | WrappedKey | None
                               "KEK (edited in the database?)") from None
 
 
+class SubjectKeyOpener:
+    """The tenant's subject keys by id, unwrapped with the running keyring: what the audit
+    log needs to open the details sealed under them (``audit.sealed.reveal``; the data
+    plane's ``SubjectKeys``)."""
+
+    def __init__(self, ring: Keyring | None) -> None:
+        self.ring = ring
+
+    def unwrapped(self, session: Session, tenant_id: uuid.UUID,
+                  key_id: uuid.UUID) -> bytes | None:
+        """The key, or None if the tenant has no such key or it was destroyed;
+        :class:`KeyServiceUnavailable` if it cannot be unwrapped now (or without a keyring)."""
+        row = repo.subject_key(session, tenant_id, key_id)
+        if row is None or row.wrapped_key is None:
+            return None
+        if self.ring is None:
+            raise KeyServiceUnavailable("this process has no keyring to unwrap subject keys")
+        return handle_of(session, self.ring, tenant_id, row.id, (row.scope_type, row.scope_ref),
+                         row.wrapped_key, row.kek_version_id).key
+
+
 def shred_subject(session: Session, tenant_id: uuid.UUID, user_id: str) -> int:
     """Crypto-shred a data subject: destroy their subject key(s); returns how many.
 
