@@ -32,7 +32,7 @@ server key and the job id (``pseudonyms.receipt_salt``): the stored receipt leav
 serving the receipt puts it back, so the database alone cannot test a guessed id against the
 hash. (Receipts signed before that change keep the random salt they were issued with.)
 Numbers of days are given as strings (``"7"``, ``"0.5"``) so the signed form has no floats;
-see ``signing.py`` for the canonical form.
+see ``control_plane/signing.py`` for the canonical form.
 
 ``audit.head_hash`` ties the receipt to the audit chain: it is the ``row_hash`` of row
 ``head_seq``, which commits to every row before it, the erasure's own included. The sealer's
