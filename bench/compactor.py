@@ -28,7 +28,7 @@ from control_plane.db.base import new_id, utcnow
 from control_plane.db.engine import begin_write
 from control_plane.db.models import MemoryEvent, MemoryPointer
 from control_plane.events import service as events
-from control_plane.keys import service as keys
+from control_plane.keys import subject_keys as keys
 from control_plane.kit import sha256_hex
 from control_plane.memories.api import serialise
 from control_plane.memories.shared import keyring_of

@@ -25,8 +25,8 @@ from fastapi import Depends, Header, Request
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from .plane.data_plane import DataPlane
 from .runtime import Runtime
-from .storage_config.plane import DataPlane
 from .tenants.service import Caller, authenticate, cached_caller, require_role
 
 

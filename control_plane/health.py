@@ -2,7 +2,7 @@
 
 The probes never queue behind requests: ``/healthz`` answers on the event loop and
 ``/readyz`` asks the database from threads of its own, not from the request threads that a
-tenant's slow bucket may be holding (up to its bulkhead, storage_config/bulkhead.py), and
+tenant's slow bucket may be holding (up to its bulkhead, plane/bulkhead.py), and
 neither touches any bucket. ``/readyz`` answers 503 when the database gives it no answer
 within ``PROBE_SECONDS``, whether it is down or its connection pool is exhausted.
 """

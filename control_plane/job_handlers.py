@@ -26,11 +26,11 @@ from .jobs import repository as jobs_repo
 from .jobs.daily import DailyRuns
 from .jobs.supervisor import Monotonic
 from .jobs.worker import Chore, Clock, Handler, Pause, Worker, wait_on_event
+from .plane.data_plane import DataPlane
 from .retention import cleanup, sweep
 from .retention import schedule as retention_schedule
 from .schedules import parse_schedule
 from .settings import Settings
-from .storage_config.plane import DataPlane
 
 log = logging.getLogger(__name__)
 

@@ -20,12 +20,13 @@ from .audit import service as audit
 from .audit.batcher import AuditBatcher
 from .db.engine import make_engine, make_session_factory
 from .jobs import limits as job_limits
-from .keys.service import Keyring
+from .keys.subject_keys import SubjectKeyOpener
 from .observability.metrics import DatabaseState
+from .plane.bulkhead import Bulkheads
+from .plane.credentials import CredentialBox, load_server_key
+from .plane.data_plane import DataPlane
+from .plane.keyring import Keyring
 from .settings import Settings
-from .storage_config.bulkhead import Bulkheads
-from .storage_config.credentials import CredentialBox, load_server_key
-from .storage_config.plane import DataPlane
 from .tenants.service import CALLERS
 from .testhooks import pause_from_env
 
@@ -53,6 +54,7 @@ class Runtime:
                                allowed_endpoints=settings.allowed_endpoints,
                                impersonation_allowed=settings.gcs_impersonation_allowed)
         self.plane.keys = Keyring(settings)
+        self.plane.subject_keys = SubjectKeyOpener(self.plane.keys)
         if (pause := pause_from_env()) is not None:  # crash tests only; see testhooks.py
             self.plane.checkpoint = pause
         self.plane.max_object_bytes = settings.max_object_bytes

@@ -160,7 +160,7 @@ class Settings(BaseSettings):
         None, description="Ed25519 key that signs erasure receipts: base64 of the 32 raw bytes, "
         "or PEM (PKCS#8). Default on the embedded setup: data_dir/receipt-signing.key."
     )
-    # Encryption at rest (DESIGN §6); see control_plane/keys/providers.py for the providers.
+    # Encryption at rest (DESIGN §6); see control_plane/plane/kek_providers.py for the providers.
     encryption: bool = Field(True, description="Envelope-encrypt every new object.")
     kek_provider: str = Field("local", pattern="^(local|aws-kms)$",
                               description="Where tenants' key-encryption keys live.")

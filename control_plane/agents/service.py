@@ -22,8 +22,8 @@ from ..db.engine import begin_write
 from ..db.models import AgentSettings
 from ..errors import InvalidInput, NotFound
 from ..kit import decode_cursor, encode_cursor, page_limit
+from ..plane.data_plane import DataPlane, parse_public_id, public_id
 from ..storage_config import repository as configs
-from ..storage_config.plane import DataPlane, parse_public_id, public_id
 from ..tenants.service import Caller
 from . import repository as repo
 from .schemas import RETENTION, AgentIn, AgentMemoryOut, AgentOut, AgentPage, UserMemoryOut

@@ -36,7 +36,7 @@ from ..audit import service as audit
 from ..audit.service import Actor
 from ..db.engine import begin_write
 from ..errors import InvalidInput
-from ..storage_config.plane import DataPlane, Target
+from ..plane.data_plane import DataPlane, Target
 from . import repository as repo
 from .repository import Item
 

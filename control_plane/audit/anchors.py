@@ -44,10 +44,9 @@ from sqlalchemy.orm import Session
 
 from storage_adapters.bounded import ObjectTooLarge
 
-from ..compliance.signing import SigningKey, canonical
 from ..db.models import StorageConfig
 from ..errors import InvalidInput
-from ..storage_config.plane import (
+from ..plane.data_plane import (
     DEFAULT,
     DataPlane,
     Target,
@@ -55,6 +54,7 @@ from ..storage_config.plane import (
     parse_public_id,
     public_id,
 )
+from ..signing import SigningKey, canonical
 
 FORMAT = "memplane-audit-checkpoint/1"
 FOLDER = ("audit", "checkpoints")

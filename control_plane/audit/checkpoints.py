@@ -17,7 +17,7 @@ into the old place first, and the new place's first checkpoint names the old one
 
 Names sort by ``seq``, so the latest is the last of a listing. ``prev_seq`` names the
 checkpoint before it: a checkpoint deleted from the middle leaves a dangling name. The
-signature is the receipt signing key's (``compliance/signing.py``), over the same canonical
+signature is the receipt signing key's (``control_plane/signing.py``), over the same canonical
 form as receipts: one public key for a customer to pin, ``format`` keeping the two apart.
 
 ``check`` reads every checkpoint back, from every place the tenant anchored to, and holds the
@@ -46,13 +46,13 @@ from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
 
-from ..compliance.signing import SigningKey, signing_key
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import AccessLog, AuditHead, StorageConfig
 from ..errors import DomainError, StorageMisconfigured
+from ..plane.data_plane import DataPlane, Target
 from ..settings import Settings
-from ..storage_config.plane import DataPlane, Target
+from ..signing import SigningKey, signing_key
 from . import anchors
 from .anchors import FOLDER, FORMAT, checkpoint_name
 

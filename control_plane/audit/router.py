@@ -30,7 +30,7 @@ def list_audit(caller: ComplianceCaller, session: SessionDep, plane: PlaneDep,
     rows, next_cursor = query_page(
         session, caller.actor, pointer_id=pointer_id, accessor_id=accessor_id,
         operation=operation, since=since, until=until, cursor=cursor, limit=limit,
-        ring=plane.keys,
+        keys=plane.subject_keys,
     )
     return AuditPage(items=[AuditEntryOut.model_validate(r) for r in rows],
                      next_cursor=next_cursor)

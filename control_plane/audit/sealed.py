@@ -40,7 +40,6 @@ import base64
 import re
 import uuid
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -48,8 +47,8 @@ from sqlalchemy.orm import Session
 
 from storage_adapters.entropy import token_bytes
 
-if TYPE_CHECKING:
-    from ..keys.service import Keyring
+from ..errors import KeyServiceUnavailable
+from ..plane.data_plane import SubjectKeys
 
 ERASED = "[erased subject]"
 UNREADABLE = "[sealed; unreadable]"
@@ -83,32 +82,27 @@ def _open(tenant_id: uuid.UUID, key_id: uuid.UUID, key: bytes, blob: str) -> str
     return AESGCM(key).decrypt(raw[:12], raw[12:], _aad(tenant_id, key_id)).decode()
 
 
-def reveal(session: Session, ring: Keyring | None, tenant_id: uuid.UUID,
+def reveal(session: Session, keys: SubjectKeys | None, tenant_id: uuid.UUID,
            details: Iterable[str]) -> list[str]:
     """The details with each sealed token opened, or marked erased/unreadable.
 
-    One key lookup per distinct key in the page; unwrapped keys come from the keyring's cache.
+    One key lookup per distinct key in the page, through ``keys`` (the keys domain's, passed
+    in by whoever holds it; unwrapped keys come from the keyring's cache); without it every
+    token stays unreadable.
     """
-    from ..errors import KeyServiceUnavailable
-    from ..keys import repository as keys_repo
-    from ..keys import service as keys
-
     opened: dict[uuid.UUID, bytes | str] = {}
 
     def key_of(key_id: uuid.UUID) -> bytes | str:
         if key_id not in opened:
-            row = keys_repo.subject_key(session, tenant_id, key_id)
-            if row is None or row.wrapped_key is None:
-                opened[key_id] = ERASED
-            elif ring is None:
+            if keys is None:
+                opened[key_id] = UNREADABLE
+                return UNREADABLE
+            try:
+                key = keys.unwrapped(session, tenant_id, key_id)
+            except KeyServiceUnavailable:  # the KMS is down: the page still loads
                 opened[key_id] = UNREADABLE
             else:
-                try:
-                    opened[key_id] = keys.handle_of(
-                        session, ring, tenant_id, row.id, (row.scope_type, row.scope_ref),
-                        row.wrapped_key, row.kek_version_id).key
-                except KeyServiceUnavailable:  # the KMS is down: the page still loads
-                    opened[key_id] = UNREADABLE
+                opened[key_id] = ERASED if key is None else key
         return opened[key_id]
 
     def replace(match: re.Match[str]) -> str:

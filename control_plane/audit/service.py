@@ -36,9 +36,8 @@ from . import sealed
 from .repository import list_rows
 
 if TYPE_CHECKING:
-    from ..keys.service import Keyring
+    from ..plane.data_plane import DataPlane, SubjectKeys
     from ..settings import Settings
-    from ..storage_config.plane import DataPlane
 
 log = logging.getLogger(__name__)
 
@@ -441,12 +440,13 @@ def _page_cursor(cursor: str | None) -> int | None:
 def query_page(session: Session, actor: Actor, *, pointer_id: uuid.UUID | None,
                accessor_id: str | None, operation: str | None, since: datetime | None,
                until: datetime | None, cursor: str | None, limit: int | None,
-               ring: Keyring | None = None) -> tuple[list[AccessLog], str | None]:
+               keys: SubjectKeys | None = None) -> tuple[list[AccessLog], str | None]:
     """One page of the tenant's sealed audit log in chain order; sealed first, so the page
     holds every row committed before the call (a row committing later is on a later page).
 
-    Sealed addresses are shown opened while their subject's key lives (``sealed.reveal``);
-    the rows returned are detached, so showing them never writes to the log."""
+    Sealed addresses are shown opened while their subject's key lives (``sealed.reveal``,
+    through ``keys``); the rows returned are detached, so showing them never writes to the
+    log."""
     size = page_limit(limit)
     # A time without a zone is read as UTC, the zone every audit row is stored in.
     since, until = (t.replace(tzinfo=UTC) if t is not None and t.tzinfo is None else t
@@ -458,7 +458,7 @@ def query_page(session: Session, actor: Actor, *, pointer_id: uuid.UUID | None,
                      operation=operation, since=since, until=until, after_seq=after,
                      limit=size + 1)
     next_cursor = encode_cursor({"seq": rows[size - 1].seq}) if len(rows) > size else None
-    shown = sealed.reveal(session, ring, actor.tenant_id, [row.detail for row in rows])
+    shown = sealed.reveal(session, keys, actor.tenant_id, [row.detail for row in rows])
     for row, detail in zip(rows, shown, strict=True):
         session.expunge(row)
         row.detail = detail

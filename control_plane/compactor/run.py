@@ -25,8 +25,8 @@ from sqlalchemy.orm import Session
 
 from ..audit.service import Actor
 from ..jobs.service import JobContext
+from ..plane.data_plane import DataPlane
 from ..settings import Settings
-from ..storage_config.plane import DataPlane
 from . import repository as repo
 from .counts import Counts
 from .selection import Reader, Thresholds, chunk_sizes, thresholds

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from ..audit.service import Actor
 from ..db.models import MemoryEvent
 from ..errors import DomainError, HashMismatch
-from ..storage_config.plane import DataPlane
+from ..plane.data_plane import DataPlane
 from . import repository as repo
 from .erase import by_subject
 from .repository import Bucket

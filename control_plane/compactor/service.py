@@ -29,9 +29,9 @@ from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import CompactorSettings, Job, Tenant
 from ..jobs.service import JobContext, enqueue, enqueue_once
+from ..plane.data_plane import DataPlane
 from ..schedules import parse_schedule
 from ..settings import Settings
-from ..storage_config.plane import DataPlane
 from ..tenants.access import EVERYTHING, Access, ensure_visible
 from . import repository as repo
 from .counts import Counts

@@ -46,7 +46,7 @@ from ..db.models import Compaction, MemoryPointer
 from ..errors import Conflict, SubjectErasureInProgress
 from ..holds.guard import ensure_writable
 from ..jobs.service import JobContext
-from ..storage_config.plane import DataPlane
+from ..plane.data_plane import DataPlane
 from ..tenants.access import EVERYTHING
 from . import repository as repo
 from .counts import Counts

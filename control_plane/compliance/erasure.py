@@ -30,7 +30,7 @@ after a crash continues with the next one:
    locations, plus the archives of
    the subject's earlier exports;
 5. **keys** — the subject's encryption key is destroyed through
-   ``control_plane.keys.service.shred_subject`` when that module is installed;
+   ``control_plane.keys.subject_keys.shred_subject`` when that module is installed;
 6. **verify** — count queries on the pointers, the events and the compactor entries built
    from them, and a listing of every version under the subject's prefixes must all come back
    empty (if a write slipped in, the job goes back to step 3a);

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from storage_adapters import base as storage
 
 from ..memories import repository as memories_repo
-from ..storage_config.plane import Target, storage_errors
+from ..plane.data_plane import Target, storage_errors
 from . import subjects
 
 

@@ -41,8 +41,8 @@ from ..db.models import (
     LegalHold,
 )
 from ..jobs.service import JobContext
+from ..plane.data_plane import Target
 from ..search.drop import drop_empty_scopes
-from ..storage_config.plane import Target
 from ..tenants.service import CALLERS
 
 SCRUBBED = "details removed at a data subject's erasure"

@@ -13,7 +13,7 @@ from ..db.engine import begin_write
 from ..db.models import Job
 from ..events import repository as events_repo
 from ..jobs.service import JobContext
-from ..storage_config.plane import storage_errors
+from ..plane.data_plane import storage_errors
 from . import erasure_derived as derived
 from . import erasure_walk, subjects
 

@@ -32,7 +32,7 @@ from ..db.models import (
 from ..events import repository as events_repo
 from ..jobs.service import JobContext
 from ..kit import request_id_var
-from ..storage_config.plane import Target, storage_errors
+from ..plane.data_plane import Target, storage_errors
 from . import erasure_derived as derived
 from . import erasure_leftovers as leftovers
 from . import subjects
@@ -335,11 +335,11 @@ def audit_row(session: Session, ctx: JobContext, *, detail: str) -> AccessLog:
 
 
 def shredder() -> Any:
-    """``control_plane.keys.service.shred_subject`` if per-subject keys exist here."""
+    """``control_plane.keys.subject_keys.shred_subject`` if per-subject keys exist here."""
     try:
-        from ..keys import service as keys_service  # type: ignore[attr-defined,unused-ignore]
+        from ..keys import subject_keys as keys_service  # type: ignore[attr-defined,unused-ignore]
     except ModuleNotFoundError as exc:
-        if exc.name in ("control_plane.keys", "control_plane.keys.service"):
+        if exc.name in ("control_plane.keys", "control_plane.keys.subject_keys"):
             return None
         raise
     return getattr(keys_service, "shred_subject", None)

@@ -77,7 +77,7 @@ from ..db.engine import begin_write
 from ..db.models import Job
 from ..errors import NotFound
 from ..jobs.service import JobContext
-from ..storage_config.plane import DataPlane, storage_errors
+from ..plane.data_plane import DataPlane, storage_errors
 from .export_bundle import write_archive
 
 ARCHIVE = "export.zip"

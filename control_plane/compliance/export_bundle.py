@@ -19,8 +19,8 @@ from storage_adapters import base as storage
 from storage_adapters import envelope
 
 from ..jobs.service import JobContext
-from ..keys import service as keys
-from ..storage_config.plane import Target, storage_errors
+from ..keys import subject_keys as keys
+from ..plane.data_plane import Target, storage_errors
 from .export_collect import SELECTION, collect
 from .zipwriter import Deflater, ZipWriter
 

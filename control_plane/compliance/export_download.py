@@ -29,8 +29,8 @@ from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..errors import Conflict, DomainError, HashMismatch, NotFound
 from ..jobs import repository as jobs_repo
-from ..keys import service as keys
-from ..storage_config.plane import DataPlane, storage_errors
+from ..keys import subject_keys as keys
+from ..plane.data_plane import DataPlane, storage_errors
 from .export_bundle import CHUNK, SPOOL_BYTES, archive_context
 
 

@@ -34,12 +34,13 @@ from ..audit.service import Actor
 from ..db.models import MemoryPointer
 from ..errors import HashMismatch, NotFound
 from ..keys import repository as keys_repo
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..kit import sha256_hex
 from ..memories import service as memories
 from ..memories.batch_sets import all_near
-from ..storage_config.plane import DataPlane, storage_errors
-from ..storage_config.shared_pool import SharedPool
+from ..plane.data_plane import DataPlane, storage_errors
+from ..plane.keyring import Keyring
+from ..plane.shared_pool import SharedPool
 from .zipwriter import Packed, pack
 
 WINDOW_BYTES = 4 << 20
@@ -52,7 +53,7 @@ _POOLED_BYTES = 256 << 10
 # come from its own malloc arena, which keeps what it freed). A cloud bucket's objects are
 # fetched four at a time first, by threads of their own. Both are shared by all tenants, a
 # tenant's work taking at most half of each and never queuing behind another tenant's
-# (storage_config/shared_pool.py).
+# (plane/shared_pool.py).
 _packers = SharedPool(min(4, max(2, os.cpu_count() or 1)), "memplane-export")
 _fetchers = SharedPool(4, "memplane-export-fetch")
 _UNSETTLED = ("pending_delete", "pending_write")
@@ -184,7 +185,7 @@ class Reader:
         return None if isinstance(opened, _Sealed) else opened
 
     @property
-    def _keyring(self) -> keys.Keyring:
+    def _keyring(self) -> Keyring:
         assert self._plane.keys is not None  # an envelope is only met with a keyring
         return self._plane.keys
 

@@ -32,7 +32,7 @@ server key and the job id (``pseudonyms.receipt_salt``): the stored receipt leav
 serving the receipt puts it back, so the database alone cannot test a guessed id against the
 hash. (Receipts signed before that change keep the random salt they were issued with.)
 Numbers of days are given as strings (``"7"``, ``"0.5"``) so the signed form has no floats;
-see ``signing.py`` for the canonical form.
+see ``control_plane/signing.py`` for the canonical form.
 
 ``audit.head_hash`` ties the receipt to the audit chain: it is the ``row_hash`` of row
 ``head_seq``, which commits to every row before it, the erasure's own included. The sealer's
@@ -57,10 +57,10 @@ from ..db.engine import begin_write
 from ..db.models import AccessLog, AuditHead, ErasureReceipt, StorageConfig
 from ..errors import NotFound
 from ..keys import pseudonyms
+from ..plane.credentials import CredentialBox
+from ..plane.data_plane import public_id
 from ..settings import Settings
-from ..storage_config.credentials import CredentialBox
-from ..storage_config.plane import public_id
-from .signing import signing_key
+from ..signing import signing_key
 
 FORMAT = "memplane-erasure-receipt/1"
 

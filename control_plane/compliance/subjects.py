@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..db.models import MemoryPointer, StorageConfig
-from ..storage_config.plane import DataPlane, Target
+from ..plane.data_plane import DataPlane, Target
 
 
 def owned_by(tenant_id: uuid.UUID, user_id: str) -> ColumnElement[bool]:

@@ -31,8 +31,8 @@ from ..audit.service import Actor, audited
 from ..entries import service as entries
 from ..errors import HashMismatch, InvalidInput, NotFound, StorageUnavailable
 from ..events import service as events
+from ..plane.data_plane import DataPlane
 from ..settings import Settings
-from ..storage_config.plane import DataPlane
 from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo

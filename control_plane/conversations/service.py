@@ -44,9 +44,9 @@ from ..kit import decode_cursor, encode_cursor, page_limit
 from ..memories import batch_gets
 from ..memories import service as memories
 from ..memories.schemas import MemoryMeta
+from ..plane.data_plane import DataPlane
 from ..search import drop as search_drop
 from ..settings import Settings
-from ..storage_config.plane import DataPlane
 from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo

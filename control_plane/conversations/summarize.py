@@ -40,8 +40,8 @@ from ..jobs.service import JobContext
 from ..memories import repository as memories_repo
 from ..memories import service as memories
 from ..memories.schemas import MemoryMeta
+from ..plane.data_plane import DataPlane
 from ..settings import Settings
-from ..storage_config.plane import DataPlane
 from ..summarizers import BudgetSpent, EventText, SummarizerFailed, TokenBudget, summarizer_for
 from . import repository as repo
 from . import tokens

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
     from sqlalchemy.orm import Session
 
+    from ..plane.data_plane import DataPlane
     from ..settings import Settings
-    from ..storage_config.plane import DataPlane
 
 __all__ = ["SENTENCES", "EmbedderFailed", "Embedder", "Running", "default_embedder",
            "embedder_for"]

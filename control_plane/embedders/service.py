@@ -34,8 +34,8 @@ from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import EmbedderConfig
 from ..errors import InvalidInput, StorageMisconfigured
+from ..plane.credentials import CredentialBox, CredentialsUnreadable, load_server_key
 from ..settings import Settings
-from ..storage_config.credentials import CredentialBox, CredentialsUnreadable, load_server_key
 from ..summarizers.service import endpoint_policy
 from . import SENTENCES, Embedder, EmbedderFailed, Running, default_embedder
 from . import repository as repo

@@ -17,7 +17,7 @@ from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..errors import Conflict
 from ..holds.guard import ensure_writable
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..kit import request_id_var, sha256_hex
 from ..memories import repository as memories_repo
 from ..memories.api import (
@@ -28,7 +28,7 @@ from ..memories.api import (
     serialise,
 )
 from ..memories.shared import keyring_of, sealed_address
-from ..storage_config.plane import DataPlane, Target, storage_errors
+from ..plane.data_plane import DataPlane, Target, storage_errors
 from . import repository as repo
 from . import terms as blind
 from .objects import object_path

@@ -12,11 +12,11 @@ from ..addresses import MemoryAddress
 from ..audit.service import Actor
 from ..db.base import new_id
 from ..errors import Conflict
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..memories import repository as memories_repo
 from ..memories.api import key_destroyed
 from ..memories.shared import keyring_of
-from ..storage_config.plane import DataPlane, Target, storage_errors
+from ..plane.data_plane import DataPlane, Target, storage_errors
 
 
 def object_path(target: Target, address: MemoryAddress, pointer_id: uuid.UUID) -> str:

@@ -55,7 +55,7 @@ from ..memories.api import (
 )
 from ..memories.read import read_pointer
 from ..memories.shared import given, sealed_address
-from ..storage_config.plane import DataPlane
+from ..plane.data_plane import DataPlane
 from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo

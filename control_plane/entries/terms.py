@@ -29,7 +29,7 @@ import unicodedata
 import uuid
 from collections.abc import Iterable
 
-from ..storage_config.plane import DataPlane
+from ..plane.data_plane import DataPlane
 
 TERM_HEX = 32  # 128 bits of HMAC-SHA256: collisions are out of reach at any realistic size
 MAX_WORD_CHARS = 64  # longer runs (hashes, base64) are not words anyone searches for

@@ -52,11 +52,11 @@ from ..errors import (
 )
 from ..holds.guard import erasure_in_progress
 from ..idempotency import Idempotency, Replay
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..kit import decode_cursor, encode_cursor, page_limit, sha256_hex
 from ..memories.api import CommitUncertain, delete_quietly, serialise
 from ..memories.shared import given, keyring_of, sealed_address
-from ..storage_config.plane import DataPlane, Target, storage_errors
+from ..plane.data_plane import DataPlane, Target, storage_errors
 from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo

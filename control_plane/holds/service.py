@@ -32,7 +32,7 @@ from ..db.models import LegalHold, SubjectErasure
 from ..errors import Conflict, NotFound
 from ..idempotency import Idempotency, Replay
 from ..keys import pseudonyms
-from ..storage_config.credentials import CredentialBox
+from ..plane.credentials import CredentialBox
 from . import repository as repo
 from .schemas import HoldIn, HoldOut
 

@@ -53,10 +53,10 @@ from ..db.engine import begin_write
 from ..db.models import GcCandidate, MemoryPointer, StorageConfig, Tenant
 from ..errors import DomainError
 from ..events import repository as events_repo
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..kit import sha256_hex
 from ..memories import repository as repo
-from ..storage_config.plane import DataPlane
+from ..plane.data_plane import DataPlane
 
 _BATCH = 500
 _GC_BATCH = 1000

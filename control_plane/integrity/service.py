@@ -32,10 +32,11 @@ from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer, StorageConfig
 from ..errors import HashMismatch
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..kit import sha256_hex
 from ..memories import repository as memories_repo
-from ..storage_config.plane import DataPlane, storage_errors
+from ..plane.data_plane import DataPlane, storage_errors
+from ..plane.keyring import Keyring
 
 _PAGE = 500
 _LISTED_PROBLEMS = 100
@@ -110,7 +111,7 @@ def verify_tenant(session: Session, plane: DataPlane, actor: audit.Actor, *,
     return report
 
 
-def _check(session: Session, plane: DataPlane, ring: keys.Keyring, actor: audit.Actor,
+def _check(session: Session, plane: DataPlane, ring: Keyring, actor: audit.Actor,
            pointer: MemoryPointer, report: IntegrityReport) -> None:
     report.checked += 1
     target = plane.by_id(session, pointer.storage_config_id)

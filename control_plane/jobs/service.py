@@ -28,8 +28,8 @@ from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import Job
 from ..errors import NotFound
+from ..plane.data_plane import DataPlane
 from ..settings import Settings
-from ..storage_config.plane import DataPlane
 from . import limits
 from . import repository as repo
 

@@ -35,8 +35,8 @@ from ..audit.service import Actor
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import Job
+from ..plane.data_plane import DataPlane
 from ..settings import Settings
-from ..storage_config.plane import DataPlane
 from . import repository as repo
 from .service import JobContext, LeaseLost
 from .supervisor import Abandoned, HandlerThread, Monotonic, StepWatch, supervise

@@ -21,7 +21,7 @@ import hashlib
 import hmac
 import uuid
 
-from ..storage_config.credentials import CredentialBox
+from ..plane.credentials import CredentialBox
 
 PREFIX = "hmac:"
 

@@ -37,7 +37,7 @@ from ..idempotency import Idempotency
 from ..kit import MAX_PAGE, decode_cursor, encode_cursor, sha256_hex
 from ..memories import service as memories
 from ..memories.schemas import MemoryMeta
-from ..storage_config.plane import DataPlane
+from ..plane.data_plane import DataPlane
 from ..tenants.access import EVERYTHING, Access
 from .chunking import chunk
 from .schemas import (

@@ -42,8 +42,8 @@ from ..db.engine import begin_write
 from ..db.models import MemoryPointer, SubjectKey
 from ..errors import InvalidInput, PayloadTooLarge
 from ..idempotency import Idempotency, Replay
-from ..keys import service as keys
-from ..storage_config.plane import DataPlane, Target, storage_errors
+from ..keys import subject_keys as keys
+from ..plane.data_plane import DataPlane, Target, storage_errors
 from . import repository as repo
 
 __all__ = [

@@ -39,7 +39,7 @@ from ..db.engine import begin_write
 from ..errors import DomainError, InvalidInput
 from ..idempotency import Idempotency, Replay
 from ..kit import sha256_hex
-from ..storage_config.plane import DataPlane
+from ..plane.data_plane import DataPlane
 from ..tenants.service import Caller, require_role
 from . import batch_gets
 from .batch_gets import GetItem, Looked

@@ -37,9 +37,9 @@ from ..db import direct
 from ..db.base import utcnow
 from ..errors import DomainError, InvalidInput, NotFound
 from ..keys import repository as keys_repo
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..kit import request_id_var, sha256_hex
-from ..storage_config.plane import DataPlane, Target, storage_errors
+from ..plane.data_plane import DataPlane, Target, storage_errors
 from . import hotpath, listing
 from .batch_sets import fetch_all
 from .listing import LiveKey

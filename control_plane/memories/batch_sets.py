@@ -29,8 +29,8 @@ from ..addresses import MemoryAddress
 from ..audit import service as audit
 from ..audit.service import audited
 from ..errors import DomainError
-from ..storage_config.plane import DataPlane, Target, storage_errors
-from ..storage_config.shared_pool import SharedPool
+from ..plane.data_plane import DataPlane, Target, storage_errors
+from ..plane.shared_pool import SharedPool
 from ..tenants.service import Caller, require_role
 from . import hotpath, hotpath_commit
 from .api import check_size, delete_quietly, serialise
@@ -47,7 +47,7 @@ WRITER_ROLES = ("admin", "agent")
 
 # One pool for every batch of the process: starting threads per batch cost more than the
 # puts of a small one. A tenant's tasks take at most half of it, and never queue behind
-# another tenant's (storage_config/shared_pool.py); they never wait on the pool themselves.
+# another tenant's (plane/shared_pool.py); they never wait on the pool themselves.
 _pool = SharedPool(WORKERS, "memplane-batch")
 T = TypeVar("T")
 R = TypeVar("R")

@@ -17,7 +17,7 @@ from ..db.engine import begin_write
 from ..errors import NotFound
 from ..holds.guard import ensure_writable
 from ..holds.service import ensure_not_held, ensure_scope_not_held
-from ..storage_config.plane import DataPlane
+from ..plane.data_plane import DataPlane
 from ..tenants.access import EVERYTHING, Access
 from . import guesses
 from . import repository as repo

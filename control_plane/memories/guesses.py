@@ -26,7 +26,7 @@ import uuid
 from typing import Any
 
 from ..addresses import MemoryAddress
-from ..keys.service import subject_of
+from ..keys.subject_keys import subject_of
 from .hotpath import WriteLookup
 from .shared import address_digest, digest_of, subject_after_write
 

@@ -19,13 +19,12 @@ from storage_adapters.envelope import DecryptionError, sealed_size
 
 from ..addresses import MemoryAddress, nfc
 from ..audit import service as audit
-from ..audit.batcher import AuditBatcher
 from ..audit.service import Actor, audited
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
 from ..errors import Conflict, HashMismatch, InvalidInput, NotFound
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..kit import (
     decode_cursor,
     decode_uuid_cursor,
@@ -34,7 +33,7 @@ from ..kit import (
     request_id_var,
     sha256_hex,
 )
-from ..storage_config.plane import DataPlane, Target, storage_errors
+from ..plane.data_plane import AuditRecorder, DataPlane, Target, storage_errors
 from ..tenants.access import EVERYTHING, Access
 from . import hotpath, listing
 from . import repository as repo
@@ -262,7 +261,7 @@ def list_pointers(session: Session, actor: Actor, *, scope: str | None, scope_re
                   user_id: str | None, memory_type: str | None, sync_status: str | None,
                   cursor: str | None, limit: int | None, access: Access = EVERYTHING,
                   tag: str | None = None, key_prefix: str | None = None,
-                  batcher: AuditBatcher | None = None, order: str = "created",
+                  batcher: AuditRecorder | None = None, order: str = "created",
                   ) -> tuple[list[MemoryPointer], str | None]:
     """One page of the pointers the key may see (a scoped key's list is filtered in SQL);
     an expired memory (``ttl_days`` ran out) is not listed, as it is not read. The audit
@@ -279,7 +278,7 @@ def page_of_pointers(session: Session, actor: Actor, *, scope: str | None,
                      scope_ref: str | None, user_id: str | None, memory_type: str | None,
                      sync_status: str | None, cursor: str | None, limit: int | None,
                      access: Access, tag: str | None, key_prefix: str | None,
-                     batcher: AuditBatcher | None, order: str, readable: bool = False,
+                     batcher: AuditRecorder | None, order: str, readable: bool = False,
                      ) -> Listed:
     """``list_pointers``'s page; with ``readable``, of the memories by key a read would serve,
     to be read (on PostgreSQL with their live keys and read rows)."""

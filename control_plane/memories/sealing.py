@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from ..addresses import MemoryAddress
 from ..audit.service import Actor
 from ..db.base import new_id
-from ..keys import service as keys
-from ..storage_config.plane import DataPlane, Target
+from ..keys import subject_keys as keys
+from ..plane.data_plane import DataPlane, Target
 from .shared import keyring_of
 
 

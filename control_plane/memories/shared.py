@@ -16,8 +16,9 @@ from ..audit import sealed
 from ..audit.service import Actor
 from ..db.base import utcnow
 from ..db.models import MemoryPointer
-from ..keys import service as keys
-from ..storage_config.plane import DataPlane
+from ..keys import subject_keys as keys
+from ..plane.data_plane import DataPlane
+from ..plane.keyring import Keyring
 from ..tenants.access import Access
 from ..tenants.access import ensure_visible as access_check
 from . import hotpath
@@ -35,7 +36,7 @@ def given(value: str | None) -> str:
     return "None" if value is None else "(given)"
 
 
-def keyring_of(plane: DataPlane) -> keys.Keyring:
+def keyring_of(plane: DataPlane) -> Keyring:
     if plane.keys is None:
         raise RuntimeError("the data plane has no keyring; build it through Runtime")
     return plane.keys

@@ -28,7 +28,7 @@ from ..db.engine import begin_write
 from ..db.models import MemoryPointer
 from ..errors import Conflict, Forbidden
 from ..idempotency import Idempotency, Replay
-from ..storage_config.plane import DataPlane
+from ..plane.data_plane import DataPlane
 from ..tenants.access import EVERYTHING, Access
 from . import repository as repo
 from .api import (

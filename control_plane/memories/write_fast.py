@@ -25,9 +25,9 @@ from ..audit.service import Actor
 from ..db.base import new_id, utcnow
 from ..db.models import MemoryPointer
 from ..holds.guard import erasure_in_progress
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..kit import request_id_var, sha256_hex
-from ..storage_config.plane import DataPlane, Target, storage_errors
+from ..plane.data_plane import DataPlane, Target, storage_errors
 from . import guesses, hotpath, hotpath_commit
 from .api import delete_quietly
 from .schemas import MemoryMeta

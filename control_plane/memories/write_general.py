@@ -29,9 +29,9 @@ from ..db.models import MemoryPointer
 from ..errors import Conflict
 from ..holds.guard import ensure_writable
 from ..idempotency import Idempotency
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..kit import sha256_hex
-from ..storage_config.plane import DataPlane, Target, storage_errors
+from ..plane.data_plane import DataPlane, Target, storage_errors
 from . import guesses
 from . import repository as repo
 from .api import CommitUncertain, commit_or_uncertain, delete_quietly, key_destroyed

@@ -38,7 +38,7 @@ class Metrics:
             ["backend", "operation", "problem"], registry=self.registry)
         self.storage_refused = Counter(
             "memplane_storage_refused", "Calls to a tenant's own bucket refused unsent "
-            "because that tenant's bulkhead was full (storage_config/bulkhead.py)",
+            "because that tenant's bulkhead was full (plane/bulkhead.py)",
             ["backend"], registry=self.registry)
         # Compliance jobs run by a worker in this process (jobs/worker.py).
         self.job_duration = Histogram(

@@ -24,7 +24,7 @@ from ..holds import repository as holds_repo
 from ..jobs.service import JobContext, enqueue
 from ..memories import visibility
 from ..memories.api import finish_deletes
-from ..storage_config.plane import DataPlane
+from ..plane.data_plane import DataPlane
 from ..tenants.access import EVERYTHING, Access, ensure_visible
 from . import repository as repo
 from .schemas import CleanupIn, CleanupItem, CleanupOut

@@ -52,7 +52,7 @@ from ..jobs.service import JobContext
 from ..memories import visibility
 from ..memories.api import finish_deletes
 from ..memories.visibility import ALL_TYPES
-from ..storage_config.plane import DataPlane, storage_errors
+from ..plane.data_plane import DataPlane, storage_errors
 from . import repository as repo
 
 BATCH = 500

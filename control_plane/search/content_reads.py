@@ -20,11 +20,11 @@ from ..audit.service import Actor
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer, SubjectKey
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..kit import sha256_hex
 from ..memories import repository as memories_repo
 from ..memories.shared import keyring_of
-from ..storage_config.plane import DataPlane, Target
+from ..plane.data_plane import DataPlane, Target
 from . import store
 from .text import searchable_text
 

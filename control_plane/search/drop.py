@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from ..addresses import MemoryAddress
 from ..db.engine import begin_write
 from ..db.models import MemoryEvent, MemoryPointer, SearchSegment, StorageConfig
-from ..storage_config.plane import DataPlane, Target, storage_errors
+from ..plane.data_plane import DataPlane, Target, storage_errors
 
 
 def tenant_targets(session: Session, plane: DataPlane, tenant_id: uuid.UUID) -> list[Target]:

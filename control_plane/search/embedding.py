@@ -18,11 +18,11 @@ from storage_adapters import base as storage
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
 from ..embedders import embedder_for
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..memories.batch_sets import all_near
 from ..memories.search_objects import vector_path
-from ..storage_config.plane import DataPlane
-from ..storage_config.shared_pool import SharedPool
+from ..plane.data_plane import DataPlane
+from ..plane.shared_pool import SharedPool
 from . import codec, index_rows, store
 from .content_reads import fetch_content, live_keys, verified_text
 from .segment_writing import delete_paths, write_delta

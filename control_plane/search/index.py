@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..storage_config.shared_pool import SharedPool
+from ..plane.shared_pool import SharedPool
 from .codec import Rows
 
 _WORD = re.compile(r"\w+", re.UNICODE)

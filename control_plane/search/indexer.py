@@ -49,8 +49,8 @@ from ..db.base import utcnow
 from ..db.models import MemoryPointer
 from ..embedders import EmbedderFailed, embedder_for
 from ..errors import DomainError
-from ..storage_config.plane import DataPlane
-from ..storage_config.shared_pool import SharedPool
+from ..plane.data_plane import DataPlane
+from ..plane.shared_pool import SharedPool
 from . import index_rows
 from .claims import Claims
 from .embedding import RoundReport, embed_batch

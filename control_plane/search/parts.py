@@ -25,9 +25,10 @@ from storage_adapters import envelope
 from storage_adapters.envelope import DecryptionError
 
 from ..db.models import MemoryPointer, SubjectKey
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..memories.shared import keyring_of
-from ..storage_config.plane import DataPlane
+from ..plane.data_plane import DataPlane
+from ..plane.keyring import Keyring
 from . import codec
 
 
@@ -63,7 +64,7 @@ def seal(session: Session, plane: DataPlane, tenant_id: uuid.UUID, scope: str,
     return codec.encode(codec.take(rows, kept), [len(p) for p in sealed]), sealed
 
 
-def _subject_keys(session: Session, ring: keys.Keyring, tenant_id: uuid.UUID,
+def _subject_keys(session: Session, ring: Keyring, tenant_id: uuid.UUID,
                   subjects: list[str]) -> dict[str, keys.SubjectKeyHandle]:
     """Each subject's live key: one query for those that have one (unwrapped from the cache
     once seen), created for the others."""

@@ -22,7 +22,7 @@ from ..db.engine import begin_write
 from ..db.models import MemoryPointer, SearchSegment
 from ..embedders import embedder_for
 from ..memories.api import delete_quietly
-from ..storage_config.plane import DataPlane
+from ..plane.data_plane import DataPlane
 from . import codec, index_rows, store
 from .index import SearchCache
 

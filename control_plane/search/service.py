@@ -47,7 +47,7 @@ from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..embedders import EmbedderFailed, Running, embedder_for
 from ..errors import Conflict, InvalidInput, StorageUnavailable
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..kit import request_id_var, sha256_hex
 from ..memories import repository as memories_repo
 from ..memories import visibility

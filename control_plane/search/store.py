@@ -20,10 +20,10 @@ from storage_adapters.envelope import DecryptionError
 from ..addresses import MemoryAddress
 from ..db.models import MemoryPointer, SearchSegment
 from ..errors import HashMismatch
-from ..keys import service as keys
+from ..keys import subject_keys as keys
 from ..memories.search_objects import SEGMENT_SUFFIX, vector_path
 from ..memories.shared import keyring_of
-from ..storage_config.plane import DataPlane, Target, storage_errors
+from ..plane.data_plane import DataPlane, Target, storage_errors
 from . import codec, parts
 from .index import SearchCache, Segment
 

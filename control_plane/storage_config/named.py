@@ -25,8 +25,8 @@ from ..db.models import StorageConfig
 from ..errors import Conflict, NotFound
 from ..idempotency import Idempotency, Replay, remember
 from ..idempotency import find as find_replay
+from ..plane.data_plane import DataPlane, parse_public_id, public_id
 from . import repository as repo
-from .plane import DataPlane, parse_public_id, public_id
 from .schemas import NamedStorageConfigIn, StorageConfigOut, StorageConfigPage, StorageConfigRename
 from .service import _out, _secret_names, configured_detail, validated_row
 

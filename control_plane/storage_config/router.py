@@ -20,8 +20,8 @@ from .schemas import (
 )
 
 if TYPE_CHECKING:
+    from ..plane.data_plane import DataPlane
     from ..settings import Settings
-    from .plane import DataPlane
 
 router = APIRouter(tags=["storage"])
 

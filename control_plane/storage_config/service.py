@@ -36,9 +36,8 @@ from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import StorageConfig
 from ..errors import InvalidInput, NotFound, StorageMisconfigured
-from . import repository as repo
-from .credentials import CredentialBox, CredentialsUnreadable, associated_data
-from .plane import (
+from ..plane.credentials import CredentialBox, CredentialsUnreadable, associated_data
+from ..plane.data_plane import (
     DataPlane,
     Target,
     build_adapter,
@@ -46,6 +45,7 @@ from .plane import (
     parse_public_id,
     public_id,
 )
+from . import repository as repo
 from .schemas import StorageConfigIn, StorageConfigOut, StorageHealthOut
 
 log = logging.getLogger(__name__)

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
+    from ..plane.data_plane import DataPlane
     from ..settings import Settings
-    from ..storage_config.plane import DataPlane
 
 __all__ = ["BudgetSpent", "EventText", "Running", "Summarizer", "SummarizerFailed", "Summary",
            "TokenBudget", "summarizer_for"]

@@ -10,7 +10,7 @@ Configure — prove the endpoint answers before anything is saved:
      ``endpoint_refused``, ``endpoint_not_allowed``, ``malformed_answer``, ...) and a fixed
      sentence — never what the remote answered — and nothing is saved;
   3. one transaction: replace the tenant's row (API key sealed with the server key by
-     storage_config/credentials.py, bound to the tenant and row id), audit, commit.
+     plane/credentials.py, bound to the tenant and row id), audit, commit.
 
 No transaction is open while the endpoint is probed. The key is never returned, logged or
 audited; audit rows name the host, the model and whether a key is set.
@@ -35,8 +35,8 @@ from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import SummarizerConfig
 from ..errors import InvalidInput, StorageMisconfigured
+from ..plane.credentials import CredentialBox, CredentialsUnreadable, load_server_key
 from ..settings import Settings
-from ..storage_config.credentials import CredentialBox, CredentialsUnreadable, load_server_key
 from . import (
     SENTENCES,
     EventText,

@@ -23,8 +23,8 @@ from ..db.engine import begin_write
 from ..db.models import ApiKey, Tenant
 from ..errors import Forbidden, InvalidInput, NotFound, Unauthorized
 from ..kit import sha256_hex
+from ..plane.data_plane import default_config
 from ..secret_files import create_secret_file, remove_secret_file
-from ..storage_config.plane import default_config
 from .access import ANY_REF, EVERYTHING, TENANT_REF, Access, canonical_scope
 
 ROLES = ("admin", "agent", "compliance")

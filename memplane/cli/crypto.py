@@ -53,7 +53,7 @@ def keys_rotate(
     Reads and writes keep working while it runs; rerun it to finish an interrupted rotation.
     """
     from control_plane.errors import DomainError
-    from control_plane.keys.service import rotate_kek
+    from control_plane.keys.rotation import rotate_kek
 
     with _runtime() as runtime, runtime.sessions() as session:
         ring = runtime.plane.keys
@@ -74,7 +74,7 @@ def keys_retire(
     = None,
 ) -> None:
     """Retire old KEK versions that no subject key is wrapped by any more."""
-    from control_plane.keys.service import retire_keks
+    from control_plane.keys.rotation import retire_keks
 
     with _runtime() as runtime, runtime.sessions() as session:
         ring = runtime.plane.keys

@@ -273,8 +273,8 @@ def test_local_needs_the_servers_permission(world: Any, tmp_path: Path) -> None:
 
 
 def test_other_replicas_follow_a_change_at_the_ttl(world: Any, tmp_path: Path) -> None:
+    from control_plane.plane.data_plane import DataPlane
     from control_plane.storage_config import service
-    from control_plane.storage_config.plane import DataPlane
     from control_plane.storage_config.schemas import LocalConfigIn
     from tests.support.clock import ManualClock
 
@@ -304,8 +304,8 @@ def test_other_replicas_follow_a_change_at_the_ttl(world: Any, tmp_path: Path) -
 
 def test_a_lookup_that_read_the_old_configuration_does_not_keep_it_after_a_change(
         world: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from control_plane.plane.data_plane import DataPlane
     from control_plane.storage_config import service
-    from control_plane.storage_config.plane import DataPlane
     from control_plane.storage_config.schemas import LocalConfigIn
     from tests.support.clock import ManualClock
 
@@ -339,7 +339,7 @@ def test_a_lookup_that_read_the_old_configuration_does_not_keep_it_after_a_chang
 
 def test_an_agent_route_read_before_a_change_is_not_kept_after_it(
         world: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from control_plane.storage_config.plane import DataPlane
+    from control_plane.plane.data_plane import DataPlane
     from tests.support.clock import ManualClock
 
     runtime = world.runtime
@@ -384,7 +384,7 @@ def test_stored_credentials_are_bound_to_their_row(tenant: Tenant,
                                  "WHERE id = :id"), {"id": _db_id(tenant, config.id)}).scalar()
     box = tenant.stack.runtime.plane.credentials
     assert box is not None
-    from control_plane.storage_config.credentials import CredentialsUnreadable, associated_data
+    from control_plane.plane.credentials import CredentialsUnreadable, associated_data
 
     assert box.open(bytes(blob), aad=associated_data(tenant.id, uuid.UUID(config.id))) == {
         "connection_string": azurite_server.connection_string}

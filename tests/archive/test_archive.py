@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from control_plane.archive import service as archive
 from control_plane.db.models import AccessLog, MemoryEvent, MemoryPointer
 from control_plane.errors import InvalidInput
-from control_plane.storage_config.plane import no_faults
+from control_plane.plane.data_plane import no_faults
 from tests.support.service import SimulatedCrash, Tenant
 
 

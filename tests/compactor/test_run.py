@@ -33,7 +33,7 @@ from control_plane.entries import service as entries
 from control_plane.events import service as events
 from control_plane.events.schemas import EventIn
 from control_plane.integrity.reconcile import collect_orphans
-from control_plane.storage_config.plane import no_faults
+from control_plane.plane.data_plane import no_faults
 from control_plane.summarizers import (
     BudgetSpent,
     EventText,

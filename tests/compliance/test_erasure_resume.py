@@ -13,13 +13,13 @@ from control_plane.addresses import MemoryAddress, Scope
 from control_plane.compliance import erasure_walk
 from control_plane.compliance import service as compliance
 from control_plane.compliance.receipts import served
-from control_plane.compliance.signing import signing_key
 from control_plane.db.models import AccessLog, ErasureReceipt, MemoryPointer
 from control_plane.errors import SubjectErasureInProgress
 from control_plane.job_handlers import JobWorker
 from control_plane.keys.pseudonyms import pseudonym
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
+from control_plane.signing import signing_key
 from memplane._receipts import verify_receipt
 from tests.support.clock import ManualWallClock
 from tests.support.service import ServiceWorld, SimulatedCrash

@@ -20,7 +20,6 @@ from sqlalchemy import select
 from control_plane.compliance import erasure_walk, export_collect, export_download
 from control_plane.compliance import service as compliance
 from control_plane.compliance.receipts import served
-from control_plane.compliance.signing import signing_key
 from control_plane.db.base import new_id, utcnow
 from control_plane.db.models import (
     Compaction,
@@ -32,9 +31,10 @@ from control_plane.db.models import (
 from control_plane.events import service as events
 from control_plane.events.schemas import EventIn
 from control_plane.job_handlers import JobWorker
-from control_plane.keys import service as keys
+from control_plane.keys import subject_keys as keys
 from control_plane.kit import sha256_hex
 from control_plane.memories.api import serialise
+from control_plane.signing import signing_key
 from memplane._receipts import verify_receipt
 from tests.support.clock import ManualWallClock
 from tests.support.service import ServiceWorld, SimulatedCrash

@@ -251,7 +251,7 @@ def compose_value(value: object, env: dict[str, str]) -> str:
 def test_compose_environment_is_a_valid_configuration(tmp_path: Path) -> None:
     """With the secrets `memplane keys generate` writes at first start, every memplane
     service's environment (nothing set in the shell) is a configuration the server takes."""
-    from control_plane.compliance.signing import signing_key
+    from control_plane.signing import signing_key
     from memplane.cli import app
 
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())

@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from control_plane.compliance.signing import random_bytes_in, signing_key
 from control_plane.settings import Settings
+from control_plane.signing import random_bytes_in, signing_key
 from storage_adapters.netguard import parse_entries
 from tests.deploy.test_deploy import DEPLOY, compose_value, containers, render
 

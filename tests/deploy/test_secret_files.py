@@ -127,7 +127,7 @@ def test_secrets_are_read_from_their_files(tmp_path: Path) -> None:
 
 
 def test_keys_generate_makes_each_secret_once_and_never_prints_one(tmp_path: Path) -> None:
-    from control_plane.compliance.signing import random_bytes_in, signing_key
+    from control_plane.signing import random_bytes_in, signing_key
     from memplane.cli import app
 
     directory = tmp_path / "secrets"

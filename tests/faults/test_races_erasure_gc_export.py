@@ -37,8 +37,8 @@ from control_plane.job_handlers import JobWorker
 from control_plane.memories import guesses
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
+from control_plane.plane.data_plane import no_faults
 from control_plane.runtime import Runtime
-from control_plane.storage_config.plane import no_faults
 from tests.compliance.helpers import job, write_subject
 from tests.support.service import ServiceWorld, make_settings
 

@@ -112,7 +112,7 @@ def own_world(database: str, request: pytest.FixtureRequest,
               data_dir: Path) -> Iterator[ServiceWorld]:
     """A ServiceWorld on a database of its own: a job worker there claims only this test's
     jobs (the shared one holds every other test's tenants and jobs)."""
-    from control_plane.storage_config.plane import no_faults
+    from control_plane.plane.data_plane import no_faults
 
     url = isolated_database(database, request)
     runtime = Runtime(make_settings(url, data_dir))

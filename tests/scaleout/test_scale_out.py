@@ -42,7 +42,7 @@ from control_plane.compliance.receipts import served
 from control_plane.db.engine import make_engine
 from control_plane.db.migrate import upgrade
 from control_plane.db.models import AccessLog, ErasureReceipt, Job, MemoryPointer
-from control_plane.storage_config.credentials import CredentialBox
+from control_plane.plane.credentials import CredentialBox
 from memplane._receipts import verify_receipt
 from tests.support.postgres import PostgresCluster
 from tests.support.process import CHECKOUT, MEMPLANE, ChildProcess, ServerProcess

@@ -12,7 +12,7 @@ import pytest
 
 from control_plane.db.base import new_id, utcnow
 from control_plane.db.models import MemoryPointer
-from control_plane.keys import service as keys
+from control_plane.keys import subject_keys as keys
 from control_plane.search import codec, store
 from control_plane.search.index import SearchCache
 from storage_adapters import envelope

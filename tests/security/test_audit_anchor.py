@@ -24,11 +24,11 @@ from typer.testing import CliRunner
 
 from control_plane.audit import checkpoints
 from control_plane.audit import service as audit
-from control_plane.compliance.signing import canonical, signing_key
 from control_plane.db.base import utcnow
 from control_plane.db.engine import begin_write
 from control_plane.db.models import AccessLog, AuditHead
 from control_plane.runtime import Runtime
+from control_plane.signing import canonical, signing_key
 from memplane._receipts import verify_checkpoint, verify_receipt
 from memplane.cli import app
 from tests.support.emulators import MotoServer, new_s3_bucket

@@ -11,7 +11,7 @@ import uuid
 from sqlalchemy import select
 
 from control_plane.db.models import SubjectKey
-from control_plane.keys import service as keys
+from control_plane.keys import subject_keys as keys
 from control_plane.keys.pseudonyms import pseudonym
 from tests.support.service import Tenant
 

@@ -46,7 +46,7 @@ from control_plane.db.models import (
 from control_plane.events import service as events
 from control_plane.events.schemas import EventIn
 from control_plane.job_handlers import JobWorker
-from control_plane.keys import service as keys
+from control_plane.keys import subject_keys as keys
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.search import indexer

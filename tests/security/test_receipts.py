@@ -17,9 +17,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from control_plane.compliance.signing import SigningKey, SigningKeyMissing, signing_key
 from control_plane.db.models import AccessLog
 from control_plane.settings import Settings
+from control_plane.signing import SigningKey, SigningKeyMissing, signing_key
 from memplane._receipts import parse_receipt, verify_receipt
 from memplane.cli import app
 from tests.support.service import BOOTSTRAP_KEY, ServerThread, Tenant, make_settings

@@ -144,7 +144,7 @@ def test_a_stored_configuration_that_predates_the_rules_is_not_used(
         connection: dict[str, Any], rule: str) -> None:
     from control_plane.db.models import StorageConfig
     from control_plane.errors import StorageMisconfigured
-    from control_plane.storage_config.plane import DataPlane
+    from control_plane.plane.data_plane import DataPlane
 
     config_id = uuid.uuid4()
     with world.runtime.sessions() as session:
@@ -184,8 +184,8 @@ def test_only_the_bound_tenant_may_impersonate_an_account(world: Any,
                                                           google_identity: None) -> None:
     from control_plane.audit.service import Actor
     from control_plane.errors import InvalidInput
+    from control_plane.plane.data_plane import DataPlane
     from control_plane.storage_config import service
-    from control_plane.storage_config.plane import DataPlane
     from control_plane.storage_config.schemas import GCSConfigIn
 
     other = uuid.uuid4()

@@ -3,7 +3,7 @@
 Tenant A's bucket is moto behind a forwarding server that, once A's memories are written,
 holds every GET open; A then fires more reads at once than the server has request threads.
 Each tenant's calls to its own buckets are bounded by a bulkhead
-(control_plane/storage_config/bulkhead.py): two run, two more may wait, the rest are refused
+(control_plane/plane/bulkhead.py): two run, two more may wait, the rest are refused
 at once with 503 ``storage_busy``. Meanwhile tenant B, on a healthy bucket of its own, reads
 as usual and the probes answer — all while A's two reads are still held in its bucket.
 """

@@ -5,7 +5,7 @@ written and indexed, hold every GET open. The three first search with values (th
 reads go to the search pool shared by all tenants: together they fill it), then fire many
 reads each — three tenants' calls + waiters outnumber the server's request threads. Each
 tenant's work takes at most half of a shared pool, and the process's budget of threads in
-tenants' buckets (storage_config/budget.py) lets the three together hold only its shared
+tenants' buckets (plane/budget.py) lets the three together hold only its shared
 part: everything else is refused at once with 503 ``storage_busy``. Meanwhile a fourth
 tenant's reads, searches and batch sets succeed, and the probes answer — all while the
 hostile calls are still held in their buckets.
@@ -21,8 +21,8 @@ from contextlib import ExitStack
 import httpx
 import pytest
 
+from control_plane.plane.budget import LIGHT
 from control_plane.search import indexer
-from control_plane.storage_config.budget import LIGHT
 from tests.security.http_servers import Recorder, bucket_through
 from tests.support.emulators import MotoServer
 from tests.support.service import ServerThread, Stack, Tenant, make_settings

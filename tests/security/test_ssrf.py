@@ -92,8 +92,8 @@ def test_a_name_resolving_to_loopback_is_refused_at_connect_time(
     """'localhost' is allowed as a host pattern, but resolves to 127.0.0.1, which only a CIDR
     of the allow-list could allow."""
     from control_plane.errors import InvalidInput
+    from control_plane.plane.data_plane import DataPlane
     from control_plane.storage_config import service
-    from control_plane.storage_config.plane import DataPlane
     from control_plane.storage_config.schemas import S3ConfigIn
 
     bucket = f"loopback-{world.tenant_id.hex[:12]}"
@@ -269,8 +269,8 @@ def test_http_clients_are_guarded_at_connect_time() -> None:
 def test_an_endpoint_the_operator_no_longer_allows_is_reported(
         world: Any, moto_server: MotoServer) -> None:
     from control_plane.errors import StorageMisconfigured
+    from control_plane.plane.data_plane import DataPlane
     from control_plane.storage_config import service
-    from control_plane.storage_config.plane import DataPlane
     from control_plane.storage_config.schemas import S3ConfigIn
 
     bucket = f"narrowed-{world.tenant_id.hex[:12]}"

@@ -16,10 +16,12 @@ from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.models import AccessLog, KekVersion, MemoryPointer, SubjectKey
 from control_plane.errors import HashMismatch
 from control_plane.integrity.service import verify_tenant
-from control_plane.keys import service as keys
-from control_plane.keys.providers import LocalKeyRing
+from control_plane.keys import subject_keys as keys
+from control_plane.keys.rotation import retire_keks, rotate_kek
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
+from control_plane.plane.kek_providers import LocalKeyRing
+from control_plane.plane.keyring import KeyCache, Keyring
 from tests.support.clock import wait_until
 from tests.support.crypto import keyring
 from tests.support.service import ServiceWorld
@@ -60,11 +62,11 @@ def _audit_ops(world: ServiceWorld) -> list[tuple[str, bool, str]]:
 
 
 @pytest.fixture
-def no_key_cache(world: ServiceWorld) -> Iterator[keys.Keyring]:
+def no_key_cache(world: ServiceWorld) -> Iterator[Keyring]:
     """Every read unwraps through the KEK, so rotation is really exercised."""
     ring = keyring(world.runtime)
     cache = ring.cache
-    ring.cache = keys.KeyCache(0, 0)
+    ring.cache = KeyCache(0, 0)
     try:
         yield ring
     finally:
@@ -154,7 +156,7 @@ def test_hot_reads_do_not_unwrap_through_the_kek(world: ServiceWorld) -> None:
 
 
 def test_rotation_mid_stream_fails_no_read_or_write(world: ServiceWorld,
-                                                    no_key_cache: keys.Keyring) -> None:
+                                                    no_key_cache: Keyring) -> None:
     addresses = [MemoryAddress.parse(Scope.user, f"u{n}", "k") for n in range(6)]
     for n, address in enumerate(addresses):
         _set(world, address, n)
@@ -211,7 +213,7 @@ def test_rotation_mid_stream_fails_no_read_or_write(world: ServiceWorld,
         for _ in range(3):
             another_round()
             with world.runtime.sessions() as session:
-                reports.append(keys.rotate_kek(session, no_key_cache, world.actor))
+                reports.append(rotate_kek(session, no_key_cache, world.actor))
         another_round()
     finally:
         stop.set()
@@ -225,8 +227,8 @@ def test_rotation_mid_stream_fails_no_read_or_write(world: ServiceWorld,
     with world.runtime.sessions() as session:
         # Keys created by a writer that read the old version just before a rotation
         # committed are finished by running the rotation again.
-        final = keys.rotate_kek(session, no_key_cache, world.actor)
-        retired = keys.retire_keks(session, no_key_cache, world.actor)
+        final = rotate_kek(session, no_key_cache, world.actor)
+        retired = retire_keks(session, no_key_cache, world.actor)
         versions = {k.id: k.version for k in session.scalars(
             select(KekVersion).where(KekVersion.tenant_id == world.tenant_id))}
     live = [k for k in _subject_keys(world) if k.wrapped_key is not None]
@@ -245,17 +247,17 @@ def test_retire_refuses_versions_still_in_use(world: ServiceWorld) -> None:
     _set(world, MemoryAddress.parse(Scope.user, "u1", "k"), 1)
     ring = keyring(world.runtime)
     with world.runtime.sessions() as session:
-        keys.rotate_kek(session, ring, world.actor)
+        rotate_kek(session, ring, world.actor)
         # Put one key back on version 1, as an interrupted rotation would leave it.
         v1 = session.scalar(select(KekVersion).where(KekVersion.tenant_id == world.tenant_id,
                                                      KekVersion.version == 1))
         row = session.scalar(select(SubjectKey).where(SubjectKey.tenant_id == world.tenant_id))
-        raw = keys._unwrap(session, ring, row)
+        raw = keys.unwrap(session, ring, row)
         row.kek_version_id = v1.id
         row.wrapped_key = ring.provider("local").wrap(v1.key_ref, raw,
-                                                      keys._wrap_context(world.tenant_id, row.id))
+                                                      keys.wrap_context(world.tenant_id, row.id))
         session.commit()
-        report = keys.retire_keks(session, ring, world.actor)
+        report = retire_keks(session, ring, world.actor)
     assert (report.retired, report.in_use, report.current) == ([], {1: 1}, 2)
     assert world.read(MemoryAddress.parse(Scope.user, "u1", "k")) == 1
 

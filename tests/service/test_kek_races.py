@@ -2,7 +2,7 @@
 
 Each race runs the rotation and the retirement (another replica, in effect: fresh sessions,
 and no subject key left in this process's cache) at a named step of the code under test
-(``keys.service.checkpoint``): a read, an export job and a new subject key's write that
+(``keys.subject_keys.checkpoint``): a read, an export job and a new subject key's write that
 hold a key row read before the rotation, after which the retirement destroys the old KEK.
 """
 
@@ -18,9 +18,11 @@ from control_plane.addresses import MemoryAddress, Scope
 from control_plane.compliance import service as compliance
 from control_plane.db.models import ErasureReceipt, KekVersion, MemoryPointer, SubjectKey
 from control_plane.job_handlers import JobWorker
-from control_plane.keys import service as keys
+from control_plane.keys import subject_keys as keys
+from control_plane.keys.rotation import RetireReport, RotationReport, retire_keks, rotate_kek
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
+from control_plane.plane.keyring import Keyring
 from tests.compliance.conftest import service_runtime  # noqa: F401  (a database of its own:
 from tests.compliance.helpers import (  # no server's worker takes our jobs)
     bucket_paths,
@@ -30,7 +32,7 @@ from tests.compliance.helpers import (  # no server's worker takes our jobs)
 from tests.support.service import ServiceWorld
 
 
-def _ring(world: ServiceWorld) -> keys.Keyring:
+def _ring(world: ServiceWorld) -> Keyring:
     ring = world.runtime.plane.keys
     assert ring is not None
     return ring
@@ -43,11 +45,11 @@ def _forget_all(world: ServiceWorld) -> None:
     _ring(world).cache.forget(ids)
 
 
-def _rotate_and_retire(world: ServiceWorld) -> tuple[keys.RotationReport, keys.RetireReport]:
+def _rotate_and_retire(world: ServiceWorld) -> tuple[RotationReport, RetireReport]:
     with world.runtime.sessions() as session:
-        rotated = keys.rotate_kek(session, _ring(world), world.actor)
+        rotated = rotate_kek(session, _ring(world), world.actor)
     with world.runtime.sessions() as session:
-        retired = keys.retire_keks(session, _ring(world), world.actor)
+        retired = retire_keks(session, _ring(world), world.actor)
     _forget_all(world)  # as on another replica: nothing of the old keys in memory
     return rotated, retired
 
@@ -188,12 +190,12 @@ def test_an_erasure_running_inside_a_rotation_is_not_undone_by_its_rewrap(
     receipts = []
     at_step["unwrap"] = lambda: receipts.append(_erase(world, "alice"))
     with world.runtime.sessions() as session:
-        rotated = keys.rotate_kek(session, _ring(world), world.actor)
+        rotated = rotate_kek(session, _ring(world), world.actor)
     [receipt] = receipts
     assert receipt["counts"]["objects"] == len(alice)  # type: ignore[index]
     assert rotated.rewrapped == 1  # bob's key only
     with world.runtime.sessions() as session:
-        retired = keys.retire_keks(session, _ring(world), world.actor)
+        retired = retire_keks(session, _ring(world), world.actor)
     assert (retired.retired, retired.in_use) == ([1], {})
     assert _subject_keys(world) == {"erased": False, "bob": True}
     assert not set(alice) & bucket_paths(world)

@@ -12,7 +12,7 @@ from control_plane.addresses import MemoryAddress, Scope
 from control_plane.audit.service import Actor
 from control_plane.db.models import KekVersion, SubjectKey
 from control_plane.errors import HashMismatch
-from control_plane.keys import service as keys
+from control_plane.keys.rotation import rotate_kek
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
@@ -63,7 +63,7 @@ def test_kms_wraps_subject_keys_and_rotation_moves_to_another_kms_key(
         assert len(row.wrapped_key) > 32
 
         with runtime.sessions() as session:
-            report = keys.rotate_kek(session, ring, actor, key_ref=second)
+            report = rotate_kek(session, ring, actor, key_ref=second)
             versions = list(session.scalars(select(KekVersion)
                                             .where(KekVersion.tenant_id == tenant.id)
                                             .order_by(KekVersion.version)))

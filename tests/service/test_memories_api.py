@@ -23,7 +23,7 @@ from control_plane.entries import service as entries
 from control_plane.entries.schemas import EntryIn
 from control_plane.errors import PayloadTooLarge
 from control_plane.idempotency import Idempotency, IdempotencyKeyReused, Replay
-from control_plane.keys import service as keys
+from control_plane.keys import subject_keys as keys
 from control_plane.memories import service as memories
 from control_plane.memories.api import (
     CommitUncertain,
@@ -38,7 +38,7 @@ from control_plane.memories.api import (
 )
 from control_plane.memories.schemas import MemoryMeta, pointer_json
 from control_plane.memories.shared import keyring_of
-from control_plane.storage_config.plane import Target
+from control_plane.plane.data_plane import Target
 from storage_adapters import base as storage
 from tests.support.service import ServiceWorld
 

@@ -1,4 +1,4 @@
-"""The per-tenant bulkhead (control_plane/storage_config/bulkhead.py) on its own: slots,
+"""The per-tenant bulkhead (control_plane/plane/bulkhead.py) on its own: slots,
 waiters, refusal, and that every way out of a call — an answer, an error, a stream read to
 its end, dropped half way or failing — gives its slot back."""
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from control_plane.errors import DomainError
-from control_plane.storage_config.bulkhead import Bulkhead, BulkheadedAdapter, StorageBusy
+from control_plane.plane.bulkhead import Bulkhead, BulkheadedAdapter, StorageBusy
 from storage_adapters import base as storage
 from storage_adapters.local import LocalAdapter
 from storage_adapters.memory import MemoryAdapter

@@ -1,5 +1,5 @@
 """Shared thread pools and the process's budget of threads in tenants' buckets, on their own
-(control_plane/storage_config/shared_pool.py, budget.py): a tenant's stuck work takes at
+(control_plane/plane/shared_pool.py, budget.py): a tenant's stuck work takes at
 most its share of a pool and never queues another tenant's behind it; work handed to a pool
 carries its tenant's slot; tenants whose buckets hang share one part of the budget."""
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from control_plane.storage_config.budget import StorageCrowded
-from control_plane.storage_config.bulkhead import BulkheadedAdapter, Bulkheads, StorageBusy
-from control_plane.storage_config.shared_pool import SharedPool
+from control_plane.plane.budget import StorageCrowded
+from control_plane.plane.bulkhead import BulkheadedAdapter, Bulkheads, StorageBusy
+from control_plane.plane.shared_pool import SharedPool
 from storage_adapters.local import LocalAdapter
 
 A, B = uuid.uuid4(), uuid.uuid4()

@@ -5,11 +5,12 @@ from __future__ import annotations
 import uuid
 
 from control_plane.db.models import MemoryPointer
-from control_plane.keys import service as keys
+from control_plane.keys import subject_keys as keys
+from control_plane.plane.keyring import Keyring
 from control_plane.runtime import Runtime
 
 
-def keyring(runtime: Runtime) -> keys.Keyring:
+def keyring(runtime: Runtime) -> Keyring:
     assert runtime.plane.keys is not None
     return runtime.plane.keys
 

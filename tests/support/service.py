@@ -263,6 +263,6 @@ def world(service_runtime: Runtime) -> Iterator[ServiceWorld]:
     try:
         yield w
     finally:
-        from control_plane.storage_config.plane import no_faults
+        from control_plane.plane.data_plane import no_faults
 
         service_runtime.plane.checkpoint = no_faults

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from control_plane.settings import Settings
-from control_plane.storage_config.credentials import (
+from control_plane.plane.credentials import (
     CredentialBox,
     CredentialsUnreadable,
     associated_data,
     load_server_key,
 )
+from control_plane.settings import Settings
 
 
 def test_embedded_default_generates_a_private_key_file_once(tmp_path: Path) -> None:

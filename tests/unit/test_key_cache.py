@@ -4,12 +4,12 @@ and a forgotten key (a subject's erasure) never served again."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 
 import pytest
 
-from control_plane.keys import service as keys
-from control_plane.keys.service import KeyCache
+from control_plane.plane.keyring import KeyCache
 
 
 def test_the_least_recently_used_key_goes_first() -> None:
@@ -25,7 +25,7 @@ def test_the_least_recently_used_key_goes_first() -> None:
 
 def test_a_key_expires_after_its_ttl(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [1000.0]
-    monkeypatch.setattr(keys.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
     cache = KeyCache(10, 30)
     key_id = uuid.uuid4()
     cache.put(key_id, b"K" * 32)

@@ -14,7 +14,7 @@ from ..base import Base, BigId, UTCDateTime, new_id, utcnow
 class SummarizerConfig(Base):
     """A tenant's summariser: an OpenAI-compatible chat endpoint. One row per
     tenant; no row means the built-in offline summariser. The API key is sealed with the
-    server key like bucket credentials (storage_config/credentials.py), bound to this row."""
+    server key like bucket credentials (plane/credentials.py), bound to this row."""
 
     __tablename__ = "summarizer_configs"
 

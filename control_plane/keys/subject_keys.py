@@ -1,9 +1,10 @@
-"""Encryption keys (DESIGN §6): tenant KEKs, per-subject keys, rotation and crypto-shredding.
+"""Encryption keys (DESIGN §6): per-subject keys, sealing objects under them, crypto-shredding.
 
 Three levels:
 
-- the tenant's **KEK**, in a provider (``providers.py``: local key ring or AWS KMS), in
-  numbered versions (``kek_versions``); new subject keys are wrapped by the newest;
+- the tenant's **KEK**, in a provider (``control_plane/plane/kek_providers.py``: local key
+  ring or AWS KMS), in numbered versions (``kek_versions``); new subject keys are wrapped by
+  the newest (rotation and retirement: ``rotation.py``);
 - a **subject key** per data subject (``user``/<user id>) and per non-personal scope
   (<scope>/<scope ref>), random 256-bit, stored only wrapped (``subject_keys``);
 - a **data key** per object, inside the object's envelope (``storage_adapters/envelope.py``).
@@ -11,22 +12,16 @@ Three levels:
 A pointer's object is sealed under the subject key of the pointer's ``subject_user_id`` when
 it has one, else under its scope's key; so destroying a user's key (:func:`shred_subject`)
 makes every object of that subject unreadable at once — soft-deleted copies, old versions and
-backups included. Rotating a KEK (:func:`rotate_kek`) re-wraps subject keys only; no object
-is re-uploaded, and reads and writes keep working throughout, because an unwrapped subject
-key does not change when its wrapping does.
+backups included.
 
-Unwrapped subject keys are cached in memory (bounded LRU with a time limit) so the hot path
-does not call the KMS. Every read still looks the subject key's row up, so a key shredded by
-another process is refused at once, cached or not.
+Unwrapped subject keys are cached by the keyring (``control_plane/plane/keyring.py``); every
+read still looks the subject key's row up, so a key shredded by another process is refused
+at once, cached or not.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import threading
-import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -42,102 +37,12 @@ from ..audit import service as audit
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import KekVersion, SubjectKey
-from ..errors import Conflict, InvalidInput, KeyServiceUnavailable
-from ..settings import Settings
+from ..errors import Conflict, KeyServiceUnavailable
+from ..plane.kek_providers import KeyUnavailable, WrongKey
+from ..plane.keyring import Keyring
 from . import repository as repo
-from .providers import AwsKms, KekProvider, KeyUnavailable, LocalKeyRing, WrongKey
 
 USER = "user"
-_REWRAP_BATCH = 500
-
-
-class KeyCache:
-    """Unwrapped subject keys by id: least recently used out first, each for ``ttl`` seconds."""
-
-    def __init__(self, size: int, ttl: float) -> None:
-        self.size, self.ttl = size, ttl
-        self._items: OrderedDict[uuid.UUID, tuple[float, bytes]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key_id: uuid.UUID) -> bytes | None:
-        # Read without the lock (one dictionary lookup is atomic; the lock orders changes):
-        # every read of a batch asks for its subject's key, and queueing on the lock under
-        # load cost more than the lookup. A key forgotten before the lookup is not found.
-        item = self._items.get(key_id)
-        if item is None:
-            return None
-        if item[0] < time.monotonic():
-            with self._lock:
-                if self._items.get(key_id) is item:
-                    del self._items[key_id]
-            return None
-        if self._lock.acquire(blocking=False):  # recency is best effort: a hit never waits
-            try:
-                if key_id in self._items:
-                    self._items.move_to_end(key_id)
-            finally:
-                self._lock.release()
-        return item[1]
-
-    def put(self, key_id: uuid.UUID, key: bytes) -> None:
-        if self.size == 0 or self.ttl == 0:
-            return
-        with self._lock:
-            self._items[key_id] = (time.monotonic() + self.ttl, key)
-            self._items.move_to_end(key_id)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-
-    def forget(self, key_ids: list[uuid.UUID]) -> None:
-        with self._lock:
-            for key_id in key_ids:
-                self._items.pop(key_id, None)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-
-class Keyring:
-    """The providers and the key cache of one running control plane (API, CLI or worker)."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.enabled = settings.encryption
-        self.default_provider = settings.kek_provider
-        self._settings = settings
-        self._providers: dict[str, KekProvider] = {}
-        self._lock = threading.Lock()
-        self.cache = KeyCache(settings.key_cache_size, settings.key_cache_seconds)
-
-    def allows_key_ref(self, tenant_id: uuid.UUID, key_ref: str) -> bool:
-        """Whether a tenant may move its KEK to this KMS key: the operator's allow-list
-        (MEMPLANE_KEK_AWS_ALLOWED_KEY_REFS: exact refs or ``*`` patterns, ``{tenant_id}``
-        standing for the tenant's own id), by default only the server's own key."""
-        for pattern in self._settings.allowed_kms_key_refs:
-            if fnmatch.fnmatchcase(key_ref, pattern.replace("{tenant_id}", str(tenant_id))):
-                return True
-        return False
-
-    def provider(self, name: str) -> KekProvider:
-        with self._lock:
-            found = self._providers.get(name)
-            if found is None:
-                found = self._providers[name] = self._build(name)
-            return found
-
-    def _build(self, name: str) -> KekProvider:
-        s = self._settings
-        if name == "local":
-            return LocalKeyRing(s.resolved_keyring_path)
-        if name == "aws-kms" and s.kek_aws_key_id:
-            secret = s.kek_aws_secret_access_key
-            return AwsKms(s.kek_aws_key_id, region=s.kek_aws_region,
-                          endpoint_url=s.kek_aws_endpoint_url,
-                          access_key_id=s.kek_aws_access_key_id,
-                          secret_access_key=secret.get_secret_value() if secret else None)
-        raise KeyServiceUnavailable(
-            f"the KEK provider {name!r} is not configured on this server; set "
-            f"MEMPLANE_KEK_PROVIDER and its MEMPLANE_KEK_* settings"
-        )
 
 
 @dataclass(frozen=True)
@@ -157,7 +62,7 @@ def subject_of(scope_type: str, scope_ref: str, subject_user_id: str | None) -> 
     return (USER, subject_user_id) if subject_user_id else (scope_type, scope_ref)
 
 
-def _wrap_context(tenant_id: uuid.UUID, key_id: uuid.UUID) -> bytes:
+def wrap_context(tenant_id: uuid.UUID, key_id: uuid.UUID) -> bytes:
     return b"memplane-subject-key-v1" + tenant_id.bytes + key_id.bytes
 
 
@@ -180,7 +85,7 @@ class WrappedKey(NamedTuple):
     kek_version_id: uuid.UUID
 
 
-def _unwrap(session: Session, ring: Keyring, row: SubjectKey | WrappedKey) -> bytes:
+def unwrap(session: Session, ring: Keyring, row: SubjectKey | WrappedKey) -> bytes:
     cached = ring.cache.get(row.id)
     if cached is not None:
         return cached
@@ -189,7 +94,7 @@ def _unwrap(session: Session, ring: Keyring, row: SubjectKey | WrappedKey) -> by
     checkpoint("unwrap")
     try:
         key = ring.provider(kek.provider).unwrap(kek.key_ref, row.wrapped_key,
-                                                 _wrap_context(row.tenant_id, row.id))
+                                                 wrap_context(row.tenant_id, row.id))
     except KeyUnavailable as exc:
         rewrapped = _unwrap_rewrapped(session, ring, row)
         if rewrapped is None:
@@ -219,7 +124,7 @@ def _unwrap_rewrapped(session: Session, ring: Keyring,
         return None
     try:
         return ring.provider(now.provider).unwrap(now.key_ref, bytes(now.wrapped_key),
-                                                  _wrap_context(row.tenant_id, row.id))
+                                                  wrap_context(row.tenant_id, row.id))
     except KeyUnavailable:
         return None
 
@@ -251,7 +156,7 @@ def active_key(session: Session, ring: Keyring, tenant_id: uuid.UUID,
     row = repo.active_subject_key(session, tenant_id, *subject)
     if row is None:
         return None
-    return SubjectKeyHandle(row.id, row.scope_type, row.scope_ref, _unwrap(session, ring, row))
+    return SubjectKeyHandle(row.id, row.scope_type, row.scope_ref, unwrap(session, ring, row))
 
 
 def handle_of(session: Session, ring: Keyring, tenant_id: uuid.UUID, key_id: uuid.UUID,
@@ -260,7 +165,7 @@ def handle_of(session: Session, ring: Keyring, tenant_id: uuid.UUID, key_id: uui
     """A live key already looked up (by the hot path's own statement): unwrapped from the
     cache, or through its KEK on a miss."""
     row = WrappedKey(key_id, tenant_id, wrapped_key, kek_version_id)
-    return SubjectKeyHandle(key_id, subject[0], subject[1], _unwrap(session, ring, row))
+    return SubjectKeyHandle(key_id, subject[0], subject[1], unwrap(session, ring, row))
 
 
 def key_for_write(session: Session, ring: Keyring, tenant_id: uuid.UUID,
@@ -275,7 +180,7 @@ def key_for_write(session: Session, ring: Keyring, tenant_id: uuid.UUID,
         key_id, raw = new_id(), envelope.new_key()
         try:
             wrapped = ring.provider(kek.provider).wrap(kek.key_ref, raw,
-                                                       _wrap_context(tenant_id, key_id))
+                                                       wrap_context(tenant_id, key_id))
         except KeyUnavailable as exc:
             raise KeyServiceUnavailable(
                 f"the tenant's key-encryption key is unavailable ({exc}); retry later"
@@ -367,126 +272,31 @@ def _usable(session: Session, ring: Keyring, row: SubjectKey | WrappedKey | None
         raise DecryptionError("the object's subject key was destroyed (crypto-shredded); "
                               "its content can never be read again")
     try:
-        return _unwrap(session, ring, row)
+        return unwrap(session, ring, row)
     except WrongKey:
         raise DecryptionError("the subject key's wrapped form does not unwrap with its "
                               "KEK (edited in the database?)") from None
 
 
-@dataclass(frozen=True)
-class RotationReport:
-    tenant_id: uuid.UUID
-    from_versions: list[int]
-    to_version: int
-    provider: str
-    rewrapped: int
+class SubjectKeyOpener:
+    """The tenant's subject keys by id, unwrapped with the running keyring: what the audit
+    log needs to open the details sealed under them (``audit.sealed.reveal``; the data
+    plane's ``SubjectKeys``)."""
 
+    def __init__(self, ring: Keyring | None) -> None:
+        self.ring = ring
 
-def rotate_kek(session: Session, ring: Keyring, actor: audit.Actor, *,
-               key_ref: str | None = None, provider: str | None = None) -> RotationReport:
-    """Move the tenant to a new KEK version: every subject key is re-wrapped, no object moves.
-
-    Commits in steps: the new version first (new subject keys use it at once), then each
-    batch of re-wrapped keys. Interrupted, it is finished by running it again; reads and
-    writes keep working in between because a key is readable under either version.
-    """
-    tenant_id = actor.tenant_id
-    name = provider or ring.default_provider
-    try:
-        chosen = ring.provider(name)
-    except KeyServiceUnavailable:
-        if provider is None:
-            raise
-        # The caller asked for a provider this server has no settings for: their input.
-        raise InvalidInput(f"the KEK provider {provider!r} is not configured on this server; "
-                           "leave provider out to use the configured one") from None
-    if key_ref is not None and name == "local":
-        raise InvalidInput("key_ref names a KMS key; the local key ring makes its own keys, "
-                           "so leave key_ref out")
-    if key_ref is not None and not ring.allows_key_ref(tenant_id, key_ref):
-        raise InvalidInput("this server does not let tenants use that KMS key; leave key_ref "
-                           "out to use the server's key, or ask the operator to add it to "
-                           "MEMPLANE_KEK_AWS_ALLOWED_KEY_REFS")
-    session.commit()
-    before = [k.version for k in repo.kek_versions(session, tenant_id) if k.retired_at is None]
-    session.commit()
-    ref = key_ref or chosen.create(tenant_id)
-    begin_write(session)
-    version = repo.next_kek_version(session, tenant_id)
-    new = KekVersion(id=new_id(), tenant_id=tenant_id, version=version, provider=chosen.name,
-                     key_ref=ref, created_at=utcnow())
-    session.add(new)
-    audit.record(session, actor, "kek_rotate", detail=f"KEK version {version} "
-                 f"({chosen.name}) is now current")
-    session.commit()
-    rewrapped = 0
-    while True:
-        rows = repo.wrapped_by_older(session, tenant_id, new.id, _REWRAP_BATCH)
-        if not rows:
-            session.commit()
-            break
-        updates = []
-        for row in rows:
-            raw = _unwrap(session, ring, row)
-            try:
-                wrapped = chosen.wrap(new.key_ref, raw, _wrap_context(tenant_id, row.id))
-            except KeyUnavailable as exc:
-                raise KeyServiceUnavailable(f"the new KEK cannot wrap keys ({exc})") from None
-            updates.append((row, row.kek_version_id, wrapped))
-        session.commit()
-        begin_write(session)
-        now = utcnow()
-        done = sum(repo.rewrap(session, row, old, new.id, wrapped, now)
-                   for row, old, wrapped in updates)
-        audit.record(session, actor, "kek_rotate",
-                     detail=f"re-wrapped {done} subject key(s) under KEK version {version}")
-        session.commit()
-        rewrapped += done
-    return RotationReport(tenant_id, before, version, chosen.name, rewrapped)
-
-
-@dataclass(frozen=True)
-class RetireReport:
-    tenant_id: uuid.UUID
-    retired: list[int]
-    in_use: dict[int, int]
-    current: int | None
-
-
-def retire_keks(session: Session, ring: Keyring, actor: audit.Actor) -> RetireReport:
-    """Retire every KEK version but the current one that no live subject key is wrapped by.
-
-    A retired local KEK is removed from the key ring; a KMS key is left to its owner.
-    """
-    session.commit()
-    begin_write(session)
-    tenant_id = actor.tenant_id
-    # Lock the versions before counting their keys: a writer adding a key under one holds
-    # it (``kek_still_live``), so a key is either counted here or sees the retirement.
-    repo.lock_kek_versions(session, tenant_id)
-    current = repo.current_kek(session, tenant_id)
-    counts = repo.keys_per_version(session, tenant_id)
-    retired: list[KekVersion] = []
-    in_use: dict[int, int] = {}
-    for kek in repo.kek_versions(session, tenant_id):
-        if kek.retired_at is not None or current is None or kek.id == current.id:
-            continue
-        if counts.get(kek.id, 0):
-            in_use[kek.version] = counts[kek.id]
-            continue
-        kek.retired_at = utcnow()
-        retired.append(kek)
-    audit.record(session, actor, "kek_retire",
-                 detail=f"retired KEK version(s) {[k.version for k in retired]}; "
-                        f"still in use {in_use}")
-    session.commit()
-    for kek in retired:
-        if kek.key_ref not in {k.key_ref for k in repo.kek_versions(session, tenant_id)
-                               if k.retired_at is None}:
-            ring.provider(kek.provider).destroy(kek.key_ref)
-    session.commit()
-    return RetireReport(tenant_id, [k.version for k in retired], in_use,
-                        current.version if current else None)
+    def unwrapped(self, session: Session, tenant_id: uuid.UUID,
+                  key_id: uuid.UUID) -> bytes | None:
+        """The key, or None if the tenant has no such key or it was destroyed;
+        :class:`KeyServiceUnavailable` if it cannot be unwrapped now (or without a keyring)."""
+        row = repo.subject_key(session, tenant_id, key_id)
+        if row is None or row.wrapped_key is None:
+            return None
+        if self.ring is None:
+            raise KeyServiceUnavailable("this process has no keyring to unwrap subject keys")
+        return handle_of(session, self.ring, tenant_id, row.id, (row.scope_type, row.scope_ref),
+                         row.wrapped_key, row.kek_version_id).key
 
 
 def shred_subject(session: Session, tenant_id: uuid.UUID, user_id: str) -> int:
@@ -504,41 +314,3 @@ def shred_subject(session: Session, tenant_id: uuid.UUID, user_id: str) -> int:
                  detail=f"destroyed {destroyed} subject key(s) of a data subject")
     session.commit()
     return destroyed
-
-
-@dataclass(frozen=True)
-class KekStatus:
-    version: int
-    provider: str
-    current: bool
-    retired: bool
-    subject_keys: int
-
-
-def kek_status(session: Session, tenant_id: uuid.UUID) -> list[KekStatus]:
-    current = repo.current_kek(session, tenant_id)
-    counts = repo.keys_per_version(session, tenant_id)
-    rows = [KekStatus(k.version, k.provider, current is not None and k.id == current.id,
-                      k.retired_at is not None, counts.get(k.id, 0))
-            for k in repo.kek_versions(session, tenant_id)]
-    session.commit()
-    return rows
-
-
-def rotate_kek_as(session: Session, ring: Keyring, actor: audit.Actor, *,
-                  key_ref: str | None = None, provider: str | None = None) -> RotationReport:
-    with audit.audited(session, actor, "kek_rotate"):
-        return rotate_kek(session, ring, actor, key_ref=key_ref, provider=provider)
-
-
-def retire_keks_as(session: Session, ring: Keyring, actor: audit.Actor) -> RetireReport:
-    with audit.audited(session, actor, "kek_retire"):
-        return retire_keks(session, ring, actor)
-
-
-def kek_status_as(session: Session, actor: audit.Actor) -> list[KekStatus]:
-    rows = kek_status(session, actor.tenant_id)
-    begin_write(session)
-    audit.record(session, actor, "kek_list", detail=f"{len(rows)} KEK version(s)")
-    session.commit()
-    return rows

@@ -36,9 +36,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from ..errors import DomainError
-from ..secret_strength import random_bytes_in
-from ..settings import Settings
+from .errors import DomainError
+from .secret_strength import random_bytes_in
+from .settings import Settings
 
 KEY_FILE = "receipt-signing.key"
 

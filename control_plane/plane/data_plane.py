@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -48,9 +48,8 @@ from .bulkhead import BulkheadedAdapter, Bulkheads, StorageBusy
 from .credentials import CredentialBox, CredentialsUnreadable, associated_data
 
 if TYPE_CHECKING:
-    from ..audit.batcher import AuditBatcher
-    from ..keys.service import Keyring
     from ..observability.metrics import Metrics
+    from .keyring import Keyring
 
 DEFAULT = "default"
 DEFAULT_PREFIX = "memplane"
@@ -101,6 +100,36 @@ class Target:
             self.adapter.delete_many(paths)
 
 
+class AuditRecorder(Protocol):
+    """Group commit for the audit rows of reads, as the services use it (the audit domain's
+    ``AuditBatcher``, control_plane/audit/batcher.py)."""
+
+    def record(self, tenant_id: object, accessor_type: str, accessor_id: str, operation: str,
+               *, pointer_id: object = None, detail: str = "", timeout: float = 30,
+               agent_id: str | None = None) -> None: ...
+
+    def record_many(self, tenant_id: object, accessor_type: str, accessor_id: str,
+                    operation: str, rows: list[tuple[object, str]], *,
+                    agent_id: str | None = None) -> None: ...
+
+    def record_operations(self, tenant_id: object, accessor_type: str, accessor_id: str,
+                          rows: Sequence[tuple[str, object, str]], *,
+                          agent_id: str | None = None) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class SubjectKeys(Protocol):
+    """Subject keys by id, for what was sealed under one outside the bucket: the audit log's
+    sealed details (the keys domain's ``SubjectKeyOpener``, control_plane/keys)."""
+
+    def unwrapped(self, session: Session, tenant_id: uuid.UUID,
+                  key_id: uuid.UUID) -> bytes | None:
+        """The tenant's subject key ``key_id``, unwrapped; None if the tenant has no such key
+        or it was destroyed. Raises ``KeyServiceUnavailable`` if it cannot be unwrapped now."""
+        ...
+
+
 def no_faults(_step: str) -> None:
     return None
 
@@ -142,9 +171,12 @@ class DataPlane:
         self.checkpoint = checkpoint
         # Encryption keys of the running control plane (control_plane/keys), set by Runtime.
         self.keys: Keyring | None = None
+        # Opens the subject keys audit details are sealed under (control_plane/keys), set by
+        # Runtime.
+        self.subject_keys: SubjectKeys | None = None
         # Group commit for the audit rows of reads (control_plane/audit/batcher.py), set by
         # Runtime; without it each read commits its own row.
-        self.audit_batcher: AuditBatcher | None = None
+        self.audit_batcher: AuditRecorder | None = None
         # Largest serialised value one memory may hold (MEMPLANE_MAX_OBJECT_BYTES), set by Runtime.
         self.max_object_bytes: int | None = None
         # How long one call to a bucket may take in all (storage_adapters/bounded).
