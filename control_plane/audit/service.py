@@ -31,6 +31,7 @@ from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import AccessLog, AuditHead
 from ..errors import DomainError, InvalidInput
+from ..identity import Actor as Actor  # until importers move
 from ..kit import decode_cursor, encode_cursor, page_limit, request_id_var, sha256_hex
 from . import sealed
 from .repository import list_rows
@@ -42,16 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 GENESIS = "0" * 64
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who did it: an API key, or the system itself (reconciler, GC, jobs)."""
-
-    tenant_id: uuid.UUID
-    accessor_type: str  # agent | user | system | api
-    accessor_id: str
-    agent_id: str | None = None  # the agent id of an agent key
 
 
 def record(session: Session, actor: Actor, operation: str, *, success: bool = True,

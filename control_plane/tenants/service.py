@@ -1,146 +1,38 @@
-"""Tenants, API keys and who is calling. Keys are stored only as SHA-256."""
+"""Tenants and their API keys: creating, revoking, the first start's bootstrap key, and the
+audited refusal of a role. Keys are stored only as SHA-256; who a key names is
+control_plane.identity."""
 
 from __future__ import annotations
 
 import secrets
-import threading
-import time
 import unicodedata
 import uuid
-import weakref
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from sqlalchemy import ColumnElement, Engine, select
 from sqlalchemy import exc as sa_exc
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..audit import service as audit
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import ApiKey, Tenant
-from ..errors import Forbidden, InvalidInput, NotFound, Unauthorized
+from ..errors import Forbidden, InvalidInput, NotFound
+from ..identity import ANY_REF, CALLERS, TENANT_REF, Actor, Caller, canonical_scope
+from ..identity import authenticate as authenticate  # until importers move
+from ..identity import cached_caller as cached_caller  # until importers move
+from ..identity.authentication import _where as _where  # until importers move
 from ..kit import sha256_hex
 from ..plane.data_plane import default_config
 from ..secret_files import create_secret_file, remove_secret_file
-from .access import ANY_REF, EVERYTHING, TENANT_REF, Access, canonical_scope
 
 ROLES = ("admin", "agent", "compliance")
 KEY_PREFIX = "mp_"
 
 
-@dataclass(frozen=True)
-class Caller:
-    tenant_id: uuid.UUID
-    key_id: uuid.UUID
-    role: str
-    can_create_tenants: bool
-    access: Access = EVERYTHING
-
-    @property
-    def actor(self) -> audit.Actor:
-        """Agent keys are audited as ``agent`` with their agent id; admin and compliance keys
-        as ``api``. The accessor id is always the key's id, so every row leads to a key."""
-        if self.role == "agent":
-            return audit.Actor(self.tenant_id, "agent", f"key:{self.key_id}",
-                               self.access.agent_id)
-        return audit.Actor(self.tenant_id, "api", f"key:{self.key_id}")
-
-    def may_access(self, scope: str, scope_ref: str) -> bool:
-        """Whether this key may see or touch memory of ``scope``/``scope_ref``."""
-        return self.access.allows(scope, scope_ref)
-
-    def scope_filter(self, scope_column: Any, scope_ref_column: Any) -> ColumnElement[bool] | None:
-        """The SQL condition a list query adds for this key (None: it sees everything)."""
-        return self.access.where(scope_column, scope_ref_column)
-
-
 def new_key() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(32)
-
-
-class CallerCache:
-    """Valid API keys by hash, each for ``ttl`` seconds, so a request does not look its key
-    up every time. A key revoked through this process is forgotten at once; other replicas
-    stop accepting it within ``ttl`` (``MEMPLANE_AUTH_CACHE_SECONDS``; 0 turns this off).
-    Time comes from ``clock`` (monotonic seconds), so tests move it instead of sleeping."""
-
-    def __init__(self, ttl: float = 5.0, size: int = 10_000,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.ttl, self.size = ttl, size
-        self.clock = clock
-        self._items: dict[tuple[str, str], tuple[float, Caller]] = {}
-        self._lock = threading.Lock()
-
-    def get(self, where: str, digest: str) -> Caller | None:
-        item = self._items.get((where, digest))
-        if item is None or item[0] <= self.clock():
-            return None
-        return item[1]
-
-    def put(self, where: str, digest: str, caller: Caller) -> None:
-        if self.ttl <= 0:
-            return
-        with self._lock:
-            if len(self._items) >= self.size:
-                self._items.clear()
-            self._items[(where, digest)] = (self.clock() + self.ttl, caller)
-
-    def forget(self, digest: str) -> None:
-        with self._lock:
-            for entry in [e for e in self._items if e[1] == digest]:
-                del self._items[entry]
-
-
-CALLERS = CallerCache()
-
-
-def _digest(authorization: str | None) -> str:
-    if not authorization:
-        raise Unauthorized("send your API key as 'Authorization: Bearer <key>'")
-    scheme, _, raw = authorization.partition(" ")
-    if scheme.lower() != "bearer" or not raw.strip():
-        raise Unauthorized("the Authorization header must be 'Bearer <key>'")
-    return sha256_hex(raw.strip().encode())
-
-
-def cached_caller(engine: Engine, authorization: str | None) -> Caller | None:
-    """The caller if their key was validated within the cache's time, else None (also for a
-    malformed header: ``authenticate`` then explains what is wrong)."""
-    try:
-        digest = _digest(authorization)
-    except Unauthorized:
-        return None
-    return CALLERS.get(_where(engine), digest)
-
-
-_WHERE: weakref.WeakKeyDictionary[Engine, str] = weakref.WeakKeyDictionary()
-
-
-def _where(engine: Engine) -> str:
-    """The database an engine names, as the cache keys callers (rendering its URL costs
-    ~20 us, every request)."""
-    where = _WHERE.get(engine)
-    if where is None:
-        where = _WHERE.setdefault(engine, str(engine.url))
-    return where
-
-
-def authenticate(session: Session, authorization: str | None) -> Caller:
-    digest = _digest(authorization)
-    where = _where(session.get_bind().engine)  # one process may serve several databases
-    cached = CALLERS.get(where, digest)
-    if cached is not None:
-        return cached
-    key = session.scalar(select(ApiKey).where(ApiKey.key_sha256 == digest))
-    if key is None or key.revoked_at is not None:
-        raise Unauthorized("the API key is not valid; check it or ask an admin for a new one")
-    caller = Caller(key.tenant_id, key.id, key.role, key.can_create_tenants,
-                    Access.of(key.scopes, key.agent_id))
-    CALLERS.put(where, digest, caller)
-    return caller
 
 
 def require_role(session: Session, caller: Caller, roles: tuple[str, ...], action: str) -> None:
@@ -175,7 +67,7 @@ def create_tenant(session: Session, name: str, *, admin_key: str | None = None,
     key = _add_key(session, tenant.id, "admin", "initial admin key", raw,
                    can_create_tenants=can_create_tenants)
     session.flush()
-    audit.record(session, audit.Actor(tenant.id, "system", "bootstrap"), "tenant_create",
+    audit.record(session, Actor(tenant.id, "system", "bootstrap"), "tenant_create",
                  detail=f"tenant {name!r} created with admin key {key.id}")
     session.commit()
     return tenant, raw
@@ -298,10 +190,10 @@ def ensure_bootstrap(session: Session, admin_key: str | None, *,
         previous = session.scalars(select(ApiKey).where(ApiKey.can_create_tenants.is_(True),
                                                         ApiKey.revoked_at.is_(None))).all()
         now = utcnow()
-        system = audit.Actor(first.id, "system", "bootstrap")
+        system = Actor(first.id, "system", "bootstrap")
         for old in previous:
             old.revoked_at = now
-            audit.record(session, audit.Actor(old.tenant_id, "system", "bootstrap"),
+            audit.record(session, Actor(old.tenant_id, "system", "bootstrap"),
                          "key_revoke", detail=f"key {old.id} replaced by a new "
                                               f"MEMPLANE_ADMIN_KEY")
         key = _add_key(session, first.id, "admin", "bootstrap admin key (MEMPLANE_ADMIN_KEY)",

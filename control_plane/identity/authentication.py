@@ -1,0 +1,100 @@
+"""Who an ``Authorization`` header names: the key looked up by its SHA-256 (keys are stored
+only as their hash), and the valid keys cached for a few seconds."""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import Callable
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from ..db.models import ApiKey
+from ..errors import Unauthorized
+from ..kit import sha256_hex
+from .access import Access
+from .caller import Caller
+
+
+class CallerCache:
+    """Valid API keys by hash, each for ``ttl`` seconds, so a request does not look its key
+    up every time. A key revoked through this process is forgotten at once; other replicas
+    stop accepting it within ``ttl`` (``MEMPLANE_AUTH_CACHE_SECONDS``; 0 turns this off).
+    Time comes from ``clock`` (monotonic seconds), so tests move it instead of sleeping."""
+
+    def __init__(self, ttl: float = 5.0, size: int = 10_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl, self.size = ttl, size
+        self.clock = clock
+        self._items: dict[tuple[str, str], tuple[float, Caller]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, where: str, digest: str) -> Caller | None:
+        item = self._items.get((where, digest))
+        if item is None or item[0] <= self.clock():
+            return None
+        return item[1]
+
+    def put(self, where: str, digest: str, caller: Caller) -> None:
+        if self.ttl <= 0:
+            return
+        with self._lock:
+            if len(self._items) >= self.size:
+                self._items.clear()
+            self._items[(where, digest)] = (self.clock() + self.ttl, caller)
+
+    def forget(self, digest: str) -> None:
+        with self._lock:
+            for entry in [e for e in self._items if e[1] == digest]:
+                del self._items[entry]
+
+
+CALLERS = CallerCache()
+
+
+def _digest(authorization: str | None) -> str:
+    if not authorization:
+        raise Unauthorized("send your API key as 'Authorization: Bearer <key>'")
+    scheme, _, raw = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not raw.strip():
+        raise Unauthorized("the Authorization header must be 'Bearer <key>'")
+    return sha256_hex(raw.strip().encode())
+
+
+def cached_caller(engine: Engine, authorization: str | None) -> Caller | None:
+    """The caller if their key was validated within the cache's time, else None (also for a
+    malformed header: ``authenticate`` then explains what is wrong)."""
+    try:
+        digest = _digest(authorization)
+    except Unauthorized:
+        return None
+    return CALLERS.get(_where(engine), digest)
+
+
+_WHERE: weakref.WeakKeyDictionary[Engine, str] = weakref.WeakKeyDictionary()
+
+
+def _where(engine: Engine) -> str:
+    """The database an engine names, as the cache keys callers (rendering its URL costs
+    ~20 us, every request)."""
+    where = _WHERE.get(engine)
+    if where is None:
+        where = _WHERE.setdefault(engine, str(engine.url))
+    return where
+
+
+def authenticate(session: Session, authorization: str | None) -> Caller:
+    digest = _digest(authorization)
+    where = _where(session.get_bind().engine)  # one process may serve several databases
+    cached = CALLERS.get(where, digest)
+    if cached is not None:
+        return cached
+    key = session.scalar(select(ApiKey).where(ApiKey.key_sha256 == digest))
+    if key is None or key.revoked_at is not None:
+        raise Unauthorized("the API key is not valid; check it or ask an admin for a new one")
+    caller = Caller(key.tenant_id, key.id, key.role, key.can_create_tenants,
+                    Access.of(key.scopes, key.agent_id))
+    CALLERS.put(where, digest, caller)
+    return caller
