@@ -23,7 +23,7 @@ from sqlalchemy import event
 from control_plane.addresses import MemoryAddress, Scope
 from control_plane.agents import service as agents
 from control_plane.agents.schemas import AgentIn
-from control_plane.audit.service import Actor
+from control_plane.identity import Actor
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime

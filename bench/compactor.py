@@ -21,13 +21,13 @@ from typing import Any
 from sqlalchemy import func, insert, select
 
 from control_plane.audit import service as audit
-from control_plane.audit.service import Actor
 from control_plane.compactor import service as compactor
 from control_plane.compactor.repository import Bucket, bucket_events
 from control_plane.db.base import new_id, utcnow
 from control_plane.db.engine import begin_write
 from control_plane.db.models import MemoryEvent, MemoryPointer
 from control_plane.events import service as events
+from control_plane.identity import Actor
 from control_plane.keys import subject_keys as keys
 from control_plane.kit import sha256_hex
 from control_plane.memories.api import serialise

@@ -22,9 +22,9 @@ from urllib.parse import urlencode
 
 from control_plane.addresses import MemoryAddress, Scope
 from control_plane.audit import service as audit
-from control_plane.audit.service import Actor
 from control_plane.compliance import service as compliance
 from control_plane.db.models import Job
+from control_plane.identity import Actor
 from control_plane.job_handlers import JobWorker
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta

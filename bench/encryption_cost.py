@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from control_plane.addresses import MemoryAddress, Scope
-from control_plane.audit.service import Actor
+from control_plane.identity import Actor
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime

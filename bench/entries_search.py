@@ -24,10 +24,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from control_plane.audit.service import Actor
 from control_plane.entries import service as entries
 from control_plane.entries import terms as blind
 from control_plane.entries.schemas import EntryIn
+from control_plane.identity import Actor
 from control_plane.runtime import Runtime
 from control_plane.settings import Settings
 from control_plane.tenants.service import create_tenant

@@ -43,9 +43,9 @@ import numpy as np
 from bench.harness import summarize
 from bench.stacks import analyze
 from control_plane.addresses import MemoryAddress, Scope
-from control_plane.audit.service import Actor
 from control_plane.background import shared_clock
 from control_plane.embedders.hashing import HashingEmbedder
+from control_plane.identity import Actor
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime

@@ -25,12 +25,13 @@ from control_plane.db import direct
 from control_plane.db.base import UTCDateTime
 from control_plane.db.models import AccessLog
 from control_plane.db.models import MemoryPointer as P
+from control_plane.identity import authenticate
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
 from control_plane.search.index_rows import wants_vector
 from control_plane.settings import Settings
-from control_plane.tenants.service import authenticate, ensure_bootstrap
+from control_plane.tenants.service import ensure_bootstrap
 from storage_adapters.base import BatchAdapter
 from storage_adapters.registry import from_url
 from tests.support.emulators import MotoServer, free_port, new_s3_bucket

@@ -25,9 +25,10 @@ from fastapi import Depends, Header, Request
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from .identity import Caller, authenticate, cached_caller
 from .plane.data_plane import DataPlane
 from .runtime import Runtime
-from .tenants.service import Caller, authenticate, cached_caller, require_role
+from .tenants.service import require_role
 
 
 def get_runtime(request: Request) -> Runtime:

@@ -19,6 +19,7 @@ from .audit import checkpoints
 from .audit import service as audit
 from .audit.batcher import AuditBatcher
 from .db.engine import make_engine, make_session_factory
+from .identity import CALLERS
 from .jobs import limits as job_limits
 from .keys.subject_keys import SubjectKeyOpener
 from .observability.metrics import DatabaseState
@@ -27,7 +28,6 @@ from .plane.credentials import CredentialBox, load_server_key
 from .plane.data_plane import DataPlane
 from .plane.keyring import Keyring
 from .settings import Settings
-from .tenants.service import CALLERS
 from .testhooks import pause_from_env
 
 if TYPE_CHECKING:

@@ -16,15 +16,15 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from ..audit import service as audit
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import AgentSettings
 from ..errors import InvalidInput, NotFound
+from ..identity import Actor, Caller
 from ..kit import decode_cursor, encode_cursor, page_limit
 from ..plane.data_plane import DataPlane, parse_public_id, public_id
 from ..storage_config import repository as configs
-from ..tenants.service import Caller
 from . import repository as repo
 from .schemas import RETENTION, AgentIn, AgentMemoryOut, AgentOut, AgentPage, UserMemoryOut
 

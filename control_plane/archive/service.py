@@ -33,9 +33,9 @@ from sqlalchemy.orm import Session
 from storage_adapters import base as storage
 
 from ..audit import service as audit
-from ..audit.service import Actor
 from ..db.engine import begin_write
 from ..errors import InvalidInput
+from ..identity import Actor
 from ..plane.data_plane import DataPlane, Target
 from . import repository as repo
 from .repository import Item

@@ -10,11 +10,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..audit import service as audit
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.engine import begin_write
 from ..db.models import MemoryEvent
 from ..errors import NotFound
-from ..tenants.access import EVERYTHING, Access, ensure_visible
+from ..identity import EVERYTHING, Access, Actor
+from ..tenants.access import ensure_visible
 from . import repository as repo
 from .schemas import ProvenanceEvent, ProvenanceOut
 

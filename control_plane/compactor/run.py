@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
-from ..audit.service import Actor
+from ..identity import Actor
 from ..jobs.service import JobContext
 from ..plane.data_plane import DataPlane
 from ..settings import Settings

@@ -20,9 +20,9 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from ..audit.service import Actor
 from ..db.models import MemoryEvent
 from ..errors import DomainError, HashMismatch
+from ..identity import Actor
 from ..plane.data_plane import DataPlane
 from . import repository as repo
 from .erase import by_subject

@@ -24,15 +24,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..audit import service as audit
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import CompactorSettings, Job, Tenant
+from ..identity import EVERYTHING, Access, Actor
 from ..jobs.service import JobContext, enqueue, enqueue_once
 from ..plane.data_plane import DataPlane
 from ..schedules import parse_schedule
 from ..settings import Settings
-from ..tenants.access import EVERYTHING, Access, ensure_visible
+from ..tenants.access import ensure_visible
 from . import repository as repo
 from .counts import Counts
 from .run import Run

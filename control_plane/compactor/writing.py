@@ -39,15 +39,14 @@ from typing import TYPE_CHECKING, Protocol
 from sqlalchemy.orm import Session
 
 from ..audit import service as audit
-from ..audit.service import Actor
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import Compaction, MemoryPointer
 from ..errors import Conflict, SubjectErasureInProgress
 from ..holds.guard import ensure_writable
+from ..identity import EVERYTHING, Actor
 from ..jobs.service import JobContext
 from ..plane.data_plane import DataPlane
-from ..tenants.access import EVERYTHING
 from . import repository as repo
 from .counts import Counts
 from .repository import Bucket

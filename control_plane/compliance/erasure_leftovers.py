@@ -40,10 +40,10 @@ from ..db.models import (
     Job,
     LegalHold,
 )
+from ..identity import CALLERS
 from ..jobs.service import JobContext
 from ..plane.data_plane import Target
 from ..search.drop import drop_empty_scopes
-from ..tenants.service import CALLERS
 
 SCRUBBED = "details removed at a data subject's erasure"
 CLEANUP_KEPT = ("older_than_days", "dry_run", "scope")

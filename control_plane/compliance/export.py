@@ -71,11 +71,11 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from ..audit import service as audit
-from ..audit.service import Actor
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import Job
 from ..errors import NotFound
+from ..identity import Actor
 from ..jobs.service import JobContext
 from ..plane.data_plane import DataPlane, storage_errors
 from .export_bundle import write_archive

@@ -24,10 +24,10 @@ from storage_adapters.bounded import ObjectTooLarge
 from storage_adapters.envelope import DecryptionError
 
 from ..audit import service as audit
-from ..audit.service import Actor
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..errors import Conflict, DomainError, HashMismatch, NotFound
+from ..identity import Actor
 from ..jobs import repository as jobs_repo
 from ..keys import subject_keys as keys
 from ..plane.data_plane import DataPlane, storage_errors

@@ -30,9 +30,9 @@ from sqlalchemy.orm import Session
 from storage_adapters import envelope
 from storage_adapters.envelope import DecryptionError
 
-from ..audit.service import Actor
 from ..db.models import MemoryPointer
 from ..errors import HashMismatch, NotFound
+from ..identity import Actor
 from ..keys import repository as keys_repo
 from ..keys import subject_keys as keys
 from ..kit import sha256_hex

@@ -52,10 +52,10 @@ from sqlalchemy.orm import Session
 from storage_adapters.base import BucketDescription
 
 from ..audit import service as audit
-from ..audit.service import Actor
 from ..db.engine import begin_write
 from ..db.models import AccessLog, AuditHead, ErasureReceipt, StorageConfig
 from ..errors import NotFound
+from ..identity import Actor
 from ..keys import pseudonyms
 from ..plane.credentials import CredentialBox
 from ..plane.data_plane import public_id

@@ -8,9 +8,9 @@ from fastapi import APIRouter, Body, Request
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from ..deps import AnyCaller, PlaneDep, Role, SessionDep, _role, get_runtime
+from ..identity import Caller
 from ..jobs.schemas import JobOut
 from ..jobs.service import get_job
-from ..tenants.service import Caller
 from . import export_download, receipts
 from . import service as compliance
 from .schemas import EraseIn, ExportIn

@@ -10,11 +10,11 @@ from sqlalchemy.orm import Session
 
 from ..addresses import MAX_SCOPE_REF_BYTES, MAX_SCOPE_REF_CHARS, nfc, validate_segment
 from ..audit import service as audit
-from ..audit.service import Actor
 from ..db.engine import begin_write
 from ..db.models import Job, SubjectErasure, Tenant
 from ..errors import Conflict, InvalidInput
 from ..holds.service import ensure_subject_not_held
+from ..identity import Actor
 from ..jobs import repository as jobs_repo
 from ..jobs.service import enqueue
 

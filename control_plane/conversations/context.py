@@ -27,13 +27,13 @@ from sqlalchemy.orm import Session
 
 from ..addresses import MemoryAddress, Scope
 from ..audit import service as audit
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..entries import service as entries
 from ..errors import HashMismatch, InvalidInput, NotFound, StorageUnavailable
 from ..events import service as events
+from ..identity import EVERYTHING, Access, Actor
 from ..plane.data_plane import DataPlane
 from ..settings import Settings
-from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo
 from . import tokens

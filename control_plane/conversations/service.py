@@ -31,12 +31,13 @@ from sqlalchemy.orm import Session
 from .. import idempotency
 from ..addresses import MemoryAddress, Scope
 from ..audit import service as audit
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import Conversation, ConversationMessage, Job, MemoryPointer
 from ..errors import Conflict, Forbidden, HashMismatch, InvalidInput, NotFound
 from ..idempotency import Idempotency, Replay
+from ..identity import EVERYTHING, Access, Actor
 from ..jobs.service import enqueue
 from ..keys import repository as keys_repo
 from ..keys.pseudonyms import pseudonym
@@ -47,7 +48,6 @@ from ..memories.schemas import MemoryMeta
 from ..plane.data_plane import DataPlane
 from ..search import drop as search_drop
 from ..settings import Settings
-from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo
 from . import tokens

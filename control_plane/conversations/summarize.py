@@ -31,11 +31,11 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ..audit import service as audit
-from ..audit.service import Actor
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import Conversation, MemoryPointer
 from ..errors import NotFound
+from ..identity import Actor
 from ..jobs.service import JobContext
 from ..memories import repository as memories_repo
 from ..memories import service as memories

@@ -29,11 +29,12 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from ..audit import service as audit
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import EmbedderConfig
 from ..errors import InvalidInput, StorageMisconfigured
+from ..identity import Actor
 from ..plane.credentials import CredentialBox, CredentialsUnreadable, load_server_key
 from ..settings import Settings
 from ..summarizers.service import endpoint_policy

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from ..addresses import MemoryAddress, nfc
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..errors import Conflict
 from ..holds.guard import ensure_writable
+from ..identity import Actor
 from ..keys import subject_keys as keys
 from ..kit import request_id_var, sha256_hex
 from ..memories import repository as memories_repo

@@ -9,9 +9,9 @@ import uuid
 from sqlalchemy.orm import Session
 
 from ..addresses import MemoryAddress
-from ..audit.service import Actor
 from ..db.base import new_id
 from ..errors import Conflict
+from ..identity import Actor
 from ..keys import subject_keys as keys
 from ..memories import repository as memories_repo
 from ..memories.api import key_destroyed

@@ -8,10 +8,10 @@ from sqlalchemy.orm import Session
 
 from ..db.base import utcnow
 from ..db.models import AccessLog, EntryTerm, MemoryPointer, SubjectKey
+from ..identity import EVERYTHING, Access
 from ..memories.hotpath import as_table
 from ..memories.repository import has_tag
 from ..memories.visibility import visible_pointers
-from ..tenants.access import EVERYTHING, Access
 
 ENTRY = "entry"
 TERMS = as_table(EntryTerm.__table__)

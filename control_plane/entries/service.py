@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 from .. import idempotency
 from ..addresses import MemoryAddress, Scope, nfc
 from ..audit import service as audit
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
@@ -40,6 +40,7 @@ from ..errors import Conflict, DomainError, Forbidden, HashMismatch, InvalidInpu
 from ..holds.guard import ensure_writable
 from ..holds.service import ensure_not_held
 from ..idempotency import Idempotency, Replay
+from ..identity import EVERYTHING, Access, Actor
 from ..kit import decode_uuid_cursor, encode_cursor, page_limit, sha256_hex
 from ..memories import batch_gets
 from ..memories import repository as memories_repo
@@ -56,7 +57,6 @@ from ..memories.api import (
 from ..memories.read import read_pointer
 from ..memories.shared import given, sealed_address
 from ..plane.data_plane import DataPlane
-from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo
 from . import terms as blind

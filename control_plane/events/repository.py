@@ -13,7 +13,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from ..db.base import utcnow
 from ..db.models import MemoryEvent
-from ..tenants.access import EVERYTHING, Access
+from ..identity import EVERYTHING, Access
 
 
 def get(session: Session, tenant_id: uuid.UUID, event_id: uuid.UUID) -> MemoryEvent | None:

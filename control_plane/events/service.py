@@ -38,7 +38,7 @@ from storage_adapters.envelope import DecryptionError
 from .. import idempotency
 from ..addresses import MemoryAddress, Scope, nfc
 from ..audit import service as audit
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import GcCandidate, MemoryEvent, SubjectErasure, SubjectKey
@@ -52,12 +52,12 @@ from ..errors import (
 )
 from ..holds.guard import erasure_in_progress
 from ..idempotency import Idempotency, Replay
+from ..identity import EVERYTHING, Access, Actor
 from ..keys import subject_keys as keys
 from ..kit import decode_cursor, encode_cursor, page_limit, sha256_hex
 from ..memories.api import CommitUncertain, delete_quietly, serialise
 from ..memories.shared import given, keyring_of, sealed_address
 from ..plane.data_plane import DataPlane, Target, storage_errors
-from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo
 from .schemas import EventIn, EventOut

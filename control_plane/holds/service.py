@@ -25,12 +25,13 @@ from sqlalchemy.orm import Session
 
 from .. import idempotency
 from ..audit import service as audit
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import LegalHold, SubjectErasure
 from ..errors import Conflict, NotFound
 from ..idempotency import Idempotency, Replay
+from ..identity import Actor
 from ..keys import pseudonyms
 from ..plane.credentials import CredentialBox
 from . import repository as repo

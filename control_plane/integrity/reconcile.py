@@ -53,6 +53,7 @@ from ..db.engine import begin_write
 from ..db.models import GcCandidate, MemoryPointer, StorageConfig, Tenant
 from ..errors import DomainError
 from ..events import repository as events_repo
+from ..identity import Actor
 from ..keys import subject_keys as keys
 from ..kit import sha256_hex
 from ..memories import repository as repo
@@ -67,8 +68,8 @@ TOMBSTONE_SECONDS = 7 * 24 * 3600
 _CONTENT_PREFIXES = ("memories", "events")
 
 
-def _system(tenant_id: uuid.UUID, job: str) -> audit.Actor:
-    return audit.Actor(tenant_id, "system", job)
+def _system(tenant_id: uuid.UUID, job: str) -> Actor:
+    return Actor(tenant_id, "system", job)
 
 
 @dataclass

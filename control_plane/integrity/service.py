@@ -32,6 +32,7 @@ from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer, StorageConfig
 from ..errors import HashMismatch
+from ..identity import Actor
 from ..keys import subject_keys as keys
 from ..kit import sha256_hex
 from ..memories import repository as memories_repo
@@ -72,7 +73,7 @@ class IntegrityReport:
         return self.missing == 0 and self.corrupt == 0
 
 
-def verify_tenant(session: Session, plane: DataPlane, actor: audit.Actor, *,
+def verify_tenant(session: Session, plane: DataPlane, actor: Actor, *,
                   progress: Progress | None = None) -> IntegrityReport:
     """Check every object of ``actor.tenant_id``; commits its marks and audit rows."""
     tenant_id = actor.tenant_id
@@ -111,7 +112,7 @@ def verify_tenant(session: Session, plane: DataPlane, actor: audit.Actor, *,
     return report
 
 
-def _check(session: Session, plane: DataPlane, ring: Keyring, actor: audit.Actor,
+def _check(session: Session, plane: DataPlane, ring: Keyring, actor: Actor,
            pointer: MemoryPointer, report: IntegrityReport) -> None:
     report.checked += 1
     target = plane.by_id(session, pointer.storage_config_id)
@@ -181,7 +182,7 @@ def _count_unnamed(session: Session, config_id: uuid.UUID, paths: list[str],
     report.orphaned += len(paths) - len(named)
 
 
-def verify_as(session: Session, plane: DataPlane, actor: audit.Actor) -> IntegrityReport:
+def verify_as(session: Session, plane: DataPlane, actor: Actor) -> IntegrityReport:
     """The API's entry point: failures are audited too."""
     with audit.audited(session, actor, "integrity_verify"):
         return verify_tenant(session, plane, actor)

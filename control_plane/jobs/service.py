@@ -23,11 +23,11 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..audit import service as audit
-from ..audit.service import Actor
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import Job
 from ..errors import NotFound
+from ..identity import Actor
 from ..plane.data_plane import DataPlane
 from ..settings import Settings
 from . import limits

@@ -31,10 +31,10 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..audit import service as audit
-from ..audit.service import Actor
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import Job
+from ..identity import Actor
 from ..plane.data_plane import DataPlane
 from ..settings import Settings
 from . import repository as repo

@@ -18,6 +18,7 @@ from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import KekVersion
 from ..errors import InvalidInput, KeyServiceUnavailable
+from ..identity import Actor
 from ..plane.kek_providers import KeyUnavailable
 from ..plane.keyring import Keyring
 from . import repository as repo
@@ -35,7 +36,7 @@ class RotationReport:
     rewrapped: int
 
 
-def rotate_kek(session: Session, ring: Keyring, actor: audit.Actor, *,
+def rotate_kek(session: Session, ring: Keyring, actor: Actor, *,
                key_ref: str | None = None, provider: str | None = None) -> RotationReport:
     """Move the tenant to a new KEK version: every subject key is re-wrapped, no object moves.
 
@@ -106,7 +107,7 @@ class RetireReport:
     current: int | None
 
 
-def retire_keks(session: Session, ring: Keyring, actor: audit.Actor) -> RetireReport:
+def retire_keks(session: Session, ring: Keyring, actor: Actor) -> RetireReport:
     """Retire every KEK version but the current one that no live subject key is wrapped by.
 
     A retired local KEK is removed from the key ring; a KMS key is left to its owner.
@@ -161,18 +162,18 @@ def kek_status(session: Session, tenant_id: uuid.UUID) -> list[KekStatus]:
     return rows
 
 
-def rotate_kek_as(session: Session, ring: Keyring, actor: audit.Actor, *,
+def rotate_kek_as(session: Session, ring: Keyring, actor: Actor, *,
                   key_ref: str | None = None, provider: str | None = None) -> RotationReport:
     with audit.audited(session, actor, "kek_rotate"):
         return rotate_kek(session, ring, actor, key_ref=key_ref, provider=provider)
 
 
-def retire_keks_as(session: Session, ring: Keyring, actor: audit.Actor) -> RetireReport:
+def retire_keks_as(session: Session, ring: Keyring, actor: Actor) -> RetireReport:
     with audit.audited(session, actor, "kek_retire"):
         return retire_keks(session, ring, actor)
 
 
-def kek_status_as(session: Session, actor: audit.Actor) -> list[KekStatus]:
+def kek_status_as(session: Session, actor: Actor) -> list[KekStatus]:
     rows = kek_status(session, actor.tenant_id)
     begin_write(session)
     audit.record(session, actor, "kek_list", detail=f"{len(rows)} KEK version(s)")

@@ -38,6 +38,7 @@ from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import KekVersion, SubjectKey
 from ..errors import Conflict, KeyServiceUnavailable
+from ..identity import Actor
 from ..plane.kek_providers import KeyUnavailable, WrongKey
 from ..plane.keyring import Keyring
 from . import repository as repo
@@ -143,7 +144,7 @@ def _current_kek(session: Session, ring: Keyring, tenant_id: uuid.UUID) -> KekVe
             session.add(KekVersion(id=new_id(), tenant_id=tenant_id,
                                    version=repo.next_kek_version(session, tenant_id),
                                    provider=provider.name, key_ref=key_ref, created_at=utcnow()))
-            audit.record(session, audit.Actor(tenant_id, "system", "keys"), "kek_create",
+            audit.record(session, Actor(tenant_id, "system", "keys"), "kek_create",
                          detail=f"KEK version created with provider {provider.name}")
             session.commit()
         except sa_exc.IntegrityError:
@@ -198,7 +199,7 @@ def key_for_write(session: Session, ring: Keyring, tenant_id: uuid.UUID,
         session.add(SubjectKey(id=key_id, tenant_id=tenant_id, scope_type=subject[0],
                                scope_ref=subject[1], kek_version_id=kek.id,
                                wrapped_key=wrapped, created_at=utcnow()))
-        audit.record(session, audit.Actor(tenant_id, "system", "keys"), "key_create",
+        audit.record(session, Actor(tenant_id, "system", "keys"), "key_create",
                      detail=f"subject key {key_id} for {subject[0]} (KEK v{kek.version})")
         try:
             session.commit()
@@ -310,7 +311,7 @@ def shred_subject(session: Session, tenant_id: uuid.UUID, user_id: str) -> int:
     """
     begin_write(session)
     destroyed = repo.destroy_subject(session, tenant_id, USER, user_id, utcnow())
-    audit.record(session, audit.Actor(tenant_id, "system", "crypto-shred"), "key_shred",
+    audit.record(session, Actor(tenant_id, "system", "crypto-shred"), "key_shred",
                  detail=f"destroyed {destroyed} subject key(s) of a data subject")
     session.commit()
     return destroyed

@@ -29,16 +29,16 @@ from sqlalchemy.orm import Session
 
 from ..addresses import MemoryAddress, Scope
 from ..audit import service as audit
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
 from ..errors import InvalidInput, NotFound
 from ..idempotency import Idempotency
+from ..identity import EVERYTHING, Access, Actor
 from ..kit import MAX_PAGE, decode_cursor, encode_cursor, sha256_hex
 from ..memories import service as memories
 from ..memories.schemas import MemoryMeta
 from ..plane.data_plane import DataPlane
-from ..tenants.access import EVERYTHING, Access
 from .chunking import chunk
 from .schemas import (
     DOCUMENT_ID,

@@ -37,11 +37,11 @@ from storage_adapters import base as storage
 
 from .. import idempotency
 from ..audit import service as audit
-from ..audit.service import Actor
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer, SubjectKey
 from ..errors import InvalidInput, PayloadTooLarge
 from ..idempotency import Idempotency, Replay
+from ..identity import Actor
 from ..keys import subject_keys as keys
 from ..plane.data_plane import DataPlane, Target, storage_errors
 from . import repository as repo

@@ -34,13 +34,14 @@ from sqlalchemy.orm import Session
 
 from .. import idempotency
 from ..addresses import MemoryAddress, Scope
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.engine import begin_write
 from ..errors import DomainError, InvalidInput
 from ..idempotency import Idempotency, Replay
+from ..identity import Actor, Caller
 from ..kit import sha256_hex
 from ..plane.data_plane import DataPlane
-from ..tenants.service import Caller, require_role
+from ..tenants.service import require_role
 from . import batch_gets
 from .batch_gets import GetItem, Looked
 from .batch_sets import WRITER_ROLES, SetItem, commit_sets, failure, prepare_sets, side_by_side

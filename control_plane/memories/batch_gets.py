@@ -32,10 +32,10 @@ from storage_adapters.envelope import DecryptionError
 
 from ..addresses import MemoryAddress
 from ..audit import service as audit
-from ..audit.service import Actor
 from ..db import direct
 from ..db.base import utcnow
 from ..errors import DomainError, InvalidInput, NotFound
+from ..identity import Actor
 from ..keys import repository as keys_repo
 from ..keys import subject_keys as keys
 from ..kit import request_id_var, sha256_hex

@@ -29,9 +29,10 @@ from ..addresses import MemoryAddress
 from ..audit import service as audit
 from ..audit.service import audited
 from ..errors import DomainError
+from ..identity import Caller
 from ..plane.data_plane import DataPlane, Target, storage_errors
 from ..plane.shared_pool import SharedPool
-from ..tenants.service import Caller, require_role
+from ..tenants.service import require_role
 from . import hotpath, hotpath_commit
 from .api import check_size, delete_quietly, serialise
 from .schemas import MemoryMeta, pointer_json

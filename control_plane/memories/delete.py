@@ -11,14 +11,14 @@ from sqlalchemy.orm import Session
 
 from ..addresses import MemoryAddress
 from ..audit import service as audit
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..errors import NotFound
 from ..holds.guard import ensure_writable
 from ..holds.service import ensure_not_held, ensure_scope_not_held
+from ..identity import EVERYTHING, Access, Actor
 from ..plane.data_plane import DataPlane
-from ..tenants.access import EVERYTHING, Access
 from . import guesses
 from . import repository as repo
 from .api import finish_deletes

@@ -34,7 +34,7 @@ from sqlalchemy import Engine, TextClause, text
 
 from ..db import direct
 from ..db.models import MemoryPointer
-from ..tenants.access import ANY_REF, Access
+from ..identity import ANY_REF, Access
 from .hotpath import live_key_of
 from .repository import UNREADABLE, After, pointer_of
 from .visibility import ALL_TYPES, EVENT

@@ -19,11 +19,12 @@ from storage_adapters.envelope import DecryptionError, sealed_size
 
 from ..addresses import MemoryAddress, nfc
 from ..audit import service as audit
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
 from ..errors import Conflict, HashMismatch, InvalidInput, NotFound
+from ..identity import EVERYTHING, Access, Actor
 from ..keys import subject_keys as keys
 from ..kit import (
     decode_cursor,
@@ -34,7 +35,6 @@ from ..kit import (
     sha256_hex,
 )
 from ..plane.data_plane import AuditRecorder, DataPlane, Target, storage_errors
-from ..tenants.access import EVERYTHING, Access
 from . import hotpath, listing
 from . import repository as repo
 from .shared import (

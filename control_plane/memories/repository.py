@@ -25,7 +25,7 @@ from sqlalchemy.orm.instrumentation import manager_of_class
 
 from ..addresses import MemoryAddress
 from ..db.models import VECTOR_SUFFIX, GcCandidate, MemoryPointer
-from ..tenants.access import EVERYTHING, Access
+from ..identity import EVERYTHING, Access
 from .schemas import PointerOrder
 from .search_objects import SEGMENT_SUFFIX, named_segment_paths
 

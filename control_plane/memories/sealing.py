@@ -8,8 +8,8 @@ import uuid
 from dataclasses import dataclass
 
 from ..addresses import MemoryAddress
-from ..audit.service import Actor
 from ..db.base import new_id
+from ..identity import Actor
 from ..keys import subject_keys as keys
 from ..plane.data_plane import DataPlane, Target
 from .shared import keyring_of

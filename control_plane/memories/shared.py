@@ -13,13 +13,12 @@ from sqlalchemy.orm import Session
 
 from ..addresses import MemoryAddress
 from ..audit import sealed
-from ..audit.service import Actor
 from ..db.base import utcnow
 from ..db.models import MemoryPointer
+from ..identity import Access, Actor
 from ..keys import subject_keys as keys
 from ..plane.data_plane import DataPlane
 from ..plane.keyring import Keyring
-from ..tenants.access import Access
 from ..tenants.access import ensure_visible as access_check
 from . import hotpath
 

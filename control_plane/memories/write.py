@@ -23,13 +23,13 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
 from ..addresses import MemoryAddress
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
 from ..errors import Conflict, Forbidden
 from ..idempotency import Idempotency, Replay
+from ..identity import EVERYTHING, Access, Actor
 from ..plane.data_plane import DataPlane
-from ..tenants.access import EVERYTHING, Access
 from . import repository as repo
 from .api import (
     CommitUncertain,

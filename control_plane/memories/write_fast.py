@@ -21,10 +21,10 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
 from ..addresses import DEFAULT_MEMORY_TYPES, MemoryAddress
-from ..audit.service import Actor
 from ..db.base import new_id, utcnow
 from ..db.models import MemoryPointer
 from ..holds.guard import erasure_in_progress
+from ..identity import Actor
 from ..keys import subject_keys as keys
 from ..kit import request_id_var, sha256_hex
 from ..plane.data_plane import DataPlane, Target, storage_errors

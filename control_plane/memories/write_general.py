@@ -22,13 +22,13 @@ from sqlalchemy.orm import Session
 from .. import idempotency
 from ..addresses import DEFAULT_MEMORY_TYPES, MemoryAddress
 from ..audit import service as audit
-from ..audit.service import Actor
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
 from ..errors import Conflict
 from ..holds.guard import ensure_writable
 from ..idempotency import Idempotency
+from ..identity import Actor
 from ..keys import subject_keys as keys
 from ..kit import sha256_hex
 from ..plane.data_plane import DataPlane, Target, storage_errors

@@ -16,16 +16,17 @@ from sqlalchemy import ColumnElement, func, not_, select, update
 from sqlalchemy.orm import Session
 
 from ..audit import service as audit
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import Job, LegalHold, MemoryPointer
 from ..holds import repository as holds_repo
+from ..identity import EVERYTHING, Access, Actor
 from ..jobs.service import JobContext, enqueue
 from ..memories import visibility
 from ..memories.api import finish_deletes
 from ..plane.data_plane import DataPlane
-from ..tenants.access import EVERYTHING, Access, ensure_visible
+from ..tenants.access import ensure_visible
 from . import repository as repo
 from .schemas import CleanupIn, CleanupItem, CleanupOut
 

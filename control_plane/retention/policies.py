@@ -10,11 +10,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..audit import service as audit
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import RetentionPolicy, Tenant
 from ..errors import NotFound
+from ..identity import Actor
 from ..memories import visibility
 from ..memories.visibility import ALL_TYPES
 from . import repository as repo

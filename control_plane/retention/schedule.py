@@ -9,9 +9,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..audit import service as audit
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.engine import begin_write
 from ..db.models import AgentSettings, Job, MemoryPointer, RetentionPolicy
+from ..identity import Actor
 from ..jobs.service import enqueue, enqueue_once
 from .schemas import RetentionRunIn
 

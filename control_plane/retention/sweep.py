@@ -37,7 +37,6 @@ from sqlalchemy.orm import Session
 
 from ..archive import service as archive_tier
 from ..audit import service as audit
-from ..audit.service import Actor
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import (
@@ -48,6 +47,7 @@ from ..db.models import (
     RetentionPolicy,
 )
 from ..holds import repository as holds_repo
+from ..identity import Actor
 from ..jobs.service import JobContext
 from ..memories import visibility
 from ..memories.api import finish_deletes

@@ -16,10 +16,10 @@ from storage_adapters import envelope
 from storage_adapters.envelope import DecryptionError
 
 from ..audit import service as audit
-from ..audit.service import Actor
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer, SubjectKey
+from ..identity import Actor
 from ..keys import subject_keys as keys
 from ..kit import sha256_hex
 from ..memories import repository as memories_repo

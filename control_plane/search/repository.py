@@ -34,7 +34,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 
 from ..db.models import EmbedderConfig, MemoryPointer, RetentionPolicy, SearchSegment
-from ..tenants.access import Access
+from ..identity import Access
 
 P = MemoryPointer
 

@@ -42,17 +42,17 @@ from storage_adapters.envelope import DecryptionError, sealed_size
 
 from ..addresses import nfc
 from ..audit import service as audit
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..embedders import EmbedderFailed, Running, embedder_for
 from ..errors import Conflict, InvalidInput, StorageUnavailable
+from ..identity import EVERYTHING, Access, Actor
 from ..keys import subject_keys as keys
 from ..kit import request_id_var, sha256_hex
 from ..memories import repository as memories_repo
 from ..memories import visibility
 from ..memories.shared import given, keyring_of
-from ..tenants.access import EVERYTHING, Access
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo
 from . import store

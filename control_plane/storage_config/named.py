@@ -18,13 +18,14 @@ from pathlib import Path
 from sqlalchemy.orm import Session
 
 from ..audit import service as audit
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import StorageConfig
 from ..errors import Conflict, NotFound
 from ..idempotency import Idempotency, Replay, remember
 from ..idempotency import find as find_replay
+from ..identity import Actor
 from ..plane.data_plane import DataPlane, parse_public_id, public_id
 from . import repository as repo
 from .schemas import NamedStorageConfigIn, StorageConfigOut, StorageConfigPage, StorageConfigRename

@@ -31,11 +31,12 @@ from storage_adapters.identity import IdentityRefused
 from storage_adapters.registry import MissingExtra, UnknownBackend
 
 from ..audit import service as audit
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import StorageConfig
 from ..errors import InvalidInput, NotFound, StorageMisconfigured
+from ..identity import Actor
 from ..plane.credentials import CredentialBox, CredentialsUnreadable, associated_data
 from ..plane.data_plane import (
     DataPlane,

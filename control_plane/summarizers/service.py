@@ -30,11 +30,12 @@ from sqlalchemy.orm import Session
 from storage_adapters.netguard import EndpointPolicy
 
 from ..audit import service as audit
-from ..audit.service import Actor, audited
+from ..audit.service import audited
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import SummarizerConfig
 from ..errors import InvalidInput, StorageMisconfigured
+from ..identity import Actor
 from ..plane.credentials import CredentialBox, CredentialsUnreadable, load_server_key
 from ..settings import Settings
 from . import (

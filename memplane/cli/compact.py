@@ -22,9 +22,9 @@ def compact(
     becomes one entry (source compactor), its events marked compressed. Prints one JSON line
     of counts per tenant. Safe beside running workers and safe to rerun: no event is ever
     summarised twice."""
-    from control_plane.audit.service import Actor
     from control_plane.compactor import service as compactor
     from control_plane.errors import DomainError
+    from control_plane.identity import Actor
 
     wanted = _uuid(tenant, "tenant") if tenant else None
     with _runtime() as runtime, runtime.sessions() as session:

@@ -37,7 +37,7 @@ def _tenants(session, tenant: str | None) -> list[uuid.UUID]:  # type: ignore[no
 
 
 def _cli_actor(tenant_id: uuid.UUID, what: str):  # type: ignore[no-untyped-def]
-    from control_plane.audit.service import Actor
+    from control_plane.identity import Actor
 
     return Actor(tenant_id, "system", f"cli:{what}")
 

@@ -247,7 +247,8 @@ def keys_create(
 
     from control_plane.db.models import Tenant
     from control_plane.errors import DomainError
-    from control_plane.tenants.service import Caller, create_api_key, ensure_bootstrap
+    from control_plane.identity import Caller
+    from control_plane.tenants.service import create_api_key, ensure_bootstrap
 
     with _runtime() as runtime, runtime.sessions() as session:
         admin = runtime.settings.admin_key

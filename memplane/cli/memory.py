@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from control_plane.addresses import MemoryAddress
-    from control_plane.audit.service import Actor
+    from control_plane.identity import Actor
 
 M = TypeVar("M", bound="BaseModel")
 
@@ -40,9 +40,9 @@ def _session(tenant: str | None, command: str,
     tenant; domain errors become a sentence and exit 1."""
     from sqlalchemy import select
 
-    from control_plane.audit.service import Actor
     from control_plane.db.models import Tenant
     from control_plane.errors import DomainError
+    from control_plane.identity import Actor
 
     with _runtime() as runtime, runtime.sessions() as session:
         query = select(Tenant.id).order_by(Tenant.created_at).limit(1)

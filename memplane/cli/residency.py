@@ -20,7 +20,7 @@ from .local import load_settings
 from .memory import TenantOpt, _session, validated
 
 if TYPE_CHECKING:
-    from control_plane.audit.service import Actor
+    from control_plane.identity import Actor
 
 ConfigArg = Annotated[str, typer.Argument(help="The configuration's id, 'sc_…'.")]
 AgentArg = Annotated[str, typer.Argument(help="The agent's id.")]

@@ -16,10 +16,10 @@ from sqlalchemy import func, select
 
 from control_plane.db.engine import begin_write
 from control_plane.db.models import AccessLog, IdempotentResponse, MemoryPointer, SubjectErasure
+from control_plane.identity import authenticate
 from control_plane.memories import shared
 from control_plane.memories.batch import run_batch
 from control_plane.memories.schemas import PointerOut
-from control_plane.tenants.service import authenticate
 from tests.support.crypto import open_stored
 from tests.support.service import Tenant
 

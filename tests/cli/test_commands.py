@@ -12,11 +12,12 @@ from typer.testing import CliRunner
 from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.engine import make_engine
 from control_plane.db.migrate import script_heads
+from control_plane.identity import authenticate
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
 from control_plane.settings import Settings
-from control_plane.tenants.service import authenticate, ensure_bootstrap
+from control_plane.tenants.service import ensure_bootstrap
 from memplane.cli import app
 
 ADMIN = "mp_cli_admin_key_0001_for_the_cli_tests"

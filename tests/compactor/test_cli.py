@@ -11,11 +11,11 @@ import pytest
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
-from control_plane.audit.service import Actor
 from control_plane.db.base import utcnow
 from control_plane.db.models import MemoryEvent, MemoryPointer
 from control_plane.events import service as events
 from control_plane.events.schemas import EventIn
+from control_plane.identity import Actor
 from control_plane.runtime import Runtime
 from control_plane.settings import Settings
 from control_plane.tenants.service import create_tenant

@@ -62,7 +62,7 @@ def _seed(runtime: Runtime, buckets: tuple[tuple[str, str, int], ...] = BUCKETS,
           ) -> tuple[uuid.UUID, list[uuid.UUID]]:
     with runtime.sessions() as session:
         tenant, _ = create_tenant(session, "kill")
-        from control_plane.audit.service import Actor
+        from control_plane.identity import Actor
 
         actor = Actor(tenant.id, "api", "seed")
         ids = []

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from control_plane.audit.service import Actor
 from control_plane.compactor import service as compactor
 from control_plane.compactor.provenance import provenance as entry_provenance
 from control_plane.db.base import utcnow
@@ -32,6 +31,7 @@ from control_plane.db.models import (
 from control_plane.entries import service as entries
 from control_plane.events import service as events
 from control_plane.events.schemas import EventIn
+from control_plane.identity import Actor
 from control_plane.integrity.reconcile import collect_orphans
 from control_plane.plane.data_plane import no_faults
 from control_plane.summarizers import (

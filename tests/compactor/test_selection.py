@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from sqlalchemy import event, select, update
 
-from control_plane.audit.service import Actor
 from control_plane.compactor import repository as repo
 from control_plane.compactor import service as compactor
 from control_plane.compactor.run import Run
 from control_plane.db.base import utcnow
 from control_plane.db.models import CompactorSettings, MemoryEvent
+from control_plane.identity import Actor
 from control_plane.runtime import Runtime
 
 from .helpers import new_tenant, own_runtime, raw_events

@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from control_plane.addresses import MemoryAddress, Scope
-from control_plane.audit.service import Actor
 from control_plane.compliance import export_collect, export_download, export_items, zipwriter
 from control_plane.compliance import service as compliance
 from control_plane.db.models import AccessLog, Job, MemoryPointer
+from control_plane.identity import Actor
 from control_plane.job_handlers import JobWorker
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta

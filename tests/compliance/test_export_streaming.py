@@ -22,11 +22,11 @@ import pytest
 from sqlalchemy import select
 
 from control_plane.addresses import MemoryAddress, Scope
-from control_plane.audit.service import Actor
 from control_plane.compliance import export_download
 from control_plane.compliance import service as compliance
 from control_plane.db.models import AccessLog, Job
 from control_plane.errors import HashMismatch
+from control_plane.identity import Actor
 from control_plane.job_handlers import JobWorker
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta

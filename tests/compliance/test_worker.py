@@ -183,7 +183,7 @@ def test_a_lease_not_renewed_is_taken_over_and_its_worker_told(
 
 
 def test_another_tenants_job_is_not_found(own_world: ServiceWorld) -> None:
-    from control_plane.audit.service import Actor
+    from control_plane.identity import Actor
 
     world = own_world  # its job stays queued: not in the shared database, for other workers
 

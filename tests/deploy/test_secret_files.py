@@ -166,8 +166,8 @@ def test_keys_create_on_a_new_database_hands_the_admin_key_over_in_the_file(
         tmp_path: Path) -> None:
     """`memplane keys create` makes the default tenant when there is none: with
     MEMPLANE_BOOTSTRAP_KEY_FILE its admin key goes to the file, not to the terminal."""
+    from control_plane.identity import authenticate
     from control_plane.runtime import Runtime
-    from control_plane.tenants.service import authenticate
     from memplane.cli import app
 
     key_file = tmp_path / "admin.key"

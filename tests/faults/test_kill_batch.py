@@ -25,6 +25,7 @@ from sqlalchemy import select
 
 from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.models import MemoryPointer
+from control_plane.identity import Caller
 from control_plane.integrity.reconcile import collect_orphans, reconcile
 from control_plane.memories import service as memories
 from control_plane.memories.api import serialise
@@ -32,7 +33,6 @@ from control_plane.memories.batch import run_batch
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
 from control_plane.settings import Settings
-from control_plane.tenants.service import Caller
 from tests.support.crypto import open_stored
 from tests.support.process import wait_for_pause
 from tests.support.service import ServiceWorld, SimulatedCrash

@@ -10,10 +10,10 @@ import pytest
 from sqlalchemy import select
 
 from control_plane.db.models import AccessLog, Job
+from control_plane.identity import Access, Grant
 from control_plane.job_handlers import JobWorker
 from control_plane.retention import cleanup
 from control_plane.retention.schemas import CleanupIn, CleanupOut
-from control_plane.tenants.access import Access, Grant
 from tests.retention.helpers import deletes, hold, objects, pointers, put
 from tests.support.clock import ManualWallClock
 from tests.support.service import ServiceWorld

@@ -11,9 +11,9 @@ from sqlalchemy import select, update
 from typer.testing import CliRunner
 
 from control_plane.addresses import MemoryAddress, Scope
-from control_plane.audit.service import Actor
 from control_plane.db.base import utcnow
 from control_plane.db.models import MemoryPointer
+from control_plane.identity import Actor
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.retention import policies

@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import select
 
 from control_plane.addresses import MemoryAddress, Scope
-from control_plane.audit.service import Actor
 from control_plane.db.models import AccessLog
+from control_plane.identity import Actor
 from control_plane.kit import request_id_var
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta

@@ -27,6 +27,7 @@ from control_plane.audit import service as audit
 from control_plane.db.base import utcnow
 from control_plane.db.engine import begin_write
 from control_plane.db.models import AccessLog, AuditHead
+from control_plane.identity import Actor
 from control_plane.runtime import Runtime
 from control_plane.signing import canonical, signing_key
 from memplane._receipts import verify_checkpoint, verify_receipt
@@ -47,7 +48,7 @@ from tests.support.service import (
 
 def _append(runtime: Runtime, tenant_id: uuid.UUID, n: int) -> int:
     """Add ``n`` audit rows and seal them; returns the head's seq."""
-    actor = audit.Actor(tenant_id, "api", "anchor-test")
+    actor = Actor(tenant_id, "api", "anchor-test")
     with runtime.sessions() as session:
         begin_write(session)
         for i in range(n):

@@ -16,9 +16,10 @@ from sqlalchemy import select
 
 from control_plane.db.models import AccessLog, ApiKey
 from control_plane.errors import Unauthorized
+from control_plane.identity import authenticate
 from control_plane.runtime import Runtime
 from control_plane.settings import Settings
-from control_plane.tenants.service import authenticate, ensure_bootstrap
+from control_plane.tenants.service import ensure_bootstrap
 from tests.support.service import ServerThread, isolated_database, make_settings
 
 

@@ -29,7 +29,6 @@ from cryptography.hazmat.primitives.keywrap import aes_key_unwrap
 from sqlalchemy import select
 
 from control_plane.addresses import MemoryAddress, Scope
-from control_plane.audit.service import Actor
 from control_plane.compactor import selection
 from control_plane.compactor import service as compactor
 from control_plane.compliance import service as compliance
@@ -45,6 +44,7 @@ from control_plane.db.models import (
 )
 from control_plane.events import service as events
 from control_plane.events.schemas import EventIn
+from control_plane.identity import Actor
 from control_plane.job_handlers import JobWorker
 from control_plane.keys import subject_keys as keys
 from control_plane.memories import service as memories

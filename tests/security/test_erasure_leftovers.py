@@ -20,7 +20,6 @@ from urllib.parse import quote
 import httpx
 from sqlalchemy import select
 
-from control_plane.audit.service import Actor
 from control_plane.compactor import service as compactor
 from control_plane.db.base import utcnow
 from control_plane.db.models import (
@@ -37,6 +36,7 @@ from control_plane.db.models import (
 )
 from control_plane.events import service as events
 from control_plane.events.schemas import EventIn
+from control_plane.identity import Actor
 from control_plane.keys.pseudonyms import pseudonym
 from tests.search.test_search_api import _index
 from tests.support.service import ServiceWorld, Tenant

@@ -24,11 +24,11 @@ import pytest
 from sqlalchemy import select
 
 import memplane
-from control_plane.audit.service import Actor
 from control_plane.compliance import export_download
 from control_plane.db.engine import begin_write, make_engine, make_session_factory
 from control_plane.db.migrate import upgrade
 from control_plane.db.models import AccessLog, Job
+from control_plane.identity import Actor
 from control_plane.job_handlers import JobWorker
 from storage_adapters.envelope import MAGIC, DecryptionError
 from tests.support.service import ServerThread, Stack, Tenant, isolated_database, make_settings

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, update
 
-from control_plane.audit.service import Actor
 from control_plane.compliance import service as compliance
 from control_plane.db.models import Job
+from control_plane.identity import Actor
 from control_plane.job_handlers import JobWorker
 from control_plane.jobs.limits import TooManyJobs
 from control_plane.jobs.service import JobContext, LeaseLost

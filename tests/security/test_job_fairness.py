@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from control_plane.audit.service import Actor
 from control_plane.compliance import service as compliance
+from control_plane.identity import Actor
 from control_plane.job_handlers import JobWorker
 from control_plane.jobs.service import JobContext
 from control_plane.runtime import Runtime

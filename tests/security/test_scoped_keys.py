@@ -307,7 +307,7 @@ def test_audit_records_accessor_type_and_agent_id(tenant: Tenant) -> None:
 
 
 def test_a_cached_key_keeps_its_access_list(tenant: Tenant) -> None:
-    from control_plane.tenants.service import CALLERS
+    from control_plane.identity import CALLERS
 
     _seed(tenant)
     created = _scoped_key(tenant)
@@ -352,9 +352,9 @@ async def test_async_sdk_creates_scoped_keys(tenant: Tenant) -> None:
 def test_cli_creates_a_scoped_key(tmp_path: Path, database: str) -> None:
     from typer.testing import CliRunner
 
+    from control_plane.identity import authenticate
     from control_plane.runtime import Runtime
     from control_plane.settings import Settings
-    from control_plane.tenants.service import authenticate
     from memplane.cli import app
 
     env = {"MEMPLANE_DATA_DIR": str(tmp_path / "data")}

@@ -182,8 +182,8 @@ def test_impersonation_is_refused_for_a_tenant_the_operator_did_not_bind(
 
 def test_only_the_bound_tenant_may_impersonate_an_account(world: Any,
                                                           google_identity: None) -> None:
-    from control_plane.audit.service import Actor
     from control_plane.errors import InvalidInput
+    from control_plane.identity import Actor
     from control_plane.plane.data_plane import DataPlane
     from control_plane.storage_config import service
     from control_plane.storage_config.schemas import GCSConfigIn

@@ -293,9 +293,10 @@ def test_reads_gathered_together_land_in_one_commit_when_the_block_ends(
     commit, before the caller answers); another actor's land at once; rows gathered before an
     error land too."""
     from control_plane.audit import service as audit
+    from control_plane.identity import Actor
 
     plane = world.runtime.plane
-    me, other = world.actor, audit.Actor(world.tenant_id, "api", "someone-else")
+    me, other = world.actor, Actor(world.tenant_id, "api", "someone-else")
 
     def details() -> list[tuple[str, str]]:
         with world.runtime.sessions() as session:

@@ -12,11 +12,11 @@ from sqlalchemy import select
 
 from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.models import AccessLog, MemoryPointer
+from control_plane.identity import Caller
 from control_plane.memories import service as memories
 from control_plane.memories import shared
 from control_plane.memories.batch import run_batch
 from control_plane.memories.schemas import MemoryMeta
-from control_plane.tenants.service import Caller
 from tests.support.service import ServiceWorld
 
 pytestmark = pytest.mark.databases("postgres")

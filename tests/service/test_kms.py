@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import select
 
 from control_plane.addresses import MemoryAddress, Scope
-from control_plane.audit.service import Actor
 from control_plane.db.models import KekVersion, SubjectKey
 from control_plane.errors import HashMismatch
+from control_plane.identity import Actor
 from control_plane.keys.rotation import rotate_kek
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta

@@ -15,10 +15,10 @@ from sqlalchemy import delete, select, update
 
 from control_plane.db.base import utcnow
 from control_plane.db.models import AccessLog, MemoryPointer, RetentionPolicy
+from control_plane.identity import ANY_REF, Access, Grant
 from control_plane.memories import listing
 from control_plane.memories import read as memories_read
 from control_plane.memories import repository as repo
-from control_plane.tenants.access import ANY_REF, Access, Grant
 from tests.retention.helpers import backdate, put
 from tests.support.service import ServiceWorld
 

@@ -218,7 +218,7 @@ class ServiceWorld:
 
     @property
     def actor(self) -> Any:
-        from control_plane.audit.service import Actor
+        from control_plane.identity import Actor
 
         return Actor(self.tenant_id, "api", "test")
 

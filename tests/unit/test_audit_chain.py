@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from control_plane.audit import service as audit
 from control_plane.db.base import Base
 from control_plane.db.models import AccessLog, Tenant
+from control_plane.identity import Actor
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,7 @@ def _tenant_with_rows(session: Session, n: int) -> uuid.UUID:
     session.add(tenant)
     session.flush()
     audit.create_head(session, tenant.id)
-    actor = audit.Actor(tenant.id, "api", "k")
+    actor = Actor(tenant.id, "api", "k")
     for i in range(n):
         audit.record(session, actor, "write", detail=f"row {i}")
     session.commit()
@@ -72,7 +73,7 @@ def test_any_tampering_is_found_at_its_row(engine, n: int, data: st.DataObject, 
 def test_rows_written_after_sealing_are_reported_unsealed(engine) -> None:  # type: ignore[no-untyped-def]
     with Session(engine, expire_on_commit=False) as session:
         tenant_id = _tenant_with_rows(session, 3)
-        audit.record(session, audit.Actor(tenant_id, "api", "k"), "read")
+        audit.record(session, Actor(tenant_id, "api", "k"), "read")
         session.commit()
         before = audit.verify(session, tenant_id)
         audit.seal(session, tenant_id)

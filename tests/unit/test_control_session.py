@@ -9,7 +9,7 @@ from sqlalchemy import Column, Integer, MetaData, Table, event, text
 from sqlalchemy.orm import Session, SessionTransaction, registry
 
 from control_plane.db.engine import ControlSession, make_engine, make_session_factory
-from control_plane.tenants import service as tenants
+from control_plane.identity import authentication
 
 
 def test_commit_without_a_transaction_begins_none(tmp_path: Path) -> None:
@@ -42,9 +42,9 @@ def test_commit_with_a_transaction_open_commits_it(tmp_path: Path) -> None:
 def test_callers_are_kept_per_database(tmp_path: Path) -> None:
     first = make_engine(f"sqlite:///{tmp_path / 'first.sqlite'}")
     second = make_engine(f"sqlite:///{tmp_path / 'second.sqlite'}")
-    assert tenants._where(first) == f"sqlite:///{tmp_path / 'first.sqlite'}"
-    assert tenants._where(second) == f"sqlite:///{tmp_path / 'second.sqlite'}"
-    assert tenants._where(first) is tenants._where(first)
+    assert authentication._where(first) == f"sqlite:///{tmp_path / 'first.sqlite'}"
+    assert authentication._where(second) == f"sqlite:///{tmp_path / 'second.sqlite'}"
+    assert authentication._where(first) is authentication._where(first)
     first.dispose()
     second.dispose()
 

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy.dialects import postgresql, sqlite
 
 from control_plane.db.models import RetentionPolicy
+from control_plane.identity import Access, Grant
 from control_plane.search import repository as repo
-from control_plane.tenants.access import Access, Grant
 
 TENANT = uuid.UUID("0194a2b3-0000-7000-8000-000000000001")
 NOW = datetime(2026, 12, 3, 14, 0, tzinfo=UTC)
