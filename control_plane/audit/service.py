@@ -31,7 +31,7 @@ from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import AccessLog, AuditHead
 from ..errors import DomainError, InvalidInput
-from ..identity import Actor as Actor  # until importers move
+from ..identity import Actor
 from ..kit import decode_cursor, encode_cursor, page_limit, request_id_var, sha256_hex
 from . import sealed
 from .repository import list_rows

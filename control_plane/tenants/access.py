@@ -9,12 +9,7 @@ from sqlalchemy.orm import Session
 
 from ..audit import service as audit
 from ..errors import NotFound
-from ..identity import ANY_REF as ANY_REF  # until importers move
-from ..identity import EVERYTHING as EVERYTHING  # until importers move
-from ..identity import TENANT_REF as TENANT_REF  # until importers move
 from ..identity import Access, Actor
-from ..identity import Grant as Grant  # until importers move
-from ..identity import canonical_scope as canonical_scope  # until importers move
 
 
 def ensure_visible(session: Session, actor: Actor, access: Access, scope: str, scope_ref: str,

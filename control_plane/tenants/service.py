@@ -20,9 +20,6 @@ from ..db.engine import begin_write
 from ..db.models import ApiKey, Tenant
 from ..errors import Forbidden, InvalidInput, NotFound
 from ..identity import ANY_REF, CALLERS, TENANT_REF, Actor, Caller, canonical_scope
-from ..identity import authenticate as authenticate  # until importers move
-from ..identity import cached_caller as cached_caller  # until importers move
-from ..identity.authentication import _where as _where  # until importers move
 from ..kit import sha256_hex
 from ..plane.data_plane import default_config
 from ..secret_files import create_secret_file, remove_secret_file
