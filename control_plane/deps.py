@@ -12,6 +12,10 @@ finds the caller, requires the role and opens the session the same way.
 The key itself is checked before any of this, by the request middleware (key_gate.py),
 before the body is read: it leaves the caller in the request's scope
 (:data:`CALLER_IN_SCOPE`), where ``get_caller`` and ``call_of`` find it.
+
+This module sits below every domain: it knows the running service only as
+:class:`Services` (what it uses of ``request.app.state.runtime``), and a refused role is
+recorded in the audit log by the service's ``refuse``.
 """
 
 from __future__ import annotations
@@ -19,19 +23,38 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from fastapi import Depends, Header, Request
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from .identity import Caller, authenticate, cached_caller
 from .plane.data_plane import DataPlane
-from .runtime import Runtime
-from .tenants.service import require_role
+from .settings import Settings
 
 
-def get_runtime(request: Request) -> Runtime:
+class Services(Protocol):
+    """What the dependencies, and the routes through them, use of the running service
+    (``request.app.state.runtime``, a control_plane.runtime.Runtime)."""
+
+    engine: Engine
+    settings: Settings
+    plane: DataPlane
+
+    def sessions(self) -> Session:
+        """A new session of the control-plane database."""
+        ...
+
+    def refuse(self, session: Session, caller: Caller, roles: tuple[str, ...],
+               action: str) -> None:
+        """Record in the audit log that ``caller`` lacks ``roles`` for ``action``, and raise
+        Forbidden."""
+        ...
+
+
+def get_runtime(request: Request) -> Services:
     return request.app.state.runtime  # type: ignore[no-any-return]
 
 
@@ -68,7 +91,7 @@ async def get_plane(request: Request) -> DataPlane:
 PlaneDep = Annotated[DataPlane, Depends(get_plane)]
 
 
-def _authenticate(runtime: Runtime, authorization: str | None) -> Caller:
+def _authenticate(runtime: Services, authorization: str | None) -> Caller:
     with runtime.sessions() as session:
         return authenticate(session, authorization)
 
@@ -77,7 +100,7 @@ def _authenticate(runtime: Runtime, authorization: str | None) -> Caller:
 CALLER_IN_SCOPE = "memplane.caller"
 
 
-async def find_caller(runtime: Runtime, authorization: str | None) -> Caller:
+async def find_caller(runtime: Services, authorization: str | None) -> Caller:
     """The caller an ``Authorization`` header names (the cache first, then the database);
     raises Unauthorized. The one lookup of a key, for the key gate and the dependencies."""
     found = cached_caller(runtime.engine, authorization)
@@ -109,12 +132,14 @@ READER = Role(("admin", "agent", "compliance"), "read memories")
 COMPLIANCE = Role(("admin", "compliance"), "read the audit log")
 
 
-def _deny(runtime: Runtime, caller: Caller, role: Role) -> None:
+def _deny(runtime: Services, caller: Caller, role: Role) -> None:
     with runtime.sessions() as session:
-        require_role(session, caller, role.roles, role.action)  # records the refusal, raises
+        runtime.refuse(session, caller, role.roles, role.action)  # records the refusal, raises
 
 
-def _role(role: Role):  # type: ignore[no-untyped-def]
+def needs_role(role: Role):  # type: ignore[no-untyped-def]
+    """The dependency that gives the caller if their key has one of ``role``'s roles (a
+    refusal is audited): ``Annotated[Caller, needs_role(role)]``."""
     # The caller is found here rather than through Depends(get_caller): each dependency level
     # costs FastAPI's resolution on the event loop, for every request.
     async def dependency(request: Request,
@@ -129,10 +154,10 @@ def _role(role: Role):  # type: ignore[no-untyped-def]
 
 
 AnyCaller = Annotated[Caller, Depends(get_caller)]
-AdminCaller = Annotated[Caller, _role(ADMIN)]
-WriterCaller = Annotated[Caller, _role(WRITER)]
-ReaderCaller = Annotated[Caller, _role(READER)]
-ComplianceCaller = Annotated[Caller, _role(COMPLIANCE)]
+AdminCaller = Annotated[Caller, needs_role(ADMIN)]
+WriterCaller = Annotated[Caller, needs_role(WRITER)]
+ReaderCaller = Annotated[Caller, needs_role(READER)]
+ComplianceCaller = Annotated[Caller, needs_role(COMPLIANCE)]
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from .audit import checkpoints
 from .audit import service as audit
 from .audit.batcher import AuditBatcher
 from .db.engine import make_engine, make_session_factory
-from .identity import CALLERS
+from .identity import CALLERS, Caller
 from .jobs import limits as job_limits
 from .keys.subject_keys import SubjectKeyOpener
 from .observability.metrics import DatabaseState
@@ -28,6 +28,7 @@ from .plane.credentials import CredentialBox, load_server_key
 from .plane.data_plane import DataPlane
 from .plane.keyring import Keyring
 from .settings import Settings
+from .tenants.service import require_role
 from .testhooks import pause_from_env
 
 if TYPE_CHECKING:
@@ -115,6 +116,12 @@ class Runtime:
             unsealed_oldest_age=age(unsealed_since, now), unsealed_rows=int(unsealed),
             pointers=((status, int(n)) for status, n in pointers),
             pending_oldest_age=age(pending_since, now), gc_candidates=int(candidates))
+
+    def refuse(self, session: Session, caller: Caller, roles: tuple[str, ...],
+               action: str) -> None:
+        """A role refused by the request dependencies (control_plane.deps): recorded in the
+        audit log, then Forbidden."""
+        require_role(session, caller, roles, action)
 
     def migrate(self) -> None:
         from .db.migrate import upgrade  # Alembic: imported by the processes that migrate

@@ -7,7 +7,7 @@ from urllib.parse import unquote
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
-from ..deps import AnyCaller, PlaneDep, Role, SessionDep, _role, get_runtime
+from ..deps import AnyCaller, PlaneDep, Role, SessionDep, get_runtime, needs_role
 from ..identity import Caller
 from ..jobs.schemas import JobOut
 from ..jobs.service import get_job
@@ -17,8 +17,8 @@ from .schemas import EraseIn, ExportIn
 
 router = APIRouter(tags=["compliance"])
 
-OfficerCaller = Annotated[Caller, _role(Role(("admin", "compliance"),
-                                             "run exports, erasures and read receipts"))]
+OfficerCaller = Annotated[Caller, needs_role(Role(("admin", "compliance"),
+                                                  "run exports, erasures and read receipts"))]
 
 
 @router.post("/v1/subjects/{user_id}/export", response_model=JobOut, status_code=202)
