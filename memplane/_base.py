@@ -118,7 +118,7 @@ def _key_path(scope: str, scope_ref: str | None, key: str) -> str:
     return f"{_scope_path(scope, scope_ref)}/{path_segment(key, name='key')}"
 
 
-def _query(**values: Any) -> dict[str, str]:
+def query_params(**values: Any) -> dict[str, str]:
     params: dict[str, str] = {}
     for name, value in values.items():
         if value is None:
@@ -246,7 +246,7 @@ def list_pointers(
     key_prefix: str | None = None,
     order: str | None = None,
 ) -> Call[Page[Pointer]]:
-    params = _query(
+    params = query_params(
         scope=scope,
         scope_ref=scope_ref,
         user_id=user_id,
@@ -278,7 +278,7 @@ def audit_list(
     limit: int | None,
     cursor: str | None,
 ) -> Call[Page[AuditEntry]]:
-    params = _query(
+    params = query_params(
         pointer_id=pointer_id,
         accessor_id=accessor_id,
         operation=operation,

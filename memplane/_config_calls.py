@@ -13,11 +13,11 @@ from typing import Any
 from ._base import (
     Call,
     _idempotency,
-    _query,
     _without_none,
     parse_model,
     parse_nothing,
     path_segment,
+    query_params,
 )
 from ._models import Page, StorageConfig, _Model
 
@@ -115,7 +115,7 @@ def agent_get(agent_id: str) -> Call[Agent]:
 
 def agent_list(*, limit: int | None, cursor: str | None) -> Call[Page[Agent]]:
     return Call("GET", "/v1/agents", parse_model(Page[Agent]),
-                params=_query(limit=limit, cursor=cursor))
+                params=query_params(limit=limit, cursor=cursor))
 
 
 def agent_delete(agent_id: str) -> Call[None]:

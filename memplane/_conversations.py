@@ -10,11 +10,11 @@ from typing import Any
 from ._base import (
     Call,
     _idempotency,
-    _query,
     _without_none,
     parse_model,
     parse_nothing,
     path_segment,
+    query_params,
 )
 from ._compliance import Job
 from ._models import Page, _Model
@@ -121,7 +121,7 @@ def get(conversation_id: str) -> Call[Conversation]:
 def messages(conversation_id: str, *, after: int | None, limit: int | None,
              cursor: str | None) -> Call[Page[Message]]:
     return Call("GET", f"{_conv(conversation_id)}/messages", parse_model(Page[Message]),
-                params=_query(after=after, limit=limit, cursor=cursor))
+                params=query_params(after=after, limit=limit, cursor=cursor))
 
 
 def context(conversation_id: str, *, system_prompt: str, message: str, token_budget: int,

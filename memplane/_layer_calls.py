@@ -14,11 +14,11 @@ from typing import Any
 from ._base import (
     Call,
     _idempotency,
-    _query,
     _without_none,
     parse_model,
     parse_nothing,
     path_segment,
+    query_params,
 )
 from ._compliance import Job
 from ._models import (
@@ -66,7 +66,7 @@ def event_list(*, scope: str | None, scope_ref: str | None, kind: str | None,
                since: datetime | None, until: datetime | None,
                include_compressed: bool | None, limit: int | None,
                cursor: str | None) -> Call[Page[Event]]:
-    params = _query(scope=scope, scope_ref=scope_ref, kind=kind, since=since, until=until,
+    params = query_params(scope=scope, scope_ref=scope_ref, kind=kind, since=since, until=until,
                     include_compressed=include_compressed, limit=limit, cursor=cursor)
     return Call("GET", "/v1/events", parse_model(Page[Event]), params=params)
 
@@ -107,7 +107,7 @@ def entry_list(*, scope: str | None, scope_ref: str | None, tag: str | None,
                search: str | None, min_importance: int | None,
                include_summary: bool | None, limit: int | None,
                cursor: str | None) -> Call[Page[Entry]]:
-    params = _query(scope=scope, scope_ref=scope_ref, tag=tag, search=search,
+    params = query_params(scope=scope, scope_ref=scope_ref, tag=tag, search=search,
                     min_importance=min_importance, include_summary=include_summary,
                     limit=limit, cursor=cursor)
     return Call("GET", "/v1/entries", parse_model(Page[Entry]), params=params)
@@ -173,7 +173,7 @@ def knowledge_add(*, agent_id: str, documents: Sequence[Mapping[str, Any]],
 def knowledge_list(*, agent_id: str, limit: int | None,
                    cursor: str | None) -> Call[Page[KnowledgeDocument]]:
     return Call("GET", "/v1/knowledge", parse_model(Page[KnowledgeDocument]),
-                params=_query(agent_id=agent_id, limit=limit, cursor=cursor))
+                params=query_params(agent_id=agent_id, limit=limit, cursor=cursor))
 
 
 def knowledge_delete(document_id: str) -> Call[KnowledgeDeleted]:

@@ -33,7 +33,7 @@ _BACKENDS: dict[str, tuple[str, str, str | None]] = {
     "azure": ("storage_adapters.azure", "AzureAdapter", "azure"),
 }
 
-_SCHEMES = {"file": "local", "memory": "memory", "s3": "s3", "gs": "gcs", "gcs": "gcs",
+SCHEMES = {"file": "local", "memory": "memory", "s3": "s3", "gs": "gcs", "gcs": "gcs",
             "az": "azure", "azure": "azure"}
 
 
@@ -91,11 +91,11 @@ def from_url(url: str, *, allow_ambient_credentials: bool = False,
     """Build an adapter from a URL; query parameters and ``options`` become its settings."""
     parts = urlsplit(url)
     try:
-        storage_type = _SCHEMES[parts.scheme]
+        storage_type = SCHEMES[parts.scheme]
     except KeyError:
         raise UnknownBackend(
             f"unknown storage URL scheme {parts.scheme!r} in {url!r}; "
-            f"use one of {', '.join(sorted(_SCHEMES))}"
+            f"use one of {', '.join(sorted(SCHEMES))}"
         ) from None
     config: dict[str, Any] = dict(parse_qsl(parts.query))
     if storage_type == "local":

@@ -24,7 +24,8 @@ class EmptySummary(Exception):
 
 def tenant_summarizer(session: Session, settings: Settings, tenant_id: uuid.UUID) -> Summarizer:
     """The tenant's summariser (``summarizers.summarizer_for``), with a budget of its own."""
-    from ..summarizers import TokenBudget, summarizer_for
+    from ..summarizers import TokenBudget
+    from ..summarizers.service import summarizer_for
 
     found = summarizer_for(session, settings, tenant_id, TokenBudget())
     session.rollback()

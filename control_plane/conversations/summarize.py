@@ -42,7 +42,8 @@ from ..memories import service as memories
 from ..memories.schemas import MemoryMeta
 from ..plane.data_plane import DataPlane
 from ..settings import Settings
-from ..summarizers import BudgetSpent, EventText, SummarizerFailed, TokenBudget, summarizer_for
+from ..summarizers import BudgetSpent, EventText, SummarizerFailed, TokenBudget
+from ..summarizers.service import summarizer_for
 from . import repository as repo
 from . import tokens
 from .service import SUMMARY_KEY, address_of, due, read_messages

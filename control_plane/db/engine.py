@@ -41,7 +41,7 @@ def make_engine(url: str, *, pool_size: int = 20, sqlite_synchronous: str = "FUL
         # The URL object, not str(): str() masks the password as *** in SQLAlchemy 2.
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.drivername == "postgresql+psycopg":
-        _require_psycopg()
+        require_psycopg()
     # Plans stay PostgreSQL's choice: forcing generic plans saved ~0.7 ms per write but made
     # list-by-scope 5x slower at a million pointers (measured with bench/scale.py).
     # The pool hands out the connection returned last (LIFO): one request at a time keeps
@@ -67,7 +67,7 @@ def peak_extra(pool_size: int) -> int:
     return max(1, pool_size // 2)
 
 
-def _require_psycopg() -> None:
+def require_psycopg() -> None:
     """PostgreSQL needs the [postgres] extra; say so instead of a bare ModuleNotFoundError."""
     from storage_adapters.registry import MissingExtra
 

@@ -1,7 +1,7 @@
 """Embedders behind one interface, routed per tenant (semantic search).
 
 An :class:`Embedder` turns texts into unit-length float32 vectors. Which one a tenant gets
-is decided by :func:`embedder_for`: the OpenAI-compatible embeddings endpoint the tenant
+is decided by :func:`~.service.embedder_for`: the OpenAI-compatible embeddings endpoint the tenant
 configured, else the server's default (the built-in offline embedder, or the ``[semantic]``
 sentence model when the operator chose it).
 
@@ -12,22 +12,16 @@ query with the same embedder that wrote the scope's vectors.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
 if TYPE_CHECKING:
-    import uuid
-
-    from sqlalchemy.orm import Session
-
     from ..plane.data_plane import DataPlane
     from ..settings import Settings
 
-__all__ = ["SENTENCES", "EmbedderFailed", "Embedder", "Running", "default_embedder",
-           "embedder_for"]
+__all__ = ["SENTENCES", "EmbedderFailed", "Embedder", "Running"]
 
 
 @runtime_checkable
@@ -90,36 +84,3 @@ SENTENCES = {
                               "server's key; configure the embedder again",
     "embedder_unavailable": "the server's embedder is not installed",
 }
-
-_DEFAULTS: dict[str, Embedder] = {}
-_DEFAULTS_LOCK = threading.Lock()
-
-
-def default_embedder(kind: str) -> Embedder:
-    """The server's default embedder (``MEMPLANE_EMBEDDER``): one shared instance per
-    process, so the sentence model is loaded once."""
-    with _DEFAULTS_LOCK:
-        embedder = _DEFAULTS.get(kind)
-        if embedder is None:
-            if kind == "semantic":
-                from .semantic import SemanticEmbedder
-
-                embedder = SemanticEmbedder()
-            elif kind == "hash":
-                from .hashing import HashingEmbedder
-
-                embedder = HashingEmbedder()
-            else:
-                raise ValueError(f"unknown embedder {kind!r}; use 'hash' or 'semantic'")
-            _DEFAULTS[kind] = embedder
-        return embedder
-
-
-def embedder_for(session: Session, runtime_or_settings: Running | Settings,
-                 tenant_id: uuid.UUID) -> Embedder:
-    """The embedder for this tenant's new vectors and queries: the OpenAI-compatible
-    embeddings endpoint the tenant configured (``PUT /v1/embedder/config``), else the
-    server's default (``MEMPLANE_EMBEDDER``). Reads one row; sends nothing."""
-    from .service import build_for_tenant
-
-    return build_for_tenant(session, runtime_or_settings, tenant_id)

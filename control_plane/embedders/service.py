@@ -38,8 +38,9 @@ from ..identity import Actor
 from ..plane.credentials import CredentialBox, CredentialsUnreadable, load_server_key
 from ..settings import Settings
 from ..summarizers.service import endpoint_policy
-from . import SENTENCES, Embedder, EmbedderFailed, Running, default_embedder
+from . import SENTENCES, Embedder, EmbedderFailed, Running
 from . import repository as repo
+from .defaults import default_embedder
 from .openai_compat import PROVIDER, OpenAICompatibleEmbedder
 from .schemas import EmbedderConfigIn, EmbedderConfigOut
 
@@ -187,3 +188,11 @@ def _out(config: EmbedderConfig | None, settings: Settings) -> EmbedderConfigOut
         dim=config.dim, has_api_key=config.api_key_encrypted is not None,
         timeout_seconds=config.timeout_ms / 1000, max_retries=config.max_retries,
         configured_at=config.created_at)
+
+
+def embedder_for(session: Session, runtime_or_settings: Running | Settings,
+                 tenant_id: uuid.UUID) -> Embedder:
+    """The embedder for this tenant's new vectors and queries: the OpenAI-compatible
+    embeddings endpoint the tenant configured (``PUT /v1/embedder/config``), else the
+    server's default (``MEMPLANE_EMBEDDER``). Reads one row; sends nothing."""
+    return build_for_tenant(session, runtime_or_settings, tenant_id)

@@ -17,7 +17,7 @@ from storage_adapters import base as storage
 
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
-from ..embedders import embedder_for
+from ..embedders.service import embedder_for
 from ..keys import subject_keys as keys
 from ..memories.batch_sets import all_near
 from ..memories.search_objects import vector_path

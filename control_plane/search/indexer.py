@@ -47,7 +47,8 @@ from storage_adapters import base as storage
 
 from ..db.base import utcnow
 from ..db.models import MemoryPointer
-from ..embedders import EmbedderFailed, embedder_for
+from ..embedders import EmbedderFailed
+from ..embedders.service import embedder_for
 from ..errors import DomainError
 from ..plane.data_plane import DataPlane
 from ..plane.shared_pool import SharedPool

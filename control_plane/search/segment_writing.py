@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer, SearchSegment
-from ..embedders import embedder_for
+from ..embedders.service import embedder_for
 from ..memories.api import delete_quietly
 from ..plane.data_plane import DataPlane
 from . import codec, index_rows, store

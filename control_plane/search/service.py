@@ -45,7 +45,8 @@ from ..audit import service as audit
 from ..audit.service import audited
 from ..db.base import utcnow
 from ..db.engine import begin_write
-from ..embedders import EmbedderFailed, Running, embedder_for
+from ..embedders import EmbedderFailed, Running
+from ..embedders.service import embedder_for
 from ..errors import Conflict, InvalidInput, StorageUnavailable
 from ..identity import EVERYTHING, Access, Actor
 from ..keys import subject_keys as keys

@@ -1,9 +1,10 @@
 """Summarisers behind one interface, routed per tenant (issue 11, point 5).
 
 The compactor hands a summariser the events of one (scope, scope_ref) bucket and gets one
-:class:`Summary` back. Which summariser a tenant gets is decided by :func:`summarizer_for`:
-the OpenAI-compatible chat endpoint the tenant configured (``PUT /v1/summarizer/config``),
-else the built-in offline :class:`~.extractive.ExtractiveSummarizer`.
+:class:`Summary` back. Which summariser a tenant gets is decided by
+:func:`~.service.summarizer_for`: the OpenAI-compatible chat endpoint the tenant configured
+(``PUT /v1/summarizer/config``), else the built-in offline
+:class:`~.extractive.ExtractiveSummarizer`.
 
 Failure contract, for the compactor:
 
@@ -24,13 +25,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
     from ..plane.data_plane import DataPlane
     from ..settings import Settings
 
 __all__ = ["BudgetSpent", "EventText", "Running", "Summarizer", "SummarizerFailed", "Summary",
-           "TokenBudget", "summarizer_for"]
+           "TokenBudget"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,15 +166,3 @@ class TokenBudget:
     def charge(self, used: int) -> None:
         with self._lock:
             self._spent += max(0, used)
-
-
-def summarizer_for(session: Session, runtime_or_settings: Running | Settings,
-                   tenant_id: uuid.UUID, budget: TokenBudget) -> Summarizer:
-    """The tenant's configured OpenAI-compatible endpoint, else the offline extractive one.
-
-    The tenant's ``token_budget_per_run`` (or ``MEMPLANE_SUMMARIZER_TOKEN_BUDGET_PER_RUN``)
-    narrows ``budget``. Reads one row; sends nothing.
-    """
-    from .service import build_for_tenant
-
-    return build_for_tenant(session, runtime_or_settings, tenant_id, budget)

@@ -218,3 +218,13 @@ def _out(config: SummarizerConfig | None, settings: Settings) -> SummarizerConfi
                               if config.token_budget_per_run is not None
                               else settings.summarizer_token_budget_per_run),
         prompt_version=PROMPT_VERSION, configured_at=config.created_at)
+
+
+def summarizer_for(session: Session, runtime_or_settings: Running | Settings,
+                   tenant_id: uuid.UUID, budget: TokenBudget) -> Summarizer:
+    """The tenant's configured OpenAI-compatible endpoint, else the offline extractive one.
+
+    The tenant's ``token_budget_per_run`` (or ``MEMPLANE_SUMMARIZER_TOKEN_BUDGET_PER_RUN``)
+    narrows ``budget``. Reads one row; sends nothing.
+    """
+    return build_for_tenant(session, runtime_or_settings, tenant_id, budget)

@@ -70,13 +70,13 @@ def check_backend(settings: Settings) -> None:
 
     from sqlalchemy.engine import make_url
 
-    from storage_adapters.registry import _SCHEMES, MissingExtra, adapter_class
+    from storage_adapters.registry import SCHEMES, MissingExtra, adapter_class
 
     if make_url(settings.resolved_database_url).get_backend_name() == "postgresql":
-        from control_plane.db.engine import _require_psycopg
+        from control_plane.db.engine import require_psycopg
 
         try:
-            _require_psycopg()
+            require_psycopg()
         except MissingExtra as exc:
             missing_extra(exc)
     if settings.kek_provider == "aws-kms":
@@ -86,7 +86,7 @@ def check_backend(settings: Settings) -> None:
             missing_extra(MissingExtra(
                 "MEMPLANE_KEK_PROVIDER=aws-kms needs boto3, which is not installed; install "
                 "it with: pip install 'memplane[s3]'"))
-    storage_type = _SCHEMES.get(split(settings.resolved_bucket_url).scheme)
+    storage_type = SCHEMES.get(split(settings.resolved_bucket_url).scheme)
     if storage_type is None:
         return  # the data plane explains an unknown scheme itself
     try:

@@ -18,9 +18,10 @@ from sqlalchemy import select, update
 
 from control_plane.db.engine import begin_write
 from control_plane.db.models import EmbedderConfig
-from control_plane.embedders import EmbedderFailed, embedder_for
+from control_plane.embedders import EmbedderFailed
 from control_plane.embedders.hashing import HashingEmbedder
 from control_plane.embedders.openai_compat import OpenAICompatibleEmbedder
+from control_plane.embedders.service import embedder_for
 from control_plane.settings import Settings
 from tests.api.test_no_content_in_control_plane import _database_text
 from tests.support import fake_llm as llm
@@ -273,7 +274,7 @@ def test_the_key_is_never_stored_shown_logged_or_audited(
 
 
 def test_the_server_default_is_a_setting(tmp_path: Any) -> None:
-    from control_plane.embedders import default_embedder
+    from control_plane.embedders.defaults import default_embedder
     from control_plane.embedders.semantic import SemanticEmbedder
     from control_plane.semantic_extra import INSTALL_HINT
 

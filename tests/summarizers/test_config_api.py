@@ -16,9 +16,10 @@ from sqlalchemy import select, update
 
 from control_plane.db.engine import begin_write
 from control_plane.db.models import SummarizerConfig
-from control_plane.summarizers import SummarizerFailed, TokenBudget, summarizer_for
+from control_plane.summarizers import SummarizerFailed, TokenBudget
 from control_plane.summarizers.extractive import ExtractiveSummarizer
 from control_plane.summarizers.openai_compat import OpenAICompatibleSummarizer
+from control_plane.summarizers.service import summarizer_for
 from tests.api.test_no_content_in_control_plane import _database_text
 from tests.summarizers.test_openai_compat import EVENTS
 from tests.support import fake_llm as llm

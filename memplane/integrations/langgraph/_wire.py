@@ -20,7 +20,7 @@ from collections.abc import Callable, Generator, Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
-from ..._base import Call, _query, parse_model
+from ..._base import Call, parse_model, query_params
 from ..._batch import BatchResult
 from ..._batch import calls as batch_calls
 from ..._models import Memory, Page, Pointer
@@ -127,7 +127,7 @@ def list_page(*, scope: str | None = None, scope_ref: str | None = None,
               user_id: str | None = None, order: str | None = None, limit: int = PAGE,
               cursor: str | None = None) -> Call[Page[Pointer]]:
     """One page of pointers (``GET /v1/pointers``); ``order`` ``key_desc``: by key, down."""
-    params = _query(scope=scope, scope_ref=scope_ref, key_prefix=key_prefix, tag=tag,
+    params = query_params(scope=scope, scope_ref=scope_ref, key_prefix=key_prefix, tag=tag,
                     user_id=user_id, order=order, limit=limit, cursor=cursor)
     return Call("GET", "/v1/pointers", parse_model(Page[Pointer]), params=params)
 
@@ -137,7 +137,7 @@ def memory_page(*, scope: str | None, scope_ref: str | None, key_prefix: str | N
                 cursor: str | None = None) -> Call[Page[Memory]]:
     """One page of memories with their verified values (``GET /v1/pointers`` with
     ``include_values``: memories a read would serve, at most 100 a page)."""
-    params = _query(scope=scope, scope_ref=scope_ref, key_prefix=key_prefix, order=order,
+    params = query_params(scope=scope, scope_ref=scope_ref, key_prefix=key_prefix, order=order,
                     limit=limit, cursor=cursor)
     params["include_values"] = "true"
     return Call("GET", "/v1/pointers", parse_model(Page[Memory]), params=params)
