@@ -33,7 +33,10 @@ from .testhooks import pause_from_env
 
 if TYPE_CHECKING:
     from .background import BackgroundProcess
+    from .deps import Services
     from .search.foreground import ForegroundActivity, ServerActivity, SharedClock
+    from .search.service import Searching
+    from .storage_config.router import Running as StorageRunning
 
 log = logging.getLogger(__name__)
 
@@ -230,3 +233,11 @@ def start_background_work(settings: Settings, activity: SharedClock) -> Callable
         runtime.close()
         raise
     return runtime.close
+
+
+if TYPE_CHECKING:
+    def _as_the_routes_find_it(runtime: Runtime) -> tuple[Services, Searching, StorageRunning]:
+        """The layers below the root take ``request.app.state.runtime`` for a protocol of
+        their own (the request dependencies' ``Services``, search's ``Searching``, the storage
+        routes' ``Running``); here the type checker holds the runtime to each of them."""
+        return runtime, runtime, runtime

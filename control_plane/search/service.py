@@ -70,10 +70,9 @@ class Searching(Running, Protocol):
     its settings and data plane (the tenant's embedder, the objects' reads), sessions for
     the reads it spreads over threads, and its search cache."""
 
-    def sessions(self) -> Session: ...
+    search_cache: SearchCache
 
-    @property
-    def search_cache(self) -> SearchCache: ...
+    def sessions(self) -> Session: ...
 
 
 @dataclass(frozen=True)
