@@ -31,7 +31,7 @@ from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db import direct
 from control_plane.db.base import new_id
 from control_plane.db.models import MemoryPointer
-from control_plane.memories import hotpath
+from control_plane.memories import hotpath, write_request
 from control_plane.memories import service as memories
 
 from .harness import ratio_of_rounds_values, rotated, summarize
@@ -123,7 +123,8 @@ def explain(sized: Sized) -> dict[str, list[str]]:
     address = MemoryAddress.parse(Scope.user, "bench", sized.keys[0])
     compiled = hotpath.LOOKUP_READ.compile(dialect=engine.dialect)
     get_sql = compiled.string
-    get_params = compiled.construct_params(hotpath._params(stack.actor.tenant_id, address))
+    get_params = compiled.construct_params(
+        write_request.address_params(stack.actor.tenant_id, address))
 
     seen: list[tuple[str, Any]] = []
 

@@ -24,17 +24,17 @@ from .base import StorageAdapter
 from .identity import check_identity_endpoint
 from .netguard import EndpointPolicy
 
-# storage type -> (module, class, extra, the import that proves the extra is present)
-_BACKENDS: dict[str, tuple[str, str, str | None]] = {
-    "local": ("storage_adapters.local", "LocalAdapter", None),
-    "memory": ("storage_adapters.memory", "MemoryAdapter", None),
-    "s3": ("storage_adapters.s3", "S3Adapter", "s3"),
-    "gcs": ("storage_adapters.gcs", "GCSAdapter", "gcs"),
-    "azure": ("storage_adapters.azure", "AzureAdapter", "azure"),
+# storage type -> (module, class, extra, the client library the extra installs)
+_BACKENDS: dict[str, tuple[str, str, str | None, str | None]] = {
+    "local": ("storage_adapters.local", "LocalAdapter", None, None),
+    "memory": ("storage_adapters.memory", "MemoryAdapter", None, None),
+    "s3": ("storage_adapters.s3", "S3Adapter", "s3", "boto3"),
+    "gcs": ("storage_adapters.gcs", "GCSAdapter", "gcs", "google.cloud.storage"),
+    "azure": ("storage_adapters.azure", "AzureAdapter", "azure", "azure.storage.blob"),
 }
 
 SCHEMES = {"file": "local", "memory": "memory", "s3": "s3", "gs": "gcs", "gcs": "gcs",
-            "az": "azure", "azure": "azure"}
+           "az": "azure", "azure": "azure"}
 
 
 class MissingExtra(ImportError):
@@ -51,7 +51,7 @@ def storage_types() -> list[str]:
 
 def adapter_class(storage_type: str) -> type[Any]:
     try:
-        module_name, class_name, extra = _BACKENDS[storage_type]
+        module_name, class_name, extra, library = _BACKENDS[storage_type]
     except KeyError:
         raise UnknownBackend(
             f"unknown storage type {storage_type!r}; use one of {', '.join(storage_types())}"
@@ -62,7 +62,7 @@ def adapter_class(storage_type: str) -> type[Any]:
         hint = f"pip install 'memplane[{extra}]'" if extra else "reinstall memplane"
         raise MissingExtra(
             f"the {storage_type} backend needs a library that is not installed "
-            f"({exc.name or exc}); install it with: {hint}"
+            f"({library or exc.name or exc}); install it with: {hint}"
         ) from exc
     return getattr(module, class_name)  # type: ignore[no-any-return]
 

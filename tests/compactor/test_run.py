@@ -41,8 +41,8 @@ from control_plane.summarizers import (
     SummarizerFailed,
     Summary,
     TokenBudget,
-    summarizer_for,
 )
+from control_plane.summarizers.service import summarizer_for
 from tests.support.clock import DEADLINE_SECONDS
 from tests.support.service import ServiceWorld, SimulatedCrash
 
