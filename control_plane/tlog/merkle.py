@@ -147,7 +147,7 @@ def verify_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes],
                      expected_root: bytes) -> bool:
     """RFC 9162 §2.1.3.2: whether ``proof`` shows ``leaf`` (its hash) at ``index`` of the tree
     whose head of ``size`` leaves is ``expected_root``."""
-    if not 0 <= index < size or any(len(p) != HASH_SIZE for p in proof):
+    if not 0 <= index < size or any(len(p) != HASH_SIZE for p in (leaf, *proof)):
         return False
     fn, sn, r = index, size - 1, leaf
     for p in proof:
@@ -168,13 +168,14 @@ def verify_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes],
 def verify_consistency(first: int, second: int, first_root: bytes, second_root: bytes,
                        proof: Sequence[bytes]) -> bool:
     """RFC 9162 §2.1.4.2: whether ``proof`` shows the tree of ``second`` leaves (head
-    ``second_root``) extends the tree of ``first`` leaves (head ``first_root``)."""
+    ``second_root``) extends the tree of ``first`` leaves (head ``first_root``). The empty
+    tree (head SHA-256 of nothing) is a prefix of every tree, with an empty proof."""
     if any(len(p) != HASH_SIZE for p in proof) or not 0 <= first <= second:
         return False
+    if first == 0:
+        return not proof and first_root == EMPTY_ROOT and (second > 0 or second_root == EMPTY_ROOT)
     if first == second:
         return not proof and first_root == second_root
-    if first == 0:
-        return not proof
     if not proof:
         return False
     path = list(proof)

@@ -1,7 +1,8 @@
 """C2SP signed notes (https://c2sp.org/signed-note), the checkpoints they carry
 (https://c2sp.org/tlog-checkpoint) and witness cosignatures (https://c2sp.org/tlog-cosignature).
 
-A note is UTF-8 text ending in a newline, a blank line, then one line per signature::
+A note is UTF-8 text ending in a newline (it may hold blank lines, but no other ASCII control
+character), a blank line, then one line per signature (at most 100)::
 
     — <key name> <base64(4-byte key id ‖ signature)>
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 import struct
 from dataclasses import dataclass
 
@@ -30,6 +32,10 @@ ED25519 = 0x01
 COSIGNATURE = 0x04
 DASH = "\u2014"
 MAX_NOTE_BYTES = 1 << 20
+MAX_SIGNATURES = 100  # golang.org/x/mod/sumdb/note's limit; c2sp.org/signed-note: at least 16
+MAX_TIMESTAMP = (1 << 63) - 1  # c2sp.org/tlog-cosignature
+MAX_SIZE = (1 << 64) - 1
+_CONTROL = re.compile("[\x00-\x09\x0b-\x1f]")
 
 
 class NoteError(ValueError):
@@ -43,6 +49,11 @@ def _raw(public: Ed25519PublicKey) -> bytes:
 def _check_name(name: str) -> None:
     if not name or any(c.isspace() for c in name) or "+" in name:
         raise NoteError("a key name must be non-empty, without spaces or '+'")
+
+
+def _check_characters(text: str) -> None:
+    if _CONTROL.search(text):
+        raise NoteError("a note holds no ASCII control character but newline")
 
 
 def key_id(name: str, public: Ed25519PublicKey, kind: int = ED25519) -> bytes:
@@ -125,24 +136,28 @@ def sign(text: str, *signers: Signer) -> str:
 
 
 def _check_text(text: str) -> None:
-    if not text.endswith("\n") or "\n\n" in text or "\r" in text:
-        raise NoteError("a note's text ends in one newline and holds no blank line")
+    if not text.endswith("\n"):
+        raise NoteError("a note's text ends in a newline")
+    _check_characters(text)
 
 
 def parse(note: str) -> Note:
     """A note's text and signature lines, unverified."""
     if len(note.encode()) > MAX_NOTE_BYTES:
         raise NoteError("the note is too long")
+    _check_characters(note)
     cut = note.rfind("\n\n")
     if cut < 0 or not note.endswith("\n"):
         raise NoteError("a note is text, a blank line, then signature lines")
-    text, lines = note[:cut + 1], note[cut + 2:].splitlines()
-    _check_text(text)
+    text, lines = note[:cut + 1], note[cut + 2:].split("\n")[:-1]
+    if len(lines) > MAX_SIGNATURES:
+        raise NoteError(f"the note carries too many signatures (over {MAX_SIGNATURES})")
     signatures = []
     for line in lines:
         fields = line.split(" ")
         if len(fields) != 3 or fields[0] != DASH:
             raise NoteError("a signature line reads '— <name> <base64>'")
+        _check_name(fields[1])
         try:
             blob = base64.b64decode(fields[2], validate=True)
         except binascii.Error as exc:
@@ -155,17 +170,27 @@ def parse(note: str) -> Note:
     return Note(text, tuple(signatures))
 
 
+def _signatures_of(parsed: Note, verifier: Verifier) -> list[bytes]:
+    """The distinct payloads of the lines bearing ``verifier``'s name and key id."""
+    payloads = [s.payload for s in parsed.signatures
+                if s.name == verifier.name and s.key_id == verifier.id]
+    return list(dict.fromkeys(payloads))
+
+
 def verify(note: str, verifier: Verifier) -> str:
-    """The note's text, when ``verifier`` signed it (an Ed25519 signature); else NoteError."""
+    """The note's text, when ``verifier`` signed it (an Ed25519 signature); else NoteError. Every
+    line bearing the key's name and id must verify, as golang.org/x/mod/sumdb/note checks
+    (c2sp.org/signed-note: a known key's failing signature SHOULD reject the note)."""
     parsed = parse(note)
-    for signature in parsed.signatures:
-        if signature.name == verifier.name and signature.key_id == verifier.id:
-            try:
-                verifier.public.verify(signature.payload, parsed.text.encode())
-            except InvalidSignature as exc:
-                raise NoteError(f"the signature of {verifier.name} does not verify") from exc
-            return parsed.text
-    raise NoteError(f"the note carries no signature of {verifier.name}")
+    payloads = _signatures_of(parsed, verifier)
+    if not payloads:
+        raise NoteError(f"the note carries no signature of {verifier.name}")
+    for payload in payloads:
+        try:
+            verifier.public.verify(payload, parsed.text.encode())
+        except InvalidSignature as exc:
+            raise NoteError(f"the signature of {verifier.name} does not verify") from exc
+    return parsed.text
 
 
 # --- checkpoints -----------------------------------------------------------------------------
@@ -185,12 +210,17 @@ class Checkpoint:
 
 
 def parse_checkpoint(text: str) -> Checkpoint:
+    """A checkpoint's lines (c2sp.org/tlog-checkpoint): origin, size (ASCII decimal, no leading
+    zero, below 2^64), the base64 SHA-256 root hash, then non-empty extension lines."""
     lines = text.split("\n")
     if len(lines) < 4 or lines[-1] != "" or not lines[0]:
         raise NoteError("a checkpoint reads its origin, size and root hash, one a line")
+    if "" in lines[:-1]:
+        raise NoteError("a checkpoint holds no empty line")
     origin, size, encoded = lines[0], lines[1], lines[2]
-    if not size.isdigit() or (len(size) > 1 and size[0] == "0"):
-        raise NoteError("a checkpoint's size is a decimal number")
+    if (not size.isascii() or not size.isdigit() or (len(size) > 1 and size[0] == "0")
+            or len(size) > 20 or int(size) > MAX_SIZE):
+        raise NoteError("a checkpoint's size is a decimal number below 2^64")
     try:
         root_hash = base64.b64decode(encoded, validate=True)
     except binascii.Error as exc:
@@ -209,6 +239,8 @@ def cosigned_message(checkpoint_text: str, timestamp: int) -> bytes:
 
 def cosign(checkpoint_text: str, signer: Signer, timestamp: int) -> Signature:
     """A witness's cosignature line of a checkpoint, made at ``timestamp`` (Unix seconds)."""
+    if not 0 <= timestamp <= MAX_TIMESTAMP:
+        raise NoteError("a cosignature's time is between 0 and 2^63 - 1")
     public = signer.private.public_key()
     payload = struct.pack(">Q", timestamp) + signer.private.sign(
         cosigned_message(checkpoint_text, timestamp))
@@ -216,18 +248,22 @@ def cosign(checkpoint_text: str, signer: Signer, timestamp: int) -> Signature:
 
 
 def verify_cosignature(note: str, witness: Verifier) -> int:
-    """The time at which ``witness`` cosigned the note's checkpoint; NoteError if it did
-    not."""
+    """The time at which ``witness`` cosigned the note's checkpoint (the latest, if it did so
+    more than once); NoteError if it did not, or if any of its lines fails to verify."""
     parsed = parse(note)
-    for signature in parsed.signatures:
-        if signature.name == witness.name and signature.key_id == witness.id:
-            if len(signature.payload) != 72:
-                raise NoteError(f"the cosignature of {witness.name} is malformed")
-            (timestamp,) = struct.unpack(">Q", signature.payload[:8])
-            try:
-                witness.public.verify(signature.payload[8:],
-                                      cosigned_message(parsed.text, timestamp))
-            except InvalidSignature as exc:
-                raise NoteError(f"the cosignature of {witness.name} does not verify") from exc
-            return int(timestamp)
-    raise NoteError(f"the note carries no cosignature of {witness.name}")
+    payloads = _signatures_of(parsed, witness)
+    if not payloads:
+        raise NoteError(f"the note carries no cosignature of {witness.name}")
+    times = []
+    for payload in payloads:
+        if len(payload) != 72:
+            raise NoteError(f"the cosignature of {witness.name} is malformed")
+        (timestamp,) = struct.unpack(">Q", payload[:8])
+        if timestamp > MAX_TIMESTAMP:
+            raise NoteError(f"the cosignature of {witness.name} has a time past 2^63 - 1")
+        try:
+            witness.public.verify(payload[8:], cosigned_message(parsed.text, timestamp))
+        except InvalidSignature as exc:
+            raise NoteError(f"the cosignature of {witness.name} does not verify") from exc
+        times.append(int(timestamp))
+    return max(times)

@@ -52,7 +52,7 @@ def test_a_witness_cosignature_verifies_only_for_its_checkpoint() -> None:
         note.verify_cosignature(forged, verifier)
 
 
-@pytest.mark.parametrize("text", ["no newline", "a\n\nb\n", "", "origin\n-1\nAAAA\n"])
+@pytest.mark.parametrize("text", ["no newline", "a\x01b\n", "a\rb\n", "", "origin\n-1\nAAAA\n"])
 def test_malformed_notes_and_checkpoints_are_refused(text: str) -> None:
     with pytest.raises(note.NoteError):
         note.parse_checkpoint(text) if text.startswith("origin") else note.sign(text,
