@@ -101,8 +101,11 @@ def test_the_served_witness_answers_bad_requests_and_unknown_paths(
 def test_one_state_directory_serves_one_witness(served: WitnessProcess, key_file: Path,
                                                  log: Log, tmp_path: Path) -> None:
     second = WitnessProcess(key_file, [log.vkey], tmp_path / "state")
-    with pytest.raises(RuntimeError, match="another witness process holds"):
-        second.start()
+    try:
+        with pytest.raises(RuntimeError, match="another witness process holds"):
+            second.start()
+    finally:
+        second.stop()
 
 
 def test_serve_refuses_a_log_key_that_is_a_witness_key(key_file: Path, vkey: str,

@@ -230,3 +230,21 @@ def test_an_empty_log_and_its_first_checkpoint(witness: Witness, log: Log) -> No
     empty = note.sign(note.Checkpoint(ORIGIN, 0, merkle.EMPTY_ROOT).text(), log.signer)
     assert witness.add_checkpoint(request_body(0, [], empty)).status == 200
     assert witness.add_checkpoint(log.request(0, 1)).status == 200
+
+
+def test_a_state_that_cannot_be_written_is_not_cosigned(
+        witness: Witness, log: Log, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert witness.add_checkpoint(log.request(0, 4)).status == 200
+    saved = (witness.state.directory / STATE_FILE).read_bytes()
+
+    def full_disk(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    refused = witness.add_checkpoint(log.request(4, 9))
+    assert refused == Answer(503, "the witness could not record the checkpoint; retry\n")
+    assert (witness.state.directory / STATE_FILE).read_bytes() == saved
+    assert sorted(p.name for p in witness.state.directory.iterdir()) == ["lock", STATE_FILE]
+    monkeypatch.undo()
+    assert witness.state.get(ORIGIN).size == 4
+    assert witness.add_checkpoint(log.request(4, 9)).status == 200
