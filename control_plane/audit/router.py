@@ -49,7 +49,6 @@ def verify_audit(request: Request, caller: ComplianceCaller,
     return AuditVerificationOut.model_validate(asdict(result))
 
 
-
 @router.put("/v1/audit/witnesses", response_model=witnesses.WitnessesOut)
 def put_witnesses(request: Request, caller: AdminCaller, session: SessionDep,
                   body: Annotated[list[witnesses.WitnessIn],
