@@ -13,6 +13,7 @@ base64 one a line, a blank line, then the signed checkpoint note, and answers:
 409   ``old`` is not the size the witness last cosigned (or the sizes match and the roots do
       not); the body is that size and a newline, ``Content-Type: text/x.tlog.size``
 422   the consistency proof does not verify
+503   the new state could not be written (nothing was cosigned)
 ====  =========================================================================================
 
 A log verifier key named N covers the origin N and every origin below it (``N/...``): the
@@ -196,11 +197,11 @@ def _write_durably(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -308,7 +309,10 @@ class Witness:
                                              checkpoint.root, request.proof):
                 self.state.keep_evidence(checkpoint.origin, checkpoint.size, body)
                 return Answer(422, "the consistency proof does not verify\n")
-            self.state.put(checkpoint.origin, checkpoint.size, checkpoint.root)
+            try:
+                self.state.put(checkpoint.origin, checkpoint.size, checkpoint.root)
+            except OSError:  # not recorded, so not cosigned
+                return Answer(503, "the witness could not record the checkpoint; retry\n")
         cosignature = note.cosign(checkpoint_text, self.signer, int(self.clock()))
         return Answer(200, cosignature.line())
 
