@@ -5,11 +5,12 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Body, Query, Request
 
-from ..deps import ComplianceCaller, PlaneDep, SessionDep, get_runtime
+from ..deps import AdminCaller, ComplianceCaller, PlaneDep, SessionDep, get_runtime
 from ..kit import PLAIN_TEXT
 from . import service as audit
+from . import witnesses
 from .schemas import AuditEntryOut, AuditPage, AuditVerificationOut
 from .service import query_page
 
@@ -47,3 +48,19 @@ def verify_audit(request: Request, caller: ComplianceCaller,
                              settings=runtime.settings)
     return AuditVerificationOut.model_validate(asdict(result))
 
+
+@router.put("/v1/audit/witnesses", response_model=witnesses.WitnessesOut)
+def put_witnesses(request: Request, caller: AdminCaller, session: SessionDep,
+                  body: Annotated[list[witnesses.WitnessIn],
+                                   Body(examples=[witnesses.EXAMPLE])]) -> witnesses.WitnessesOut:
+    """Replace the tenant's audit-log witnesses (C2SP tlog-witness; at most 8): each checkpoint
+    is sent to each of them and their cosignatures kept beside it in the bucket. Each URL is
+    held to the endpoint guard. Admin keys only."""
+    return witnesses.register(session, get_runtime(request).settings, caller.actor, body)
+
+
+@router.get("/v1/audit/witnesses", response_model=witnesses.WitnessesOut)
+def get_witnesses(caller: ComplianceCaller, session: SessionDep) -> witnesses.WitnessesOut:
+    """The tenant's audit-log witnesses and what each last answered. Needs an admin or
+    compliance key."""
+    return witnesses.listing(session, caller.actor)

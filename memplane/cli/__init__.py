@@ -26,6 +26,7 @@ from . import (
     memory,
     residency,
     search,
+    witness,
 )
 from . import knowledge as knowledge_cli
 
@@ -87,6 +88,13 @@ audit_app = typer.Typer(help="The access audit log.", no_args_is_help=True)
 audit_app.command("verify")(compliance.audit_verify)
 audit_app.command("list")(compliance.audit_list)
 app.add_typer(audit_app, name="audit")
+
+witness_app = typer.Typer(help="A transparency-log witness the tenant runs: it cosigns the "
+                          "audit log's checkpoints only while the log never forks.",
+                          no_args_is_help=True)
+witness_app.command("key")(witness.witness_key)
+witness_app.command("serve")(witness.witness_serve)
+app.add_typer(witness_app, name="witness")
 
 memory_app = typer.Typer(help="Memories of a tenant, on the database directly (operators).",
                          no_args_is_help=True)

@@ -23,6 +23,7 @@ from .memories import (
 )
 from .tenant_settings import AgentSettings, CompactorSettings, EmbedderConfig, SummarizerConfig
 from .tenants import ApiKey, StorageConfig, Tenant
+from .witnesses import AuditWitness
 
 __all__ = [
     "VECTOR_SUFFIX",
@@ -31,6 +32,7 @@ __all__ = [
     "AgentSettings",
     "ApiKey",
     "AuditHead",
+    "AuditWitness",
     "Compaction",
     "CompactionEvent",
     "CompactorSettings",
