@@ -53,7 +53,7 @@ from ..errors import DomainError, StorageMisconfigured
 from ..plane.data_plane import DataPlane, Target
 from ..settings import Settings
 from ..signing import SigningKey, signing_key
-from . import anchors
+from . import anchors, tlog_anchor
 from .anchors import FOLDER, FORMAT, checkpoint_name
 
 log = logging.getLogger(__name__)
@@ -81,8 +81,10 @@ def anchor_due(session: Session, plane: DataPlane, settings: Settings, *,
                now: datetime | None = None) -> int:
     """Write a checkpoint for every tenant whose chain grew since its last checkpoint and
     whose last attempt is at least the checkpoint interval old. Returns how many were
-    written. Called by the sealer after each round; safe on several replicas at once."""
+    written. Called by the sealer after each round; safe on several replicas at once.
+    The audit tree's tlog checkpoints (``tlog_anchor.py``), on their own interval, go first."""
     now = now or utcnow()
+    tlog_anchor.publish_due(session, plane, settings, now=now)
     cutoff = now - timedelta(seconds=settings.audit_checkpoint_seconds)
     session.rollback()
     due = session.scalars(select(AuditHead.tenant_id).where(*_due(cutoff))).all()

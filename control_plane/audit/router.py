@@ -6,16 +6,25 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
+from fastapi.responses import PlainTextResponse
 
 from ..deps import ComplianceCaller, PlaneDep, SessionDep, get_runtime
 from ..kit import PLAIN_TEXT
 from . import service as audit
-from .schemas import AuditEntryOut, AuditPage, AuditVerificationOut
+from . import transparency
+from .schemas import (
+    AuditEntryOut,
+    AuditPage,
+    AuditVerificationOut,
+    ConsistencyProofOut,
+    InclusionProofOut,
+)
 from .service import query_page
 
 router = APIRouter(tags=["audit"])
 
 FilterText = Annotated[str | None, Query(max_length=256, pattern=PLAIN_TEXT)]
+TreeSize = Annotated[int, Query(ge=1, le=2**63 - 1)]
 
 
 @router.get("/v1/audit", response_model=AuditPage)
@@ -47,3 +56,44 @@ def verify_audit(request: Request, caller: ComplianceCaller,
                              settings=runtime.settings)
     return AuditVerificationOut.model_validate(asdict(result))
 
+
+
+@router.get("/v1/audit/checkpoint", response_class=PlainTextResponse)
+def audit_checkpoint(request: Request, caller: ComplianceCaller, session: SessionDep,
+                     plane: PlaneDep) -> PlainTextResponse:
+    """The signed checkpoint (a C2SP signed note: origin, tree size, base64 root hash, then
+    the signature line) of the tenant's audit Merkle tree, with every row committed before
+    the call sealed into it. Needs an admin or compliance key."""
+    text = transparency.checkpoint_as(session, plane, get_runtime(request).settings,
+                                      caller.actor)
+    return PlainTextResponse(text)
+
+
+@router.get("/v1/audit/verifier-key", response_class=PlainTextResponse)
+def audit_verifier_key(request: Request, caller: ComplianceCaller, session: SessionDep,
+                       plane: PlaneDep) -> PlainTextResponse:
+    """The verifier key of the audit log's checkpoints, `<name>+<hex key id>+<base64(0x01 ‖
+    Ed25519 public key)>`. Needs an admin or compliance key."""
+    key = transparency.verifier_key_as(session, plane, get_runtime(request).settings,
+                                       caller.actor)
+    return PlainTextResponse(key)
+
+
+@router.get("/v1/audit/proof/inclusion", response_model=InclusionProofOut)
+def audit_inclusion_proof(caller: ComplianceCaller, session: SessionDep, plane: PlaneDep,
+                          seq: TreeSize, tree_size: TreeSize) -> InclusionProofOut:
+    """The RFC 9162 inclusion proof of row `seq` (leaf seq − 1) in the tree of `tree_size`
+    rows; 422 when the row is not in that tree or the tree is larger than the log. Needs an
+    admin or compliance key."""
+    return InclusionProofOut.model_validate(
+        transparency.inclusion_as(session, plane, caller.actor, seq, tree_size))
+
+
+@router.get("/v1/audit/proof/consistency", response_model=ConsistencyProofOut)
+def audit_consistency_proof(caller: ComplianceCaller, session: SessionDep, plane: PlaneDep,
+                            first: TreeSize, second: TreeSize) -> ConsistencyProofOut:
+    """The RFC 9162 consistency proof from the tree of `first` rows to the tree of `second`
+    rows; 422 when first exceeds second or second exceeds the log. Needs an admin or
+    compliance key."""
+    return ConsistencyProofOut.model_validate(
+        transparency.consistency_as(session, plane, caller.actor, first, second))
