@@ -63,21 +63,28 @@ def leaves_agree(session: Session, tenant_id: uuid.UUID,
         select(AccessLog).where(AccessLog.tenant_id == tenant_id, AccessLog.seq.is_not(None),
                                 AccessLog.seq <= last)
         .order_by(AccessLog.seq).execution_options(yield_per=chunk))
-    for row in rows:
-        if row.seq != frontier.size + 1:
-            session.rollback()
-            return LeafReport(frontier.size, agreed, (
-                f"row {frontier.size + 1} is missing from the database, but checkpoint "
-                f"{wanted[pending][0]} covers it: rows were removed"))
-        frontier.add(leaf_bytes(row))
-        while pending < len(wanted) and wanted[pending][0] == frontier.size:
-            size, root = wanted[pending]
-            if frontier.root() != root:
-                session.rollback()
-                return LeafReport(frontier.size, agreed, (
-                    f"the database's rows 1 to {size} are not the rows checkpoint {size} "
-                    f"signed: a row after row {agreed_size} was changed"))
-            agreed, agreed_size, pending = agreed + 1, size, pending + 1
+    problem: str | None = None
+    try:  # a server-side cursor on PostgreSQL: closed before the transaction ends
+        for row in rows:
+            if row.seq != frontier.size + 1:
+                problem = (f"row {frontier.size + 1} is missing from the database, but "
+                           f"checkpoint {wanted[pending][0]} covers it: rows were removed")
+                break
+            frontier.add(leaf_bytes(row))
+            while pending < len(wanted) and wanted[pending][0] == frontier.size:
+                size, root = wanted[pending]
+                if frontier.root() != root:
+                    problem = (f"the database's rows 1 to {size} are not the rows checkpoint "
+                               f"{size} signed: a row after row {agreed_size} was changed")
+                    break
+                agreed, agreed_size, pending = agreed + 1, size, pending + 1
+            if problem is not None:
+                break
+    finally:
+        rows.close()
+    if problem is not None:
+        session.rollback()
+        return LeafReport(frontier.size, agreed, problem)
     session.rollback()
     if pending < len(wanted):
         size = wanted[pending][0]

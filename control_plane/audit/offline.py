@@ -43,10 +43,19 @@ from storage_adapters.bounded import ObjectTooLarge
 
 from ..signing import canonical
 from ..tlog import merkle, note
-from .anchors import FOLDER, FORMAT, MOVED_SUFFIX, SEQ_DIGITS, Place, described, label
+from .anchors import (
+    FOLDER,
+    FORMAT,
+    MOVE_OPERATION,
+    MOVED_SUFFIX,
+    SEQ_DIGITS,
+    Place,
+    described,
+    label,
+    move_detail,
+)
+from .tlog_anchor import TLOG, checkpoint_name, consistency_name
 
-TLOG = "tlog"
-MOVE_OPERATION = "audit_anchor_moved"
 FILE_CEILING = 1 << 16
 """The most one note, proof or move record may take from the bucket: a larger file is
 reported as altered, never read whole."""
@@ -62,20 +71,15 @@ def note_name(size: int) -> str:
 
 def checkpoint_path(size: int) -> tuple[str, ...]:
     """Where, under a place's prefix, the note of the tree of ``size`` leaves is kept."""
-    return (*FOLDER, TLOG, "checkpoint", note_name(size))
+    return (*TLOG, checkpoint_name(size))
 
 
 def consistency_path(first: int, second: int) -> tuple[str, ...]:
-    return (*FOLDER, TLOG, "consistency", f"{note_name(first)}-{note_name(second)}")
-
-
-def move_detail(place: Place, config_id: uuid.UUID | None) -> str:
-    """The detail of the audit row that records the anchor moving to ``place``."""
-    return f"audit checkpoints move to {label(place, config_id)}"
+    return (*TLOG, consistency_name(first, second))
 
 
 def origin_of(log_name: str, tenant_id: uuid.UUID | str) -> str:
-    """The origin line of a tenant's log (its key name is the first part)."""
+    """The origin line of a tenant's log (``notes.origin``; its key name is the first part)."""
     return f"{log_name}/audit/{tenant_id}"
 
 
@@ -144,7 +148,7 @@ def verify(buckets: Sequence[Bucket], verifier: note.Verifier, *,
     merged = _merge(read)
     if not merged:
         raise Failure(f"{_names(b.bucket for b in read)} hold no checkpoint of the audit log "
-                      f"(nothing under {'/'.join((*FOLDER, TLOG))}/checkpoint/)")
+                      f"(nothing under {'/'.join(TLOG)}/checkpoint/)")
     sizes = sorted(merged)
     if 0 not in merged[sizes[0]][1]:
         raise Failure(f"the log's first checkpoint ({sizes[0]}) is in "
@@ -168,7 +172,7 @@ def _read(bucket: Bucket, verifier: note.Verifier) -> _Read:
     for info in bucket.adapter.list(folder):
         rel = info.path[len(folder):] if info.path.startswith(folder) else info.path
         parts = rel.split("/")
-        if parts[0] == TLOG:
+        if parts[0] == TLOG[-1]:
             _classify(bucket, parts[1:], info.path, notes, found)
         elif len(parts) == 1 and rel.endswith(".json"):
             body = _signed_json(bucket, info.path, verifier)

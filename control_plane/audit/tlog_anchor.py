@@ -39,7 +39,7 @@ from ..db.engine import begin_write
 from ..db.models import AuditHead
 from ..plane.data_plane import DataPlane, Target
 from ..settings import Settings
-from . import tree
+from . import anchors, tree
 from .anchors import FOLDER, SEQ_DIGITS
 from .notes import encoded, signed_checkpoint
 
@@ -113,7 +113,7 @@ def publish(session: Session, plane: DataPlane, settings: Settings, tenant_id: u
     proof = tree.consistency(session, tenant_id, previous, size) if previous else None
     session.commit()
     try:
-        target = plane.active(session, tenant_id)
+        target = anchors.anchored_target(session, plane, tenant_id)  # anchor_moves.py
         session.rollback()  # nothing may stay open while the bucket is written
         if proof is not None:
             _put(target, consistency_name(previous, size),

@@ -70,7 +70,8 @@ def _anchor(runtime: Runtime, tenant_id: uuid.UUID) -> int:
     """Seal what is pending and anchor the head now; returns the checkpoint's seq."""
     with runtime.sessions() as session:
         audit.seal(session, tenant_id)
-        assert checkpoints.anchor(session, runtime.plane, runtime.settings, tenant_id) is True
+        assert checkpoints.anchor(session, runtime.plane, runtime.settings, tenant_id,
+                                  seal=audit.seal) is True
     return _head(runtime, tenant_id).anchored_seq
 
 
