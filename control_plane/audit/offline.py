@@ -169,20 +169,25 @@ def _read(bucket: Bucket, verifier: note.Verifier) -> _Read:
     found = _Read(bucket)
     folder = bucket.path(*FOLDER) + "/"
     notes: dict[int, str] = {}
+    plain: list[str] = []
     for info in bucket.adapter.list(folder):
         rel = info.path[len(folder):] if info.path.startswith(folder) else info.path
         parts = rel.split("/")
         if parts[0] == TLOG[-1]:
             _classify(bucket, parts[1:], info.path, notes, found)
-        elif len(parts) == 1 and rel.endswith(".json"):
+        elif len(parts) == 1 and rel.endswith(f"{MOVED_SUFFIX}.json"):
             body = _signed_json(bucket, info.path, verifier)
-            if body is None:
-                continue  # a forged JSON checkpoint is checks.py's to report
-            named = described(body.get("anchor"))
-            if named is not None:
-                found.names.add(named)
-            if rel.removesuffix(".json").endswith(MOVED_SUFFIX) and "moved_to" in body:
+            if body is not None and "moved_to" in body:
                 found.moves.append(body)
+                _name(found, body)  # a move record names the place it leaves
+        elif len(parts) == 1 and rel.endswith(".json"):
+            plain.append(info.path)
+    # Where the place's JSON checkpoints say they were written: the latest that carries the
+    # log's signature (a forged one is the database's verify to report, checkpoints.py).
+    for path in sorted(plain, reverse=True):
+        body = _signed_json(bucket, path, verifier)
+        if body is not None and _name(found, body):
+            break
     previous: int | None = None
     for size in sorted(notes):
         head = _head(bucket, size, notes[size], verifier)
@@ -196,6 +201,13 @@ def _read(bucket: Bucket, verifier: note.Verifier) -> _Read:
         found.heads[size] = head
         previous = head.size
     return found
+
+
+def _name(found: _Read, body: dict[str, Any]) -> bool:
+    named = described(body.get("anchor"))
+    if named is not None:
+        found.names.add(named)
+    return named is not None
 
 
 def _classify(bucket: Bucket, parts: list[str], path: str, notes: dict[int, str],
