@@ -7,11 +7,12 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from ..db.models import AccessLog
 from ..kit import sha256_hex
+from .leaves import timestamp
 
 GENESIS = "0" * 64
 
@@ -58,6 +59,34 @@ def _ts(value: datetime) -> str:
     if value.year >= 1000:  # isoformat pads the year to four digits; strftime may not
         return f"{value.isoformat(timespec='microseconds')[:26]}Z"
     return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def sealed_forms(row: Any, seq: int) -> tuple[bytes, bytes]:
+    """``(canonical(row, seq), leaves.leaf_bytes(row, seq))``, made together, each field
+    escaped once: the sealer makes both for every row (tests hold them byte for byte to the
+    two functions)."""
+    tenant, accessor_type, accessor_id, operation, detail, request_id, agent = (
+        _json_text(str(row.tenant_id)), _json_text(row.accessor_type),
+        _json_text(row.accessor_id), _json_text(row.operation), _json_text(row.detail),
+        _json_text(row.request_id), _json_text(row.agent_id))
+    pointer = _json_text(str(row.pointer_id)) if row.pointer_id else "null"
+    event = _json_text(str(row.event_id)) if row.event_id else "null"
+    success = "true" if row.success else "false"
+    at = row.accessed_at
+    micro = _ts(at)
+    if at.tzinfo is not UTC or at.year < 1000:
+        shown = timestamp(at)
+    else:
+        shown = micro if at.microsecond else f"{micro[:19]}Z"
+    chained = (f"[{tenant},{seq},{pointer},{event},{accessor_type},{accessor_id},"
+               f"{operation},{success},{detail},{request_id},\"{micro}\""
+               f"{'' if row.agent_id is None else ',' + agent}]")
+    leaf = (f'{{"accessed_at":"{shown}","accessor_id":{accessor_id},'
+            f'"accessor_type":{accessor_type},"agent_id":{agent},"detail":{detail},'
+            f'"event_id":{event},"operation":{operation},"pointer_id":{pointer},'
+            f'"request_id":{request_id},"seq":{seq},"success":{success},'
+            f'"tenant_id":{tenant}}}')
+    return chained.encode(), leaf.encode()
 
 
 def chain_hash(prev_hash: str, row: Any) -> str:

@@ -38,7 +38,7 @@ def _text(value: Any) -> str:
 
 def timestamp(value: datetime) -> str:
     """``accessed_at`` as the API shows it (pydantic's JSON form of an aware UTC datetime)."""
-    if value.tzinfo is not None:
+    if value.tzinfo is not None and value.tzinfo is not UTC:
         value = value.astimezone(UTC)
     return f"{value.replace(tzinfo=None).isoformat()}Z"
 

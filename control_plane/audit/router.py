@@ -24,7 +24,14 @@ from .service import query_page
 router = APIRouter(tags=["audit"])
 
 FilterText = Annotated[str | None, Query(max_length=256, pattern=PLAIN_TEXT)]
-TreeSize = Annotated[int, Query(ge=1, le=2**63 - 1)]
+_BIG = 2**63 - 1
+Seq = Annotated[int, Query(ge=1, le=_BIG, description="The row's seq (its leaf is seq − 1).")]
+TreeSize = Annotated[int, Query(ge=1, le=_BIG, description="The size of the tree to prove "
+                                "against: a checkpoint's size, at most the log's.")]
+First = Annotated[int, Query(ge=1, le=_BIG, description="The older tree's size (an earlier "
+                             "checkpoint's).")]
+Second = Annotated[int, Query(ge=1, le=_BIG, description="The newer tree's size, at least "
+                              "first and at most the log's.")]
 
 
 @router.get("/v1/audit", response_model=AuditPage)
@@ -81,7 +88,7 @@ def audit_verifier_key(request: Request, caller: ComplianceCaller, session: Sess
 
 @router.get("/v1/audit/proof/inclusion", response_model=InclusionProofOut)
 def audit_inclusion_proof(caller: ComplianceCaller, session: SessionDep, plane: PlaneDep,
-                          seq: TreeSize, tree_size: TreeSize) -> InclusionProofOut:
+                          seq: Seq, tree_size: TreeSize) -> InclusionProofOut:
     """The RFC 9162 inclusion proof of row `seq` (leaf seq − 1) in the tree of `tree_size`
     rows; 422 when the row is not in that tree or the tree is larger than the log. Needs an
     admin or compliance key."""
@@ -91,7 +98,7 @@ def audit_inclusion_proof(caller: ComplianceCaller, session: SessionDep, plane: 
 
 @router.get("/v1/audit/proof/consistency", response_model=ConsistencyProofOut)
 def audit_consistency_proof(caller: ComplianceCaller, session: SessionDep, plane: PlaneDep,
-                            first: TreeSize, second: TreeSize) -> ConsistencyProofOut:
+                            first: First, second: Second) -> ConsistencyProofOut:
     """The RFC 9162 consistency proof from the tree of `first` rows to the tree of `second`
     rows; 422 when first exceeds second or second exceeds the log. Needs an admin or
     compliance key."""

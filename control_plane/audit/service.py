@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from hashlib import sha256
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, func, insert, select, text, update
@@ -38,7 +39,7 @@ from ..errors import DomainError, InvalidInput
 from ..identity import Actor
 from ..kit import decode_cursor, encode_cursor, page_limit, request_id_var, sha256_hex
 from . import sealed, tree
-from .chain import CHAINED, GENESIS, HASHED, canonical
+from .chain import CHAINED, GENESIS, HASHED, canonical, sealed_forms
 from .chain import chain_hash as chain_hash  # the chain's form, where callers look for it
 from .leaves import leaf_bytes
 from .repository import list_rows
@@ -223,10 +224,13 @@ def seal(session: Session, tenant_id: uuid.UUID, *, batch: int = 5000,
         links = []
         for row in rows:
             seq += 1
-            row_hash = sha256_hex(prev.encode() + canonical(row, seq))
+            if leaves is None:
+                row_hash = sha256_hex(prev.encode() + canonical(row, seq))
+            else:  # the chain's form and the leaf, made together
+                chained, leaf = sealed_forms(row, seq)
+                row_hash = sha256_hex(prev.encode() + chained)
+                leaves.append(sha256(b"\x00" + leaf).digest())
             links.append({"id": row.id, "seq": seq, "prev_hash": prev, "row_hash": row_hash})
-            if leaves is not None:
-                leaves.append(tree.leaf_hash(row, seq))
             prev = row_hash
         _write_links(session, links)
         if leaves is not None:
