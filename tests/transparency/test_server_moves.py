@@ -158,3 +158,39 @@ def test_rows_removed_from_the_database_fail_the_leaf_check(quiet_world: Service
     assert json.loads(result.stdout)["problem"] == (
         f"the database holds {first} sealed rows, but checkpoint {second} signed {second}: "
         "rows were removed")
+
+
+def test_the_servers_bucket_verifies_and_each_tamper_fails(quiet_world: ServiceWorld) -> None:
+    runtime, tid = quiet_world.runtime, quiet_world.tenant_id
+    sizes = []
+    for n in (2, 3, 4):
+        _append(runtime, tid, n)
+        sizes.append(publish(quiet_world))
+    tlog = runtime.settings.data_dir / "bucket" / "tenants" / str(tid) / "audit" / \
+        "checkpoints" / "tlog"
+    vkey = note.Signer(runtime.settings.audit_log_name,
+                       signing_key(runtime.settings).private).verifier.text()
+
+    def verify() -> tuple[int, dict[str, Any]]:
+        result = CliRunner().invoke(app, ["audit", "verify", "--bucket", str(tlog.parents[2]),
+                                          "--verifier-key", vkey])
+        return result.exit_code, json.loads(result.stdout)
+
+    code, summary = verify()
+    assert (code, summary["checkpoints"], summary["consistency_proofs"]) == (0, 3, 2)
+    first, second = (tlog / "consistency" / f"{a:020d}-{b:020d}"
+                     for a, b in zip(sizes, sizes[1:], strict=False))
+    held = first.read_bytes()
+    first.write_bytes(second.read_bytes())
+    code, summary = verify()
+    assert (code, summary["problem"]) == (1, (
+        f"the file of the consistency proof from {sizes[0]} to {sizes[1]} in "
+        f"{tlog.parents[2]} holds the proof from {sizes[1]} to {sizes[2]}: proofs were "
+        "swapped"))
+    first.write_bytes(held)
+    (tlog / "checkpoint" / f"{sizes[1]:020d}").unlink()
+    code, summary = verify()
+    assert (code, summary["problem"]) == (1, (
+        f"{tlog.parents[2]} holds the consistency proof from checkpoint {sizes[0]} to "
+        f"checkpoint {sizes[1]}, but checkpoint {sizes[1]} is in none of the buckets: "
+        "checkpoints were deleted"))
