@@ -387,8 +387,11 @@ def _moves(read: list[_Read], merged: dict[int, tuple[Head, set[int]]],
         left, entered = merged[before][1], merged[after][1]
         if left & entered:
             continue
+        # A move recorded in the place left, or — when that place took no more writes — in
+        # the first place, proven in the very checkpoint the log goes on with there.
         if not any(m.source in left and m.size <= before
-                   for target in entered for m in into.get(target, [])):
+                   for target in entered for m in into.get(target, [])) and not any(
+                m.source == 0 and m.size == after for m in moves if 0 in entered):
             raise Failure(f"the log goes on from checkpoint {before} in "
                           f"{_names(read[i].bucket for i in sorted(left))} to checkpoint "
                           f"{after} in {_names(read[i].bucket for i in sorted(entered))} "

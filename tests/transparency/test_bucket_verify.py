@@ -294,3 +294,31 @@ def test_a_silent_return_to_the_first_bucket_fails(log: Log, root: Anchor,
         f"the log goes on from checkpoint 20 in {own.root} to checkpoint 25 in "
         f"{root.root} without a checkpointed record of the anchor moving: the anchor was "
         "moved silently")
+
+
+def test_a_move_out_of_a_bucket_that_took_no_more_writes_is_recorded_in_the_first(
+        log: Log, root: Anchor, tmp_path: Path) -> None:
+    """The tenant's bucket stopped taking writes: the move out of it, its row and its
+    checkpoint, went to the root, and the log goes on in the next bucket."""
+    own = moved_log(log, root, tmp_path)  # checkpoints 13, 16, 20 in the tenant's bucket
+    later = tenant_anchor(tmp_path, "acme-archive")
+    seq = log.append("audit_anchor_moved", offline.move_detail(later.place, later.config_id))
+    checkpoint(log, root, seq, 20)  # the root, not the unwritable bucket, holds it
+    body = {"tenant_id": str(log.tenant_id), "seq": seq, "row_hash": "0" * 64, "prev_seq": 20,
+            "created_at": "2025-01-01T00:00:00+00:00", "anchor": own.describe(),
+            "moved_to": later.describe(),
+            "tlog": {"size": seq, "seq": seq, "leaf": b64(log.leaves[seq - 1]),
+                     "hashes": [b64(h) for h in log.inclusion(seq, seq)]}}
+    root.put((*FOLDER, checkpoint_name(seq, moved=True)), log.sign_json(body))
+    size = log.append(n=3)
+    checkpoint(log, later, size, seq)
+    code, summary, err = verify(log, root, own, later)
+    assert code == 0, err
+    assert (summary["places"], summary["moves"], summary["last_size"]) == (3, 2, size)
+    # the same checkpoints without the move record: the log went on elsewhere silently
+    root.path(*FOLDER, checkpoint_name(seq, moved=True)).unlink()
+    code, summary, _ = verify(log, root, own, later)
+    assert code == 1
+    assert summary["problem"] == (
+        f"the log continues in {later.root} from checkpoint {size}, but no bucket given holds "
+        "a checkpointed record of the anchor moving there: the anchor was moved silently")
