@@ -200,7 +200,8 @@ class Runtime:
                 log.exception("audit sealing failed; retrying")
             try:  # separately: a bucket that cannot be reached never holds up sealing
                 with self.sessions() as session:
-                    checkpoints.anchor_due(session, self.plane, self.settings)
+                    checkpoints.anchor_due(session, self.plane, self.settings,
+                                           seal=audit.seal)
             except Exception:
                 log.exception("audit anchoring failed; retrying")
 

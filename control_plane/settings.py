@@ -74,6 +74,15 @@ class Settings(BaseSettings):
     audit_checkpoint_seconds: float = Field(
         60.0, ge=0, description="While audit rows arrive, sign each tenant's chain head and "
         "write it into the tenant's bucket (audit/checkpoints/) at least this often.")
+    audit_log_name: str = Field(
+        "memplane", pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$", description="Names this "
+        "deployment's audit transparency logs: a tenant's log has the origin "
+        "'<name>/audit/<tenant id>' and its checkpoints are signed under the key name "
+        "'<name>' (a domain name the operator owns keeps origins unique across deployments).")
+    audit_tlog_checkpoint_seconds: float = Field(
+        5.0, ge=0, description="While a tenant's audit tree grows, write a signed tlog "
+        "checkpoint of it (and the consistency proof from the one before) into the tenant's "
+        "bucket (audit/checkpoints/tlog/) at most this often.")
     reconcile_grace_seconds: float = Field(300.0, ge=0)
     sqlite_synchronous: str = Field("FULL", pattern="^(OFF|NORMAL|FULL|EXTRA)$")
     db_pool_size: int = Field(

@@ -44,7 +44,7 @@ from sqlalchemy.orm import Session
 
 from storage_adapters.bounded import ObjectTooLarge
 
-from ..db.models import StorageConfig
+from ..db.models import AuditHead, StorageConfig
 from ..errors import InvalidInput
 from ..plane.data_plane import (
     DEFAULT,
@@ -60,6 +60,7 @@ FORMAT = "memplane-audit-checkpoint/1"
 FOLDER = ("audit", "checkpoints")
 SEQ_DIGITS = 20
 MOVED_SUFFIX = "-moved"
+MOVE_OPERATION = "audit_anchor_moved"
 # The target of a place no configuration row names (the root, a default-bucket place a move
 # record names): only its adapter and prefix are used.
 NO_CONFIG = uuid.UUID(int=0)
@@ -139,6 +140,21 @@ def target_of(session: Session, plane: DataPlane, place: Place,
     if config_id is None:
         raise LookupError("a tenant bucket is reached only through its configuration")
     return plane.by_id(session, config_id)
+
+
+def anchored_target(session: Session, plane: DataPlane, tenant_id: uuid.UUID) -> Target:
+    """Where the tenant's log is anchored now: the place of its last checkpoint (the root
+    before the first). The tree's checkpoints (``tlog_anchor.py``) go there, and follow the
+    tenant's storage elsewhere only once the move is itself a row checkpointed in this place
+    (``anchor_moves.py``)."""
+    last = session.scalar(select(AuditHead.anchor_config_id)
+                          .where(AuditHead.tenant_id == tenant_id))
+    return target_of(session, plane, *previous(session, tenant_id, last))
+
+
+def move_detail(place: Place, config_id: uuid.UUID | None) -> str:
+    """The detail of the ``audit_anchor_moved`` row that records the anchor moving there."""
+    return f"audit checkpoints move to {label(place, config_id)}"
 
 
 # -- reading every place ---------------------------------------------------------------------

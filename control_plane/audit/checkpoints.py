@@ -53,7 +53,7 @@ from ..errors import DomainError, StorageMisconfigured
 from ..plane.data_plane import DataPlane, Target
 from ..settings import Settings
 from ..signing import SigningKey, signing_key
-from . import anchors
+from . import anchor_moves, anchors, tlog_anchor
 from .anchors import FOLDER, FORMAT, checkpoint_name
 
 log = logging.getLogger(__name__)
@@ -78,11 +78,13 @@ def _problem_code(exc: BaseException) -> str:
 
 
 def anchor_due(session: Session, plane: DataPlane, settings: Settings, *,
-               now: datetime | None = None) -> int:
+               now: datetime | None = None, seal: anchor_moves.Sealer | None = None) -> int:
     """Write a checkpoint for every tenant whose chain grew since its last checkpoint and
     whose last attempt is at least the checkpoint interval old. Returns how many were
-    written. Called by the sealer after each round; safe on several replicas at once."""
+    written. Called by the sealer after each round; safe on several replicas at once.
+    The audit tree's tlog checkpoints (``tlog_anchor.py``), on their own interval, go first."""
     now = now or utcnow()
+    tlog_anchor.publish_due(session, plane, settings, now=now)
     cutoff = now - timedelta(seconds=settings.audit_checkpoint_seconds)
     session.rollback()
     due = session.scalars(select(AuditHead.tenant_id).where(*_due(cutoff))).all()
@@ -90,7 +92,8 @@ def anchor_due(session: Session, plane: DataPlane, settings: Settings, *,
     written = 0
     for tenant_id in due:
         try:
-            written += anchor(session, plane, settings, tenant_id, now=now, cutoff=cutoff)
+            written += anchor(session, plane, settings, tenant_id, now=now, cutoff=cutoff,
+                              seal=seal)
         except Exception as exc:  # one tenant's failure must not stop the others' anchoring
             session.rollback()
             log.warning("audit checkpoint for tenant %s failed: %s", tenant_id,
@@ -105,8 +108,13 @@ def _due(cutoff: datetime) -> tuple[Any, ...]:
 
 
 def anchor(session: Session, plane: DataPlane, settings: Settings, tenant_id: uuid.UUID, *,
-           now: datetime | None = None, cutoff: datetime | None = None) -> bool:
+           now: datetime | None = None, cutoff: datetime | None = None,
+           seal: anchor_moves.Sealer | None = None) -> bool:
     """Sign the tenant's current head and write it into its bucket; True if written.
+
+    A move of the anchor is first a row of the log, sealed with ``seal`` (``service.seal``)
+    and checkpointed in the old place (``anchor_moves.py``); without ``seal`` a move is not
+    written (recorded as a problem and retried).
 
     Three steps, the bucket outside any transaction: claim the attempt (so replicas do not
     all write the same head) and read the head; sign and put the checkpoint; record the
@@ -151,6 +159,10 @@ def anchor(session: Session, plane: DataPlane, settings: Settings, tenant_id: uu
         if old is not None:  # the anchor moves: record it in the old place first
             move = {**body, "anchor": before.describe(before_id),
                     "moved_to": here.describe(config_id)}
+            if seal is None:
+                raise RuntimeError("the anchor moves, and the move is a row to seal first")
+            move["tlog"], old = anchor_moves.checkpoint_move(  # the move, a row of the log
+                session, settings, seal, tenant_id, int(prev_seq), here, config_id, old, root)
             _put_signed(key, move, old, root, anchors.checkpoint_name(int(seq), moved=True))
             body["moved_from"] = before.describe(before_id)
         _put_signed(key, body, target, None, checkpoint_name(int(seq)))

@@ -28,6 +28,15 @@ class AuditEntryOut(BaseModel):
     request_id: str | None = Field(description="The X-Request-ID of the HTTP request that "
                                    "caused it, to find it in the server's logs.")
     accessed_at: datetime = Field(description="When it happened (UTC).")
+    leaf: str | None = Field(
+        None, description="Base64 of the row's leaf in the audit log's Merkle tree (leaf "
+        "index seq − 1; leaf hash SHA-256(0x00 ‖ leaf)): the canonical JSON object of the "
+        "row's fields — accessed_at, accessor_id, accessor_type, agent_id, detail, event_id, "
+        "operation, pointer_id, request_id, seq, success, tenant_id — with the values this "
+        "item shows, keys sorted, no whitespace, UTF-8. detail is the detail as stored: an "
+        "address sealed under a data subject's key stays its sealed:… token there, so the "
+        "leaf never changes, even after the subject's erasure. Null while unsealed. Prove it "
+        "with GET /v1/audit/proof/inclusion against GET /v1/audit/checkpoint.")
 
 
 class AuditPage(BaseModel):
@@ -74,3 +83,18 @@ class AuditVerificationOut(BaseModel):
         default_factory=list, description="Storage configurations whose bucket could not be "
         "read and that no recorded move names (a bucket since removed); a place the anchor "
         "moved through that cannot be read fails verification instead.")
+
+
+class InclusionProofOut(BaseModel):
+    leaf_index: int = Field(description="The row's leaf index: its seq − 1.")
+    tree_size: int = Field(description="The size of the tree the proof is against (the "
+                           "checkpoint's size).")
+    hashes: list[str] = Field(description="The RFC 9162 inclusion proof, each hash base64, "
+                              "from the leaf's sibling up.")
+
+
+class ConsistencyProofOut(BaseModel):
+    first: int = Field(description="The size of the older tree.")
+    second: int = Field(description="The size of the newer tree.")
+    hashes: list[str] = Field(description="The RFC 9162 consistency proof, each hash base64; "
+                              "empty when first equals second.")

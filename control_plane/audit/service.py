@@ -10,18 +10,23 @@ insertion order and links each to the one before:
 gap in ``seq`` (or, at the tail, disagrees with the head), a reordered row breaks the link.
 Rows rewritten together with every later hash and the head pass that test; the signed
 checkpoints the sealer writes into the tenant's bucket catch them (``checkpoints.py``).
+
+In the same transaction the sealer adds the rows to the tenant's Merkle tree (``tree.py``,
+leaves from ``leaves.py``), whose signed checkpoints and proofs make the log a transparency
+log (``transparency.py``, ``tlog_anchor.py``).
 """
 
 from __future__ import annotations
 
 import contextvars
-import json
 import logging
 import uuid
+from base64 import b64encode
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from hashlib import sha256
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, func, insert, select, text, update
@@ -33,7 +38,10 @@ from ..db.models import AccessLog, AuditHead
 from ..errors import DomainError, InvalidInput
 from ..identity import Actor
 from ..kit import decode_cursor, encode_cursor, page_limit, request_id_var, sha256_hex
-from . import sealed
+from . import sealed, tree
+from .chain import CHAINED, GENESIS, HASHED, canonical, sealed_forms
+from .chain import chain_hash as chain_hash  # the chain's form, where callers look for it
+from .leaves import leaf_bytes
 from .repository import list_rows
 
 if TYPE_CHECKING:
@@ -41,9 +49,6 @@ if TYPE_CHECKING:
     from ..settings import Settings
 
 log = logging.getLogger(__name__)
-
-GENESIS = "0" * 64
-
 
 def record(session: Session, actor: Actor, operation: str, *, success: bool = True,
            pointer_id: uuid.UUID | None = None, event_id: uuid.UUID | None = None,
@@ -172,60 +177,6 @@ def create_head(session: Session, tenant_id: uuid.UUID) -> None:
     session.add(AuditHead(tenant_id=tenant_id, last_seq=0, last_hash=GENESIS))
 
 
-def _canonical(row: Any, seq: int | None = None) -> bytes:
-    """The hashed form of a row (an AccessLog or a row of its columns), ``seq`` if given
-    standing in for the row's own: the JSON array ``json.dumps(fields, separators=(",",
-    ":"), ensure_ascii=False)`` writes for its fields, built here piece by piece, byte for
-    byte the same (the sealer hashes every audit row inside the server, beside the requests;
-    json.dumps cost twice this)."""
-    order = row.seq if seq is None else seq
-    pointer_id, event_id, agent_id = row.pointer_id, row.event_id, row.agent_id
-    parts = [
-        _json_text(str(row.tenant_id)),
-        str(order) if order.__class__ is int else _json_text(order),
-        _json_text(str(pointer_id)) if pointer_id else "null",
-        _json_text(str(event_id)) if event_id else "null",
-        _json_text(row.accessor_type), _json_text(row.accessor_id), _json_text(row.operation),
-        "true" if row.success else "false",
-        _json_text(row.detail), _json_text(row.request_id),
-        _json_text(_ts(row.accessed_at)),
-    ]
-    if agent_id is not None:  # only agent keys' rows carry it; older rows hash as before
-        parts.append(_json_text(agent_id))
-    return f"[{','.join(parts)}]".encode()
-
-
-_STRING = json.encoder.encode_basestring  # a str as json.dumps(..., ensure_ascii=False) writes it
-
-
-def _json_text(value: Any) -> str:
-    if value is None:
-        return "null"
-    if value.__class__ is str:
-        return _STRING(value)
-    return _json_scalar(value)
-
-
-def _json_scalar(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def _ts(value: datetime) -> str:
-    if value.year >= 1000:  # isoformat pads the year to four digits; strftime may not
-        return f"{value.isoformat(timespec='microseconds')[:26]}Z"
-    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def chain_hash(prev_hash: str, row: AccessLog) -> str:
-    return sha256_hex(prev_hash.encode() + _canonical(row))
-
-
-_HASHED = (AccessLog.id, AccessLog.tenant_id, AccessLog.seq, AccessLog.pointer_id,
-           AccessLog.event_id, AccessLog.accessor_type, AccessLog.accessor_id,
-           AccessLog.operation, AccessLog.success, AccessLog.detail, AccessLog.request_id,
-           AccessLog.accessed_at, AccessLog.agent_id)
-
-
 def _no_checkpoint(step: str) -> None:
     """Tests replace this to stop a sealer or a reader at a named step (races made
     deterministic); in production it does nothing."""
@@ -234,9 +185,14 @@ def _no_checkpoint(step: str) -> None:
 checkpoint: Callable[[str], None] = _no_checkpoint
 
 
-def seal(session: Session, tenant_id: uuid.UUID, *, batch: int = 5000) -> int:
-    """Chain the tenant's unsealed rows; returns how many were sealed. Commits."""
+def seal(session: Session, tenant_id: uuid.UUID, *, batch: int = 5000,
+         with_tree: bool = True) -> int:
+    """Chain the tenant's unsealed rows and add them to its Merkle tree (``tree.py``) in the
+    same transaction; returns how many were sealed. Commits. A tree behind the chain (rows
+    sealed before it existed) is built first. ``with_tree=False`` chains only (the bench's
+    baseline): the tree catches up at the next seal with it."""
     sealed = 0
+    build = with_tree
     while True:
         begin_write(session)
         head = session.scalar(
@@ -245,10 +201,18 @@ def seal(session: Session, tenant_id: uuid.UUID, *, batch: int = 5000) -> int:
         if head is None:
             session.rollback()
             return sealed
+        if build and head.tree_size < head.last_seq:
+            grown = tree.catch_up(session, tenant_id, head.tree_size, head.last_seq,
+                                  batch=batch)
+            if grown > head.tree_size:
+                head.tree_size = grown
+                session.commit()
+                continue
+            build = False  # the chain is broken below its head: chain on without the tree
         # Plain rows, not ORM objects: loading and flushing thousands of objects cost more
         # than hashing them. One executemany by primary key writes the links.
         rows = session.execute(
-            select(*_HASHED).where(AccessLog.tenant_id == tenant_id, AccessLog.seq.is_(None))
+            select(*HASHED).where(AccessLog.tenant_id == tenant_id, AccessLog.seq.is_(None))
             .order_by(AccessLog.id).limit(batch)
         ).all()
         checkpoint("seal:rows-read")
@@ -256,13 +220,25 @@ def seal(session: Session, tenant_id: uuid.UUID, *, batch: int = 5000) -> int:
             session.rollback()
             return sealed
         seq, prev = head.last_seq, head.last_hash
+        leaves: list[bytes] | None = [] if build and head.tree_size == seq else None
         links = []
         for row in rows:
             seq += 1
-            row_hash = sha256_hex(prev.encode() + _canonical(row, seq))
+            if leaves is None:
+                row_hash = sha256_hex(prev.encode() + canonical(row, seq))
+            else:  # the chain's form and the leaf, made together
+                chained, leaf = sealed_forms(row, seq)
+                row_hash = sha256_hex(prev.encode() + chained)
+                leaves.append(sha256(b"\x00" + leaf).digest())
             links.append({"id": row.id, "seq": seq, "prev_hash": prev, "row_hash": row_hash})
             prev = row_hash
         _write_links(session, links)
+        if leaves is not None:
+            try:
+                head.tree_size = tree.append(session, tenant_id, head.last_seq, leaves)
+            except tree.TreeError:
+                log.warning("the audit tree of tenant %s was not grown: its tiles disagree "
+                            "with its size", tenant_id)
         head.last_seq, head.last_hash, head.sealed_at = seq, prev, utcnow()
         session.commit()
         sealed += len(rows)
@@ -295,11 +271,15 @@ def _write_links(session: Session, links: list[dict[str, Any]]) -> None:
 
 
 def seal_all(session: Session) -> int:
-    tenants = session.scalars(
+    """Seal every tenant's unsealed rows; also builds the tree of every tenant whose tree is
+    behind its chain (rows sealed before the tree existed)."""
+    unsealed = session.scalars(
         select(AccessLog.tenant_id).where(AccessLog.seq.is_(None)).distinct()
     ).all()
+    behind = session.scalars(
+        select(AuditHead.tenant_id).where(AuditHead.tree_size < AuditHead.last_seq)).all()
     session.rollback()
-    return sum(seal(session, tenant_id) for tenant_id in tenants)
+    return sum(seal(session, tenant_id) for tenant_id in dict.fromkeys([*unsealed, *behind]))
 
 
 @dataclass(frozen=True)
@@ -370,9 +350,6 @@ def _verify_chain(session: Session, tenant_id: uuid.UUID, *, chunk: int) -> Veri
             return _walk_chain(conn, tenant_id, chunk=chunk)
 
 
-_CHAINED = (*_HASHED, AccessLog.prev_hash, AccessLog.row_hash)
-
-
 def _walk_chain(conn: Session | Connection, tenant_id: uuid.UUID, *, chunk: int) -> Verification:
     head = conn.execute(
         select(AuditHead.last_seq, AuditHead.last_hash).where(AuditHead.tenant_id == tenant_id)
@@ -388,7 +365,7 @@ def _walk_chain(conn: Session | Connection, tenant_id: uuid.UUID, *, chunk: int)
     head_hash = head.last_hash if head else GENESIS
     while True:
         rows = conn.execute(
-            select(*_CHAINED)
+            select(*CHAINED)
             .where(AccessLog.tenant_id == tenant_id, AccessLog.seq >= expected_seq)
             .order_by(AccessLog.seq).limit(chunk)
         ).all()
@@ -401,7 +378,7 @@ def _walk_chain(conn: Session | Connection, tenant_id: uuid.UUID, *, chunk: int)
                 return Verification(False, checked, unsealed, row.seq,
                                     f"row {row.seq} does not follow row {row.seq - 1}",
                                     head_seq=head_seq)
-            if row.row_hash != sha256_hex(prev.encode() + _canonical(row)):
+            if row.row_hash != sha256_hex(prev.encode() + canonical(row)):
                 return Verification(False, checked, unsealed, row.seq,
                                     f"row {row.seq} was changed after it was sealed",
                                     head_seq=head_seq)
@@ -428,16 +405,34 @@ def _page_cursor(cursor: str | None) -> int | None:
     return after
 
 
+@dataclass(frozen=True)
+class ShownRow:
+    """An audit row as ``GET /v1/audit`` shows it: its detail opened, its leaf beside it."""
+
+    seq: int | None
+    pointer_id: uuid.UUID | None
+    event_id: uuid.UUID | None
+    accessor_type: str
+    accessor_id: str
+    agent_id: str | None
+    operation: str
+    success: bool
+    detail: str
+    request_id: str | None
+    accessed_at: datetime
+    leaf: str | None  # base64 of leaves.leaf_bytes(row); None while unsealed
+
+
 def query_page(session: Session, actor: Actor, *, pointer_id: uuid.UUID | None,
                accessor_id: str | None, operation: str | None, since: datetime | None,
                until: datetime | None, cursor: str | None, limit: int | None,
-               keys: SubjectKeys | None = None) -> tuple[list[AccessLog], str | None]:
+               keys: SubjectKeys | None = None) -> tuple[list[ShownRow], str | None]:
     """One page of the tenant's sealed audit log in chain order; sealed first, so the page
     holds every row committed before the call (a row committing later is on a later page).
 
     Sealed addresses are shown opened while their subject's key lives (``sealed.reveal``,
-    through ``keys``); the rows returned are detached, so showing them never writes to the
-    log."""
+    through ``keys``); each row's leaf is of the row as stored. The rows returned are copies,
+    so showing them never writes to the log."""
     size = page_limit(limit)
     # A time without a zone is read as UTC, the zone every audit row is stored in.
     since, until = (t.replace(tzinfo=UTC) if t is not None and t.tzinfo is None else t
@@ -449,15 +444,18 @@ def query_page(session: Session, actor: Actor, *, pointer_id: uuid.UUID | None,
                      operation=operation, since=since, until=until, after_seq=after,
                      limit=size + 1)
     next_cursor = encode_cursor({"seq": rows[size - 1].seq}) if len(rows) > size else None
-    shown = sealed.reveal(session, keys, actor.tenant_id, [row.detail for row in rows])
-    for row, detail in zip(rows, shown, strict=True):
-        session.expunge(row)
-        row.detail = detail
+    rows = rows[:size]
+    opened = sealed.reveal(session, keys, actor.tenant_id, [row.detail for row in rows])
+    shown = [ShownRow(row.seq, row.pointer_id, row.event_id, row.accessor_type,
+                      row.accessor_id, row.agent_id, row.operation, row.success, detail,
+                      row.request_id, row.accessed_at,
+                      None if row.seq is None else b64encode(leaf_bytes(row)).decode())
+             for row, detail in zip(rows, opened, strict=True)]
     session.rollback()
     begin_write(session)
-    record(session, actor, "audit_query", detail=f"operation={operation} -> {len(rows[:size])}")
+    record(session, actor, "audit_query", detail=f"operation={operation} -> {len(shown)}")
     session.commit()
-    return rows[:size], next_cursor
+    return shown, next_cursor
 
 
 def verify_as(session: Session, actor: Actor, *, plane: DataPlane | None = None,

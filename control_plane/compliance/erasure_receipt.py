@@ -1,5 +1,6 @@
 """An erasure's last step (step 7 of ``erasure.py``): the last audit row, the audit chain
-sealed, the Ed25519-signed receipt stored (``receipts.py``), the write block lifted, and
+sealed, the Ed25519-signed receipt stored (``receipts.py``) with the erasure's first and last
+rows proven in the tenant's transparency log (``proofs.py``), the write block lifted, and
 nothing personal of the subject left in the control plane: this job and the subject's
 earlier exports keep only a keyed hash of the id (``pseudonyms.py``: the database alone
 cannot test a guess against it), the destroyed key's tombstone is renamed to that hash, the
@@ -24,7 +25,7 @@ from ..keys import pseudonyms
 from ..keys import repository as keys_repo
 from . import erasure_derived as derived
 from . import erasure_leftovers as leftovers
-from . import receipts
+from . import proofs, receipts
 from .erasure_walk import ErasureWalk, audit_row
 
 
@@ -56,6 +57,9 @@ def finish(walk: ErasureWalk) -> dict[str, Any]:
         tenant_id=ctx.tenant_id, user_id=user_id, progress=walk.p,
         counts=counts, descriptions=descriptions, work_done=work_done,
         credentials=ctx.plane.credentials)
+    body["transparency"] = proofs.prove(  # the rows the receipt names, sealed above
+        session, ctx.settings, ctx.tenant_id,
+        sorted({body["audit"]["first_seq"], body["audit"]["last_seq"]}))
     receipts.store(session, ctx.settings, body)
     session.execute(delete(SubjectErasure).where(
         SubjectErasure.tenant_id == ctx.tenant_id,

@@ -47,7 +47,10 @@ Archive layout::
         "content_sha256", "status",   # exported | missing | corrupt
         "file", "file_sha256", "hash_verified"
       }],
-      "not_exported": [{"what": str, "why": str, "pointer_id"?: str}]
+      "not_exported": [{"what": str, "why": str, "pointer_id"?: str}],
+      "transparency": {"checkpoint": str, "proofs": [{"seq", "leaf", "hashes"}]}
+                                 # the job's manifest row, proven in the tenant's audit log
+                                 # (compliance/proofs.py)
     }
 
 Every pointer appears in ``items`` and every event in ``events``; one whose object is

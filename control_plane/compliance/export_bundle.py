@@ -21,6 +21,7 @@ from storage_adapters import envelope
 from ..jobs.service import JobContext
 from ..keys import subject_keys as keys
 from ..plane.data_plane import Target, storage_errors
+from . import proofs
 from .export_collect import SELECTION, collect
 from .zipwriter import Deflater, ZipWriter
 
@@ -75,9 +76,12 @@ def _build(ctx: JobContext, spool: IO[bytes], items_file: IO[bytes], events_file
     """The archive written to ``spool``: its counts, size and SHA-256."""
     archive = ZipWriter(spool, started)
     counts, not_exported = collect(ctx, archive, items_file, events_file)
+    transparency = proofs.record_and_prove(
+        ctx, "export", f"job {ctx.job_id}: manifest of {counts['pointers']} pointers and "
+                       f"{counts['events']} events written")
     head = {"format": FORMAT, "job_id": str(ctx.job_id), "tenant_id": str(ctx.tenant_id),
             "user_id": ctx.subject, "created_at": started.isoformat(), "selection": SELECTION,
-            "counts": counts, "not_exported": not_exported}
+            "counts": counts, "not_exported": not_exported, "transparency": transparency}
     with tempfile.TemporaryFile() as packed:
         manifest = Deflater(packed)
         text = json.dumps(head, ensure_ascii=False, indent=None)

@@ -22,6 +22,8 @@ A receipt is a JSON object (schema ``memplane-erasure-receipt/1``)::
       "limits": [str],                                  # what the receipt cannot prove
       "audit": {"first_seq": int, "last_seq": int,      # the audit chain rows of the erasure
                 "head_seq": int, "head_hash": hex},     # the chain's head when it was signed
+      "transparency": {"checkpoint": str,               # rows first_seq and last_seq proven
+                       "proofs": [{"seq", "leaf", "hashes"}]},  # in the log (proofs.py)
       "key_id": str,                                    # which signing key
       "signature": base64                               # Ed25519 over the canonical form
     }

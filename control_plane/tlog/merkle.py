@@ -4,7 +4,7 @@ consistency proofs, and their verification.
 Leaves are hashed as SHA-256(0x00 ‖ leaf), interior nodes as SHA-256(0x01 ‖ left ‖ right); a
 tree of n leaves splits at the largest power of two below n. The tree is read through the
 hashes of its *perfect* subtrees: node (level, index) is the root of the 2^level leaves from
-index·2^level. Those are the hashes a log stores (``control_plane/audit/tiles.py`` keeps them
+index·2^level. Those are the hashes a log stores (``control_plane/audit/tree.py`` keeps them
 in C2SP tlog tiles); every other hash a proof needs is folded from O(log n) of them, so a
 proof at any size reads O(log n) stored hashes.
 """

@@ -169,21 +169,41 @@ def receipt_verify(
     receipt_file: Annotated[Path, typer.Argument(help="The receipt JSON file.")],
     public_key: Annotated[Path, typer.Option(
         "--public-key", help="The server's PEM key (GET /v1/receipts/public-key).")],
+    verifier_key: Annotated[str | None, typer.Option(
+        "--verifier-key", help="The audit log's verifier key, or a file holding it (GET "
+                               "/v1/audit/verifier-key); default: the PEM key under the "
+                               "log's name.")] = None,
 ) -> None:
-    """Verify a receipt offline; exit 1 if anything in it was changed."""
+    """Verify a receipt offline; exit 1 if anything in it was changed.
+
+    A receipt that carries ``transparency`` is also proven against the audit log: its
+    checkpoint's signature, and each of its job's audit rows by an inclusion proof against
+    that checkpoint."""
     from .._receipts import parse_receipt, verify_receipt
+    from .transparency import check_transparency, receipt_verifier
 
     try:
         receipt = parse_receipt(receipt_file.read_bytes())
         pem = public_key.read_bytes()
         ok = verify_receipt(receipt, pem)
+        verifier = receipt_verifier(verifier_key, pem, receipt) if ok else None
     except (OSError, ValueError) as exc:
         console.print(f"[red]cannot verify:[/] {exc}")
         raise typer.Exit(1) from None
-    if not ok:
+    if not ok or verifier is None:
         console.print("[red]INVALID[/]: the receipt was changed or signed by another key")
         raise typer.Exit(1)
     console.print(f"valid: receipt {receipt.get('id')} signed by key {receipt.get('key_id')}")
+    if "transparency" not in receipt:
+        console.print("it carries no proofs against the audit log (issued before receipts "
+                      "did)")
+        return
+    try:
+        console.print(f"in the audit log: {check_transparency(receipt, verifier)}",
+                      soft_wrap=True)
+    except ValueError as exc:
+        console.print(f"[red]INVALID[/]: {exc}", soft_wrap=True)
+        raise typer.Exit(1) from None
 
 
 def audit_list(
@@ -222,14 +242,32 @@ def audit_list(
 def audit_verify(
     url: Url = None, api_key: ApiKey = None,
     tenant: Annotated[str | None, typer.Option(
-        help="Local only: tenant id; default every tenant.")] = None,
+        help="Local only: tenant id; default every tenant. With --bucket: the tenant whose "
+             "log it must be.")] = None,
+    bucket: Annotated[list[str] | None, typer.Option(
+        "--bucket", help="Prove the log from this bucket alone (URL or directory, at the "
+                         "tenant's prefix; the first one given is where the log starts); "
+                         "repeat for every bucket the tenant anchored to.")] = None,
+    verifier_key: Annotated[str | None, typer.Option(
+        "--verifier-key", help="With --bucket: the log's verifier key, or a file holding it "
+                               "(GET /v1/audit/verifier-key).")] = None,
+    database_url: Annotated[str | None, typer.Option(
+        "--database-url", help="With --bucket: also recompute every row's leaf from this "
+                               "database and hold it to the checkpoints.")] = None,
 ) -> None:
     """Recompute the audit hash chain and hold it to the signed checkpoints in the
     tenant's bucket; exit 1 if either disagrees (``first_bad_checkpoint`` names which).
 
     With --url (or MEMPLANE_URL) the server checks the key's tenant; without, every tenant
-    of the local database is checked.
+    of the local database is checked. With --bucket, no server and no database are needed:
+    every checkpoint in the buckets must carry the log's signature and extend the one
+    before it, and every move of the anchor must itself be a checkpointed row.
     """
+    if bucket:
+        from .transparency import audit_verify_buckets
+
+        audit_verify_buckets(bucket, verifier_key, tenant, database_url)
+        return
     if not url:
         from .local import audit_verify as local_verify
 

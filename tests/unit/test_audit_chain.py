@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from sqlalchemy import create_engine, delete, select, update
 from sqlalchemy.orm import Session
 
+from control_plane.audit import chain
 from control_plane.audit import service as audit
 from control_plane.db.base import Base
 from control_plane.db.models import AccessLog, Tenant
@@ -119,4 +120,4 @@ def test_the_hashed_form_is_json_dumps_of_the_fields_byte_for_byte(
 
     row = SimpleNamespace(**columns)
 
-    assert audit._canonical(row, given_seq) == _canonical_by_json(row, given_seq)
+    assert chain.canonical(row, given_seq) == _canonical_by_json(row, given_seq)

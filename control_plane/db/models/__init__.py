@@ -4,7 +4,7 @@ Each module holds one domain's tables; importing this package registers them all
 ``Base.metadata`` (what Alembic compares the migrations against) and exposes every model.
 """
 
-from .audit import AccessLog, AuditHead
+from .audit import AccessLog, AuditHead, AuditTile
 from .compliance import ErasureReceipt, LegalHold, RetentionPolicy, SubjectErasure
 from .conversations import Conversation, ConversationMessage
 from .idempotency import IdempotentResponse
@@ -32,6 +32,7 @@ __all__ = [
     "AgentSettings",
     "ApiKey",
     "AuditHead",
+    "AuditTile",
     "AuditWitness",
     "Compaction",
     "CompactionEvent",

@@ -1,11 +1,23 @@
-"""The audit log: its rows and the end of each tenant's sealed chain."""
+"""The audit log: its rows, the end of each tenant's sealed chain, and the tiles of its Merkle
+tree."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import datetime
 
-from sqlalchemy import Boolean, ForeignKey, Index, String, Text, UniqueConstraint, Uuid, text
+from sqlalchemy import (
+    Boolean,
+    ForeignKey,
+    Index,
+    LargeBinary,
+    SmallInteger,
+    String,
+    Text,
+    UniqueConstraint,
+    Uuid,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ..base import Base, BigId, UTCDateTime, utcnow
@@ -58,3 +70,26 @@ class AuditHead(Base):
     anchor_attempted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     anchor_problem: Mapped[str | None] = mapped_column(String(64), nullable=True)
     anchor_config_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, nullable=True)
+    # The leaves the Merkle tree's tiles hold (audit/tree.py): the head's last_seq once every
+    # sealed row is in the tree; behind it only until a tenant sealed before the tree existed
+    # is built (the sealer does that first).
+    tree_size: Mapped[int] = mapped_column(BigId, default=0, server_default="0")
+    # The latest tlog checkpoint (a signed note) written into the tenant's bucket, and when
+    # writing one was last claimed (audit/tlog_anchor.py).
+    tlog_size: Mapped[int] = mapped_column(BigId, default=0, server_default="0")
+    tlog_attempted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class AuditTile(Base):
+    """The stored hashes of a tenant's audit Merkle tree, as C2SP tlog tiles of height 8: the
+    tile (level, index) holds the hashes of the tree's nodes at height 8·level, indexes
+    256·index to 256·index + 255, each 32 bytes, concatenated in order. The tile at the right
+    edge grows (the sealer appends) until it holds 256; a full tile never changes."""
+
+    __tablename__ = "audit_tiles"
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True)
+    level: Mapped[int] = mapped_column(SmallInteger, primary_key=True, autoincrement=False)
+    idx: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)
+    hashes: Mapped[bytes] = mapped_column(LargeBinary)
