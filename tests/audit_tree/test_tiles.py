@@ -208,10 +208,10 @@ def test_altered_tiles_never_stop_sealing_and_proofs_say_so(world: ServiceWorld,
     assert audit.seal(session, tid) == 5
     assert _sizes(session, tid) == (45, 40)
     with pytest.raises(tree.TreeError, match="the tree's tiles lack node"):
-        tree.inclusion(session, tid, 40, 40)
+        tree.inclusion(session, tid, 39, 40)  # its sibling, leaf 39, is gone
     session.rollback()
     with pytest.raises(transparency.TreeDamaged) as damaged:
-        transparency.inclusion_as(session, world.runtime.plane, world.actor, 40, 40)
+        transparency.inclusion_as(session, world.runtime.plane, world.actor, 39, 40)
     assert (damaged.value.status_code, damaged.value.code, str(damaged.value)) == (
         409, "audit_tree_damaged", "the audit log's stored tree is damaged (the tree's tiles "
         "lack node (0, 39)); it was altered in the database")
