@@ -36,6 +36,10 @@ def main() -> int:
         from .langgraph import run as langgraph_case
 
         results |= langgraph_case(quick=args.quick)
+    if not only or any("audit-tree".startswith(p) for p in only):
+        from .audit_tree import run as audit_tree_case
+
+        results |= audit_tree_case(quick=args.quick)
     found = bars(results)
     Console(stderr=True, width=180).print(table(found))
     results["bars"] = {bar.name: bar.json() for bar in found}

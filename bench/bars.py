@@ -77,6 +77,15 @@ def bars(results: Mapping[str, Mapping[str, Any]]) -> list[Bar]:
         if name in results:
             add(name, _median(results[name], "ratio"), AT_MOST, bound,
                 "latency at a million pointers ÷ at 10,000 (median of per-round ratios)")
+    for name, entry in results.items():
+        if name.startswith("audit-tree/sealer_cpu_per_row/"):
+            add(name, _median(entry, "ratio"), AT_MOST, 1.2,
+                "sealer CPU per row with the Merkle tree ÷ the chain alone (median of "
+                "per-round ratios)")
+    name = "audit-tree/inclusion_proof_1M/postgres/http"
+    if name in results:
+        add(name, float(results[name]["memplane"]), BELOW, 10.0,
+            "ms p50 of GET /v1/audit/proof/inclusion at a million sealed rows")
     return out
 
 

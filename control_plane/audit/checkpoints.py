@@ -84,7 +84,11 @@ def anchor_due(session: Session, plane: DataPlane, settings: Settings, *,
     written. Called by the sealer after each round; safe on several replicas at once.
     The audit tree's tlog checkpoints (``tlog_anchor.py``), on their own interval, go first."""
     now = now or utcnow()
-    tlog_anchor.publish_due(session, plane, settings, now=now)
+    try:
+        tlog_anchor.publish_due(session, plane, settings, now=now)
+    except Exception as exc:  # never holds up the chain's checkpoints
+        session.rollback()
+        log.warning("audit tlog checkpoints failed: %s", type(exc).__name__)
     cutoff = now - timedelta(seconds=settings.audit_checkpoint_seconds)
     session.rollback()
     due = session.scalars(select(AuditHead.tenant_id).where(*_due(cutoff))).all()

@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ..errors import InvalidInput
+from ..errors import Conflict, InvalidInput
 from ..identity import Actor
 from ..plane.data_plane import DataPlane
 from ..settings import Settings
@@ -34,19 +34,27 @@ from .notes import encoded, signed_checkpoint, signer
 from .service import audited, commit_reads, seal
 
 
+class TreeDamaged(Conflict):
+    code = "audit_tree_damaged"
+
+
 @contextmanager
 def _proving() -> Iterator[None]:
-    """An impossible size or position is the caller's mistake: a 422 with the sentence."""
+    """An impossible size or position is the caller's mistake: a 422 with the sentence. Tiles
+    that do not hold what the tree's size says were altered in the database: a 409."""
     try:
         yield
     except merkle.ProofError as exc:
         raise InvalidInput(str(exc)) from exc
+    except tree.TreeError as exc:
+        raise TreeDamaged(f"the audit log's stored tree is damaged ({exc}); it was altered in "
+                          "the database") from exc
 
 
 def checkpoint_as(session: Session, plane: DataPlane, settings: Settings, actor: Actor) -> str:
     """The signed checkpoint of the tenant's tree now: every row committed before the call is
     sealed into it first."""
-    with audited(session, actor, "audit_checkpoint"):
+    with audited(session, actor, "audit_checkpoint"), _proving():
         session.rollback()
         seal(session, actor.tenant_id)
         size, root = tree.head(session, actor.tenant_id)

@@ -115,7 +115,7 @@ class Reader:
     def __call__(self, nodes: Sequence[merkle.Node]) -> list[bytes]:
         plan = [_tile_of(node) for node in nodes]
         stored = _load(self.conn, self.tenant_id, (tile for tile, _, _ in plan))
-        self.queries += 1
+        self.queries += 1 if plan else 0
         self.tiles_read += len(stored)
         hashes = []
         for node, (tile, offset, count) in zip(nodes, plan, strict=True):

@@ -13,7 +13,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from control_plane.audit import service as audit
-from control_plane.audit import tree
+from control_plane.audit import transparency, tree
 from control_plane.audit.leaves import leaf_bytes
 from control_plane.db.engine import begin_write
 from control_plane.db.models import AccessLog, AuditHead, AuditTile
@@ -192,3 +192,26 @@ def test_the_tree_stops_below_a_broken_chain_and_sealing_goes_on(world: ServiceW
     with pytest.raises(merkle.ProofError, match="tree_size 5 is beyond the log's 4 sealed rows"):
         tree.inclusion(session, tid, 1, 5)
     assert audit.verify(session, tid).first_bad_seq == 5
+
+
+def test_altered_tiles_never_stop_sealing_and_proofs_say_so(world: ServiceWorld,
+                                                            session: Session) -> None:
+    tid = world.tenant_id
+    _add(world, 40 - _rows(session, tid))
+    audit.seal(session, tid)
+    begin_write(session)
+    session.execute(update(AuditTile).where(AuditTile.tenant_id == tid, AuditTile.level == 0,
+                                            AuditTile.idx == 0)
+                    .values(hashes=bytes(32 * 39)))  # one hash short
+    session.commit()
+    _add(world, 5, start=40)
+    assert audit.seal(session, tid) == 5
+    assert _sizes(session, tid) == (45, 40)
+    with pytest.raises(tree.TreeError, match="the tree's tiles lack node"):
+        tree.inclusion(session, tid, 39, 40)  # its sibling, leaf 39, is gone
+    session.rollback()
+    with pytest.raises(transparency.TreeDamaged) as damaged:
+        transparency.inclusion_as(session, world.runtime.plane, world.actor, 39, 40)
+    assert (damaged.value.status_code, damaged.value.code, str(damaged.value)) == (
+        409, "audit_tree_damaged", "the audit log's stored tree is damaged (the tree's tiles "
+        "lack node (0, 39)); it was altered in the database")

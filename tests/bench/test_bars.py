@@ -28,6 +28,9 @@ RESULTS: dict[str, dict[str, Any]] = {
     "export/s3/64x1MiB/peak_rss_growth": {"memplane": 100.0, "bar": 100},  # not below
     "scale/get_latency_1M_vs_10k": {"ratio": {"median": 1.2}},
     "scale/list_scope_latency_1M_vs_10k": {"ratio": {"median": 1.51}},
+    "audit-tree/sealer_cpu_per_row/postgres/batch5000": {"ratio": {"median": 1.2}},
+    "audit-tree/sealer_cpu_per_row/sqlite/calls_of_50": {"ratio": {"median": 1.21}},
+    "audit-tree/inclusion_proof_1M/postgres/http": {"memplane": 9.99},
 }
 
 
@@ -42,6 +45,9 @@ def test_each_bar_reads_its_figure_and_holds_only_within_its_bound() -> None:
         ("export/200x1MiB/throughput", 0.025, AT_LEAST, 0.25, False),
         ("scale/get_latency_1M_vs_10k", 1.2, AT_MOST, 1.2, True),
         ("scale/list_scope_latency_1M_vs_10k", 1.51, AT_MOST, 1.5, False),
+        ("audit-tree/sealer_cpu_per_row/postgres/batch5000", 1.2, AT_MOST, 1.2, True),
+        ("audit-tree/sealer_cpu_per_row/sqlite/calls_of_50", 1.21, AT_MOST, 1.2, False),
+        ("audit-tree/inclusion_proof_1M/postgres/http", 9.99, BELOW, 10.0, True),
     ]
 
 
