@@ -11,7 +11,7 @@ from fastapi.responses import PlainTextResponse
 from ..deps import AdminCaller, ComplianceCaller, PlaneDep, SessionDep, get_runtime
 from ..kit import PLAIN_TEXT
 from . import service as audit
-from . import transparency, witnesses
+from . import transparency, witness_registry
 from .schemas import (
     AuditEntryOut,
     AuditPage,
@@ -64,21 +64,22 @@ def verify_audit(request: Request, caller: ComplianceCaller,
     return AuditVerificationOut.model_validate(asdict(result))
 
 
-@router.put("/v1/audit/witnesses", response_model=witnesses.WitnessesOut)
+@router.put("/v1/audit/witnesses", response_model=witness_registry.WitnessesOut)
 def put_witnesses(request: Request, caller: AdminCaller, session: SessionDep,
-                  body: Annotated[list[witnesses.WitnessIn],
-                                   Body(examples=[witnesses.EXAMPLE])]) -> witnesses.WitnessesOut:
+                  body: Annotated[list[witness_registry.WitnessIn],
+                                  Body(examples=[witness_registry.EXAMPLE])]
+                  ) -> witness_registry.WitnessesOut:
     """Replace the tenant's audit-log witnesses (C2SP tlog-witness; at most 8): each checkpoint
     is sent to each of them and their cosignatures kept beside it in the bucket. Each URL is
     held to the endpoint guard. Admin keys only."""
-    return witnesses.register(session, get_runtime(request).settings, caller.actor, body)
+    return witness_registry.register(session, get_runtime(request).settings, caller.actor, body)
 
 
-@router.get("/v1/audit/witnesses", response_model=witnesses.WitnessesOut)
-def get_witnesses(caller: ComplianceCaller, session: SessionDep) -> witnesses.WitnessesOut:
+@router.get("/v1/audit/witnesses", response_model=witness_registry.WitnessesOut)
+def get_witnesses(caller: ComplianceCaller, session: SessionDep) -> witness_registry.WitnessesOut:
     """The tenant's audit-log witnesses and what each last answered. Needs an admin or
     compliance key."""
-    return witnesses.listing(session, caller.actor)
+    return witness_registry.listing(session, caller.actor)
 
 
 @router.get("/v1/audit/checkpoint", response_class=PlainTextResponse)

@@ -39,7 +39,7 @@ from ..db.engine import begin_write
 from ..db.models import AuditHead
 from ..plane.data_plane import DataPlane, Target
 from ..settings import Settings
-from . import anchors, tree
+from . import anchors, tree, witnesses
 from .anchors import FOLDER, SEQ_DIGITS
 from .notes import encoded, signed_checkpoint
 
@@ -130,7 +130,27 @@ def publish(session: Session, plane: DataPlane, settings: Settings, tenant_id: u
         update(AuditHead).where(AuditHead.tenant_id == tenant_id, AuditHead.tlog_size < size)
         .values(tlog_size=size).execution_options(synchronize_session=False))
     session.commit()
+    _cosign(session, settings, target, tenant_id, note, previous, proof or [])
     return True
+
+
+def _cosign(session: Session, settings: Settings, target: Target, tenant_id: uuid.UUID,
+            signed: str, previous: int, proof: list[bytes]) -> None:
+    """The tenant's witnesses' cosignatures of the checkpoint just written, stored beside it
+    (``witnesses.py``). A witness that refuses or cannot be reached never stops the log: its
+    outcome is recorded on its row, and the next checkpoint is sent to it again."""
+    def prove(first: int, second: int) -> list[bytes]:
+        try:
+            return tree.consistency(session, tenant_id, first, second)
+        finally:
+            session.rollback()
+    try:
+        witnesses.cosign_and_store(session, settings, target, tenant_id, signed, previous,
+                                   proof, prove=prove)
+    except Exception as exc:  # the bucket: the next checkpoint is cosigned instead
+        session.rollback()
+        log.warning("audit checkpoint of tenant %s not cosigned: %s", tenant_id,
+                    type(exc).__name__)
 
 
 def _put(target: Target, name: str, data: bytes) -> None:

@@ -12,7 +12,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from control_plane.audit import witnesses
-from control_plane.audit.witnesses import WitnessIn
+from control_plane.audit.witness_registry import WitnessIn, register
 from control_plane.errors import InvalidInput
 from control_plane.identity import Actor
 from control_plane.signing import signing_key
@@ -168,7 +168,7 @@ def test_loopback_needs_the_operators_allowance(tenant: Tenant,
     strict = tenant.stack.settings.model_copy(update={"allowed_endpoints": []})
     actor = Actor(tenant.id, "api", "test")
     with tenant.stack.runtime.sessions() as session, pytest.raises(InvalidInput) as refused:
-        witnesses.register(session, strict, actor, [WitnessIn(url=process.url,
+        register(session, strict, actor, [WitnessIn(url=process.url,
                                                               verifier_key=vkey)])
     assert refused.value.extra == {"problem": "endpoint_not_allowed"}
     localhost = f"http://localhost:{process.port}"
