@@ -31,7 +31,8 @@ from .conftest import ADMIN_KEY, make_env
 pytestmark = pytest.mark.slow
 
 THREADS = 6
-CHECKPOINT = re.compile(r"tenants/[0-9a-f-]{36}/audit/checkpoints/[0-9]{20}(-moved)?\.json")
+CHECKPOINT = re.compile(r"tenants/[0-9a-f-]{36}/audit/checkpoints/([0-9]{20}(-moved)?\.json"
+                        r"|tlog/checkpoint/[0-9]{20}|tlog/consistency/[0-9]{20}-[0-9]{20})")
 
 
 def _load(base_url: str, stop: threading.Event, outcomes: list[tuple[str, int, str]],
@@ -118,7 +119,8 @@ def _assert_settled(report: dict[str, int]) -> None:
 
 
 def _assert_bucket_exact(objects: list[str], pointers: list[dict[str, object]]) -> None:
-    """Under ``memories/``: exactly the pointers' paths. Anything else: an audit checkpoint."""
+    """Under ``memories/``: exactly the pointers' paths. Anything else: an audit checkpoint
+    (the chain's, or the Merkle tree's signed note and its consistency proof)."""
     content = sorted(p for p in objects if "/memories/" in p)
     assert content == sorted(str(p["storage_path"]) for p in pointers)
     others = [p for p in objects if "/memories/" not in p]
