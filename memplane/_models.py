@@ -86,7 +86,9 @@ class Page(_Model, Generic[T]):
 
 
 class AuditEntry(_Model):
-    """One access record; ``seq`` is None until the entry is sealed into the hash chain."""
+    """One access record; ``seq`` is None until the entry is sealed into the hash chain.
+    ``leaf`` is the base64 of the exact bytes it is in the audit log's Merkle tree as
+    (None until sealed): ``SHA-256(0x00 ‖ leaf)`` is what an inclusion proof proves."""
 
     seq: int | None = None
     pointer_id: str | None = None
@@ -98,6 +100,7 @@ class AuditEntry(_Model):
     detail: Any = None
     request_id: str | None = None
     accessed_at: datetime
+    leaf: str | None = None
 
 
 class AuditVerification(_Model):

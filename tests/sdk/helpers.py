@@ -98,6 +98,7 @@ def audit_json(**fields: Any) -> dict[str, Any]:
         "detail": "user user/u1 key=prefs",
         "request_id": "req-1",
         "accessed_at": "2025-01-02T03:04:05Z",
+        "leaf": "eyJzZXEiOjd9",  # base64 of the row's leaf (its fields as canonical JSON)
     }
     return _as_server_sends(AuditEntryOut, data, fields)
 
