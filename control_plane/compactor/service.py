@@ -29,7 +29,8 @@ from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import CompactorSettings, Job, Tenant
 from ..identity import EVERYTHING, Access, Actor
-from ..jobs.service import JobContext, enqueue, enqueue_once
+from ..jobs.daily import queue_for
+from ..jobs.service import JobContext, enqueue
 from ..plane.data_plane import DataPlane
 from ..schedules import parse_schedule
 from ..settings import Settings
@@ -125,24 +126,11 @@ def queue_daily_runs(sessions: sessionmaker[Session], day: date, owner: str) -> 
     """Queue the scheduled run of ``day`` for every active tenant (tenants with uncompressed
     events whose compactor is on); how many this call queued. Tenants already holding that
     day's job are passed over by the unique key, so racing schedulers queue each once."""
-    queued = 0
-    key = run_key(day)
     with sessions() as session:
         tenants = repo.active_tenants(session)
         session.rollback()
-        for tenant_id in tenants:
-            begin_write(session)
-            job_id = enqueue_once(session, tenant_id, KIND, key,
-                                  params={"dry_run": False, "scheduled_for": day.isoformat()})
-            if job_id is None:
-                session.rollback()
-                continue
-            audit.record(session, Actor(tenant_id, "system", f"scheduler:{owner}"),
-                         "compact_run", detail=f"scheduled compaction job {job_id} queued "
-                                               f"for {day.isoformat()}")
-            session.commit()
-            queued += 1
-    return queued
+        return queue_for(session, tenants, KIND, run_key(day), day, owner, "compact_run",
+                         "compaction")
 
 
 # --- the run -------------------------------------------------------------------------------

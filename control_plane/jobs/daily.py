@@ -8,12 +8,17 @@ unique job key of the day, so however many workers tick, each tenant gets one ru
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable
 from datetime import date, datetime
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from ..audit import service as audit
+from ..db.engine import begin_write
+from ..identity import Actor
 from ..schedules import Schedule
+from .service import enqueue_once
 
 log = logging.getLogger(__name__)
 
@@ -42,3 +47,23 @@ class DailyRuns:
         if queued:
             log.info("queued %d scheduled %s run(s) for %s", queued, self.what, due.date())
         return queued
+
+
+def queue_for(session: Session, tenant_ids: Iterable[uuid.UUID], kind: str, key: str,
+              day: date, owner: str, operation: str, what: str) -> int:
+    """Queue ``day``'s scheduled ``kind`` job for each tenant under the unique job ``key``,
+    each with its audit row; how many this call queued (a tenant already holding the day's
+    job is passed over, so racing workers queue each once)."""
+    queued = 0
+    for tenant_id in tenant_ids:
+        begin_write(session)
+        job_id = enqueue_once(session, tenant_id, kind, key,
+                              params={"dry_run": False, "scheduled_for": day.isoformat()})
+        if job_id is None:
+            session.rollback()
+            continue
+        audit.record(session, Actor(tenant_id, "system", f"scheduler:{owner}"), operation,
+                     detail=f"scheduled {what} job {job_id} queued for {day.isoformat()}")
+        session.commit()
+        queued += 1
+    return queued

@@ -13,7 +13,8 @@ from ..audit.service import audited
 from ..db.engine import begin_write
 from ..db.models import AgentSettings, Job, MemoryPointer, RetentionPolicy
 from ..identity import Actor
-from ..jobs.service import enqueue, enqueue_once
+from ..jobs.daily import queue_for
+from ..jobs.service import enqueue
 from .schemas import RetentionRunIn
 
 KIND = "retention"
@@ -40,7 +41,6 @@ def run_key(day: date) -> str:
 def queue_daily_runs(sessions: sessionmaker[Session], day: date, owner: str) -> int:
     """Queue ``day``'s run for every tenant with a policy or a memory with ``ttl_days``;
     the unique job key makes it one run per tenant and day however many workers tick."""
-    queued = 0
     with sessions() as session:
         tenants = sorted(set(session.scalars(select(RetentionPolicy.tenant_id).distinct()))
                          | set(session.scalars(select(MemoryPointer.tenant_id).distinct()
@@ -49,16 +49,5 @@ def queue_daily_runs(sessions: sessionmaker[Session], day: date, owner: str) -> 
                              select(AgentSettings.tenant_id).distinct().where(
                                  AgentSettings.user_memory_retention_days.is_not(None)))))
         session.rollback()
-        for tenant_id in tenants:
-            begin_write(session)
-            job_id = enqueue_once(session, tenant_id, KIND, run_key(day),
-                                  params={"dry_run": False, "scheduled_for": day.isoformat()})
-            if job_id is None:
-                session.rollback()
-                continue
-            audit.record(session, Actor(tenant_id, "system", f"scheduler:{owner}"),
-                         "retention_run", detail=f"scheduled retention job {job_id} queued "
-                                                 f"for {day.isoformat()}")
-            session.commit()
-            queued += 1
-    return queued
+        return queue_for(session, tenants, KIND, run_key(day), day, owner, "retention_run",
+                         "retention")
