@@ -44,6 +44,9 @@ class Pointer(_Model):
     """Metadata of one stored memory; the content itself lives in the tenant's bucket."""
 
     id: str
+    # The seed's MemoryPointer fields: the tenant, and the team of team scope (else None).
+    tenant_id: str | None = None
+    team_id: str | None = None
     scope: str
     scope_ref: str
     key: str | None = None

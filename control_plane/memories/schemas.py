@@ -80,6 +80,8 @@ class PointerOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     id: uuid.UUID = Field(description="The pointer's id.")
+    tenant_id: uuid.UUID | None = Field(description="The tenant it belongs to (the "
+                                        "caller's; always set on a saved pointer).")
     scope: str = Field(description="user, conversation, agent, tenant, …", examples=["user"])
     scope_ref: str = Field(description="Which user, conversation, agent …",
                            examples=["u-42"])
@@ -93,6 +95,8 @@ class PointerOut(BaseModel):
                         "compactor (the compactor's entries).")
     user_id: str | None = Field(description="The data subject it is about, if any.")
     agent_id: str | None = Field(description="The agent that wrote it, if any.")
+    team_id: str | None = Field(description="The team whose memory it is: the scope_ref of "
+                                "team scope; null in every other scope.")
     storage_path: str = Field(description="Where the (encrypted) value lives in the "
                               "tenant's bucket.")
     content_sha256: str = Field(description="SHA-256 of the value's canonical JSON; reads "
@@ -139,8 +143,8 @@ def pointer_json(pointer: Any) -> dict[str, Any]:
         return _pointer_json({name: getattr(pointer, name, None) for name in _READ})
 
 
-_READ = ("id", "scope_type", "scope_ref", "key", "memory_type", "title", "tags", "importance",
-         "source", "subject_user_id", "agent_id", "storage_path", "content_sha256",
+_READ = ("id", "tenant_id", "scope_type", "scope_ref", "key", "memory_type", "title", "tags",
+         "importance", "source", "subject_user_id", "agent_id", "storage_path", "content_sha256",
          "content_size", "sync_status", "version", "has_embeddings", "embedding_model",
          "embedding_storage_path", "created_at", "updated_at", "expires_at", "storage_class",
          "searchable")
@@ -150,10 +154,12 @@ def _pointer_json(v: dict[str, Any]) -> dict[str, Any]:
     ready = _vector_ready(v["has_embeddings"], v["embedding_storage_path"], v["storage_path"])
     expires_at = v["expires_at"]
     return {
-        "id": str(v["id"]), "scope": v["scope_type"], "scope_ref": v["scope_ref"],
-        "key": v["key"], "memory_type": v["memory_type"], "title": v["title"],
+        "id": str(v["id"]), "tenant_id": _uuid_text(v["tenant_id"]),
+        "scope": v["scope_type"], "scope_ref": v["scope_ref"], "key": v["key"],
+        "memory_type": v["memory_type"], "title": v["title"],
         "tags": list(v["tags"] or []), "importance": v["importance"], "source": v["source"],
         "user_id": v["subject_user_id"], "agent_id": v["agent_id"],
+        "team_id": v["scope_ref"] if v["scope_type"] == "team" else None,
         "storage_path": v["storage_path"], "content_sha256": v["content_sha256"],
         "content_size": v["content_size"], "sync_status": v["sync_status"],
         "version": v["version"], "has_embeddings": ready,
@@ -165,6 +171,13 @@ def _pointer_json(v: dict[str, Any]) -> dict[str, Any]:
         "storage_class": v["storage_class"],
         "searchable": v["searchable"] is not False,
     }
+
+
+def _uuid_text(value: Any) -> str | None:
+    """A UUID as pydantic writes it, whether the row gave a UUID or its text."""
+    if value is None or isinstance(value, uuid.UUID):
+        return None if value is None else str(value)
+    return str(uuid.UUID(str(value)))
 
 
 def _vector_ready(has_embeddings: Any, vector_path: str | None, path: str) -> bool:

@@ -59,6 +59,7 @@ def pointer_json(**fields: Any) -> dict[str, Any]:
     An unknown name is refused too; add a field the server does not have by hand."""
     data: dict[str, Any] = {
         "id": POINTER_ID,
+        "tenant_id": TENANT_ID,
         "scope": "user",
         "scope_ref": "u1",
         "key": "prefs",
@@ -69,6 +70,7 @@ def pointer_json(**fields: Any) -> dict[str, Any]:
         "source": "api",
         "user_id": "u1",
         "agent_id": None,
+        "team_id": None,
         "storage_path": f"tenants/{TENANT_ID}/memories/user/u1/prefs/{VERSION_ID}.json",
         "content_sha256": "ab" * 32,
         "content_size": 17,

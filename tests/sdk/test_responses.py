@@ -32,6 +32,7 @@ def test_set_returns_a_pointer_with_parsed_datetimes() -> None:
 
     assert pointer == memplane.Pointer(
         id="0b5e3c1e-8d3f-4f7e-9a51-0d6c1f2e3a4b",
+        tenant_id=TENANT_ID,
         scope="user",
         scope_ref="u1",
         key="prefs",

@@ -28,7 +28,7 @@ def pointers(draw: st.DrawFn) -> MemoryPointer:
     values: dict[str, object] = dict.fromkeys(COLUMNS)
     values.update(
         id=uuid.UUID(int=draw(st.integers(0, 2**128 - 1))), tenant_id=uuid.uuid4(),
-        scope_type=draw(st.sampled_from(["user", "agent", "tenant", "conversation"])),
+        scope_type=draw(st.sampled_from(["user", "agent", "tenant", "conversation", "team"])),
         scope_ref=draw(TEXT), key=draw(OPTIONAL_TEXT), memory_type=draw(TEXT),
         title=draw(OPTIONAL_TEXT), tags=draw(st.none() | st.lists(TEXT, max_size=3)),
         importance=draw(st.integers(1, 5)), source=draw(TEXT),
