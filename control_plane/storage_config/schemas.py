@@ -16,7 +16,9 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
     SecretStr,
     StringConstraints,
@@ -25,6 +27,8 @@ from pydantic import (
 )
 
 from storage_adapters.identity import GCS_IMPERSONATION_ENDPOINT, S3_ROLE_ENDPOINT
+
+from .seed_spelling import snake_body, snake_keys
 
 GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
 Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255)]
@@ -73,6 +77,7 @@ class _Connection(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _refuse_unknown(cls, data: Any) -> Any:
+        data = snake_keys(data, cls.model_fields)  # the seed's camelCase names too
         if isinstance(data, dict):
             unknown = sorted(str(k) for k in data if k not in cls.model_fields)
             if unknown:
@@ -362,7 +367,10 @@ class LocalConfigIn(BaseModel):
 
 StorageConfigIn = Annotated[
     S3ConfigIn | GCSConfigIn | AzureConfigIn | LocalConfigIn,
-    Field(discriminator="storage_type"),
+    # The seed's {"storageType", "connectionConfig"} too: renamed before the union picks
+    # its member (Discriminator, not Field(discriminator=...), keeps that order in FastAPI).
+    Discriminator("storage_type"),
+    BeforeValidator(snake_body),
 ]
 
 
@@ -434,7 +442,8 @@ class NamedLocalConfigIn(LocalConfigIn):
 
 NamedStorageConfigIn = Annotated[
     NamedS3ConfigIn | NamedGCSConfigIn | NamedAzureConfigIn | NamedLocalConfigIn,
-    Field(discriminator="storage_type"),
+    Discriminator("storage_type"),
+    BeforeValidator(snake_body),
 ]
 
 
