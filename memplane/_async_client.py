@@ -152,16 +152,20 @@ class AsyncClient:
 class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
     """Memories addressed by ``(scope, scope_ref, key)``; reached as ``client.memory``.
 
-    ``scope_ref`` may be omitted for the ``tenant`` and ``institutional`` scopes.
+    ``scope_ref`` may be omitted for the ``tenant`` and ``institutional`` scopes, and, as
+    the seed writes it, given as ``user_id`` for scope ``user``, ``agent_id`` for ``agent``
+    and ``team_id`` for ``team`` (``team_id`` alone means scope ``team``): ``set(scope='user',
+    user_id='u-1', …)``. A ``scope_ref`` contradicting them raises ``ValueError``.
     """
 
     async def set(
         self,
         *,
-        scope: str,
         key: str,
         value: Any,
+        scope: str | None = None,
         scope_ref: str | None = None,
+        team_id: str | None = None,
         memory_type: str | None = None,
         tags: list[str] | None = None,
         importance: int | None = None,
@@ -178,6 +182,8 @@ class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
         embedded, never found by search (machine state). A retry with the same
         ``idempotency_key`` returns the first answer instead of writing again.
         """
+        scope, scope_ref = _base.seed_scope(scope, scope_ref, user_id=user_id,
+                                            agent_id=agent_id, team_id=team_id)
         metadata = dict(
             memory_type=memory_type,
             tags=tags,
@@ -199,17 +205,22 @@ class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
             )
         )
 
-    async def get(self, *, scope: str, key: str, scope_ref: str | None = None) -> Memory:
+    async def get(self, *, key: str, scope: str | None = None, scope_ref: str | None = None,
+                  user_id: str | None = None, agent_id: str | None = None,
+                  team_id: str | None = None) -> Memory:
         """Read the value and pointer under the key; raises ``NotFound`` if absent."""
+        scope, scope_ref = _base.seed_scope(scope, scope_ref, user_id=user_id,
+                                            agent_id=agent_id, team_id=team_id)
         return await self._client._send(_base.memory_get(scope=scope, scope_ref=scope_ref, key=key))
 
     async def append(
         self,
         *,
-        scope: str,
         key: str,
         value: Any,
+        scope: str | None = None,
         scope_ref: str | None = None,
+        team_id: str | None = None,
         memory_type: str | None = None,
         tags: list[str] | None = None,
         importance: int | None = None,
@@ -220,6 +231,8 @@ class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
         idempotency_key: str | None = None,
     ) -> Pointer:
         """Append ``value`` to the JSON list stored under the key, creating the list if absent."""
+        scope, scope_ref = _base.seed_scope(scope, scope_ref, user_id=user_id,
+                                            agent_id=agent_id, team_id=team_id)
         metadata = dict(
             memory_type=memory_type,
             tags=tags,
@@ -240,8 +253,12 @@ class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
             )
         )
 
-    async def delete(self, *, scope: str, key: str, scope_ref: str | None = None) -> None:
+    async def delete(self, *, key: str, scope: str | None = None,
+                     scope_ref: str | None = None, user_id: str | None = None,
+                     agent_id: str | None = None, team_id: str | None = None) -> None:
         """Delete the memory under the key; raises ``NotFound`` if absent."""
+        scope, scope_ref = _base.seed_scope(scope, scope_ref, user_id=user_id,
+                                            agent_id=agent_id, team_id=team_id)
         await self._client._send(_base.memory_delete(scope=scope, scope_ref=scope_ref, key=key))
 
     async def set_many(
@@ -298,8 +315,12 @@ class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
             scope=scope, retention_days=retention_days, auto_delete=auto_delete,
             memory_type=memory_type, archive_after_days=archive_after_days))
 
-    async def clear(self, *, scope: str, scope_ref: str | None = None) -> int:
+    async def clear(self, *, scope: str | None = None, scope_ref: str | None = None,
+                    user_id: str | None = None, agent_id: str | None = None,
+                    team_id: str | None = None) -> int:
         """Delete every memory in the scope; returns how many were deleted."""
+        scope, scope_ref = _base.seed_scope(scope, scope_ref, user_id=user_id,
+                                            agent_id=agent_id, team_id=team_id)
         return await self._client._send(_base.memory_clear(scope=scope, scope_ref=scope_ref))
 
     async def list_pointers(
@@ -308,6 +329,8 @@ class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
         scope: str | None = None,
         scope_ref: str | None = None,
         user_id: str | None = None,
+        agent_id: str | None = None,
+        team_id: str | None = None,
         memory_type: str | None = None,
         sync_status: str | None = None,
         tag: str | None = None,
@@ -320,6 +343,8 @@ class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
         literally; ``order``: ``created`` (the default), ``key`` or ``key_desc`` (by key,
         byte by byte; memories by key only) or ``updated_desc`` (by last write, newest
         first)."""
+        scope, scope_ref = _base.seed_filter(scope, scope_ref, user_id=user_id,
+                                             agent_id=agent_id, team_id=team_id)
         return await self._client._send(
             _base.list_pointers(
                 scope=scope,
@@ -341,6 +366,8 @@ class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
         scope: str | None = None,
         scope_ref: str | None = None,
         user_id: str | None = None,
+        agent_id: str | None = None,
+        team_id: str | None = None,
         memory_type: str | None = None,
         tag: str | None = None,
         key_prefix: str | None = None,
@@ -351,6 +378,8 @@ class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
         """One page of memories by key with their values (each read from the bucket, verified
         and audited as a read is; at most 100 a page), filtered as ``list_pointers``; those
         being written or deleted are left out."""
+        scope, scope_ref = _base.seed_filter(scope, scope_ref, user_id=user_id,
+                                             agent_id=agent_id, team_id=team_id)
         return await self._client._send(
             _base.list_memories(
                 scope=scope,
@@ -372,6 +401,8 @@ class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
         scope: str | None = None,
         scope_ref: str | None = None,
         user_id: str | None = None,
+        agent_id: str | None = None,
+        team_id: str | None = None,
         memory_type: str | None = None,
         sync_status: str | None = None,
         tag: str | None = None,
@@ -380,6 +411,8 @@ class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
         limit: int | None = None,
     ) -> AsyncIterator[Pointer]:
         """Every matching pointer, fetching pages of ``limit`` lazily as iteration goes."""
+        scope, scope_ref = _base.seed_filter(scope, scope_ref, user_id=user_id,
+                                             agent_id=agent_id, team_id=team_id)
         return self._client._iterate(
             lambda cursor: _base.list_pointers(
                 scope=scope,

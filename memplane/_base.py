@@ -114,6 +114,50 @@ def _scope_path(scope: str, scope_ref: str | None) -> str:
     )
 
 
+# The seed names a scope's instance by its owner: user_id for scope user, and so on.
+_SCOPE_OWNERS = {"user": "user_id", "agent": "agent_id", "team": "team_id"}
+
+
+def seed_scope(scope: str | None, scope_ref: str | None, *, user_id: str | None = None,
+               agent_id: str | None = None, team_id: str | None = None) -> tuple[str, str | None]:
+    """``(scope, scope_ref)`` from the seed's spelling: the scope_ref of scope ``user`` is
+    ``user_id``, of ``agent`` ``agent_id``, of ``team`` ``team_id``; ``team_id`` without a
+    scope means scope ``team``. A scope_ref that contradicts them raises ``ValueError``."""
+    if scope is None:
+        if team_id is None:
+            raise ValueError("give scope ('user', 'agent', 'team', 'tenant', …), or team_id "
+                             "for a team's memory")
+        scope = "team"
+    if team_id is not None and scope != "team":
+        raise ValueError(f"team_id names a team's memory: give scope='team' (or no scope) "
+                         f"with it, not scope={scope!r}")
+    owner = _SCOPE_OWNERS.get(scope)
+    named = {"user_id": user_id, "agent_id": agent_id, "team_id": team_id}.get(owner or "")
+    if owner is None or named is None:
+        return scope, scope_ref
+    if scope_ref is not None and scope_ref != named:
+        raise ValueError(f"scope_ref={scope_ref!r} contradicts {owner}={named!r}: the "
+                         f"scope_ref of scope {scope!r} is the {owner}; give one of them, or "
+                         f"the same value in both")
+    return scope, named
+
+
+def seed_filter(scope: str | None, scope_ref: str | None, *, user_id: str | None,
+                agent_id: str | None, team_id: str | None) -> tuple[str | None, str | None]:
+    """A listing's ``(scope, scope_ref)`` as ``seed_scope`` reads them. ``user_id`` stays
+    what it always was in a listing, the filter by data subject: it names the scope_ref of
+    scope ``user`` only when no scope_ref is given (with one, both filters apply)."""
+    if scope is None and team_id is None and agent_id is None:
+        return None, scope_ref
+    subject = user_id if scope_ref is None else None
+    scope, scope_ref = seed_scope(scope, scope_ref, user_id=subject, agent_id=agent_id,
+                                  team_id=team_id)
+    if agent_id is not None and scope != "agent":
+        raise ValueError("pointers are not filtered by agent_id: give scope='agent' with it "
+                         "to list that agent's memories")
+    return scope, scope_ref
+
+
 def _key_path(scope: str, scope_ref: str | None, key: str) -> str:
     return f"{_scope_path(scope, scope_ref)}/{path_segment(key, name='key')}"
 

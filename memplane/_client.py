@@ -151,16 +151,20 @@ class Client:
 class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
     """Memories addressed by ``(scope, scope_ref, key)``; reached as ``client.memory``.
 
-    ``scope_ref`` may be omitted for the ``tenant`` and ``institutional`` scopes.
+    ``scope_ref`` may be omitted for the ``tenant`` and ``institutional`` scopes, and, as
+    the seed writes it, given as ``user_id`` for scope ``user``, ``agent_id`` for ``agent``
+    and ``team_id`` for ``team`` (``team_id`` alone means scope ``team``): ``set(scope='user',
+    user_id='u-1', …)``. A ``scope_ref`` contradicting them raises ``ValueError``.
     """
 
     def set(
         self,
         *,
-        scope: str,
         key: str,
         value: Any,
+        scope: str | None = None,
         scope_ref: str | None = None,
+        team_id: str | None = None,
         memory_type: str | None = None,
         tags: list[str] | None = None,
         importance: int | None = None,
@@ -177,6 +181,8 @@ class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
         embedded, never found by search (machine state). A retry with the same
         ``idempotency_key`` returns the first answer instead of writing again.
         """
+        scope, scope_ref = _base.seed_scope(scope, scope_ref, user_id=user_id,
+                                            agent_id=agent_id, team_id=team_id)
         metadata = dict(
             memory_type=memory_type,
             tags=tags,
@@ -198,17 +204,22 @@ class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
             )
         )
 
-    def get(self, *, scope: str, key: str, scope_ref: str | None = None) -> Memory:
+    def get(self, *, key: str, scope: str | None = None, scope_ref: str | None = None,
+                  user_id: str | None = None, agent_id: str | None = None,
+                  team_id: str | None = None) -> Memory:
         """Read the value and pointer under the key; raises ``NotFound`` if absent."""
+        scope, scope_ref = _base.seed_scope(scope, scope_ref, user_id=user_id,
+                                            agent_id=agent_id, team_id=team_id)
         return self._client._send(_base.memory_get(scope=scope, scope_ref=scope_ref, key=key))
 
     def append(
         self,
         *,
-        scope: str,
         key: str,
         value: Any,
+        scope: str | None = None,
         scope_ref: str | None = None,
+        team_id: str | None = None,
         memory_type: str | None = None,
         tags: list[str] | None = None,
         importance: int | None = None,
@@ -219,6 +230,8 @@ class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
         idempotency_key: str | None = None,
     ) -> Pointer:
         """Append ``value`` to the JSON list stored under the key, creating the list if absent."""
+        scope, scope_ref = _base.seed_scope(scope, scope_ref, user_id=user_id,
+                                            agent_id=agent_id, team_id=team_id)
         metadata = dict(
             memory_type=memory_type,
             tags=tags,
@@ -239,8 +252,12 @@ class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
             )
         )
 
-    def delete(self, *, scope: str, key: str, scope_ref: str | None = None) -> None:
+    def delete(self, *, key: str, scope: str | None = None,
+                     scope_ref: str | None = None, user_id: str | None = None,
+                     agent_id: str | None = None, team_id: str | None = None) -> None:
         """Delete the memory under the key; raises ``NotFound`` if absent."""
+        scope, scope_ref = _base.seed_scope(scope, scope_ref, user_id=user_id,
+                                            agent_id=agent_id, team_id=team_id)
         self._client._send(_base.memory_delete(scope=scope, scope_ref=scope_ref, key=key))
 
     def set_many(
@@ -297,8 +314,12 @@ class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
             scope=scope, retention_days=retention_days, auto_delete=auto_delete,
             memory_type=memory_type, archive_after_days=archive_after_days))
 
-    def clear(self, *, scope: str, scope_ref: str | None = None) -> int:
+    def clear(self, *, scope: str | None = None, scope_ref: str | None = None,
+                    user_id: str | None = None, agent_id: str | None = None,
+                    team_id: str | None = None) -> int:
         """Delete every memory in the scope; returns how many were deleted."""
+        scope, scope_ref = _base.seed_scope(scope, scope_ref, user_id=user_id,
+                                            agent_id=agent_id, team_id=team_id)
         return self._client._send(_base.memory_clear(scope=scope, scope_ref=scope_ref))
 
     def list_pointers(
@@ -307,6 +328,8 @@ class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
         scope: str | None = None,
         scope_ref: str | None = None,
         user_id: str | None = None,
+        agent_id: str | None = None,
+        team_id: str | None = None,
         memory_type: str | None = None,
         sync_status: str | None = None,
         tag: str | None = None,
@@ -319,6 +342,8 @@ class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
         literally; ``order``: ``created`` (the default), ``key`` or ``key_desc`` (by key,
         byte by byte; memories by key only) or ``updated_desc`` (by last write, newest
         first)."""
+        scope, scope_ref = _base.seed_filter(scope, scope_ref, user_id=user_id,
+                                             agent_id=agent_id, team_id=team_id)
         return self._client._send(
             _base.list_pointers(
                 scope=scope,
@@ -340,6 +365,8 @@ class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
         scope: str | None = None,
         scope_ref: str | None = None,
         user_id: str | None = None,
+        agent_id: str | None = None,
+        team_id: str | None = None,
         memory_type: str | None = None,
         tag: str | None = None,
         key_prefix: str | None = None,
@@ -350,6 +377,8 @@ class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
         """One page of memories by key with their values (each read from the bucket, verified
         and audited as a read is; at most 100 a page), filtered as ``list_pointers``; those
         being written or deleted are left out."""
+        scope, scope_ref = _base.seed_filter(scope, scope_ref, user_id=user_id,
+                                             agent_id=agent_id, team_id=team_id)
         return self._client._send(
             _base.list_memories(
                 scope=scope,
@@ -371,6 +400,8 @@ class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
         scope: str | None = None,
         scope_ref: str | None = None,
         user_id: str | None = None,
+        agent_id: str | None = None,
+        team_id: str | None = None,
         memory_type: str | None = None,
         sync_status: str | None = None,
         tag: str | None = None,
@@ -379,6 +410,8 @@ class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
         limit: int | None = None,
     ) -> Iterator[Pointer]:
         """Every matching pointer, fetching pages of ``limit`` lazily as iteration goes."""
+        scope, scope_ref = _base.seed_filter(scope, scope_ref, user_id=user_id,
+                                             agent_id=agent_id, team_id=team_id)
         return self._client._iterate(
             lambda cursor: _base.list_pointers(
                 scope=scope,

@@ -99,8 +99,15 @@ def _agent_id(value: str) -> str:
 
 def agent_update(agent_id: str, settings: Mapping[str, Any] | None, *, name: str | None,
                  user_memory_enabled: bool | None, retention: str | None,
-                 storage_config_id: str | None) -> Call[Agent]:
-    if settings is not None:
+                 storage_config_id: str | None,
+                 memory: Mapping[str, Any] | None = None) -> Call[Agent]:
+    if memory is not None:  # the seed's update(agent_id=…, memory={'userMemory': {…}})
+        if settings is not None or any(v is not None for v in (
+                user_memory_enabled, retention, storage_config_id)):
+            raise ValueError("give memory={'userMemory': {...}} alone, not with settings or "
+                             "user_memory_enabled / retention / storage_config_id")
+        body = _without_none({"name": name, "memory": dict(memory)})
+    elif settings is not None:
         body = dict(settings)  # the seed's shape, camelCase or snake_case, as given
     else:
         user_memory = _without_none({"enabled": user_memory_enabled, "retention": retention,

@@ -129,17 +129,18 @@ class AgentsAPI:
 
     def update(self, agent_id: str, settings: Mapping[str, Any] | None = None, *,
                      name: str | None = None, user_memory_enabled: bool | None = None,
-                     retention: str | None = None,
-                     storage_config_id: str | None = None) -> Agent:
+                     retention: str | None = None, storage_config_id: str | None = None,
+                     memory: Mapping[str, Any] | None = None) -> Agent:
         """Create or replace the agent's settings (a PUT: what is left out takes its
-        default). ``settings`` takes the seed's shape as written,
-        ``{"memory": {"userMemory": {"enabled": True, "retention": "90d",
-        "storageConfigId": "sc_…"}}}``; or pass the keyword arguments. The agent's user
+        default). As the seed writes it: ``update(agent_id='support-bot',
+        memory={'userMemory': {'enabled': True, 'retention': '90d',
+        'storageConfigId': 'sc_…'}})`` (snake_case ``user_memory`` too); or ``settings``,
+        the whole body ``{"memory": {...}}``; or the keyword arguments. The agent's user
         memories (scope ``user``, or written with a ``user_id``) then go to that storage
         configuration; ``enabled=False`` makes their writes raise ``Conflict``."""
         return self._client._send(config_calls.agent_update(
             agent_id, settings, name=name, user_memory_enabled=user_memory_enabled,
-            retention=retention, storage_config_id=storage_config_id))
+            retention=retention, storage_config_id=storage_config_id, memory=memory))
 
     def get(self, agent_id: str) -> Agent:
         """The agent's settings; ``NotFound`` if it has none."""
