@@ -46,13 +46,19 @@ class Agent(_Model):
 
 
 def seed_storage_config(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The seed's flat shape ``{"type": "gcs", "bucket": ..., "region": ...}`` as
-    (storage_type, connection_config)."""
+    """The seed's flat shape ``{"type": "gcs", "bucket": ..., "region": ...}``, or its body
+    ``{"storageType": "gcs", "connectionConfig": {...}}``, as (storage_type,
+    connection_config)."""
     fields = dict(config)
-    storage_type = fields.pop("type", None) or fields.pop("storage_type", None)
-    if not isinstance(storage_type, str):
-        raise ValueError("the storage configuration needs a 'type': s3, gcs, azure or local")
-    nested = fields.pop("connection_config", None)
+    types = [fields.pop(n) for n in ("type", "storage_type", "storageType") if n in fields]
+    if len(types) != 1 or not isinstance(types[0], str):
+        raise ValueError("the storage configuration needs one 'type' (or storageType): s3, "
+                         "gcs, azure or local")
+    storage_type = types[0]
+    nests = [fields.pop(n) for n in ("connection_config", "connectionConfig") if n in fields]
+    if len(nests) > 1:
+        raise ValueError("give connection_config or connectionConfig, not both")
+    nested = nests[0] if nests else None
     return storage_type, {**(dict(nested) if nested else {}), **fields}
 
 

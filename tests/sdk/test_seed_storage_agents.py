@@ -33,6 +33,11 @@ def test_storage_configure_as_the_seed_writes_it(tenant: Tenant,
             "gcs", gcs_config["bucket"], True)
         assert configured.connection_config == gcs_config
         assert client.storage.get_config().id == configured.id
+        again = client.storage.configure({"storageType": "gcs",
+                                          "connectionConfig": _camel(gcs_config)})
+        assert (again.storage_type, again.connection_config) == ("gcs", gcs_config)
+        with pytest.raises(ValueError, match="needs one 'type'"):
+            client.storage.configure({"type": "gcs", "storageType": "gcs", **gcs_config})
 
 
 @pytest.mark.parametrize("spelling", ["camelCase", "snake_case"])
