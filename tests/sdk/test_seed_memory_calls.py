@@ -70,6 +70,10 @@ def test_team_and_agent_memory_take_their_scope_ref_from_team_id_and_agent_id(
         assert [p.key for p in client.memory.list_pointers(scope='agent',
                                                            agent_id='agent-456').items] == [
             "style"]
+        [batched] = client.memory.set_many([{"scope": "team", "scope_ref": "team-9",
+                                             "key": "k", "value": 1}])
+        assert batched.pointer is not None
+        assert (batched.pointer.team_id, batched.pointer.tenant_id) == ("team-9", str(tenant.id))
         assert client.memory.clear(team_id='team-123') == 1
         client.memory.delete(scope='agent', agent_id='agent-456', key='style')
         assert client.memory.list_pointers(scope='agent', scope_ref='agent-456').items == []
