@@ -101,6 +101,8 @@ def get_memory(scope: Scope, scope_ref: str, key: str, request: Request,
     """Read a memory: the value from the tenant's bucket, verified against the pointer's SHA-256,
     and its pointer."""
     with call_of(request, READER) as call:
+        if refresh_ttl:
+            ttl_refresh.may_restart(call.session, call.caller)
         result = memories.get_value(call.session, call.plane, call.caller.actor,
                                     _address(scope, scope_ref, key), access=call.caller.access)
         answer = {"value": result.value, "pointer": pointer_json(result.pointer)}
@@ -191,6 +193,8 @@ def batch_memories(body: batches.BatchIn, request: Request,
     with call_of(request, READER) as call:
         idem = (None if idempotency_key is None else
                 Idempotency.of(idempotency_key, "BATCH", body.model_dump_json()))
+        if any(raw.get("refresh_ttl") is True for raw in body.operations):
+            ttl_refresh.may_restart(call.session, call.caller)
         answer = batches.run_batch(get_runtime(request).sessions, call.session, call.plane,
                                    call.caller, body.operations, idem)
         refreshed = [answer for answer, raw in zip(answer.results, body.operations,

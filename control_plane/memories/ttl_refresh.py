@@ -24,8 +24,16 @@ from sqlalchemy.orm import Session
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer as P
+from ..identity import Caller
+from ..tenants.service import require_role
 
-__all__ = ["restart", "restart_answers"]
+__all__ = ["may_restart", "restart", "restart_answers"]
+
+
+def may_restart(session: Session, caller: Caller) -> None:
+    """Only a writer may restart a ttl: a compliance key's reads never prolong retention
+    (403, audited, before anything is read)."""
+    require_role(session, caller, ("admin", "agent"), "restart a memory's ttl (refresh_ttl)")
 
 
 def restart(session: Session, tenant_id: uuid.UUID, pointer_ids: Iterable[uuid.UUID],

@@ -93,6 +93,14 @@ def test_an_expired_item_reads_as_missing_and_a_refresh_does_not_revive_it(
             {"op": "set", "scope": "app", "scope_ref": "ttl", "key": "y", "value": 1,
              "refresh_ttl": True},
             {"op": "get", "scope": "app", "scope_ref": "ttl", "key": "y"}]})
+    with tenant.stack.http(tenant.key("compliance")) as officer:
+        refused = officer.get("/v1/memories/app/ttl/lg-store%2Fbrief",
+                              params={"refresh_ttl": "true"})
+        in_batch = officer.post("/v1/memories:batch", json={"operations": [
+            {"op": "get", "scope": "app", "scope_ref": "ttl", "key": "y", "refresh_ttl": True}]})
+    assert (refused.status_code, refused.json()["error"]) == (403, "forbidden")
+    assert "restart a memory's ttl" in refused.json()["detail"]
+    assert in_batch.status_code == 403
     assert answer.status_code == 404
     assert both.status_code == 422 and "ttl_days or ttl_seconds, not both" in both.text
     assert [r["status"] for r in refresh_a_set.json()["results"]] == [422, 404]
