@@ -25,8 +25,9 @@ page at a time until the filter has kept enough); a namespace listing lists poin
 Differences from LangGraph's own stores, by design:
 
 - ``search(filter=...)`` is evaluated on the client after a verified read of the candidates
-  (memplane keeps no content in its control plane to filter on); results without a query
-  are newest first (``updated_at``).
+  (memplane keeps no content in its control plane to filter on; a dotted key such as
+  ``"user.level"`` is a path into nested values, as in LangGraph's stores, unless the value
+  has that top-level key); results without a query are newest first (``updated_at``).
 - ``search(query=...)`` ranks with the server's semantic search (``POST /v1/search``, hybrid
   vector + keyword, over what the server has embedded so far; ``SearchItem.score`` is its
   fused score), then reads the hits in one verified batch. On a server without semantic
