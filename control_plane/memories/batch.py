@@ -69,6 +69,8 @@ class BatchOperation(MemoryMeta):
     scope_ref: str = Field(description="Which user, conversation, agent …; '-' for tenant.")
     key: str = Field(description="The memory's key within the scope.")
     value: Any = Field(None, description="set only: any JSON value.")
+    refresh_ttl: bool = Field(False, description="get only: restart the memory's ttl from "
+                              "now (GET's refresh_ttl).")
 
 
 class BatchIn(BaseModel):
@@ -84,8 +86,9 @@ class BatchIn(BaseModel):
         description=f"1 to {MAX_OPERATIONS} operations, each answered on its own: "
         "{op: set | get | delete, scope, scope_ref, key}; a set also takes value and the "
         "metadata of PUT /v1/memories/{scope}/{scope_ref}/{key} (memory_type, tags, "
-        "importance, title, user_id, agent_id, ttl_days, source, searchable). An operation "
-        "that does not validate gets its own 422 result; the others still run.")
+        "importance, title, user_id, agent_id, ttl_days or ttl_seconds, source, "
+        "searchable); a get also takes refresh_ttl. An operation that does not validate gets "
+        "its own 422 result; the others still run.")
 
 
 class BatchResult(BaseModel):
@@ -137,6 +140,8 @@ def _parse(index: int, raw: dict[str, Any], *, idempotent: bool) -> _Op | dict[s
         op = BatchOperation.model_validate(raw)
         if op.op == "set" and "value" not in op.model_fields_set:
             raise InvalidInput("value: this field is required for set")
+        if op.refresh_ttl and op.op != "get":
+            raise InvalidInput(f"refresh_ttl is for get only; leave it out of a {op.op}")
         if op.op != "set":
             extra = sorted((op.model_fields_set & _META_FIELDS) | ({"value"} & op.model_fields_set))
             if extra:

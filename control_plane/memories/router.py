@@ -14,6 +14,7 @@ from ..idempotency import Idempotency, Replay
 from ..kit import PLAIN_TEXT, json_of, to_json
 from . import batch as batches
 from . import service as memories
+from . import ttl_refresh
 from .batch_gets import check_values_page, listed_values
 from .schemas import (
     AppendIn,
@@ -46,6 +47,8 @@ def _meta(body: MemoryMeta) -> MemoryMeta:
     return MemoryMeta.model_validate(body.model_dump(exclude={"value"}))
 
 
+_REFRESH = ("true: restart the memory's ttl (ttl_days or ttl_seconds) from now, as "
+            "LangGraph's refresh_on_read does; expires_at in the answer is the new one.")
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key")]
 FilterText = Annotated[str | None, Query(max_length=256, pattern=PLAIN_TEXT)]
 
@@ -93,13 +96,19 @@ def set_memory(scope: Scope, scope_ref: str, key: str, body: MemoryIn, request: 
 
 
 @router.get("/v1/memories/{scope}/{scope_ref}/{key}", response_model=MemoryOut)
-def get_memory(scope: Scope, scope_ref: str, key: str, request: Request) -> Response:
+def get_memory(scope: Scope, scope_ref: str, key: str, request: Request,
+               refresh_ttl: Annotated[bool, Query(description=_REFRESH)] = False) -> Response:
     """Read a memory: the value from the tenant's bucket, verified against the pointer's SHA-256,
     and its pointer."""
     with call_of(request, READER) as call:
+        if refresh_ttl:
+            ttl_refresh.may_restart(call.session, call.caller)
         result = memories.get_value(call.session, call.plane, call.caller.actor,
                                     _address(scope, scope_ref, key), access=call.caller.access)
-    return json_of({"value": result.value, "pointer": pointer_json(result.pointer)})
+        answer = {"value": result.value, "pointer": pointer_json(result.pointer)}
+        if refresh_ttl:
+            ttl_refresh.restart_answers(call.session, call.caller.actor.tenant_id, [answer])
+    return json_of(answer)
 
 
 @router.post("/v1/memories/{scope}/{scope_ref}/{key}/append", response_model=PointerOut)
@@ -184,8 +193,14 @@ def batch_memories(body: batches.BatchIn, request: Request,
     with call_of(request, READER) as call:
         idem = (None if idempotency_key is None else
                 Idempotency.of(idempotency_key, "BATCH", body.model_dump_json()))
+        if any(raw.get("refresh_ttl") is True for raw in body.operations):
+            ttl_refresh.may_restart(call.session, call.caller)
         answer = batches.run_batch(get_runtime(request).sessions, call.session, call.plane,
                                    call.caller, body.operations, idem)
+        refreshed = [answer for answer, raw in zip(answer.results, body.operations,
+                                                   strict=True)
+                     if raw.get("refresh_ttl") is True and answer["op"] == "get"]
+        ttl_refresh.restart_answers(call.session, call.caller.actor.tenant_id, refreshed)
     headers = {"Idempotent-Replayed": "true"} if answer.replayed else None
     # pydantic's serialiser: a quarter of the stdlib encoder's time for a hundred answers.
     return Response(to_json({"results": answer.results}), media_type="application/json",

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -11,6 +11,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    model_validator,
 )
 from pydantic_core import to_jsonable_python
 
@@ -54,11 +55,27 @@ class MemoryMeta(BaseModel):
                                  examples=["support-bot"])
     ttl_days: int | None = Field(None, ge=1, le=36500, description="Delete the memory this "
                                  "many days after the write; default: keep.", examples=[30])
+    ttl_seconds: int | None = Field(
+        None, ge=1, le=36500 * 86400, description="Instead of ttl_days: delete the memory "
+        "this many seconds after the write (a read with refresh_ttl=true restarts it).",
+        examples=[3600])
     source: Source | None = Field(None, description=SOURCE_DESCRIPTION, examples=["chat"])
     searchable: bool | None = Field(
         None, description="false: never embedded and never found by search (machine state "
         "such as an agent framework's checkpoints); default true. A later write that does "
         "not say keeps it.", examples=[False])
+
+    @model_validator(mode="after")
+    def _one_ttl(self) -> MemoryMeta:
+        if self.ttl_days is not None and self.ttl_seconds is not None:
+            raise ValueError("give ttl_days or ttl_seconds, not both")
+        return self
+
+    def ttl(self) -> timedelta | None:
+        """How long after the write the memory lives (ttl_days or ttl_seconds); None: keep."""
+        if self.ttl_seconds is not None:
+            return timedelta(seconds=self.ttl_seconds)
+        return timedelta(days=self.ttl_days) if self.ttl_days is not None else None
 
 
 class MemoryIn(MemoryMeta):

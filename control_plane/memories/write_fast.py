@@ -15,7 +15,6 @@ takes over.
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
@@ -175,7 +174,7 @@ def request_fast(plane: DataPlane, target: Target, actor: Actor, address: Memory
         tags=list(dict.fromkeys(meta.tags)) if meta.tags is not None else None,
         importance=meta.importance, title=meta.title, meta_user=meta.user_id,
         agent_id=meta.agent_id,
-        expires_at=now + timedelta(days=meta.ttl_days) if meta.ttl_days is not None else None,
+        expires_at=now + ttl if (ttl := meta.ttl()) is not None else None,
         accessor_type=actor.accessor_type, accessor_id=actor.accessor_id, operation="write",
         request_id=request_id_var.get(), accessor_agent_id=actor.agent_id,
         audit_address=sealed_address(actor, address, handle),

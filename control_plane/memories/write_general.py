@@ -13,7 +13,6 @@ a row that changed since the lookup:
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import exc as sa_exc
@@ -198,6 +197,6 @@ def _apply_meta(pointer: MemoryPointer, meta: MemoryMeta, now: Any) -> None:
         pointer.source = meta.source
     if meta.searchable is not None:
         pointer.searchable = meta.searchable
-    if meta.ttl_days is not None:
-        pointer.expires_at = now + timedelta(days=meta.ttl_days)
+    if (ttl := meta.ttl()) is not None:
+        pointer.expires_at = now + ttl
 

@@ -11,7 +11,6 @@ import json
 import uuid
 import zipfile
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -168,17 +167,6 @@ def test_async_methods_go_through_the_async_client(tenant: Tenant) -> None:
                                    [{"v": "async"}, ["k"]], None]
     with pytest.raises(RuntimeError, match="no memplane.Client for sync calls"):
         MemplaneStore(aclient=memplane.AsyncClient(tenant.stack.base_url, key)).get(("a",), "k")
-
-
-def test_ttl_minutes_round_up_to_whole_days(agent: memplane.Client) -> None:
-    store = MemplaneStore(agent)
-    store.put(("users", "u-7"), "short", {"v": 1}, ttl=30)
-    store.put(("users", "u-7"), "long", {"v": 2}, ttl=2 * 24 * 60 + 1)
-    store.put(("users", "u-7"), "forever", {"v": 3})
-    expiry = {p.key: (p.expires_at - p.updated_at if p.expires_at else None)
-              for p in agent.memory.iter_pointers(scope="user", scope_ref="u-7")}
-    assert {k: (round(v / timedelta(days=1)) if v else None) for k, v in expiry.items()} == {
-        "lg-store/short": 1, "lg-store/long": 3, "lg-store/forever": None}
 
 
 def test_bad_values_and_namespaces_are_refused_with_a_sentence(agent: memplane.Client) -> None:

@@ -75,6 +75,9 @@ class MemoryPointer(Base):
     storage_class: Mapped[str | None] = mapped_column(String(32), nullable=True)
     # False: never embedded, never found by search (written with ``searchable: false``).
     searchable: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    # When a read last restarted the ttl (refresh_ttl); the ttl is expires_at minus the later
+    # of this and updated_at (a write sets both from one clock reading). Added last.
+    ttl_restarted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class GcCandidate(Base):

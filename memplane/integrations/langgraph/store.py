@@ -25,15 +25,21 @@ page at a time until the filter has kept enough); a namespace listing lists poin
 Differences from LangGraph's own stores, by design:
 
 - ``search(filter=...)`` is evaluated on the client after a verified read of the candidates
-  (memplane keeps no content in its control plane to filter on); results without a query
-  are newest first (``updated_at``).
+  (memplane keeps no content in its control plane to filter on; a dotted key such as
+  ``"user.level"`` is a path into nested values, as in LangGraph's stores, unless the value
+  has that top-level key); results without a query are newest first (``updated_at``).
 - ``search(query=...)`` ranks with the server's semantic search (``POST /v1/search``, hybrid
   vector + keyword, over what the server has embedded so far; ``SearchItem.score`` is its
   fused score), then reads the hits in one verified batch. On a server without semantic
   search, or with ``semantic=False``, the query is ignored, as LangGraph's stores ignore it
   without an index.
-- ``ttl`` (minutes) becomes ``ttl_days`` rounded up to whole days; reads do not extend it
-  (``refresh_ttl`` is accepted and ignored).
+- ``ttl`` (minutes, LangGraph's ``TTLConfig.default_ttl`` or a put's own) becomes the
+  memory's ``ttl_seconds`` (rounded up to a whole second). On a store made with
+  ``refresh_on_read`` true, a get or search (unless ``refresh_ttl=False``) restarts it, as
+  SqliteStore does (``refresh_ttl`` on the batch's get: the control plane's ``expires_at``
+  moves, nothing is rewritten). Expired items read as missing at once; the server's retention
+  run deletes them (there is no client-side ``sweep_ttl``). A put with ``ttl=None`` keeps an
+  item's earlier expiry.
 - What is embedded: an item put with ``index=False`` is written ``searchable: false`` (never
   embedded, never a search result); with the default ``index=None``, so is every item of a
   store made with ``semantic=False`` (LangGraph's stores embed nothing without an index
@@ -60,6 +66,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
     validate_op_namespace,
 )
 
@@ -77,7 +84,7 @@ ROOT = "lg-store/"
 USERS = "users"
 PART_LIMIT = 64
 TAG = "langgraph"
-MINUTES_PER_DAY = 24 * 60
+SECONDS_PER_MINUTE = 60
 
 
 def _address(namespace: tuple[str, ...]) -> tuple[str, str, str | None, tuple[str, ...]]:
@@ -147,6 +154,23 @@ def _compare(item_value: Any, wanted: Any) -> bool:
     return bool(item_value == wanted)
 
 
+def _at(value: dict[str, Any], key: str) -> Any:
+    """The value a filter key names: the top-level key as it is, else a dotted path into
+    nested dicts (``"user.access-level"``), as LangGraph's stores read filter keys."""
+    if key in value or "." not in key:
+        return value.get(key)
+    found: Any = value
+    for part in key.split("."):
+        if not isinstance(found, dict):
+            return None
+        found = found.get(part)
+    return found
+
+
+def _passes(value: dict[str, Any], wanted: dict[str, Any] | None) -> bool:
+    return all(_compare(_at(value, k), v) for k, v in (wanted or {}).items())
+
+
 def _operator(value: Any, operator: str, operand: Any) -> bool:
     if operator == "$eq":
         return bool(value == operand)
@@ -184,13 +208,15 @@ class MemplaneStore(BaseStore):
     The key needs the agent or admin role (a scoped agent key sees only its scopes).
     ``semantic=False`` ignores search queries (filters and recency only), as does a server
     without ``POST /v1/search``, and writes items unsearchable unless a put asks for
-    indexing (``index=True`` or field paths).
+    indexing (``index=True`` or field paths). ``ttl`` is LangGraph's ``TTLConfig``
+    (``default_ttl`` in minutes, ``refresh_on_read``).
     """
 
     supports_ttl = True
 
     def __init__(self, client: Client | None = None, *,
-                 aclient: AsyncClient | None = None, semantic: bool = True) -> None:
+                 aclient: AsyncClient | None = None, semantic: bool = True,
+                 ttl: TTLConfig | None = None) -> None:
         if client is None and aclient is None:
             raise ValueError("give a memplane.Client (client=) or a memplane.AsyncClient "
                              "(aclient=), or both")
@@ -198,6 +224,7 @@ class MemplaneStore(BaseStore):
         self.aclient = aclient
         self.semantic = semantic  # turned off for good if the server has no search
         self.embeds = semantic
+        self.ttl_config = ttl
 
     # -- BaseStore ------------------------------------------------------------------------
 
@@ -218,6 +245,12 @@ class MemplaneStore(BaseStore):
 
     # -- what a batch sends ---------------------------------------------------------------
 
+    def _refreshes(self, op: GetOp | SearchOp) -> bool:
+        """A read restarts the ttl when it asks (``refresh_ttl``, true unless said otherwise)
+        and the store was made with ``refresh_on_read`` true, as LangGraph's SqliteStore
+        does: a store that did not ask for it costs no control-plane write per read."""
+        return bool(op.refresh_ttl and (self.ttl_config or {}).get("refresh_on_read", False))
+
     def _batch(self, ops: list[Op]) -> Step[list[Result]]:
         results: list[Result] = [None] * len(ops)
         wire: list[dict[str, Any]] = []
@@ -226,7 +259,8 @@ class MemplaneStore(BaseStore):
             validate_op_namespace(op)
             if isinstance(op, GetOp):
                 scope, ref, _, key = _key(op.namespace, op.key)
-                wire.append({"op": "get", "scope": scope, "scope_ref": ref, "key": key})
+                get = {"op": "get", "scope": scope, "scope_ref": ref, "key": key}
+                wire.append(get | {"refresh_ttl": True} if self._refreshes(op) else get)
                 answered.append((index, op))
             elif isinstance(op, PutOp):
                 wire.append(self._write(op))
@@ -260,7 +294,7 @@ class MemplaneStore(BaseStore):
         if subject is not None:
             write["user_id"] = subject
         if op.ttl is not None:
-            write["ttl_days"] = max(1, math.ceil(op.ttl / MINUTES_PER_DAY))
+            write["ttl_seconds"] = max(1, math.ceil(op.ttl * SECONDS_PER_MINUTE))
         # Each put decides, as in LangGraph: False never indexes, None follows the store.
         write["searchable"] = op.index is not False and (op.index is not None or self.embeds)
         return write
@@ -297,21 +331,30 @@ class MemplaneStore(BaseStore):
                 self.semantic = False
             else:
                 ranked = found
+        expiring: dict[int, Pointer] = {}
         if len(ranked) < wanted:
             skip = {where for _, where in ranked}
             recent = yield from self._recent(op, prefix, skip, wanted - len(ranked))
-            ranked.extend((item, ("", "", "")) for item in recent)
+            for item, pointer in recent:
+                if pointer.expires_at is not None:
+                    expiring[len(ranked)] = pointer
+                ranked.append((item, ("", "", "")))
+        if self._refreshes(op):  # the listing read them; restart the ttl of those answered
+            yield from _wire.batch([
+                {"op": "get", "scope": p.scope, "scope_ref": p.scope_ref, "key": p.key,
+                 "refresh_ttl": True}
+                for n, p in expiring.items() if op.offset <= n < wanted])
         return [item for item, _ in ranked[op.offset:wanted]]
 
     def _recent(self, op: SearchOp, prefix: tuple[str, ...], skip: set[tuple[str, str, str]],
-                count: int) -> Step[list[SearchItem]]:
+                count: int) -> Step[list[tuple[SearchItem, Pointer]]]:
         """The first ``count`` items under ``prefix`` passing the filter, newest first,
         leaving out the addresses in ``skip``: each listing's newest first with their values
         (``order=updated_desc``, ``include_values``), a page at a time until it has
         ``count``."""
         if count <= 0:
             return []
-        found: list[tuple[SearchItem, str]] = []
+        found: list[tuple[SearchItem, str, Pointer]] = []
         for listing in _listings(prefix):
             cursor: str | None = None
             kept = 0
@@ -324,16 +367,15 @@ class MemplaneStore(BaseStore):
                     if ((pointer.scope, pointer.scope_ref, pointer.key or "") in skip
                             or not _is_store_pointer(pointer)
                             or tuple(value["namespace"])[:len(prefix)] != prefix
-                            or not all(_compare(value["value"].get(k), v)
-                                       for k, v in (op.filter or {}).items())):
+                            or not _passes(value["value"], op.filter)):
                         continue
-                    found.append((_found(value, pointer), pointer.key or ""))
+                    found.append((_found(value, pointer), pointer.key or "", pointer))
                     kept += 1
                 cursor = page.next_cursor
                 if cursor is None:
                     break
         found.sort(key=lambda f: (f[0].updated_at, f[1]), reverse=True)
-        return [item for item, _ in found[:count]]
+        return [(item, pointer) for item, _, pointer in found[:count]]
 
     def _semantic(self, op: SearchOp, prefix: tuple[str, ...],
                   ) -> Step[list[tuple[SearchItem, tuple[str, str, str]]] | None]:
@@ -355,8 +397,9 @@ class MemplaneStore(BaseStore):
         hits = [hit for hit in answer.results
                 if hit.kind == "memory" and hit.scope in ("user", "app")
                 and (hit.key or "").startswith(ROOT)]
+        refresh = {"refresh_ttl": True} if self._refreshes(op) else {}
         replies = yield from _wire.batch([{"op": "get", "scope": h.scope,
-                                           "scope_ref": h.scope_ref, "key": h.key}
+                                           "scope_ref": h.scope_ref, "key": h.key} | refresh
                                           for h in hits])
         items: list[tuple[SearchItem, tuple[str, str, str]]] = []
         for hit, reply in zip(hits, replies, strict=True):
@@ -366,7 +409,7 @@ class MemplaneStore(BaseStore):
             value, pointer = reply.value, reply.pointer
             if tuple(value["namespace"])[:len(prefix)] != prefix:
                 continue
-            if not all(_compare(value["value"].get(k), v) for k, v in (op.filter or {}).items()):
+            if not _passes(value["value"], op.filter):
                 continue
             items.append((_found(value, pointer, hit.score),
                           (hit.scope, hit.scope_ref, hit.key or "")))
