@@ -35,6 +35,7 @@ from ..audit.service import audited
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import Conversation, ConversationMessage, Job, MemoryPointer
+from ..dlp.guard import screen_fields
 from ..errors import Conflict, Forbidden, HashMismatch, InvalidInput, NotFound
 from ..idempotency import Idempotency, Replay
 from ..identity import EVERYTHING, Access, Actor
@@ -126,6 +127,7 @@ def add_message(session: Session, plane: DataPlane, settings: Settings, actor: A
             replay = idempotency.find(session, actor, idem)
             if replay is not None:
                 return _replayed(session, actor, replay)
+        spec = screen_fields(session, actor, spec, ("content",), what="the message")
         seq, row_id, subject, model = _reserve(session, actor, conversation_id, spec)
         counter = tokens.for_model(model)
         cost = counter.message(spec.content)
