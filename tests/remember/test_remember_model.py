@@ -54,7 +54,8 @@ def test_the_model_decides_and_its_answer_is_checked(tenant: Tenant, chat: FakeL
             {"event": "DELETE", "key": "uses.slack", "seqs": [2]},
             {"event": "ADD", "key": "about.card", "value": "4111 1111 1111 1111",
              "seqs": [2]}))
-        second = said(http, user, "Numbered lists from now on.", "We dropped Slack.")
+        second = said(http, user, "Numbered lists from now on.", "We dropped Slack.",
+                      "my card is 4111 1111 1111 1111")
         stored = http.get(f"/v1/memories/user/{user}/preference.response_format").json()
     assert events(first) == [
         ("ADD", "preference.response_format", "bullet points", None, "stated preference"),
@@ -69,7 +70,8 @@ def test_the_model_decides_and_its_answer_is_checked(tenant: Tenant, chat: FakeL
     prompt = chat.seen[-1].json["messages"][1]["content"]
     assert prompt == ("Stored memories:\n- preference.response_format = bullet points\n"
                       "- uses.slack = Slack\n\nNew messages:\n"
-                      "[1] user: Numbered lists from now on.\n[2] user: We dropped Slack.")
+                      "[1] user: Numbered lists from now on.\n[2] user: We dropped Slack.\n"
+                      "[3] user: my card is [redacted:card]")
     assert chat.seen[-1].json["model"] == "fake-model"
     assert stored["pointer"]["tags"] == ["remember", "extractor:model-v1", "seqs:1",
                                          "model:fake-model"]
