@@ -23,6 +23,18 @@ def test_a_changed_statement_maps_onto_the_same_key() -> None:
         ("uses.slack", None)]
 
 
+def test_other_phrasings() -> None:
+    assert facts("From now on, always reply in Spanish.", "Please answer in bullet points",
+                 "I stopped using Jira", "I've been working on Project Atlas",
+                 "I'm using Linear now", "I switched to Teams", "I live in Lisbon",
+                 "I'm in the data platform team", "I prefer in-person meetings") == [
+        ("preference.language", "Spanish"), ("preference.response_format", "bullet points"),
+        ("uses.jira", None), ("project.project-atlas", "Project Atlas"),
+        ("uses.linear", "Linear"), ("uses.teams", "Teams"), ("location", "Lisbon"),
+        ("department", "data platform"),
+        ("preference.in-person-meetings", "in-person meetings")]
+
+
 def test_keys_hold_no_value() -> None:
     assert facts("My phone number is +1 555 010 9999", "Call me Ana",
                  "I work as a nurse", "my employee id is 12345678") == [
