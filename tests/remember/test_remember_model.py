@@ -27,10 +27,10 @@ def chat() -> Iterator[FakeLLM]:
         yield server
 
 
-def configure(http: httpx.Client, chat: FakeLLM) -> None:
+def configure(http: httpx.Client, chat: FakeLLM, **fields: Any) -> None:
     answer = http.put("/v1/summarizer/config", json={
         "base_url": chat.base_url, "model": "fake-model", "api_key": "sk-" + "k" * 40,
-        "timeout_seconds": 5, "max_retries": 0})
+        "timeout_seconds": 5, "max_retries": 0, **fields})
     assert answer.status_code == 200, answer.text
 
 
@@ -101,6 +101,18 @@ def test_an_unusable_answer_falls_back_to_the_rules(tenant: Tenant, chat: FakeLL
     assert (result["extractor"], result["model"]) == ("builtin-v1", None)
     assert llm.REMOTE_SECRET not in json.dumps(result)
     assert sorted(pointers(tenant, user)) == ["preference.response_format"]
+
+
+def test_the_token_budget_holds_and_nothing_is_sent(tenant: Tenant, chat: FakeLLM) -> None:
+    user = f"u-{uuid.uuid4().hex[:8]}"
+    with tenant.stack.http(tenant.admin_key) as http:
+        configure(http, chat, token_budget_per_run=100)  # under one call's estimate
+        result = said(http, user, "I use Figma.")
+    assert events(result) == [("ADD", "uses.figma", "Figma", None, "new fact (the model "
+                               "failed: token_budget_spent; built-in extractor used)")]
+    # Only the configuration's probe reached the endpoint.
+    assert [seen.json["messages"] for seen in chat.seen] == [
+        [{"role": "user", "content": "Reply with: ok"}]]
 
 
 def test_a_message_with_remember_queues_a_job(tenant: Tenant) -> None:
