@@ -17,9 +17,11 @@ Kinds and the formats recognised (docs/dlp.md is the contract):
   tokens with a well-known prefix: GitHub ``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_``/
   ``github_pat_``, OpenAI-style ``sk-``, Slack ``xoxb-``/``xoxp-``/``xoxa-``/``xoxr-``/``xoxs-``,
   Stripe ``sk_live_``/``rk_live_``, GitLab ``glpat-``.
-- ``password``: ``password: …``, ``password=…``, ``passwd …``, ``pwd: …``, ``passcode: …`` and
-  "my password is …" (the span is the secret only: the next run of non-blank characters,
-  without surrounding quotes or a trailing sentence period/comma).
+- ``password``: ``password: …``, ``password=…``, ``passwd: …``, ``pwd: …``, ``passcode: …``,
+  "password is: …" and "my/our/the … password is …" (the span is the secret only: the next
+  run of non-blank characters, without surrounding quotes or a trailing period or comma;
+  prose such as "my password is not working" is not a secret). A string under a dictionary
+  key named ``password``/``passwd``/``passcode``/``passphrase``/``pwd`` is one as a whole.
 
 A ``Finding`` keeps the kind and the offsets only, never the value.
 """
@@ -84,13 +86,16 @@ _TOKENS = (
 _BEARER = re.compile(r"(?i)\bbearer\s+([A-Za-z0-9\-._~+/]{8,}=*)")
 _PASSWORD = re.compile(
     r"(?i)(?:\b(?:password|passwd|passcode|passphrase|pwd)[\"']?\s*[:=]\s*"
-    r"|\b(?:my|our)\s+(?:[a-z0-9-]+\s+)?(?:password|passwd|passcode|passphrase|pin)\s+is:?\s+)"
+    r"|\b(?:password|passwd|passcode|passphrase)\s+is:\s*"
+    r"|\b(?:my|our|the)\s+(?:[a-z0-9-]+\s+)?(?:password|passwd|passcode|passphrase|pin)"
+    r"\s+is:?\s+)"
     r"[\"'`]?([^\s\"'`]+)"
 )
 # Words after "my password is" that are prose, not a secret ("my password is not working").
 _PROSE = frozenset(
     "not wrong incorrect invalid too the a an same expired correct still now never always "
-    "required missing weak strong different locked".split()
+    "required missing weak strong different locked changed reset set being stored saved "
+    "needed empty blank valid updated case-sensitive secret hidden".split()
 )
 # Dictionary keys whose string value is a password as a whole.
 PASSWORD_KEYS = frozenset({"password", "passwd", "passcode", "passphrase", "pwd"})
@@ -174,6 +179,8 @@ def _bearer_tokens(text: str) -> Iterable[Finding]:
 def _passwords(text: str) -> Iterable[Finding]:
     for m in _PASSWORD.finditer(text):
         start, end = m.start(1), m.end(1)
+        if text.startswith("[redacted:", start):  # already redacted: redaction is idempotent
+            continue
         while end > start and text[end - 1] in ".,;:!?)]}":
             end -= 1
         if end > start and text[start:end].lower() not in _PROSE:
