@@ -26,6 +26,7 @@ if typing.TYPE_CHECKING:
         Message,
         MessageAdded,
     )
+    from ._dlp import DlpPolicy
     from ._exceptions import (
         APIError,
         BadRequest,
@@ -36,6 +37,7 @@ if typing.TYPE_CHECKING:
         MemplaneError,
         NotFound,
         PayloadTooLarge,
+        SensitiveData,
         ServerError,
         StorageUnavailable,
         SubjectErasureInProgress,
@@ -75,14 +77,15 @@ _NAMES = {
     "_client": ("Client",),
     "_compliance": ("Job", "Receipt"),
     "_config_calls": ("Agent",),
+    "_dlp": ("DlpPolicy",),
     "_conversations": (
         "ContextItem", "ContextSection", "ContextWindow", "Conversation", "Message",
         "MessageAdded",
     ),
     "_exceptions": (
         "APIError", "BadRequest", "Conflict", "Forbidden", "HashMismatch", "InvalidResponse",
-        "MemplaneError", "NotFound", "PayloadTooLarge", "ServerError", "StorageUnavailable",
-        "SubjectErasureInProgress", "TransportError", "Unauthorized",
+        "MemplaneError", "NotFound", "PayloadTooLarge", "SensitiveData", "ServerError",
+        "StorageUnavailable", "SubjectErasureInProgress", "TransportError", "Unauthorized",
     ),
     "_hygiene": ("CleanupItem", "CleanupResult", "LegalHold", "RetentionPolicy"),
     "_models": (
@@ -128,6 +131,7 @@ __all__ = [
     "ContextWindow",
     "Conversation",
     "CreatedKey",
+    "DlpPolicy",
     "CreatedTenant",
     "Entry",
     "Event",
@@ -153,6 +157,7 @@ __all__ = [
     "RetentionPolicy",
     "SearchResult",
     "SearchResults",
+    "SensitiveData",
     "ServerError",
     "StorageConfig",
     "StorageHealth",
