@@ -127,7 +127,8 @@ def test_a_message_with_remember_queues_a_job(tenant: Tenant) -> None:
         slack = http.get(f"/v1/memories/user/{user}/uses.slack").json()
         again = _job_done(http, _add(http, conv, "I don't use Slack anymore",
                                      remember=True)["remember_job_id"])
-    assert plain["remember_job_id"] is None
+        nobody = _add(http, f"{conv}-anon", "I use Slack.", remember=True)
+    assert (plain["remember_job_id"], nobody["remember_job_id"]) == (None, None)
     assert job["state"] == "completed"
     assert job["result"] == {"remembered": True, "extractor": "builtin-v1", "messages": 3,
                              "add": 2, "update": 0, "delete": 0, "none": 0}
