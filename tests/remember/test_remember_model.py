@@ -51,7 +51,8 @@ def test_the_model_decides_and_its_answer_is_checked(tenant: Tenant, chat: FakeL
         chat.answer(decided(
             {"event": "UPDATE", "key": "preference.response_format",
              "value": "numbered lists", "seqs": [1]},
-            {"event": "DELETE", "key": "uses.slack", "seqs": [2]},
+            {"event": "DELETE", "key": "uses.slack", "seqs": [2],
+             "reason": "dropped; also gave card 4111 1111 1111 1111"},
             {"event": "ADD", "key": "about.card", "value": "4111 1111 1111 1111",
              "seqs": [2]}))
         second = said(http, user, "Numbered lists from now on.", "We dropped Slack.",
@@ -85,8 +86,9 @@ def test_the_model_decides_and_its_answer_is_checked(tenant: Tenant, chat: FakeL
     decided({"event": "ADD", "key": "Preference Format", "value": "x", "seqs": [1]}),
     decided({"event": "ADD", "key": "uses.slack", "seqs": [1]}),
     decided({"event": "ADD", "key": "uses.slack", "value": "Slack", "seqs": [7]}),
+    decided({"event": "ADD", "key": "about.phone-5550109", "value": "x", "seqs": [1]}),
     llm.server_error(),
-], ids=["prose", "bad-key", "no-value", "unknown-seq", "server-error"])
+], ids=["prose", "bad-key", "no-value", "unknown-seq", "number-in-key", "server-error"])
 def test_an_unusable_answer_falls_back_to_the_rules(tenant: Tenant, chat: FakeLLM,
                                                     answer: llm.Answer) -> None:
     user = f"u-{uuid.uuid4().hex[:8]}"
