@@ -26,6 +26,7 @@ if typing.TYPE_CHECKING:
         Message,
         MessageAdded,
     )
+    from ._dlp import DlpPolicy
     from ._exceptions import (
         APIError,
         BadRequest,
@@ -36,6 +37,7 @@ if typing.TYPE_CHECKING:
         MemplaneError,
         NotFound,
         PayloadTooLarge,
+        SensitiveData,
         ServerError,
         StorageUnavailable,
         SubjectErasureInProgress,
@@ -57,6 +59,8 @@ if typing.TYPE_CHECKING:
         Pointer,
         Provenance,
         ProvenanceEvent,
+        RememberDecision,
+        Remembered,
         SearchResult,
         SearchResults,
         StorageConfig,
@@ -73,21 +77,22 @@ _NAMES = {
     "_client": ("Client",),
     "_compliance": ("Job", "Receipt"),
     "_config_calls": ("Agent",),
+    "_dlp": ("DlpPolicy",),
     "_conversations": (
         "ContextItem", "ContextSection", "ContextWindow", "Conversation", "Message",
         "MessageAdded",
     ),
     "_exceptions": (
         "APIError", "BadRequest", "Conflict", "Forbidden", "HashMismatch", "InvalidResponse",
-        "MemplaneError", "NotFound", "PayloadTooLarge", "ServerError", "StorageUnavailable",
-        "SubjectErasureInProgress", "TransportError", "Unauthorized",
+        "MemplaneError", "NotFound", "PayloadTooLarge", "SensitiveData", "ServerError",
+        "StorageUnavailable", "SubjectErasureInProgress", "TransportError", "Unauthorized",
     ),
     "_hygiene": ("CleanupItem", "CleanupResult", "LegalHold", "RetentionPolicy"),
     "_models": (
         "AuditEntry", "AuditVerification", "CompactorConfig", "CreatedKey", "CreatedTenant",
         "Entry", "Event", "EventWithBody", "Memory", "Page", "Pointer", "Provenance",
         "ProvenanceEvent", "SearchResult", "SearchResults", "StorageConfig", "StorageHealth",
-        "SummarizerConfig", "Tenant",
+        "SummarizerConfig", "Tenant", "RememberDecision", "Remembered",
     ),
 }
 _LAZY = {name: module for module, names in _NAMES.items() for name in names}
@@ -126,6 +131,7 @@ __all__ = [
     "ContextWindow",
     "Conversation",
     "CreatedKey",
+    "DlpPolicy",
     "CreatedTenant",
     "Entry",
     "Event",
@@ -146,9 +152,12 @@ __all__ = [
     "Provenance",
     "ProvenanceEvent",
     "Receipt",
+    "RememberDecision",
+    "Remembered",
     "RetentionPolicy",
     "SearchResult",
     "SearchResults",
+    "SensitiveData",
     "ServerError",
     "StorageConfig",
     "StorageHealth",
