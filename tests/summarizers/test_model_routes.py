@@ -187,3 +187,31 @@ def test_route_for_picks_the_most_specific_rule_then_the_fallback(
         "user-model", KEYS["entity"], "user", fake_llm.base_url)
     assert KEYS["entity"] not in repr(user)
     assert route("compaction").source == "summarizer_config"
+
+
+def test_conversation_summaries_call_their_rule_and_compaction_keeps_its_own(
+        tenant: Tenant, fake_llm: FakeLLM) -> None:
+    from tests.conversations.test_messages import _add, _job_done
+
+    conv = "c-routed"
+    with tenant.stack.http(tenant.admin_key) as http:
+        assert http.put("/v1/summarizer/config", json={
+            "base_url": fake_llm.base_url, "model": "fallback-model",
+            "api_key": KEYS["fallback"], "max_retries": 0}).status_code == 200
+        for _ in range(10):
+            _add(http, conv, "We agreed to move 20% of the budget to Meta on Friday.",
+                 context_window_limit=256)
+        fake_llm.seen.clear()
+        first = _job_done(http, http.post(f"/v1/conversations/{conv}/summarize").json()["id"])
+        assert first["result"]["provider"] == "openai_compatible"
+        assert [s.json["model"] for s in fake_llm.seen] == ["fallback-model"]
+
+        assert http.put("/v1/model-routes", json={"rules": rules(fake_llm)}).status_code == 200
+        for _ in range(4):
+            _add(http, conv, "We agreed to move 20% of the budget to Meta on Friday.")
+        fake_llm.seen.clear()
+        _job_done(http, http.post(f"/v1/conversations/{conv}/summarize").json()["id"])
+        assert [(s.json["model"], s.headers["Authorization"]) for s in fake_llm.seen] == [
+            ("talk-model", f"Bearer {KEYS['talk']}")]
+        summary = http.get(f"/v1/memories/conversation/{conv}/summary").json()["value"]
+        assert summary["model"] == "talk-model"
