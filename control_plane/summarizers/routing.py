@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from ..addresses import Scope
 from ..audit import service as audit
 from ..audit.service import audited
 from ..db.base import new_id, utcnow
@@ -84,6 +85,16 @@ def _rules(session: Session, tenant_id: uuid.UUID,
     return list(session.scalars(query.order_by(ModelRoute.position)))
 
 
+def _canonical(scope: str | None) -> str | None:
+    """``institutional`` is stored as ``tenant``, as everywhere else."""
+    if scope is None:
+        return None
+    try:
+        return Scope(scope.lower()).canonical
+    except ValueError:
+        return scope.lower()
+
+
 def _pick(rules: Sequence[ModelRoute], scope: str | None) -> ModelRoute | None:
     """The most specific rule: the one for ``scope``, else the one for every scope."""
     for rule in rules:
@@ -100,7 +111,7 @@ def route_for(session: Session, runtime_or_settings: Running | Settings, tenant_
     and opens a key; sends nothing. The public entry point for every model-calling feature
     (``extraction`` included)."""
     settings, box = settings_and_box(runtime_or_settings)
-    rule = _pick(_rules(session, tenant_id, purpose), scope.lower() if scope else None)
+    rule = _pick(_rules(session, tenant_id, purpose), _canonical(scope))
     if rule is not None:
         key, problem = _open(box, rule.api_key_encrypted, tenant_id, rule.id)
         return Route(purpose, rule.scope_type, rule.base_url, rule.model, key,

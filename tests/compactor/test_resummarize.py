@@ -117,10 +117,14 @@ def test_unknown_foreign_and_out_of_scope_entries_are_404(tenant: Tenant) -> Non
                 "error": "not_found", "detail": f"no compactor entry {entry_id}"})
         bad = http.post("/v1/compactor/resummarize", json={"entry_id": "nope"})
         assert bad.status_code == 422 and "entry_id" in bad.json()["detail"]
+    with tenant.stack.http(tenant.admin_key) as http:
+        acme = _compacted(http, "ent_acme")
     with tenant.stack.http(scoped) as http:
         answer = _again(http, mine["id"])
         assert (answer.status_code, answer.json()["detail"]) == (
             404, f"no compactor entry {mine['id']}")
+        inside = _again(http, acme["id"])
+        assert (inside.status_code, inside.json()["version"]) == (200, 2)
     with tenant.stack.http(tenant.key("compliance")) as http:
         assert _again(http, mine["id"]).status_code == 403
     with tenant.stack.http(tenant.admin_key) as http:

@@ -187,6 +187,13 @@ def test_route_for_picks_the_most_specific_rule_then_the_fallback(
         "user-model", KEYS["entity"], "user", fake_llm.base_url)
     assert KEYS["entity"] not in repr(user)
     assert route("compaction").source == "summarizer_config"
+    with tenant.stack.http(tenant.admin_key) as http:
+        assert http.put("/v1/model-routes", json={"rules": [
+            rule(fake_llm, "extraction", "tenant-model", None, scope="institutional")]}
+                        ).json()["rules"][0]["scope"] == "tenant"
+    assert route("extraction", "institutional").model == "tenant-model"
+    assert route("extraction", "tenant").model == "tenant-model"
+    assert route("extraction", "user").model == "fallback-model"
 
 
 def test_conversation_summaries_call_their_rule_and_compaction_keeps_its_own(
