@@ -33,6 +33,7 @@ from ._governance_async import (
     AsyncCompactorAPI,
     AsyncEmbedderAPI,
     AsyncLegalHoldsAPI,
+    AsyncModelRoutesAPI,
     AsyncRetentionAPI,
     AsyncSummarizerAPI,
 )
@@ -95,6 +96,7 @@ class AsyncClient:
         self.entries = AsyncEntriesAPI(self)
         self.compactor = AsyncCompactorAPI(self)
         self.summarizer = AsyncSummarizerAPI(self)
+        self.model_routes = AsyncModelRoutesAPI(self)
         self.embedder = AsyncEmbedderAPI(self)
         self.conversations = AsyncConversationsAPI(self)
         self.retention = AsyncRetentionAPI(self)
@@ -298,17 +300,20 @@ class AsyncMemoryAPI(AsyncMemorySearchAPI, AsyncKnowledgeAPI, _Namespace):
                       older_than_days: int | None = None, agent_id: str | None = None,
                       scope: str | None = None, scope_ref: str | None = None,
                       exclude_keys: Sequence[str] | None = None,
-                      dry_run: bool = False) -> CleanupResult | Job:
+                      dry_run: bool = False,
+                      keep_importance_at_least: int | None = None) -> CleanupResult | Job:
         """Delete the memories by key last written ``older_than`` ago or more (``'180d'``,
         ``180``, ``'26w'``; or ``older_than_days``), of one agent and/or scope, except
-        ``exclude_keys`` and held ones. Returns the counts (a dry run also lists what would
+        ``exclude_keys``, held ones and (``keep_importance_at_least``, 1-5) those of that
+        importance or more. Returns the counts (a dry run also lists what would
         go), or the ``Job`` it became when more than 1,000 memories would go."""
         if (older_than is None) == (older_than_days is None):
             raise ValueError("give older_than (such as '180d') or older_than_days, not both")
         days = older_than_days if older_than_days is not None else parse_days(older_than or 0)
         return await self._client._send(hygiene.cleanup(
             scope=scope, scope_ref=scope_ref, agent_id=agent_id, older_than_days=days,
-            exclude_keys=exclude_keys, dry_run=dry_run))
+            exclude_keys=exclude_keys, dry_run=dry_run,
+            keep_importance_at_least=keep_importance_at_least))
 
     async def set_retention_policy(self, *, scope: str, retention_days: int,
                                    auto_delete: bool, memory_type: str | None = None,

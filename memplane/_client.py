@@ -32,6 +32,7 @@ from ._governance_sync import (
     CompactorAPI,
     EmbedderAPI,
     LegalHoldsAPI,
+    ModelRoutesAPI,
     RetentionAPI,
     SummarizerAPI,
 )
@@ -94,6 +95,7 @@ class Client:
         self.entries = EntriesAPI(self)
         self.compactor = CompactorAPI(self)
         self.summarizer = SummarizerAPI(self)
+        self.model_routes = ModelRoutesAPI(self)
         self.embedder = EmbedderAPI(self)
         self.conversations = ConversationsAPI(self)
         self.retention = RetentionAPI(self)
@@ -297,17 +299,20 @@ class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
                       older_than_days: int | None = None, agent_id: str | None = None,
                       scope: str | None = None, scope_ref: str | None = None,
                       exclude_keys: Sequence[str] | None = None,
-                      dry_run: bool = False) -> CleanupResult | Job:
+                      dry_run: bool = False,
+                      keep_importance_at_least: int | None = None) -> CleanupResult | Job:
         """Delete the memories by key last written ``older_than`` ago or more (``'180d'``,
         ``180``, ``'26w'``; or ``older_than_days``), of one agent and/or scope, except
-        ``exclude_keys`` and held ones. Returns the counts (a dry run also lists what would
+        ``exclude_keys``, held ones and (``keep_importance_at_least``, 1-5) those of that
+        importance or more. Returns the counts (a dry run also lists what would
         go), or the ``Job`` it became when more than 1,000 memories would go."""
         if (older_than is None) == (older_than_days is None):
             raise ValueError("give older_than (such as '180d') or older_than_days, not both")
         days = older_than_days if older_than_days is not None else parse_days(older_than or 0)
         return self._client._send(hygiene.cleanup(
             scope=scope, scope_ref=scope_ref, agent_id=agent_id, older_than_days=days,
-            exclude_keys=exclude_keys, dry_run=dry_run))
+            exclude_keys=exclude_keys, dry_run=dry_run,
+            keep_importance_at_least=keep_importance_at_least))
 
     def set_retention_policy(self, *, scope: str, retention_days: int,
                                    auto_delete: bool, memory_type: str | None = None,

@@ -5,12 +5,13 @@ Edit _governance_async.py and run ``python scripts/unasync.py``; a test checks t
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from . import _config_calls as config_calls
 from . import _hygiene as hygiene
 from . import _layer_calls as calls
+from . import _routing as routing
 from ._compliance import Job
 from ._config_calls import Agent
 from ._hygiene import LegalHold, RetentionPolicy
@@ -23,9 +24,11 @@ from ._models import (
     SummarizerConfig,
 )
 from ._namespace_sync import Sender
+from ._routing import ModelRoutes, Resummarized
 
 __all__ = ["AgentsAPI", "CompactorAPI", "EmbedderAPI", "LegalHoldsAPI",
-           "RetentionAPI", "StorageConfigsAPI", "SummarizerAPI"]
+           "ModelRoutesAPI", "RetentionAPI", "StorageConfigsAPI",
+           "SummarizerAPI"]
 
 
 class CompactorAPI:
@@ -60,6 +63,34 @@ class CompactorAPI:
         """The summariser (provider, model, prompt version) and the id and SHA-256 of every
         event a compactor entry summarises."""
         return self._client._send(calls.compactor_provenance(entry_id))
+
+    def resummarize(self, entry_id: str) -> Resummarized:
+        """Write a new version of a compactor entry from the events it summarised, with the
+        summariser the compactor would use now (e.g. after a model change). ``NotFound``
+        for an unknown entry; ``Conflict`` (``provenance_gone``) when some of its events
+        were erased or deleted since: the entry stays as it was."""
+        return self._client._send(routing.compactor_resummarize(entry_id))
+
+
+class ModelRoutesAPI:
+    """The tenant's model routing (admin to change, compliance may read); reached as
+    ``client.model_routes``."""
+
+    def __init__(self, client: Sender) -> None:
+        self._client = client
+
+    def get(self) -> ModelRoutes:
+        """The rules (without their keys) and the fallback they leave to."""
+        return self._client._send(routing.model_routes_get())
+
+    def set(self, *, rules: Sequence[Mapping[str, Any]]) -> ModelRoutes:
+        """Replace the rules: each a mapping with ``purpose`` (``compaction``,
+        ``conversation_summary``, ``extraction``), optionally ``scope``, ``base_url``,
+        ``model``, ``api_key``, ``timeout_seconds``, ``max_retries`` and
+        ``token_budget_per_run``. The server probes every endpoint first and saves nothing
+        unless all answer (``BadRequest`` names the rule); keys are never returned. ``[]``
+        removes every rule."""
+        return self._client._send(routing.model_routes_set(rules))
 
 
 class SummarizerAPI:
@@ -216,16 +247,19 @@ class RetentionAPI:
 
     def set_policy(self, *, scope: str, retention_days: int, auto_delete: bool,
                          memory_type: str | None = None,
-                         archive_after_days: int | None = None) -> RetentionPolicy:
+                         archive_after_days: int | None = None,
+                         keep_importance_at_least: int | None = None) -> RetentionPolicy:
         """Create or replace the policy of ``scope`` and ``memory_type`` (None: every type of
         the scope that no policy of its own covers; ``event``: raw events; ``entry``: curated
         entries). With ``auto_delete`` the daily run deletes what was last written
         ``retention_days`` ago or more, on both planes with every object version; without it
         the run only reports what is due. ``archive_after_days`` moves older objects to the
-        bucket's colder class first."""
+        bucket's colder class first. ``keep_importance_at_least`` (1-5) keeps memories and
+        entries of that importance or more whatever their age."""
         return self._client._send(hygiene.retention_put(
             scope=scope, retention_days=retention_days, auto_delete=auto_delete,
-            memory_type=memory_type, archive_after_days=archive_after_days))
+            memory_type=memory_type, archive_after_days=archive_after_days,
+            keep_importance_at_least=keep_importance_at_least))
 
     def list_policies(self) -> list[RetentionPolicy]:
         """The tenant's policies."""

@@ -33,6 +33,7 @@ class RetentionPolicy(_Model):
     retention_days: int
     archive_after_days: int | None = None
     auto_delete: bool
+    keep_importance_at_least: int | None = None
     created_at: datetime
     updated_at: datetime
 
@@ -69,6 +70,7 @@ class CleanupResult(_Model):
     deleted: int
     held: int
     excluded: int
+    important: int = 0
     items: list[CleanupItem] | None = None
     truncated: bool = False
 
@@ -89,10 +91,11 @@ def parse_days(value: str | int, name: str = "older_than") -> int:
 
 
 def retention_put(*, scope: str, retention_days: int, auto_delete: bool,
-                  memory_type: str | None = None, archive_after_days: int | None = None
-                  ) -> Call[RetentionPolicy]:
+                  memory_type: str | None = None, archive_after_days: int | None = None,
+                  keep_importance_at_least: int | None = None) -> Call[RetentionPolicy]:
     fields = {"scope": scope, "memory_type": memory_type, "retention_days": retention_days,
-              "archive_after_days": archive_after_days, "auto_delete": auto_delete}
+              "archive_after_days": archive_after_days, "auto_delete": auto_delete,
+              "keep_importance_at_least": keep_importance_at_least}
     return Call("PUT", "/v1/retention-policies", parse_model(RetentionPolicy),
                 json=_without_none(fields))
 
@@ -118,11 +121,13 @@ def _cleanup_answer(response: httpx.Response) -> CleanupResult | Job:
 
 def cleanup(*, scope: str | None, scope_ref: str | None, agent_id: str | None,
             older_than_days: int, exclude_keys: Sequence[str] | None,
-            dry_run: bool) -> Call[CleanupResult | Job]:
+            dry_run: bool, keep_importance_at_least: int | None = None
+            ) -> Call[CleanupResult | Job]:
     return Call("POST", "/v1/cleanup", _cleanup_answer, json=_without_none({
         "scope": scope, "scope_ref": scope_ref, "agent_id": agent_id,
         "older_than_days": older_than_days,
-        "exclude_keys": list(exclude_keys) if exclude_keys else None, "dry_run": dry_run}))
+        "exclude_keys": list(exclude_keys) if exclude_keys else None, "dry_run": dry_run,
+        "keep_importance_at_least": keep_importance_at_least}))
 
 
 def hold_place(fields: dict[str, Any], idempotency_key: str | None) -> Call[LegalHold]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from sqlalchemy import Select, bindparam, func, insert, select, update
+from sqlalchemy import Select, bindparam, case, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from ..db.models import (
@@ -27,7 +27,8 @@ COMPACTION_EVENTS = as_table(CompactionEvent.__table__)
 
 @dataclass(frozen=True)
 class Bucket:
-    """One (scope, scope ref) with ``events`` uncompressed events due for compaction."""
+    """One (scope, scope ref) due for compaction, with ``events`` uncompressed events: once
+    the bucket qualifies, all of them are compacted, not only those past the cutoff."""
 
     scope: str
     scope_ref: str
@@ -37,8 +38,9 @@ class Bucket:
 def due_buckets(session: Session, tenant_id: uuid.UUID, *, cutoff: datetime, min_events: int,
                 scope: str | None = None, scope_ref: str | None = None) -> list[Bucket]:
     """Every (scope, scope ref) of the tenant holding at least ``min_events`` uncompressed
-    events that occurred before ``cutoff`` — one grouped query over the partial index
-    ``ix_memory_events_uncompressed`` (tenant, scope, scope ref, occurred_at WHERE
+    events that occurred before ``cutoff``, with the count of *all* its uncompressed events
+    (the seed's step 1: a bucket that qualifies is compacted whole) — one grouped query over
+    the partial index ``ix_memory_events_uncompressed`` (tenant, scope, scope ref, occurred_at WHERE
     compressed_at IS NULL): only uncompressed rows are in it, and it holds every column the
     query reads, so PostgreSQL answers it with an index-only scan."""
     query = due_buckets_query(tenant_id, cutoff=cutoff, min_events=min_events, scope=scope,
@@ -49,12 +51,12 @@ def due_buckets(session: Session, tenant_id: uuid.UUID, *, cutoff: datetime, min
 def due_buckets_query(tenant_id: uuid.UUID, *, cutoff: datetime, min_events: int,
                       scope: str | None = None,
                       scope_ref: str | None = None) -> Select[str, str, int]:
+    old = func.sum(case((MemoryEvent.occurred_at < cutoff, 1), else_=0))
     query = (
         select(MemoryEvent.scope_type, MemoryEvent.scope_ref, func.count())
-        .where(MemoryEvent.tenant_id == tenant_id, MemoryEvent.compressed_at.is_(None),
-               MemoryEvent.occurred_at < cutoff)
+        .where(MemoryEvent.tenant_id == tenant_id, MemoryEvent.compressed_at.is_(None))
         .group_by(MemoryEvent.scope_type, MemoryEvent.scope_ref)
-        .having(func.count() >= min_events)
+        .having(old >= min_events)
         .order_by(MemoryEvent.scope_type, MemoryEvent.scope_ref)
     )
     if scope is not None:
@@ -65,16 +67,19 @@ def due_buckets_query(tenant_id: uuid.UUID, *, cutoff: datetime, min_events: int
 
 
 def bucket_events(session: Session, tenant_id: uuid.UUID, bucket: Bucket, *,
-                  cutoff: datetime, limit: int) -> list[MemoryEvent]:
-    """The bucket's oldest uncompressed, settled events before ``cutoff``, in the order they
-    are summarised: (occurred_at, id)."""
-    return list(session.scalars(
+                  limit: int, cutoff: datetime | None = None) -> list[MemoryEvent]:
+    """The bucket's oldest uncompressed, settled events (all of them: a due bucket is
+    compacted whole; before ``cutoff`` only when one is given), in the order they are
+    summarised: (occurred_at, id)."""
+    query = (
         select(MemoryEvent)
         .where(MemoryEvent.tenant_id == tenant_id, MemoryEvent.scope_type == bucket.scope,
                MemoryEvent.scope_ref == bucket.scope_ref, MemoryEvent.compressed_at.is_(None),
-               MemoryEvent.occurred_at < cutoff, MemoryEvent.sync_status == "synced")
-        .order_by(MemoryEvent.occurred_at, MemoryEvent.id).limit(limit)
-    ))
+               MemoryEvent.sync_status == "synced")
+        .order_by(MemoryEvent.occurred_at, MemoryEvent.id).limit(limit))
+    if cutoff is not None:
+        query = query.where(MemoryEvent.occurred_at < cutoff)
+    return list(session.scalars(query))
 
 
 # Core, not ORM (no session objects to synchronise, so no ORM bulk-update work), and built

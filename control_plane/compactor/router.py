@@ -5,11 +5,19 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, Request
 
-from ..deps import AdminCaller, ReaderCaller, SessionDep, get_runtime
+from ..deps import AdminCaller, ReaderCaller, SessionDep, WriterCaller, get_runtime
 from ..jobs.schemas import JobOut
 from . import service as compactor
 from .provenance import provenance
-from .schemas import CompactorConfigIn, CompactorConfigOut, CompactRunIn, ProvenanceOut
+from .resummarize import resummarize
+from .schemas import (
+    CompactorConfigIn,
+    CompactorConfigOut,
+    CompactRunIn,
+    ProvenanceOut,
+    ResummarizeIn,
+    ResummarizeOut,
+)
 
 router = APIRouter(tags=["compactor"])
 
@@ -48,3 +56,16 @@ def read_provenance(entry_id: Annotated[uuid.UUID, Path(
     """Where a compactor entry comes from: the summariser (provider, model, prompt version)
     and the id and SHA-256 of every event it summarised, so it can be traced and re-run."""
     return provenance(session, caller.actor, entry_id, access=caller.access)
+
+
+@router.post("/v1/compactor/resummarize", response_model=ResummarizeOut)
+def resummarize_entry(request: Request, body: ResummarizeIn, caller: WriterCaller,
+                      session: SessionDep) -> ResummarizeOut:
+    """Write a new version of a compactor entry from the events it summarised, with the
+    summariser the compactor would use now (e.g. after a model change). 404 for an unknown
+    entry; 409 `provenance_gone` when some of its events were erased or deleted; 502
+    `summarizer_failed` when the model cannot answer now. Admin and agent keys (a scoped
+    agent key only within its scopes)."""
+    runtime = get_runtime(request)
+    return resummarize(session, runtime.plane, runtime.settings, caller.actor,
+                       body.entry_id, access=caller.access)

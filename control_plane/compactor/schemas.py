@@ -75,3 +75,26 @@ class ProvenanceOut(BaseModel):
     events: list[ProvenanceEvent] = Field(description="The events summarised, in the order "
                                           "the summariser read them (occurred_at, id); "
                                           "events erased since come last.")
+
+
+class ResummarizeIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"entry_id": "0190c0de-0000-7000-8000-000000000001"}]})
+
+    entry_id: uuid.UUID = Field(description="The compactor entry to write again from the "
+                                "events it summarised (its provenance).")
+
+
+class ResummarizeOut(BaseModel):
+    entry_id: uuid.UUID = Field(description="The entry (GET /v1/entries/{id}).")
+    version: int = Field(description="Its new version.")
+    event_count: int = Field(description="How many events were summarised again.")
+    provider: str = Field(description="The summariser that wrote the new version.")
+    model: str = Field(description="Its model.")
+    prompt_version: str = Field(description="Its prompt (or rules) version.")
+    previous_provider: str = Field(description="The summariser of the replaced version.")
+    previous_model: str = Field(description="The model of the replaced version.")
+    previous_prompt_version: str = Field(description="The prompt version of the replaced "
+                                         "version.")
+    decisions_kept: int = Field(description="Decision lines of the replaced version kept "
+                                "verbatim in a marked list (only when its importance is 5).")

@@ -2,8 +2,9 @@
 read with their bodies.
 
 A bucket is a (scope, scope ref) with at least ``min_events`` uncompressed events that
-occurred more than ``older_than_days`` ago (per tenant, ``PUT /v1/compactor/config``). Its
-events are read in (occurred_at, id) order, cut into chunks of one data subject each
+occurred more than ``older_than_days`` ago (per tenant, ``PUT /v1/compactor/config``). Once
+it qualifies, *all* its uncompressed events are compacted (the seed's step 1), the recent
+ones too. Its events are read in (occurred_at, id) order, cut into chunks of one data subject each
 (``erase.by_subject``) of about equal size, and each chunk's bodies are read hash-verified
 from the bucket.
 """
@@ -121,8 +122,9 @@ class Reader:
             for bucket in self.buckets:
                 if self.stop.is_set():
                     return
+                # The bucket qualified by its old events; all its uncompressed events go.
                 events = repo.bucket_events(session, self.tenant_id, bucket,
-                                            cutoff=self.cutoff, limit=bucket.events)
+                                            limit=bucket.events)
                 session.commit()
                 # Detach the rows (the session holds nothing else between buckets): one
                 # expunge_all, not an expunge per row, whose cascade walk costs more than the

@@ -23,11 +23,12 @@ class EmptySummary(Exception):
 
 
 def tenant_summarizer(session: Session, settings: Settings, tenant_id: uuid.UUID) -> Summarizer:
-    """The tenant's summariser (``summarizers.summarizer_for``), with a budget of its own."""
-    from ..summarizers import TokenBudget
-    from ..summarizers.service import summarizer_for
+    """The tenant's summariser for compaction, routed by each bucket's scope
+    (``summarizers.routing``: the scope's rule, else the purpose's, else the tenant's
+    summariser config, else offline), each rule with a budget of its own."""
+    from ..summarizers.routing import routed_summarizer
 
-    found = summarizer_for(session, settings, tenant_id, TokenBudget())
+    found = routed_summarizer(session, settings, tenant_id, "compaction")
     session.rollback()
     return found
 

@@ -43,7 +43,7 @@ from ..memories.schemas import MemoryMeta
 from ..plane.data_plane import DataPlane
 from ..settings import Settings
 from ..summarizers import BudgetSpent, EventText, SummarizerFailed, TokenBudget
-from ..summarizers.service import summarizer_for
+from ..summarizers.routing import summarizer_for_purpose
 from . import repository as repo
 from . import tokens
 from .service import SUMMARY_KEY, address_of, due, read_messages
@@ -100,7 +100,9 @@ def summarize(session: Session, plane: DataPlane, settings: Settings, actor: Act
         items += [EventText(m.row.pointer_id, m.role, m.row.created_at, m.content)
                   for m in stored]
         try:
-            summarizer = summarizer_for(session, settings, tenant_id, TokenBudget())
+            summarizer = summarizer_for_purpose(session, settings, tenant_id,
+                                                "conversation_summary", TokenBudget(),
+                                                scope="conversation")
             session.rollback()
             result = summarizer.summarize("conversation", row.conversation_id, items)
         except (SummarizerFailed, BudgetSpent) as exc:

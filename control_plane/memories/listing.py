@@ -76,6 +76,7 @@ _KEPT = """NOT EXISTS (
   SELECT 1 FROM retention_policies AS rp
   WHERE rp.tenant_id = p.tenant_id AND rp.auto_delete AND rp.scope_type = p.scope_type
    AND rp.memory_type <> :v_event
+   AND (rp.keep_importance_at_least IS NULL OR p.importance < rp.keep_importance_at_least)
    AND p.updated_at < CAST(:v_now AS timestamptz) - rp.retention_days * interval '86400 seconds'
    AND (rp.memory_type = p.memory_type OR (rp.memory_type = :v_all AND NOT EXISTS (
     SELECT 1 FROM retention_policies AS o

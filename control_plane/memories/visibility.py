@@ -34,16 +34,19 @@ def policies(session: Session, tenant_id: uuid.UUID) -> Sequence[RetentionPolicy
 
 def pointer_scope(policy: RetentionPolicy,
                   all_policies: Sequence[RetentionPolicy]) -> ColumnElement[bool]:
-    """The pointers (memories and entries) ``policy`` governs, whatever their age."""
+    """The pointers (memories and entries) ``policy`` governs, whatever their age; those of
+    its ``keep_importance_at_least`` or more it keeps, so it does not govern them."""
     if policy.memory_type == EVENT:
         return false()
+    keep = getattr(policy, "keep_importance_at_least", None)
+    important = MemoryPointer.importance < keep if keep is not None else true()
     if policy.memory_type != ALL_TYPES:
         return and_(MemoryPointer.scope_type == policy.scope_type,
-                    MemoryPointer.memory_type == policy.memory_type)
+                    MemoryPointer.memory_type == policy.memory_type, important)
     others = [p.memory_type for p in all_policies if p.scope_type == policy.scope_type
               and p.memory_type not in (ALL_TYPES, EVENT)]
     return and_(MemoryPointer.scope_type == policy.scope_type,
-                MemoryPointer.memory_type.not_in(others) if others else true())
+                MemoryPointer.memory_type.not_in(others) if others else true(), important)
 
 
 def event_scope(policy: RetentionPolicy,
@@ -74,7 +77,8 @@ def policy_rows(session: Session, tenant_id: uuid.UUID) -> Sequence[Any]:
     or search asks on every call, and ORM objects would cost it more than the statement."""
     R = RetentionPolicy
     return session.execute(
-        select(R.scope_type, R.memory_type, R.retention_days, R.auto_delete)
+        select(R.scope_type, R.memory_type, R.retention_days, R.auto_delete,
+               R.keep_importance_at_least)
         .where(R.tenant_id == tenant_id).order_by(R.scope_type, R.memory_type)).all()
 
 

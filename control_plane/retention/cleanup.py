@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, not_, select, update
+from sqlalchemy import ColumnElement, false, func, not_, or_, select, update
 from sqlalchemy.orm import Session
 
 from ..audit import service as audit
@@ -53,6 +53,15 @@ def _selection(tenant_id: uuid.UUID, body: CleanupIn, before: datetime,
     return terms
 
 
+def _kept(body: CleanupIn) -> tuple[ColumnElement[bool], ColumnElement[bool]]:
+    """(kept by key, kept by importance): what the selection leaves whatever its age."""
+    by_key = (MemoryPointer.key.in_(body.exclude_keys) if body.exclude_keys
+              else MemoryPointer.key.is_(None))
+    important = (MemoryPointer.importance >= body.keep_importance_at_least
+                 if body.keep_importance_at_least is not None else false())
+    return by_key, important
+
+
 def _count(session: Session, *terms: ColumnElement[bool]) -> int:
     return int(session.scalar(select(func.count()).select_from(MemoryPointer)
                               .where(*terms)) or 0)
@@ -72,9 +81,10 @@ def cleanup(session: Session, plane: DataPlane, actor: Actor, body: CleanupIn, *
         holds = list(holds_repo.active(session, actor.tenant_id))
         held = holds_repo.pointers_held(holds)
         terms = _selection(actor.tenant_id, body, before, access)
-        kept = (MemoryPointer.key.in_(body.exclude_keys) if body.exclude_keys
-                else MemoryPointer.key.is_(None))
-        excluded = _count(session, *terms, kept)
+        by_key, important = _kept(body)
+        excluded = _count(session, *terms, by_key)
+        important_count = _count(session, *terms, not_(by_key), important)
+        kept = or_(by_key, important)
         held_count = _count(session, *terms, not_(kept), held)
         matched = _count(session, *terms, not_(kept), not_(held))
         if body.dry_run:
@@ -85,10 +95,11 @@ def cleanup(session: Session, plane: DataPlane, actor: Actor, body: CleanupIn, *
             begin_write(session)
             audit.record(session, actor, "cleanup",
                          detail=f"dry run: {matched} would be deleted, {held_count} held, "
-                                f"{excluded} excluded")
+                                f"{excluded} excluded, {important_count} important")
             session.commit()
             return CleanupOut(dry_run=True, matched=matched, deleted=0, held=held_count,
-                              excluded=excluded, truncated=matched > len(rows),
+                              excluded=excluded, important=important_count,
+                              truncated=matched > len(rows),
                               items=[CleanupItem(pointer_id=p.id, scope=p.scope_type,
                                                  scope_ref=p.scope_ref, key=p.key,
                                                  updated_at=p.updated_at) for p in rows])
@@ -107,10 +118,11 @@ def cleanup(session: Session, plane: DataPlane, actor: Actor, body: CleanupIn, *
         deleted = _cleanup_delete(session, plane, actor, terms, kept, holds, None)
         begin_write(session)
         audit.record(session, actor, "cleanup",
-                     detail=f"{deleted} deleted, {held_count} held, {excluded} excluded")
+                     detail=f"{deleted} deleted, {held_count} held, {excluded} excluded, "
+                            f"{important_count} important")
         session.commit()
         return CleanupOut(dry_run=False, matched=matched, deleted=deleted, held=held_count,
-                          excluded=excluded)
+                          excluded=excluded, important=important_count)
 
 
 def _grants(access: Access) -> list[dict[str, str]] | None:
@@ -158,8 +170,7 @@ def run_cleanup_job(ctx: JobContext) -> dict[str, Any]:
     access = Access.of(params.pop("grants", None), None)
     body = CleanupIn.model_validate(params)
     terms = _selection(ctx.tenant_id, body, before, access)
-    kept = (MemoryPointer.key.in_(body.exclude_keys) if body.exclude_keys
-            else MemoryPointer.key.is_(None))
+    kept = or_(*_kept(body))
     holds = list(holds_repo.active(ctx.session, ctx.tenant_id))
     held_count = _count(ctx.session, *terms, not_(kept), holds_repo.pointers_held(holds))
     ctx.session.commit()

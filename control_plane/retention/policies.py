@@ -40,11 +40,13 @@ def put_policy(session: Session, actor: Actor, body: PolicyIn) -> RetentionPolic
             session.add(policy)
         policy.retention_days, policy.auto_delete = body.retention_days, body.auto_delete
         policy.archive_after_days, policy.updated_at = body.archive_after_days, now
+        policy.keep_importance_at_least = body.keep_importance_at_least
         session.flush()
         audit.record(session, actor, "retention_policy_write",
                      detail=f"policy {policy.id} {scope}/{memory_type}: retention_days="
                             f"{body.retention_days} archive_after_days="
-                            f"{body.archive_after_days} auto_delete={body.auto_delete}")
+                            f"{body.archive_after_days} auto_delete={body.auto_delete} "
+                            f"keep_importance_at_least={body.keep_importance_at_least}")
         session.commit()
         return policy
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -13,6 +13,8 @@ from ..memories.visibility import ALL_TYPES
 
 MAX_DAYS = 36500
 MAX_EXCLUDE_KEYS = 1000
+# Importance as memories and entries have it: 1 (trivial) to 5 (critical).
+Importance = Annotated[int, Field(ge=1, le=5)]
 
 
 class PolicyIn(BaseModel):
@@ -36,6 +38,10 @@ class PolicyIn(BaseModel):
     auto_delete: bool = Field(description="true: the daily run deletes what is due, on both "
                               "planes with every object version. false: it only reports "
                               "what is due.")
+    keep_importance_at_least: Importance | None = Field(
+        None, description="Keep memories and entries of this importance (1-5) or more "
+        "whatever their age: the run neither deletes nor archives them, lists keep showing "
+        "them. Raw events have no importance and are not affected.", examples=[4])
 
     @model_validator(mode="after")
     def _archive_first(self) -> PolicyIn:
@@ -54,6 +60,9 @@ class PolicyOut(BaseModel):
                                            "object moves to the colder class; null: never.")
     auto_delete: bool = Field(description="Whether the run deletes what is due (else it "
                               "only reports it).")
+    keep_importance_at_least: int | None = Field(
+        None, description="Memories and entries of this importance or more are kept "
+        "whatever their age; null: none are.")
     created_at: datetime = Field(description="When the policy was first set (UTC).")
     updated_at: datetime = Field(description="When it was last replaced (UTC).")
 
@@ -63,7 +72,9 @@ class PolicyOut(BaseModel):
                    memory_type=None if policy.memory_type == ALL_TYPES else policy.memory_type,
                    retention_days=policy.retention_days,
                    archive_after_days=policy.archive_after_days,
-                   auto_delete=policy.auto_delete, created_at=policy.created_at,
+                   auto_delete=policy.auto_delete,
+                   keep_importance_at_least=policy.keep_importance_at_least,
+                   created_at=policy.created_at,
                    updated_at=policy.updated_at)
 
 
@@ -93,6 +104,9 @@ class CleanupIn(BaseModel):
                                  "written at least this many days ago.")
     exclude_keys: list[Ref] = Field(default_factory=list, max_length=MAX_EXCLUDE_KEYS,
                                     description="Keys to keep whatever their age.")
+    keep_importance_at_least: Importance | None = Field(
+        None, description="Keep memories of this importance (1-5) or more whatever their "
+        "age.", examples=[4])
     dry_run: bool = Field(False, description="Only list what would go; delete nothing.")
 
     @model_validator(mode="after")
@@ -117,6 +131,8 @@ class CleanupOut(BaseModel):
     deleted: int = Field(description="Memories deleted (0 on a dry run).")
     held: int = Field(description="Memories a legal hold kept.")
     excluded: int = Field(description="Memories kept because their key is in exclude_keys.")
+    important: int = Field(0, description="Memories kept because their importance is at "
+                           "least keep_importance_at_least (and their key not excluded).")
     items: list[CleanupItem] | None = Field(None, description="Dry run: what would go, "
                                             "oldest id order, at most 1,000.")
     truncated: bool = Field(False, description="More would go than `items` lists.")

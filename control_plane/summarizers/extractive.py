@@ -182,6 +182,12 @@ def score(sentence: str) -> int:
     return points + min(2, len(_NAME.findall(sentence, 1)))
 
 
+def is_decision(sentence: str) -> bool:
+    """Whether ``sentence`` carries a decision or commitment cue word (the +3 of
+    ``score``)."""
+    return bool(_CUES.search(sentence.lower()))
+
+
 def _key(sentence: str) -> str:
     return sentence.rstrip(".!?;: ").casefold()
 

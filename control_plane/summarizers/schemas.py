@@ -11,7 +11,17 @@ from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from ..addresses import Scope
 
 BaseUrl = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
                                            max_length=1024)]
@@ -86,3 +96,74 @@ class SummarizerConfigOut(BaseModel):
                                 "recorded on every compactor entry it writes.")
     configured_at: datetime | None = Field(description="When the endpoint was configured; "
                                            "null for the offline default.")
+
+
+# -- model routing (``PUT|GET /v1/model-routes``) -----------------------------------------
+
+Purpose = Literal["compaction", "conversation_summary", "extraction", "embedding"]
+MAX_ROUTES = 50
+
+
+class RouteIn(SummarizerConfigIn):
+    """One rule: an OpenAI-compatible endpoint and model (validated as the summariser's)
+    for one purpose, and optionally one scope."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "purpose": "compaction", "scope": "entity", "base_url": "https://api.openai.com/v1",
+        "model": "gpt-4o", "api_key": "sk-...", "token_budget_per_run": 500000}]})
+
+    purpose: Purpose = Field(description="What the rule routes: 'compaction' (the "
+                             "compactor's summaries), 'conversation_summary', 'extraction' "
+                             "(facts remembered from conversations) or 'embedding' (not "
+                             "routed yet: refused).")
+    scope: Scope | None = Field(None, description="Only calls about this scope (e.g. the "
+                                "bucket's scope for 'compaction'); omitted: every scope. A "
+                                "rule with a scope wins over one without.")
+
+
+class RoutesIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"rules": [
+        {"purpose": "compaction", "base_url": "https://api.openai.com/v1",
+         "model": "gpt-4o-mini", "api_key": "sk-...", "token_budget_per_run": 200000},
+        {"purpose": "compaction", "scope": "entity", "base_url": "https://api.openai.com/v1",
+         "model": "gpt-4o", "api_key": "sk-...", "token_budget_per_run": 500000}]}]})
+
+    rules: list[RouteIn] = Field(max_length=MAX_ROUTES, description="The tenant's rules, "
+                                 "replacing the ones before; [] removes them all. At most "
+                                 "one rule per (purpose, scope).")
+
+    @model_validator(mode="after")
+    def _one_rule_each(self) -> RoutesIn:
+        seen: set[tuple[str, str | None]] = set()
+        for n, rule in enumerate(self.rules):
+            if rule.purpose == "embedding":
+                raise ValueError(f"rule {n}: the 'embedding' purpose is not routed yet (one "
+                                 "search index needs one embedder): set the tenant's "
+                                 "embedder with PUT /v1/embedder/config")
+            key = (rule.purpose, rule.scope.canonical if rule.scope else None)
+            if key in seen:
+                raise ValueError(f"rule {n}: a second rule for purpose '{rule.purpose}' and "
+                                 f"scope '{key[1] or 'any'}'; keep one rule per purpose and "
+                                 "scope")
+            seen.add(key)
+        return self
+
+
+class RouteOut(BaseModel):
+    purpose: str = Field(description="What the rule routes.")
+    scope: str | None = Field(description="The scope it is limited to; null: every scope.")
+    base_url: str = Field(description="The endpoint's API root.")
+    model: str = Field(description="The model called.")
+    has_api_key: bool = Field(description="Whether a key is stored; the key is never shown.")
+    timeout_seconds: float = Field(description="Per attempt.")
+    max_retries: int = Field(description="Retries after a timeout, a 5xx or a 429.")
+    token_budget_per_run: int | None = Field(
+        description="Tokens one run (a compaction run, a conversation summary, an "
+        "extraction) may spend through this rule; null: the server's default.")
+
+
+class RoutesOut(BaseModel):
+    rules: list[RouteOut] = Field(description="The tenant's rules, in the order given.")
+    fallback: SummarizerConfigOut = Field(description="What calls no rule matches use: the "
+                                          "tenant's summariser (PUT /v1/summarizer/config), "
+                                          "else the offline one.")

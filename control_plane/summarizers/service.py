@@ -60,9 +60,25 @@ log = logging.getLogger(__name__)
 PROBE_TIMEOUT_CAP = 10.0
 
 
-def associated_data(tenant_id: uuid.UUID, config_id: uuid.UUID) -> bytes:
+def associated_data(tenant_id: uuid.UUID, config_id: uuid.UUID,
+                    table: str = "summarizer_configs") -> bytes:
     """Binds a sealed API key to its row: copied onto another row, it does not open."""
-    return f"memplane summarizer_configs {tenant_id} {config_id}".encode()
+    return f"memplane {table} {tenant_id} {config_id}".encode()
+
+
+def seal_api_key(box: CredentialBox | None, api_key: str, tenant_id: uuid.UUID,
+                 row_id: uuid.UUID, *, table: str = "summarizer_configs") -> bytes:
+    """An endpoint's API key sealed with the server key, bound to its row of ``table``."""
+    return _box(box).seal({"api_key": api_key},
+                          aad=associated_data(tenant_id, row_id, table))
+
+
+def open_api_key(box: object, sealed: bytes, tenant_id: uuid.UUID, row_id: uuid.UUID, *,
+                 table: str = "summarizer_configs") -> str:
+    """The key ``seal_api_key`` sealed (in memory only); ``CredentialsUnreadable``,
+    ``KeyError`` or ``StorageMisconfigured`` when it does not open."""
+    assert box is None or isinstance(box, CredentialBox)
+    return str(_box(box).open(sealed, aad=associated_data(tenant_id, row_id, table))["api_key"])
 
 
 def endpoint_policy(settings: Settings) -> EndpointPolicy:
@@ -71,8 +87,9 @@ def endpoint_policy(settings: Settings) -> EndpointPolicy:
                                        settings.summarizer_public_hosts)
 
 
-def _settings_and_box(runtime_or_settings: Running | Settings
-                      ) -> tuple[Settings, CredentialBox | None]:
+def settings_and_box(runtime_or_settings: Running | Settings
+                     ) -> tuple[Settings, CredentialBox | None]:
+    """The settings, and the box that seals and opens the tenants' API keys."""
     if isinstance(runtime_or_settings, Settings):
         return runtime_or_settings, CredentialBox(load_server_key(runtime_or_settings))
     return runtime_or_settings.settings, runtime_or_settings.plane.credentials
@@ -109,7 +126,7 @@ def build_for_tenant(session: Session, runtime_or_settings: Running | Settings,
     config = repo.get(session, tenant_id)
     if config is None:
         return ExtractiveSummarizer()
-    settings, box = _settings_and_box(runtime_or_settings)
+    settings, box = settings_and_box(runtime_or_settings)
     budget.narrow(config.token_budget_per_run if config.token_budget_per_run is not None
                   else settings.summarizer_token_budget_per_run)
     api_key: str | None = None
@@ -141,7 +158,7 @@ def _refuse(code: str) -> NoReturn:
 def configure(session: Session, runtime_or_settings: Running | Settings, actor: Actor,
               body: SummarizerConfigIn) -> SummarizerConfigOut:
     """Probe the endpoint, then make it the tenant's summariser."""
-    settings, box = _settings_and_box(runtime_or_settings)
+    settings, box = settings_and_box(runtime_or_settings)
     host = urlsplit(body.base_url).hostname or ""
     key = body.api_key.get_secret_value() if body.api_key is not None else None
     with audited(session, actor, "summarizer_config_write",
@@ -178,11 +195,13 @@ def configure(session: Session, runtime_or_settings: Running | Settings, actor: 
 
 
 def get_config(session: Session, runtime_or_settings: Running | Settings,
-               actor: Actor) -> SummarizerConfigOut:
+               actor: Actor, *, audit_read: bool = True) -> SummarizerConfigOut:
     """The tenant's summariser, without its key; the offline default when none is set."""
-    settings, _ = _settings_and_box(runtime_or_settings)
+    settings, _ = settings_and_box(runtime_or_settings)
     config = repo.get(session, actor.tenant_id)
     session.commit()
+    if not audit_read:
+        return _out(config, settings)
     begin_write(session)
     audit.record(session, actor, "summarizer_config_read",
                  detail=f"config {config.id}" if config is not None else "default")
@@ -193,7 +212,7 @@ def get_config(session: Session, runtime_or_settings: Running | Settings,
 def delete_config(session: Session, runtime_or_settings: Running | Settings,
                   actor: Actor) -> SummarizerConfigOut:
     """Back to the offline default; the sealed key goes with the row."""
-    settings, _ = _settings_and_box(runtime_or_settings)
+    settings, _ = settings_and_box(runtime_or_settings)
     with audited(session, actor, "summarizer_config_delete"):
         session.commit()
         begin_write(session)

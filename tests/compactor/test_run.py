@@ -137,17 +137,18 @@ def test_a_run_writes_one_entry_per_due_bucket_and_marks_exactly_its_events(
     small = append(world, "entity", "ent_small", ACME[:2])
     young = append(world, "entity", "ent_acme", ACME[:3], age_days=10)
 
-    assert run(world) == counts(buckets=2, compacted_buckets=2, events_compressed=7,
+    # ent_acme is due by its old events: its young ones are folded with them.
+    assert run(world) == counts(buckets=2, compacted_buckets=2, events_compressed=10,
                                 entries_written=2)
-    assert compressed(world) == set(acme) | set(project)
-    assert covered(world) == Counter(acme + project)
+    assert compressed(world) == set(acme) | set(young) | set(project)
+    assert covered(world) == Counter(acme + young + project)
 
     by_scope = {(p.scope_type, p.scope_ref): p for p in compactor_entries(world)}
     assert set(by_scope) == {("entity", "ent_acme"), ("project", "p1")}
     entry, alice = by_scope["entity", "ent_acme"], by_scope["project", "p1"]
     first = (utcnow() - timedelta(days=120)).date()
-    assert entry.title == (f"Compacted: 4 events, {first:%Y-%m-%d} – "
-                           f"{first + timedelta(days=3):%Y-%m-%d}")
+    last = (utcnow() - timedelta(days=8)).date()
+    assert entry.title == f"Compacted: 7 events, {first:%Y-%m-%d} – {last:%Y-%m-%d}"
     assert (entry.memory_type, entry.key, entry.importance, entry.tags, entry.source) == \
         ("entry", None, 4, ["compacted"], "compactor")
     assert (entry.subject_user_id, alice.subject_user_id) == (None, "alice")
@@ -160,21 +161,21 @@ def test_a_run_writes_one_entry_per_due_bucket_and_marks_exactly_its_events(
     with world.runtime.sessions() as session:
         provenance = entry_provenance(session, world.actor, entry.id)
         rows = {e.id: e.content_sha256 for e in session.scalars(
-            select(MemoryEvent).where(MemoryEvent.id.in_(acme)))}
+            select(MemoryEvent).where(MemoryEvent.id.in_(acme + young)))}
         audit = list(session.scalars(select(AccessLog.detail).where(
             AccessLog.tenant_id == world.tenant_id, AccessLog.operation == "compact")))
     assert (provenance.provider, provenance.model, provenance.prompt_version) == \
         ("memplane", "extractive-v1", "extract-v1")
     assert [(e.event_id, e.event_sha256) for e in provenance.events] == \
-        [(i, rows[i]) for i in acme]
-    assert provenance.event_count == 4 and provenance.job_id is None
+        [(i, rows[i]) for i in acme + young]
+    assert provenance.event_count == 7 and provenance.job_id is None
     assert sorted(audit) == ["3 events summarised by memplane extractive-v1 prompt extract-v1",
-                             "4 events summarised by memplane extractive-v1 prompt extract-v1"]
+                             "7 events summarised by memplane extractive-v1 prompt extract-v1"]
 
     # A rerun finds nothing due: no event is summarised twice.
     assert run(world) == counts()
     assert len(compactor_entries(world)) == 2
-    assert not compressed(world) & (set(small) | set(young))
+    assert not compressed(world) & set(small)
 
 
 @pytest.mark.parametrize("group", [1, 2])

@@ -71,7 +71,7 @@ def test_a_cleanup_deletes_on_both_planes_skipping_excluded_and_held(
     with world.runtime.sessions() as session:
         summary = session.scalars(select(AccessLog.detail).where(
             AccessLog.tenant_id == world.tenant_id, AccessLog.operation == "cleanup")).all()
-    assert summary == ["1 deleted, 1 held, 1 excluded"]
+    assert summary == ["1 deleted, 1 held, 1 excluded, 0 important"]
     assert hold_id  # the hold stays active
 
 

@@ -22,7 +22,13 @@ from .memories import (
     MemoryPointer,
     SearchSegment,
 )
-from .tenant_settings import AgentSettings, CompactorSettings, EmbedderConfig, SummarizerConfig
+from .tenant_settings import (
+    AgentSettings,
+    CompactorSettings,
+    EmbedderConfig,
+    ModelRoute,
+    SummarizerConfig,
+)
 from .tenants import ApiKey, StorageConfig, Tenant
 from .witnesses import AuditWitness
 
@@ -57,5 +63,6 @@ __all__ = [
     "SubjectErasure",
     "SubjectKey",
     "SummarizerConfig",
+    "ModelRoute",
     "Tenant",
 ]

@@ -56,6 +56,8 @@ class RetentionPolicy(Base):
     retention_days: Mapped[int] = mapped_column(Integer)
     archive_after_days: Mapped[int | None] = mapped_column(Integer, nullable=True)
     auto_delete: Mapped[bool] = mapped_column(Boolean)
+    # Memories and entries of this importance or more are kept whatever their age.
+    keep_importance_at_least: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 

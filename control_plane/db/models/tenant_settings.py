@@ -31,6 +31,30 @@ class SummarizerConfig(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class ModelRoute(Base):
+    """One rule of a tenant's model routing: calls for ``purpose`` (and, when set, of
+    ``scope_type``) go to this OpenAI-compatible endpoint and model, within
+    ``token_budget_per_run``. A tenant's rules are replaced together; the most specific
+    matching rule wins, the tenant's summariser config is the fallback. The API key is
+    sealed with the server key, bound to this row (``summarizers.routing``)."""
+
+    __tablename__ = "model_routes"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    purpose: Mapped[str] = mapped_column(String(32))
+    scope_type: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    base_url: Mapped[str] = mapped_column(String(1024))
+    model: Mapped[str] = mapped_column(String(128))
+    api_key_encrypted: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    timeout_ms: Mapped[int] = mapped_column(Integer)
+    max_retries: Mapped[int] = mapped_column(Integer)
+    token_budget_per_run: Mapped[int | None] = mapped_column(BigId, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 class CompactorSettings(Base):
     """A tenant's compactor thresholds; a tenant without a row uses the defaults."""
 
