@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from ..settings import Settings
 from ..summarizers import BudgetSpent, Running, SummarizerFailed, TokenBudget
 from ..summarizers.openai_compat import OpenAICompatibleSummarizer
-from ..summarizers.service import build_for_tenant
+from ..summarizers.routing import summarizer_for_purpose
 from .rules import Fact
 from .sensitive import redacted
 
@@ -63,9 +63,11 @@ class _Unopened:
 def endpoint_for(session: Session, runtime_or_settings: Running | Settings,
                  tenant_id: uuid.UUID, scope: str) -> Chat | None:
     """The endpoint that extracts facts for the tenant (purpose ``extraction``), or None for
-    the built-in extractor: today the summariser's configured endpoint, with its token
-    budget per run as this call's budget."""
-    summarizer = build_for_tenant(session, runtime_or_settings, tenant_id, TokenBudget())
+    the built-in extractor: the tenant's model route for ``extraction`` (for this scope, else
+    for every scope), else the summariser's configured endpoint, each with its token budget
+    per run as this call's budget."""
+    summarizer = summarizer_for_purpose(session, runtime_or_settings, tenant_id, "extraction",
+                                        TokenBudget(), scope=scope)
     session.rollback()
     if isinstance(summarizer, OpenAICompatibleSummarizer):
         return summarizer
