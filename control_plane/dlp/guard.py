@@ -9,7 +9,8 @@
 - ``off``: nothing is scanned.
 
 A value the ``remember`` extractor produced (``extracted=True``) is screened for every kind
-and refused whatever the policy: an extracted memory never stores a detected value.
+and refused whatever the policy (redacted when the service's own actor writes it, in a job):
+an extracted memory never stores a detected value.
 
 The wrappers (``screen_memory``, ``screen_fields``) are the hooks of the write paths: one
 call each, returning what the path stores instead of what it was sent.

@@ -137,3 +137,22 @@ def test_off_stores_every_record_as_sent(tenant: Tenant) -> None:
         listed = http.get(f"/v1/conversations/{conversation}/messages").json()["items"]
         assert [m["content"] for m in listed] == [f"ssn {SSN}"]
         assert http.get("/v1/pointers", params={"tag": "sensitive:ssn"}).json()["items"] == []
+
+
+def test_a_summary_job_redacts_what_refuse_would_refuse(tenant: Tenant) -> None:
+    from tests.conversations.test_messages import _job_done
+
+    conversation = new_ref()
+    with tenant.stack.http(tenant.admin_key) as http:
+        pad = " We went over the plan for the quarter again." * 8
+        for text in (f"My ssn is {SSN} for the form.", "Hello again.", "Thanks.", "Bye."):
+            added = http.post(f"/v1/conversations/{conversation}/messages", json={
+                "role": "user", "content": text + pad, "context_window_limit": 256})
+            assert added.status_code == 201, added.text
+        set_policy(tenant, "refuse")  # after the messages were stored (flagged)
+        job = _job_done(http, http.post(f"/v1/conversations/{conversation}/summarize")
+                        .json()["id"])
+        assert job["state"] == "completed" and job["result"]["summarized"] is True, job
+        summary = http.get(f"/v1/memories/conversation/{conversation}/summary")
+        assert summary.status_code == 200, summary.text
+        assert "[redacted:ssn]" in summary.text and SSN not in summary.text

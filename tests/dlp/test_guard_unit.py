@@ -67,3 +67,11 @@ def test_a_key_holding_a_secret_is_never_quoted_in_the_sentence() -> None:
     assert refused.value.detail.startswith(
         "the value holds a payment card number and a US social security number (at the "
         "value (a key), the value.….note); ")
+
+
+def test_an_extracted_value_written_by_a_job_is_redacted() -> None:
+    parts = {"value": ("the value", {"fact": "card 4111111111111111"})}
+    got = screen_parts(Policy("off", ()), TENANT, parts, ["remember"], extracted=True,
+                       system=True)
+    assert got == Screened({"value": {"fact": "card [redacted:card]"}}, ["remember"],
+                           ("card",))
