@@ -156,3 +156,23 @@ def test_a_summary_job_redacts_what_refuse_would_refuse(tenant: Tenant) -> None:
         summary = http.get(f"/v1/memories/conversation/{conversation}/summary")
         assert summary.status_code == 200, summary.text
         assert "[redacted:ssn]" in summary.text and SSN not in summary.text
+
+
+def test_an_entry_update_is_screened_like_a_create(tenant: Tenant) -> None:
+    ref = new_ref()
+    with tenant.stack.http(tenant.admin_key) as http:
+        created = _entry(http, ref, "Login", "Use the shared vault.")
+        assert created.status_code == 201 and created.json()["tags"] == ["decision"]
+        entry = f"/v1/entries/{created.json()['id']}"
+        set_policy(tenant, "refuse")
+        update = {"title": "Login", "summary": f"pwd: {PASSWORD}", "tags": ["decision"]}
+        refused = http.put(entry, json=update)
+        assert refused.status_code == 422 and refused.json()["kinds"] == ["password"]
+        assert http.get(entry).json()["summary"] == "Use the shared vault."
+        set_policy(tenant, "redact")
+        redacted = http.put(entry, json=update)
+        assert redacted.status_code == 200, redacted.text
+        assert redacted.json()["summary"] == "pwd: [redacted:password]"
+        assert http.get(entry).json()["summary"] == "pwd: [redacted:password]"
+        texts = [refused.text, redacted.text]
+    assert_nowhere(tenant, *texts)
