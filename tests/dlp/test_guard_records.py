@@ -57,7 +57,7 @@ def test_refuse_on_every_kind_of_record_writes_nothing(
         entry = _entry(http, ref, f"ssn {SSN}", f"password: {PASSWORD}")
         assert entry.status_code == 422 and entry.json()["kinds"] == ["ssn", "password"]
         assert entry.json()["detail"] == (
-            "this write holds a US social security number and a password (at the entry's "
+            "this write holds a US social security number and a password (in the entry's "
             f"title, the entry's summary); {HOW}")
         docs = _knowledge(http, agent, f"The root password is: {PASSWORD}")
         assert docs.status_code == 422 and docs.json()["kinds"] == ["password"]
