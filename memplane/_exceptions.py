@@ -107,7 +107,8 @@ class BadRequest(APIError, ValueError):
 
 class SensitiveData(BadRequest):
     """422 ``sensitive_data``: the tenant's DLP policy refused the write; ``kinds`` names what
-    was found (``card``, ``ssn``, ...), never the value. Nothing was written."""
+    was found (``card``, ``ssn``, ...) and ``where`` where ("the value.billing.card"), never
+    the value. Nothing was written."""
 
     def __init__(
         self,
@@ -121,6 +122,8 @@ class SensitiveData(BadRequest):
         super().__init__(status_code, code=code, detail=detail, body=body, headers=headers)
         kinds = self.body.get("kinds")
         self.kinds: list[str] = [str(k) for k in kinds] if isinstance(kinds, list) else []
+        where = self.body.get("where")
+        self.where: list[str] = [str(w) for w in where] if isinstance(where, list) else []
 
 
 class Unauthorized(APIError):

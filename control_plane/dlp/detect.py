@@ -21,7 +21,9 @@ Kinds and the formats recognised (docs/dlp.md is the contract):
   "password is: …" and "my/our/the … password is …" (the span is the secret only: the next
   run of non-blank characters, without surrounding quotes or a trailing period or comma;
   prose such as "my password is not working" is not a secret). A string under a dictionary
-  key named ``password``/``passwd``/``passcode``/``passphrase``/``pwd`` is one as a whole.
+  key named ``password``/``passwd``/``passcode``/``passphrase``/``pwd``, or ending in
+  ``password``/``passwd``/``passphrase``/``_pwd`` (``db_password``, ``adminPassword``), is one
+  as a whole.
 
 A ``Finding`` keeps the kind and the offsets only, never the value.
 """
@@ -282,11 +284,15 @@ def redact(text: str, findings: Iterable[Finding]) -> str:
     return "".join(out)
 
 
+def _password_key(key: str) -> bool:
+    return key in PASSWORD_KEYS or key.endswith(("password", "passwd", "passphrase", "_pwd"))
+
+
 def _whole_password(key: Any, value: Any, selected: tuple[str, ...]) -> bool:
     return (
         "password" in selected
         and isinstance(key, str)
-        and key.strip().lower() in PASSWORD_KEYS
+        and _password_key(key.strip().lower())
         and isinstance(value, str)
         and bool(value.strip())
     )

@@ -9,7 +9,8 @@
 - ``off``: nothing is scanned.
 
 A value the ``remember`` extractor produced (``extracted=True``) is screened for every kind
-and refused whatever the policy: an extracted memory never stores a detected value.
+and refused whatever the policy (redacted when the service's own actor writes it, in a job):
+an extracted memory never stores a detected value.
 
 The wrappers (``screen_memory``, ``screen_fields``) are the hooks of the write paths: one
 call each, returning what the path stores instead of what it was sent.
@@ -78,28 +79,32 @@ def _place(what: str, path: tuple[str | int, ...]) -> str:
     return what + "".join(_segment(p) for p in path)
 
 
+MAX_PLACES = 20
+
+
 def refusal(found: Sequence[tuple[str, Sequence[ValueFinding]]], *,
             extracted: bool) -> SensitiveData:
     """The 422 for the findings of each named part (``(what, findings)``): the kinds and
-    where they are, never the value."""
+    where they are, never the value. The sentence names only the parts (fields of the
+    request: it is what the failure's audit row keeps); the places inside a JSON value —
+    whose keys are the caller's content — are in the answer's ``where``, never audited."""
     found = [(what, fs) for what, fs in found if fs]
     kinds = kinds_of(f for _, fs in found for f in fs)
-    subject = found[0][0] if len(found) == 1 else "this write"
+    parts = [what for what, _ in found]
+    subject = parts[0] if len(parts) == 1 else "this write"
     places: list[str] = []
     for what, fs in found:
         for f in fs:
             place = _place(what, f.path)
-            if place not in places and place != subject:
+            if place not in places:
                 places.append(place)
-    where = ""
-    if places:
-        more = f" and {len(places) - 5} more" if len(places) > 5 else ""
-        where = f" (at {', '.join(places[:5])}{more})"
+    within = f" (in {', '.join(parts)})" if len(parts) > 1 else ""
     how = ("an extracted memory never stores one" if extracted else
            "remove it (keep it in a secrets manager and store a reference), or ask an admin "
            "to set the DLP policy's mode to redact or flag (PUT /v1/dlp/policy)")
     verb = "hold" if subject == "the tags" else "holds"
-    return SensitiveData(f"{subject} {verb} {_names(kinds)}{where}; {how}", kinds=kinds)
+    return SensitiveData(f"{subject} {verb} {_names(kinds)}{within}; {how}", kinds=kinds,
+                         where=places[:MAX_PLACES])
 
 
 def flagged(tags: Sequence[str] | None, kinds: Sequence[str]) -> list[str] | None:

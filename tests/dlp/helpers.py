@@ -51,10 +51,11 @@ def assert_nowhere(tenant: Tenant, *texts: str) -> None:
             assert secret not in t, f"{secret!r} in {t!r}"
 
 
-def refused(answer: httpx.Response, kinds: list[str], detail: str) -> None:
+def refused(answer: httpx.Response, kinds: list[str], detail: str, where: list[str]) -> None:
     assert answer.status_code == 422, answer.text
     body = answer.json()
-    assert body == {"error": "sensitive_data", "detail": detail, "kinds": kinds}
+    assert body == {"error": "sensitive_data", "detail": detail, "kinds": kinds,
+                    "where": where}
 
 
 def new_ref() -> str:

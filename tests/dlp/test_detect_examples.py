@@ -117,6 +117,10 @@ def test_find_in_value_walks_every_string_and_names_where() -> None:
         ValueFinding("ssn", ("<key>note 123-45-6789",), 5, 16),
     ]
     assert find_in_value("ssn 123-45-6789") == [ValueFinding("ssn", (), 4, 15)]
+    assert find_in_value({"db_password": "x1", "adminPassword": "y2", "password_hint": "pet",
+                          "PWD": "z"}) == [ValueFinding("password", ("db_password",), 0, 2),
+                                           ValueFinding("password", ("adminPassword",), 0, 2),
+                                           ValueFinding("password", ("PWD",), 0, 1)]
     assert find_in_value(42) == []
 
 

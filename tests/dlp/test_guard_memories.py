@@ -12,10 +12,9 @@ from tests.dlp.helpers import CARD, PASSWORD, SSN, assert_nowhere, new_ref, refu
 from tests.support.service import Tenant
 
 VALUE = {"note": f"pay with {CARD}", "login": {"password": PASSWORD}, "ok": [1, "fine"]}
-CARD_REFUSAL = ("the value holds a payment card number and a password (at the value.note, "
-                "the value.login.password); remove it (keep it in a secrets manager and "
-                "store a reference), or ask an admin to set the DLP policy's mode to redact "
-                "or flag (PUT /v1/dlp/policy)")
+CARD_REFUSAL = ("the value holds a payment card number and a password; remove it (keep it in "
+                "a secrets manager and store a reference), or ask an admin to set the DLP "
+                "policy's mode to redact or flag (PUT /v1/dlp/policy)")
 
 
 def test_refuse_leaves_no_pointer_no_object_and_no_trace(
@@ -25,11 +24,12 @@ def test_refuse_leaves_no_pointer_no_object_and_no_trace(
     ref = new_ref()
     with tenant.stack.http(tenant.key("agent")) as http:
         put = http.put(f"/v1/memories/user/{ref}/pay", json={"value": VALUE, "tags": ["t"]})
-        refused(put, ["card", "password"], CARD_REFUSAL)
+        refused(put, ["card", "password"], CARD_REFUSAL,
+                ["the value.note", "the value.login.password"])
         append = http.post(f"/v1/memories/user/{ref}/log/append", json={"value": f"ssn {SSN}"})
         refused(append, ["ssn"], "the item holds a US social security number; remove it "
                 "(keep it in a secrets manager and store a reference), or ask an admin to set "
-                "the DLP policy's mode to redact or flag (PUT /v1/dlp/policy)")
+                "the DLP policy's mode to redact or flag (PUT /v1/dlp/policy)", ["the item"])
         titled = http.put(f"/v1/memories/user/{ref}/t", json={"value": 1,
                                                                "title": f"pwd: {PASSWORD}"})
         assert titled.status_code == 422 and titled.json()["kinds"] == ["password"]
@@ -45,6 +45,7 @@ def test_refuse_leaves_no_pointer_no_object_and_no_trace(
     failures = [d for d in _audit(tenant) if d.startswith("write ") or d.startswith("append ")]
     assert len(failures) == 4
     assert all("sensitive_data" in d for d in failures)
+    assert not any("login" in d or "note" in d for d in failures)  # the value's keys: content
     assert_nowhere(tenant, caplog.text, *texts)
 
 
@@ -60,8 +61,8 @@ def test_a_batch_refuses_the_sensitive_set_and_stores_the_others(tenant: Tenant)
         results = answer.json()["results"]
         assert [r["status"] for r in results] == [200, 422, 200]
         assert results[1]["error"] == "sensitive_data"
-        assert results[1]["detail"].startswith("the value holds a payment card number (at "
-                                               "the value[0]);")
+        assert results[1]["detail"].startswith("the value holds a payment card number; ")
+        assert results[1]["where"] == ["the value[0]"]
         assert http.get(f"/v1/memories/user/{ref}/b").status_code == 404
         # ssn is not among the policy's kinds: stored as sent, untagged
         got = http.get(f"/v1/memories/user/{ref}/c").json()

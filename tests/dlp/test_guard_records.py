@@ -57,7 +57,7 @@ def test_refuse_on_every_kind_of_record_writes_nothing(
         entry = _entry(http, ref, f"ssn {SSN}", f"password: {PASSWORD}")
         assert entry.status_code == 422 and entry.json()["kinds"] == ["ssn", "password"]
         assert entry.json()["detail"] == (
-            "this write holds a US social security number and a password (at the entry's "
+            "this write holds a US social security number and a password (in the entry's "
             f"title, the entry's summary); {HOW}")
         docs = _knowledge(http, agent, f"The root password is: {PASSWORD}")
         assert docs.status_code == 422 and docs.json()["kinds"] == ["password"]
@@ -137,3 +137,42 @@ def test_off_stores_every_record_as_sent(tenant: Tenant) -> None:
         listed = http.get(f"/v1/conversations/{conversation}/messages").json()["items"]
         assert [m["content"] for m in listed] == [f"ssn {SSN}"]
         assert http.get("/v1/pointers", params={"tag": "sensitive:ssn"}).json()["items"] == []
+
+
+def test_a_summary_job_redacts_what_refuse_would_refuse(tenant: Tenant) -> None:
+    from tests.conversations.test_messages import _job_done
+
+    conversation = new_ref()
+    with tenant.stack.http(tenant.admin_key) as http:
+        pad = " We went over the plan for the quarter again." * 8
+        for text in (f"My ssn is {SSN} for the form.", "Hello again.", "Thanks.", "Bye."):
+            added = http.post(f"/v1/conversations/{conversation}/messages", json={
+                "role": "user", "content": text + pad, "context_window_limit": 256})
+            assert added.status_code == 201, added.text
+        set_policy(tenant, "refuse")  # after the messages were stored (flagged)
+        job = _job_done(http, http.post(f"/v1/conversations/{conversation}/summarize")
+                        .json()["id"])
+        assert job["state"] == "completed" and job["result"]["summarized"] is True, job
+        summary = http.get(f"/v1/memories/conversation/{conversation}/summary")
+        assert summary.status_code == 200, summary.text
+        assert "[redacted:ssn]" in summary.text and SSN not in summary.text
+
+
+def test_an_entry_update_is_screened_like_a_create(tenant: Tenant) -> None:
+    ref = new_ref()
+    with tenant.stack.http(tenant.admin_key) as http:
+        created = _entry(http, ref, "Login", "Use the shared vault.")
+        assert created.status_code == 201 and created.json()["tags"] == ["decision"]
+        entry = f"/v1/entries/{created.json()['id']}"
+        set_policy(tenant, "refuse")
+        update = {"title": "Login", "summary": f"pwd: {PASSWORD}", "tags": ["decision"]}
+        refused = http.put(entry, json=update)
+        assert refused.status_code == 422 and refused.json()["kinds"] == ["password"]
+        assert http.get(entry).json()["summary"] == "Use the shared vault."
+        set_policy(tenant, "redact")
+        redacted = http.put(entry, json=update)
+        assert redacted.status_code == 200, redacted.text
+        assert redacted.json()["summary"] == "pwd: [redacted:password]"
+        assert http.get(entry).json()["summary"] == "pwd: [redacted:password]"
+        texts = [refused.text, redacted.text]
+    assert_nowhere(tenant, *texts)

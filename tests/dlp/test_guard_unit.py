@@ -26,10 +26,9 @@ def test_each_mode() -> None:
     with pytest.raises(SensitiveData) as refused:
         screen(Policy("refuse", KINDS), TENANT, VALUE, None, what="the value")
     assert refused.value.status_code == 422 and refused.value.code == "sensitive_data"
-    assert refused.value.extra == {"kinds": ["card", "ssn"]}
+    assert refused.value.extra == {"kinds": ["card", "ssn"], "where": ["the value.msg"]}
     assert refused.value.detail.startswith(
-        "the value holds a payment card number and a US social security number (at the "
-        "value.msg); remove it")
+        "the value holds a payment card number and a US social security number; remove it")
     assert "4111" not in refused.value.detail and "6789" not in refused.value.detail
 
 
@@ -45,7 +44,7 @@ def test_an_extracted_value_is_refused_whatever_the_mode(mode: str) -> None:
     with pytest.raises(SensitiveData) as refused:
         screen(Policy(mode, ("card",)), TENANT, "my password is hunter2", None,
                what="the extracted memory", extracted=True)
-    assert refused.value.extra == {"kinds": ["password"]}
+    assert refused.value.extra == {"kinds": ["password"], "where": ["the extracted memory"]}
     assert refused.value.detail == ("the extracted memory holds a password; an extracted "
                                     "memory never stores one")
     assert screen(Policy(mode, KINDS), TENANT, "I prefer bullet points", ["pref"],
@@ -64,6 +63,12 @@ def test_a_key_holding_a_secret_is_never_quoted_in_the_sentence() -> None:
     value = {"4111111111111111": {"note": "ssn 123-45-6789"}}
     with pytest.raises(SensitiveData) as refused:
         screen(Policy("refuse", KINDS), TENANT, value, None, what="the value")
-    assert refused.value.detail.startswith(
-        "the value holds a payment card number and a US social security number (at the "
-        "value (a key), the value.….note); ")
+    assert refused.value.extra["where"] == ["the value (a key)", "the value.….note"]
+
+
+def test_an_extracted_value_written_by_a_job_is_redacted() -> None:
+    parts = {"value": ("the value", {"fact": "card 4111111111111111"})}
+    got = screen_parts(Policy("off", ()), TENANT, parts, ["remember"], extracted=True,
+                       system=True)
+    assert got == Screened({"value": {"fact": "card [redacted:card]"}}, ["remember"],
+                           ("card",))

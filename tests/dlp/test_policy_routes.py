@@ -72,3 +72,12 @@ def test_a_change_applies_to_the_next_write_and_stays_in_its_tenant(tenant: Tena
         assert flagged.status_code == 200, flagged.text
         assert flagged.json()["tags"] == ["sensitive:card"]
 
+
+
+def test_an_empty_kinds_list_detects_nothing(tenant: Tenant) -> None:
+    set_policy(tenant, "refuse", [])
+    with tenant.stack.http(tenant.admin_key) as http:
+        assert http.get("/v1/dlp/policy").json()["kinds"] == []
+        stored = http.put("/v1/memories/user/u-1/pay", json={"value": f"card {CARD}"})
+        assert stored.status_code == 200 and stored.json()["tags"] == []
+    assert "dlp_policy_update mode=refuse kinds=" in audit_details(tenant)

@@ -26,6 +26,7 @@ def test_get_and_set_the_policy_and_catch_a_refusal(tenant: Tenant) -> None:
             client.memory.set(scope="user", scope_ref="u-1", key="card", value=f"c {CARD}")
         assert isinstance(refused.value, memplane.BadRequest)
         assert refused.value.status_code == 422 and refused.value.kinds == ["card"]
+        assert refused.value.where == ["the value"]
         assert CARD not in str(refused.value)
         with pytest.raises(memplane.BadRequest) as bad:
             client.dlp.set_policy(mode="refuse", kinds=["passport"])
