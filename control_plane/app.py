@@ -45,6 +45,7 @@ from .seed.router import router as seed_router
 from .settings import REQUEST_THREADS, Settings
 from .storage_config.router import router as storage_config_router
 from .summarizers.router import router as summarizer_router
+from .teams.router import router as teams_router
 from .tenants.router import router as tenants_router
 from .tenants.service import ensure_bootstrap
 
@@ -130,7 +131,8 @@ def create_app(settings: Settings | None = None, *, background_process: bool = F
 ROUTERS = (memories_router, search_router, events_router, entries_router, conversations_router,
            knowledge_router, health_router, audit_router, tenants_router, storage_config_router,
            compliance_router, keys_router, integrity_router, seed_router, summarizer_router,
-           compactor_router, agents_router, embedder_router, retention_router, holds_router)
+           compactor_router, agents_router, embedder_router, retention_router, holds_router,
+           teams_router)
 
 
 def _add_routes(app: FastAPI, routers: tuple[APIRouter, ...]) -> None:

@@ -21,6 +21,7 @@ from .memories import (
     MemoryPointer,
     SearchSegment,
 )
+from .teams import Team, TeamMember
 from .tenant_settings import AgentSettings, CompactorSettings, EmbedderConfig, SummarizerConfig
 from .tenants import ApiKey, StorageConfig, Tenant
 from .witnesses import AuditWitness
@@ -55,5 +56,7 @@ __all__ = [
     "SubjectErasure",
     "SubjectKey",
     "SummarizerConfig",
+    "Team",
+    "TeamMember",
     "Tenant",
 ]
