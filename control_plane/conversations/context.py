@@ -37,6 +37,7 @@ from ..events import service as events
 from ..identity import EVERYTHING, Access, Actor
 from ..plane.data_plane import DataPlane
 from ..settings import Settings
+from ..teams.api import team_ids_of
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo
 from . import tokens
@@ -223,11 +224,6 @@ def assemble(session: Session, plane: DataPlane, settings: Settings, actor: Acto
                           searched_user_id=subject)
 
 
-def teams_of(session: Session, tenant_id: object, agent_id: str) -> list[str]:
-    """The teams the agent belongs to (none until teams exist)."""
-    return []
-
-
 def default_scopes(session: Session, actor: Actor, access: Access, user_id: str | None,
                    agent_id: str | None) -> tuple[list[SearchedScope], str | None]:
     """The conversation's own scopes — its data subject's, its agent's and the agent's
@@ -238,10 +234,10 @@ def default_scopes(session: Session, actor: Actor, access: Access, user_id: str 
         wanted.append(("user", user_id, "data_subject"))
     if agent_id is not None:
         wanted.append(("agent", agent_id, "agent"))
-        wanted += [("team", team, "team") for team in teams_of(session, actor.tenant_id,
-                                                               agent_id)]
+        wanted += [("team", team, "team") for team in team_ids_of(session, actor.tenant_id,
+                                                                  agent_id)]
     found = [SearchedScope(scope=scope, scope_ref=ref, reason=reason)  # type: ignore[arg-type]
-             for scope, ref, reason in wanted if access.allows(scope, ref)]
+             for scope, ref, reason in wanted if access.may(session, scope, ref)]
     return found, user_id
 
 

@@ -159,3 +159,38 @@ def test_the_sdk_omits_scopes_for_the_default_and_sends_an_empty_list(tenant: Te
         ("user", user, "data_subject"), ("agent", agent, "agent")]
     assert default.searched_user_id == user
     assert (empty.searched_scopes, empty.searched_user_id) == ([], None)
+
+
+def test_the_agents_teams_are_searched_and_a_removed_member_loses_them(tenant: Tenant) -> None:
+    conv, user, agent = _ids()
+    team, other_team = f"team-{conv}", f"team-{conv}-other"
+    with tenant.client() as admin:  # the agent's own key: its conversations, nothing else
+        key = admin.keys.create(role="agent", name="bot", agent_id=agent,
+                                scopes=[{"scope": "conversation", "scope_ref": "*"}]).api_key
+    with tenant.stack.http(tenant.admin_key) as http:
+        for team_id, agents in ((team, [agent, "someone-else"]), (other_team, ["another"])):
+            assert http.put(f"/v1/teams/{team_id}", json={"agents": agents}).status_code == 200
+        for team_id, text in ((team, "Note: email outage in progress."),
+                              (other_team, "The other team's secret plan.")):
+            assert http.put(f"/v1/memories/team/{team_id}/status",
+                            json={"value": text}).status_code in (200, 201)
+        _add(http, conv, "hello", user_id=user, agent_id=agent)
+        _seed(tenant, http, user, agent)
+        as_admin = _context(http, conv)
+    with tenant.stack.http(key) as http:
+        as_member = _context(http, conv)
+    with tenant.stack.http(tenant.admin_key) as http:
+        assert http.put(f"/v1/teams/{team}", json={"agents": ["someone-else"]}).status_code \
+            == 200
+    with tenant.stack.http(key) as http:
+        removed = _context(http, conv)
+    team_line = "Note: email outage in progress."
+    assert _memory_lines(as_admin) == {USER_LINE, AGENT_LINE, ABOUT_LINE, KNOWLEDGE_LINE,
+                                       team_line}
+    assert as_admin["searched_scopes"][2:] == [
+        {"scope": "team", "scope_ref": team, "reason": "team"}]
+    # The agent's key sees only its team's memory: no grant on the user or the agent scope.
+    assert _memory_lines(as_member) == {team_line}
+    assert as_member["searched_scopes"] == [
+        {"scope": "team", "scope_ref": team, "reason": "team"}]
+    assert (_memory_lines(removed), removed["searched_scopes"]) == (set(), [])
