@@ -38,6 +38,7 @@ from .knowledge.router import router as knowledge_router
 from .memories.router import router as memories_router
 from .observability.metrics import Metrics
 from .observability.request_context import RequestContext
+from .remember.router import router as remember_router
 from .retention.router import router as retention_router
 from .runtime import Runtime
 from .search.router import router as search_router
@@ -132,7 +133,7 @@ ROUTERS = (memories_router, search_router, events_router, entries_router, conver
            knowledge_router, health_router, audit_router, tenants_router, storage_config_router,
            compliance_router, keys_router, integrity_router, seed_router, summarizer_router,
            compactor_router, agents_router, embedder_router, retention_router, holds_router,
-           teams_router)
+           teams_router, remember_router)
 
 
 def _add_routes(app: FastAPI, routers: tuple[APIRouter, ...]) -> None:

@@ -13,20 +13,27 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
+from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from . import idempotency
 from .compactor import service as compactor
 from .compliance import erasure, export
+from .conversations import repository as conversations_repo
+from .conversations import service as conversations
 from .conversations import summarize
 from .db.base import utcnow
 from .db.engine import begin_write
 from .jobs import repository as jobs_repo
 from .jobs.daily import DailyRuns
+from .jobs.service import JobContext
 from .jobs.supervisor import Monotonic
 from .jobs.worker import Chore, Clock, Handler, Pause, Worker, wait_on_event
 from .plane.data_plane import DataPlane
+from .remember import service as remember
+from .remember.schemas import MessageIn, RememberIn
 from .retention import cleanup, sweep
 from .retention import schedule as retention_schedule
 from .schedules import parse_schedule
@@ -36,13 +43,42 @@ log = logging.getLogger(__name__)
 
 EXPIRY_SWEEP_SECONDS = 60.0
 _EXPIRY_BATCH = 100
+REMEMBER_RECENT = 10  # the messages a message's remember job reads, its own included
 
 
 def handlers_by_kind() -> dict[str, Handler]:
     """The handler of every kind of job the server queues."""
     return {"export": export.run, "erase": erasure.run, "compact": compactor.run_job,
             "retention": sweep.run_job, "cleanup": cleanup.run_cleanup_job,
-            "summarize_conversation": summarize.run_job}
+            "summarize_conversation": summarize.run_job,
+            conversations.REMEMBER_JOB_KIND: remember_after_message}
+
+
+def remember_after_message(ctx: JobContext) -> dict[str, Any]:
+    """Remember over a conversation's recent messages (those up to the one that asked) for
+    its user; the result holds counts, never content."""
+    row = conversations_repo.get_by_row(ctx.session, ctx.tenant_id,
+                                        uuid.UUID(ctx.params["conversation"]))
+    if row is None or row.subject_user_id is None:
+        ctx.session.rollback()
+        return {"remembered": False,
+                "reason": "conversation_deleted" if row is None else "no_user"}
+    through = int(ctx.params["through"])
+    rows = conversations_repo.messages(ctx.session, row.id,
+                                       after=max(0, through - REMEMBER_RECENT), through=through)
+    stored = conversations.read_messages(ctx.session, ctx.plane, ctx.actor, rows)
+    if not stored:
+        return {"remembered": False, "reason": "no_messages"}
+    body = RememberIn(messages=[MessageIn.model_validate({"role": m.role, "content": m.content})
+                                for m in stored],
+                      user_id=row.subject_user_id, agent_id=row.agent_id,
+                      conversation_id=row.conversation_id)
+    answer = remember.remember(ctx.session, ctx.plane, ctx.settings, ctx.actor, body,
+                               seqs=[m.row.seq for m in stored])
+    counts = {e.lower(): sum(d.event == e for d in answer.decisions)
+              for e in ("ADD", "UPDATE", "DELETE", "NONE")}
+    return {"remembered": True, "extractor": answer.extractor, "messages": len(stored),
+            **counts}
 
 
 class JobWorker(Worker):

@@ -33,6 +33,9 @@ class MessageIn(BaseModel):
     context_window_limit: int | None = Field(None, ge=256, le=10_000_000, description="The "
                                              "model's context window in tokens; default: the "
                                              "model's known limit, else 128000.")
+    remember: bool = Field(False, description="After storing the message, queue a job that "
+                           "runs remember (POST /v1/remember) over the conversation's recent "
+                           "messages for its user_id; the answer does not wait.")
 
 
 class ConversationOut(BaseModel):
@@ -86,6 +89,9 @@ class MessageAdded(BaseModel):
                                   "(scope conversation, key m/<seq, 8 digits>).")
     user_id: str | None = Field(description="The conversation's data subject.")
     conversation: ConversationOut = Field(description="The conversation's state after it.")
+    remember_job_id: uuid.UUID | None = Field(None, description="The remember job queued "
+                                              "for it (remember true and the conversation "
+                                              "has a user_id), else null.")
 
 
 class MessageOut(BaseModel):

@@ -54,6 +54,7 @@ from . import tokens
 from .schemas import ConversationOut, MessageAdded, MessageIn, MessageOut, threshold_tokens
 
 JOB_KIND = "summarize_conversation"
+REMEMBER_JOB_KIND = "remember"  # its handler is registered by the composition root
 SUMMARY_KEY = "summary"
 
 
@@ -127,6 +128,10 @@ def add_message(session: Session, plane: DataPlane, settings: Settings, actor: A
             if replay is not None:
                 return _replayed(session, actor, replay)
         seq, row_id, subject, model = _reserve(session, actor, conversation_id, spec)
+        if spec.remember and subject is not None and not access.allows("user", subject):
+            raise Forbidden("remember writes the user's memory, which this key does not "
+                            "reach; send the message without remember, or use a key with "
+                            "the scope user/<user_id>")
         counter = tokens.for_model(model)
         cost = counter.message(spec.content)
         value = {"role": spec.role, "content": spec.content, "seq": seq}
@@ -156,10 +161,18 @@ def add_message(session: Session, plane: DataPlane, settings: Settings, actor: A
         if row.needs_summarization:
             queue_summary(session, row)
         row.updated_at = now
+        remember_job = None
+        if spec.remember and row.subject_user_id is not None:
+            # Not held to the job quota, as the summary's: one per message, queued as part of
+            # a message already written; the job holds ids only, never content.
+            remember_job = enqueue(session, row.tenant_id, REMEMBER_JOB_KIND, subject=None,
+                                   params={"conversation": str(row.id), "through": seq},
+                                   quota=False).id
         session.flush()
         answer = MessageAdded(seq=seq, tokens=cost, pointer_id=pointer.id,
                               user_id=row.subject_user_id,
-                              conversation=state_of(row, settings))
+                              conversation=state_of(row, settings),
+                              remember_job_id=remember_job)
         if idem is not None:
             idempotency.remember(session, actor, idem, 201,
                                  answer.model_dump(mode="json"))

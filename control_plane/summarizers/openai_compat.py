@@ -140,6 +140,13 @@ class OpenAICompatibleSummarizer:
         return Summary(text=answer.strip(), provider=self.provider, model=self.model,
                        prompt_version=self.prompt_version, tokens_used=used)
 
+    def complete(self, chat: list[dict[str, str]]) -> tuple[str, int]:
+        """One chat completion for another purpose (remember's extraction), with this
+        endpoint's guard, budget, retries and bounds: the answer's text and the tokens
+        charged. Raises SummarizerFailed or BudgetSpent as ``summarize`` does."""
+        estimate = compression.estimate_tokens(chat) + self.max_output_tokens
+        return self._complete(chat, self.max_output_tokens, estimate, need_text=True)
+
     def probe(self) -> None:
         """A one-token call that proves the URL, key and model answer as a chat endpoint.
         Raises SummarizerFailed with the problem code."""
