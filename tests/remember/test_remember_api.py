@@ -172,7 +172,7 @@ def test_a_sensitive_statement_is_never_stored(tenant: Tenant,
         card = http.get(f"/v1/memories/user/{user}/about.card")
         audit = http.get("/v1/audit", params={"limit": 1000}).text
     assert events(answer) == [
-        ("NONE", "about.card", None, None, "sensitive:payment_card"),
+        ("NONE", "about.card", None, None, "sensitive:card"),
         ("NONE", "about.password", None, None, "sensitive:password"),
         ("ADD", "uses.zoom", "Zoom", None, "new fact")]
     assert card.status_code == 404

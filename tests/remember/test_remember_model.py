@@ -64,7 +64,7 @@ def test_the_model_decides_and_its_answer_is_checked(tenant: Tenant, chat: FakeL
         ("UPDATE", "preference.response_format", "numbered lists", "bullet points",
          "changed"),
         ("DELETE", "uses.slack", None, "Slack", "retracted"),
-        ("NONE", "about.card", None, None, "sensitive:payment_card")]
+        ("NONE", "about.card", None, None, "sensitive:card")]
     # The second call showed the model what was stored, and the new messages by seq.
     prompt = chat.seen[-1].json["messages"][1]["content"]
     assert prompt == ("Stored memories:\n- preference.response_format = bullet points\n"
