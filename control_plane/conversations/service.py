@@ -35,6 +35,7 @@ from ..audit.service import audited
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import Conversation, ConversationMessage, Job, MemoryPointer
+from ..dlp.guard import screen_fields
 from ..errors import Conflict, Forbidden, HashMismatch, InvalidInput, NotFound
 from ..idempotency import Idempotency, Replay
 from ..identity import EVERYTHING, Access, Actor
@@ -127,6 +128,7 @@ def add_message(session: Session, plane: DataPlane, settings: Settings, actor: A
             replay = idempotency.find(session, actor, idem)
             if replay is not None:
                 return _replayed(session, actor, replay)
+        spec = screen_fields(session, actor, spec, ("content",), what="the message")
         seq, row_id, subject, model = _reserve(session, actor, conversation_id, spec)
         if spec.remember and subject is not None and not access.allows("user", subject):
             raise Forbidden("remember writes the user's memory, which this key does not "

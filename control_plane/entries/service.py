@@ -36,6 +36,7 @@ from ..audit.service import audited
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
+from ..dlp.guard import screen_fields
 from ..errors import Conflict, DomainError, Forbidden, HashMismatch, InvalidInput, NotFound
 from ..holds.guard import ensure_writable
 from ..holds.service import ensure_not_held
@@ -122,6 +123,8 @@ def create_entry(session: Session, plane: DataPlane, actor: Actor, spec: EntryIn
         if replay is not None:
             return replay
         ensure_writable(session, actor.tenant_id, subject_user, address.user_ref)
+        spec = screen_fields(session, actor, spec, ("title", "summary"), what="the entry",
+                             tags_field="tags")
         payload = serialise(spec.summary)
         check_size(plane, len(payload))
         found = blind.terms(blind.index_key(plane, actor.tenant_id), (spec.title, spec.summary))
@@ -228,6 +231,8 @@ def update_entry(session: Session, plane: DataPlane, actor: Actor, entry_id: uui
         address = MemoryAddress(seen.scope_type, seen.scope_ref)
         subject_user = seen.subject_user_id
         ensure_writable(session, actor.tenant_id, subject_user, address.user_ref)
+        spec = screen_fields(session, actor, spec, ("title", "summary"), what="the entry",
+                             tags_field="tags")
         payload = serialise(spec.summary)
         check_size(plane, len(payload))
         found = blind.terms(blind.index_key(plane, actor.tenant_id), (spec.title, spec.summary))

@@ -42,6 +42,7 @@ from ..audit.service import audited
 from ..db.base import new_id, utcnow
 from ..db.engine import begin_write
 from ..db.models import GcCandidate, MemoryEvent, SubjectErasure, SubjectKey
+from ..dlp.guard import screen_fields
 from ..errors import (
     Conflict,
     Forbidden,
@@ -146,6 +147,7 @@ def append_event(session: Session, plane: DataPlane, actor: Actor, spec: EventIn
         replay = _replay(session, actor, idem)
         if replay is not None:
             return replay
+        spec = screen_fields(session, actor, spec, ("body",), what="the event")
         payload = _payload(plane, spec.body)
         occurred = _in_utc(spec.occurred_at)
         for _ in range(_PUT_ATTEMPTS):

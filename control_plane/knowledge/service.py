@@ -32,6 +32,7 @@ from ..audit import service as audit
 from ..audit.service import audited
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
+from ..dlp.guard import screen_fields
 from ..errors import InvalidInput, NotFound
 from ..idempotency import Idempotency
 from ..identity import EVERYTHING, Access, Actor
@@ -84,6 +85,9 @@ def add(session: Session, plane: DataPlane, actor: Actor, body: KnowledgeIn,
             memories.ensure_visible(session, actor, access,
                                     MemoryAddress.parse(Scope.agent, body.agent_id),
                                     "knowledge_add")
+        body = body.model_copy(update={"documents": [  # all screened before any is stored
+            screen_fields(session, actor, d, ("title", "content", "metadata"),
+                          what=f"document {i + 1}") for i, d in enumerate(body.documents)]})
         for position, document in enumerate(body.documents):
             document_id = _document_id(actor, idem, position)
             pieces = chunk(document.content)

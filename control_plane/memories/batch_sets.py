@@ -28,6 +28,7 @@ from storage_adapters import base as storage
 from ..addresses import MemoryAddress
 from ..audit import service as audit
 from ..audit.service import audited
+from ..dlp.guard import screen_memory
 from ..errors import DomainError
 from ..identity import Caller
 from ..plane.data_plane import DataPlane, Target, storage_errors
@@ -142,7 +143,8 @@ def prepare_sets(session: Session, plane: DataPlane, caller: Caller, items: list
                          private=(*address.personal, meta.user_id)):
                 ensure_visible(session, actor, caller.access, address, "write")
                 meta = as_agent(caller.access, meta)
-                payload = serialise(item.value)
+                value, meta = screen_memory(session, actor, item.value, meta)
+                payload = serialise(value)
                 check_size(plane, len(payload))
                 target = plane.for_memory(session, actor.tenant_id, address.scope,
                                           meta.agent_id, meta.user_id)

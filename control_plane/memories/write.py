@@ -26,6 +26,7 @@ from ..addresses import MemoryAddress
 from ..audit.service import audited
 from ..db.engine import begin_write
 from ..db.models import MemoryPointer
+from ..dlp.guard import screen_memory
 from ..errors import Conflict, Forbidden
 from ..idempotency import Idempotency, Replay
 from ..identity import EVERYTHING, Access, Actor
@@ -68,6 +69,7 @@ def set_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryA
         replay = replay_of(session, actor, idem)
         if replay is not None:
             return replay
+        value, meta = screen_memory(session, actor, value, meta)
         try:
             payload = serialise(value)
             check_size(plane, len(payload))
@@ -91,6 +93,7 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
         replay = replay_of(session, actor, idem)
         if replay is not None:
             return replay
+        item, meta = screen_memory(session, actor, item, meta, what="the item")
         item_bytes = serialise(item)
         for attempt in range(1, 5):
             target = plane.for_memory(session, actor.tenant_id, address.scope, meta.agent_id,

@@ -7,6 +7,7 @@ Each module holds one domain's tables; importing this package registers them all
 from .audit import AccessLog, AuditHead, AuditTile
 from .compliance import ErasureReceipt, LegalHold, RetentionPolicy, SubjectErasure
 from .conversations import Conversation, ConversationMessage
+from .dlp import DlpPolicy
 from .idempotency import IdempotentResponse
 from .jobs import Job
 from .keys import KekVersion, SubjectKey
@@ -40,6 +41,7 @@ __all__ = [
     "CompactorSettings",
     "Conversation",
     "ConversationMessage",
+    "DlpPolicy",
     "EmbedderConfig",
     "EntryTerm",
     "ErasureReceipt",
