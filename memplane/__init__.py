@@ -64,6 +64,7 @@ if typing.TYPE_CHECKING:
         SummarizerConfig,
         Tenant,
     )
+    from ._team_calls import Team
 
 # The names are imported when first used (PEP 562): ``import memplane`` stays cheap for the
 # command line's server and local commands, which never need the HTTP client or its models.
@@ -73,6 +74,7 @@ _NAMES = {
     "_client": ("Client",),
     "_compliance": ("Job", "Receipt"),
     "_config_calls": ("Agent",),
+    "_team_calls": ("Team",),
     "_conversations": (
         "ContextItem", "ContextSection", "ContextWindow", "Conversation", "Message",
         "MessageAdded",
@@ -155,6 +157,7 @@ __all__ = [
     "StorageUnavailable",
     "SummarizerConfig",
     "SubjectErasureInProgress",
+    "Team",
     "Tenant",
     "TransportError",
     "Unauthorized",

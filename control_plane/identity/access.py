@@ -25,6 +25,7 @@ from sqlalchemy import ColumnElement, and_, false, or_, select
 from sqlalchemy.orm import Session
 
 from ..db.models import TeamMember
+from ..errors import Forbidden
 
 ANY_REF = "*"
 TENANT_REF = "-"
@@ -86,6 +87,14 @@ class Access:
         return session.scalar(select(TeamMember.id).where(
             TeamMember.tenant_id == self.tenant_id, TeamMember.agent_id == self.agent_id,
             TeamMember.team_id == scope_ref).limit(1)) is not None
+
+    def writes_for(self, user_id: str | None) -> str | None:
+        """The user id a write records: a user key's own subject (another is refused), else
+        what the write names."""
+        if self.user_id is None or user_id in (None, self.user_id):
+            return self.user_id if self.user_id is not None else user_id
+        raise Forbidden(f"this key writes for its own data subject only; leave user_id out "
+                        f"or send {self.user_id!r}")
 
     def team_refs(self) -> Any:
         """The subquery of the team ids the key's agent belongs to."""
