@@ -57,6 +57,8 @@ if typing.TYPE_CHECKING:
         Pointer,
         Provenance,
         ProvenanceEvent,
+        RememberDecision,
+        Remembered,
         SearchResult,
         SearchResults,
         StorageConfig,
@@ -89,7 +91,7 @@ _NAMES = {
         "AuditEntry", "AuditVerification", "CompactorConfig", "CreatedKey", "CreatedTenant",
         "Entry", "Event", "EventWithBody", "Memory", "Page", "Pointer", "Provenance",
         "ProvenanceEvent", "SearchResult", "SearchResults", "StorageConfig", "StorageHealth",
-        "SummarizerConfig", "Tenant",
+        "SummarizerConfig", "Tenant", "RememberDecision", "Remembered",
     ),
 }
 _LAZY = {name: module for module, names in _NAMES.items() for name in names}
@@ -148,6 +150,8 @@ __all__ = [
     "Provenance",
     "ProvenanceEvent",
     "Receipt",
+    "RememberDecision",
+    "Remembered",
     "RetentionPolicy",
     "SearchResult",
     "SearchResults",

@@ -45,8 +45,10 @@ from ._models import (
     Memory,
     Page,
     Pointer,
+    Remembered,
 )
 from ._namespace_sync import _Namespace
+from ._remember import remember_call
 
 __all__ = [
     "AuditAPI",
@@ -415,3 +417,32 @@ class MemoryAPI(MemorySearchAPI, KnowledgeAPI, _Namespace):
         receipt. Safe to repeat: a running erasure of the same subject is returned as is.
         """
         return self._client._send(_compliance.erase_subject(user_id, dry_run))
+
+    def remember(
+        self,
+        *,
+        messages: Iterable[Mapping[str, str]],
+        user_id: str,
+        agent_id: str | None = None,
+        conversation_id: str | None = None,
+        scope: str | None = None,
+        scope_ref: str | None = None,
+        dry_run: bool = False,
+    ) -> Remembered:
+        """Extract durable facts from the user's ``messages`` (``{"role", "content"}``, oldest
+        first) and reconcile them with what is stored about ``user_id``: each decision ADDs,
+        UPDATEs (the previous value kept), DELETEs (a retraction) or is NONE. Stored in the
+        user's scope unless ``scope`` says otherwise; ``dry_run`` writes nothing. Sensitive
+        values are never stored.
+        """
+        return self._client._send(
+            remember_call(
+                messages=messages,
+                user_id=user_id,
+                agent_id=agent_id,
+                conversation_id=conversation_id,
+                scope=scope,
+                scope_ref=scope_ref,
+                dry_run=dry_run,
+            )
+        )

@@ -25,6 +25,8 @@ __all__ = [
     "Pointer",
     "Provenance",
     "ProvenanceEvent",
+    "RememberDecision",
+    "Remembered",
     "SearchResult",
     "SearchResults",
     "StorageConfig",
@@ -357,3 +359,25 @@ class EmbedderConfig(_Model):
     timeout_seconds: float | None = None
     max_retries: int | None = None
     configured_at: datetime | None = None
+
+
+class RememberDecision(_Model):
+    """One fact ``memory.remember`` decided on: ``event`` ADD, UPDATE, DELETE or NONE, the
+    memory's ``key``, the fact's ``value`` (None for a DELETE and for a sensitive statement),
+    the ``previous`` value it replaced or removed, and the ``reason``."""
+
+    event: str
+    key: str
+    value: str | None = None
+    previous: str | None = None
+    reason: str
+
+
+class Remembered(_Model):
+    """What ``memory.remember`` answers: its decisions in message order, the extractor
+    (``builtin-v1`` or ``model-v1``) and model, and whether it was a dry run."""
+
+    decisions: list[RememberDecision]
+    extractor: str
+    model: str | None = None
+    dry_run: bool

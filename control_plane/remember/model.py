@@ -24,6 +24,7 @@ from ..summarizers import BudgetSpent, Running, SummarizerFailed, TokenBudget
 from ..summarizers.openai_compat import OpenAICompatibleSummarizer
 from ..summarizers.service import build_for_tenant
 from .rules import Fact
+from .sensitive import redacted
 
 EXTRACTOR = "model-v1"
 PURPOSE = "extraction"
@@ -108,7 +109,7 @@ def prompt(stored: dict[str, str], messages: Sequence[tuple[int, str, str]]
     lines = ["Stored memories:"]
     lines += [f"- {key} = {value}" for key, value in sorted(stored.items())] or ["(none)"]
     lines += ["", "New messages:"]
-    lines += [f"[{seq}] {role}: {content}" for seq, role, content in messages]
+    lines += [f"[{seq}] {role}: {redacted(content)}" for seq, role, content in messages]
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
 
 

@@ -83,8 +83,8 @@ def slug(text: str) -> str:
 
 def _head(text: str) -> str:
     """The thing itself, without what follows it ("Slack for team chat" -> "Slack")."""
-    return re.split(r"\s+(?:for|to|at|on|with|in|because|since|when|as|every)\s+", text,
-                    maxsplit=1)[0]
+    return re.split(r"\s*[,(]|\s+(?:for|to|at|on|with|in|because|since|when|as|every)\s+",
+                    text, maxsplit=1)[0]
 
 
 def _bare(text: str) -> str:

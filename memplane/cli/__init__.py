@@ -29,6 +29,7 @@ from . import (
     witness,
 )
 from . import knowledge as knowledge_cli
+from . import remember as remember_cli
 
 app = typer.Typer(help="memplane: memory for AI agents, content in your own bucket.",
                   no_args_is_help=True, add_completion=False)
@@ -152,6 +153,7 @@ knowledge_app.command("add")(knowledge_cli.knowledge_add)
 knowledge_app.command("list")(knowledge_cli.knowledge_list)
 knowledge_app.command("delete")(knowledge_cli.knowledge_delete)
 app.add_typer(knowledge_app, name="knowledge")
+app.command("remember")(remember_cli.remember)
 
 retention_app = typer.Typer(help="Retention policies and runs of a tenant, on the database "
                             "directly (operators).", no_args_is_help=True)
