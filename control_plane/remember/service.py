@@ -132,7 +132,7 @@ def _decide(session: Session, plane: DataPlane, runtime_or_settings: Running | S
         else:
             run.extractor, run.model = model.EXTRACTOR, endpoint.model
             return [_reconcile(session, plane, actor, access, run, fact, reason,
-                               _model_sensitive(fact, messages))
+                               sensitive_kind(f"{fact.key} {fact.value or ''}"))
                     for fact, reason in found]
     decisions = []
     for sentence, fact in _last_per_key(rules.extract(messages)):
@@ -140,24 +140,6 @@ def _decide(session: Session, plane: DataPlane, runtime_or_settings: Running | S
                               sensitive_kind(sentence))
         decisions.append(decision.model_copy(update={"reason": decision.reason + note}))
     return decisions
-
-
-def _model_sensitive(fact: Fact, messages: list[tuple[int, str, str]]) -> str | None:
-    """A model's fact is refused when its key and value hold a sensitive value, or when its
-    value repeats part of a sensitive sentence of the messages it came from (a bare password
-    lifted out of "my password is …" shows no pattern of its own)."""
-    found = sensitive_kind(f"{fact.key} {fact.value or ''}")
-    if found is not None or not fact.value:
-        return found
-    value = _normal(fact.value)
-    for seq, _, content in messages:
-        if fact.seqs and seq not in fact.seqs:
-            continue
-        for sentence in rules.sentences(content):
-            kind = sensitive_kind(sentence)
-            if kind is not None and value in _normal(sentence):
-                return kind
-    return None
 
 
 def _last_per_key(found: list[tuple[str, Fact | None]]) -> list[tuple[str, Fact]]:
