@@ -20,7 +20,7 @@ Figures (bars in ``bench/bars.py``):
     (bar 0);
   - ``sensitive_stored``: sensitive values found in what was written — every memory's value
     read back, the audit log, remember's answers — compared without spaces and dashes
-    (bar 0);
+    (bar 0); for the model endpoint, also how many secrets its prompts showed it;
   - ``context_hit_rate``: questions whose context holds the fact's current value and none
     of its replaced ones (a retracted fact: none of its values);
   - ``changes_applied``: changes and retractions the extractor turned into an UPDATE or
@@ -299,6 +299,9 @@ def run(quick: bool = False) -> dict[str, dict[str, Any]]:
                                           settle=stack.settle)
                     print(f"memory-quality/{extractor}: "
                           f"{time.perf_counter() - started:.1f} s")
+                    if extractor != "offline":
+                        print(f"secrets a prompt showed the model endpoint: "
+                              f"{len(scripted.secrets_seen)}")
                     scores.append(score)
         print(report(scores))
         for s in scores:

@@ -3,9 +3,11 @@ on 127.0.0.1 that answers remember's extraction prompt (``control_plane.remember
 from the memory-quality dataset's expected facts: every user message it recognises as a
 dataset statement becomes the decision a good model would return (ADD or UPDATE the fact's
 key with its expected value, DELETE a retracted key). It is also *careless* on purpose: a
-sensitive statement comes back as a fact holding the secret (a card number, an SSN, a
-password), as a model that ignores its instructions would answer — the server must refuse
-to store it. Any other prompt (the endpoint probe) gets ``{"decisions": []}``.
+sensitive statement that reaches it as said comes back as a fact holding the secret (a card
+number, an SSN, a password), as a model that ignores its instructions would answer — the
+server must refuse to store it. ``secrets_seen`` records every secret a prompt showed it
+(the server redacts detected values first, so it should stay empty). Any other prompt (the
+endpoint probe) gets ``{"decisions": []}``.
 
 It measures the server's side of the model path (parsing, reconciliation, the sensitive
 screen, context) with a perfect extractor, never a real model's quality.
@@ -19,7 +21,16 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .memory_quality_data import USERS, Change, Fact, Retract, Said, Sensitive, User
+from .memory_quality_data import (
+    USERS,
+    Change,
+    Fact,
+    Retract,
+    Said,
+    Sensitive,
+    User,
+    statements,
+)
 
 MODEL = "scripted-extractor"
 # The dataset's kinds of fact as the extraction prompt's key kinds.
@@ -88,7 +99,9 @@ class ScriptedModel:
 
     def __init__(self, users: list[User] | None = None) -> None:
         script = _script(users or USERS)
+        secrets = [s.secret for s in statements(users or USERS) if isinstance(s, Sensitive)]
         self.calls = 0
+        self.secrets_seen: set[str] = set()
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -104,6 +117,8 @@ class ScriptedModel:
                                    if m.get("role") == "user")
                 if "New messages:" in prompt:
                     owner.calls += 1
+                squeezed = re.sub(r"[\s\-]", "", prompt)
+                owner.secrets_seen.update(s for s in secrets if s in squeezed)
                 text = json.dumps(answer(prompt, script))
                 reply = json.dumps({
                     "id": "scripted-1", "object": "chat.completion", "model": MODEL,

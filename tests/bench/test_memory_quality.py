@@ -80,6 +80,7 @@ def test_the_scripted_model_endpoint_holds_the_bars(tenant: Tenant) -> None:
     with ScriptedModel(SLICE) as scripted:
         score = _run(tenant, "model-scripted", scripted)
     assert scripted.calls == 6  # three sessions with statements, two users
+    assert scripted.secrets_seen == set()  # detected values reach the model redacted
     assert _held(score) == {"captured": True, "stale_after_update": True,
                             "sensitive_stored": True}, score.misses
     # A perfect extractor: every statement captured, every change applied, every question
