@@ -194,3 +194,25 @@ def test_the_agents_teams_are_searched_and_a_removed_member_loses_them(tenant: T
     assert as_member["searched_scopes"] == [
         {"scope": "team", "scope_ref": team, "reason": "team"}]
     assert (_memory_lines(removed), removed["searched_scopes"]) == (set(), [])
+
+
+def test_the_seeds_bullet_points_story_as_the_readme_tells_it(tenant: Tenant) -> None:
+    user = f"u-{uuid.uuid4().hex[:6]}"
+    with tenant.client() as client:
+        said = client.memory.remember(
+            messages=[{"role": "user", "content": "I prefer responses in bullet points."}],
+            user_id=user, agent_id="support-bot")
+        with tenant.stack.runtime.sessions() as session:  # "days later": indexed
+            runtime = tenant.stack.runtime
+            indexer.drain(session, runtime.plane, runtime, runtime.search_cache)
+        client.conversations.add_message(f"chat-{user}", "user", "Summarise my open tickets.",
+                                         user_id=user, agent_id="support-bot")
+        window = client.conversations.context(
+            f"chat-{user}", system_prompt="You are a support agent.",
+            message="Summarise my open tickets.", token_budget=2000)
+    assert [(d.event, d.key, d.value) for d in said.decisions] == [
+        ("ADD", "preference.response_format", "bullet points")]
+    assert window.sections[1].content == (
+        "Relevant memory:\n- Preferred response format: bullet points")
+    assert [(s.scope, s.reason) for s in window.searched_scopes] == [
+        ("user", "data_subject"), ("agent", "agent")]
