@@ -93,6 +93,7 @@ class SearchedScope(_Model):
     scope: str
     scope_ref: str
     reason: str
+    user_id: str | None = None  # only this subject's memories were searched there
 
 
 class ContextWindow(_Model):
@@ -105,7 +106,6 @@ class ContextWindow(_Model):
     tokens_by_kind: dict[str, int]
     report: list[ContextItem]
     searched_scopes: list[SearchedScope] = []
-    searched_user_id: str | None = None
 
     def messages(self) -> list[dict[str, str]]:
         """The sections as chat messages (``[{"role", "content"}]``) for a model call."""

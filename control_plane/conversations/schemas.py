@@ -133,7 +133,7 @@ class ContextIn(BaseModel):
     memory_scopes: list[MemoryScope] | None = Field(
         None, max_length=20, description="Scopes whose memories, entries and uncompressed "
         "events may fill the window. Omitted: the conversation's own — its data subject "
-        "(user scope, and that user's memories in every scope the key may see), its agent "
+        "(user scope, and that user's memories in the other scopes holding some), its agent "
         "(agent scope: memories and knowledge) and the agent's teams, each only if the key "
         "may see it. []: none.")
     memory_limit: int = Field(10, ge=0, le=100, description="At most this many items per "
@@ -167,6 +167,10 @@ class SearchedScope(BaseModel):
         description="requested: named in memory_scopes; data_subject: the conversation's "
         "user; agent: the conversation's agent (its memories and knowledge); team: a team "
         "the agent belongs to.")
+    user_id: str | None = Field(None, description="Set: only the memories about this data "
+                                "subject were searched in the scope (the conversation's "
+                                "user's memories outside the user scope); null: the whole "
+                                "scope, with its entries and events.")
 
 
 class ContextOut(BaseModel):
@@ -179,6 +183,3 @@ class ContextOut(BaseModel):
                                      "with what became of it.")
     searched_scopes: list[SearchedScope] = Field(description="The scopes whose memories, "
                                                  "entries and events were candidates.")
-    searched_user_id: str | None = Field(None, description="The data subject whose memories "
-                                         "in any scope the key may see were searched too "
-                                         "(memory_scopes omitted); null: none.")

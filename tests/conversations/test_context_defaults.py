@@ -86,10 +86,12 @@ def test_omitted_scopes_search_the_subject_the_agent_and_its_knowledge(tenant: T
         ids = _seed(tenant, http, user, agent)
         window = _context(http, conv)
     assert _memory_lines(window) == {USER_LINE, AGENT_LINE, ABOUT_LINE, KNOWLEDGE_LINE}
+    # The project scope holds a memory about the user: searched for the user's memories only.
     assert window["searched_scopes"] == [
-        {"scope": "user", "scope_ref": user, "reason": "data_subject"},
-        {"scope": "agent", "scope_ref": agent, "reason": "agent"}]
-    assert window["searched_user_id"] == user
+        {"scope": "user", "scope_ref": user, "reason": "data_subject", "user_id": None},
+        {"scope": "agent", "scope_ref": agent, "reason": "agent", "user_id": None},
+        {"scope": "project", "scope_ref": f"p-{user}", "reason": "data_subject",
+         "user_id": user}]
     included = {r["id"] for r in window["report"]
                 if r["kind"] == "memory" and r["status"] == "included"}
     assert {ids["user"], ids["agent"], ids["about"]} <= included
@@ -106,12 +108,11 @@ def test_an_empty_list_searches_nothing_and_a_named_list_only_itself(tenant: Ten
         named = _context(http, conv, memory_scopes=[{"scope": "agent", "scope_ref": agent}])
     assert [s["kind"] for s in none["sections"]] == ["system_prompt", "message",
                                                      "current_message"]
-    assert (none["searched_scopes"], none["searched_user_id"]) == ([], None)
+    assert none["searched_scopes"] == []
     assert [r for r in none["report"] if r["kind"] in ("memory", "entry", "event")] == []
     assert _memory_lines(named) == {AGENT_LINE, KNOWLEDGE_LINE}
     assert named["searched_scopes"] == [
-        {"scope": "agent", "scope_ref": agent, "reason": "requested"}]
-    assert named["searched_user_id"] is None
+        {"scope": "agent", "scope_ref": agent, "reason": "requested", "user_id": None}]
 
 
 def test_a_conversation_without_user_or_agent_searches_nothing(tenant: Tenant) -> None:
@@ -120,7 +121,7 @@ def test_a_conversation_without_user_or_agent_searches_nothing(tenant: Tenant) -
         _add(http, conv, "hello")
         _seed(tenant, http, user, agent)
         window = _context(http, conv)
-    assert (window["searched_scopes"], window["searched_user_id"]) == ([], None)
+    assert window["searched_scopes"] == []
     assert _memory_lines(window) == set()
 
 
@@ -141,8 +142,7 @@ def test_a_scoped_key_window_holds_only_what_the_key_may_see(tenant: Tenant) -> 
     # The agent's scope and the subject's memory in a project scope are outside its list.
     assert _memory_lines(window) == {USER_LINE}
     assert window["searched_scopes"] == [
-        {"scope": "user", "scope_ref": user, "reason": "data_subject"}]
-    assert window["searched_user_id"] == user
+        {"scope": "user", "scope_ref": user, "reason": "data_subject", "user_id": None}]
     assert refused.status_code == 404
     assert refused.json() == {"error": "not_found", "detail": f"no memory at agent/{agent}"}
 
@@ -157,8 +157,7 @@ def test_the_sdk_omits_scopes_for_the_default_and_sends_an_empty_list(tenant: Te
                                              token_budget=500, memory_scopes=[])
     assert [(s.scope, s.scope_ref, s.reason) for s in default.searched_scopes] == [
         ("user", user, "data_subject"), ("agent", agent, "agent")]
-    assert default.searched_user_id == user
-    assert (empty.searched_scopes, empty.searched_user_id) == ([], None)
+    assert empty.searched_scopes == []
 
 
 def test_the_agents_teams_are_searched_and_a_removed_member_loses_them(tenant: Tenant) -> None:
@@ -188,11 +187,13 @@ def test_the_agents_teams_are_searched_and_a_removed_member_loses_them(tenant: T
     assert _memory_lines(as_admin) == {USER_LINE, AGENT_LINE, ABOUT_LINE, KNOWLEDGE_LINE,
                                        team_line}
     assert as_admin["searched_scopes"][2:] == [
-        {"scope": "team", "scope_ref": team, "reason": "team"}]
+        {"scope": "team", "scope_ref": team, "reason": "team", "user_id": None},
+        {"scope": "project", "scope_ref": f"p-{user}", "reason": "data_subject",
+         "user_id": user}]
     # The agent's key sees only its team's memory: no grant on the user or the agent scope.
     assert _memory_lines(as_member) == {team_line}
     assert as_member["searched_scopes"] == [
-        {"scope": "team", "scope_ref": team, "reason": "team"}]
+        {"scope": "team", "scope_ref": team, "reason": "team", "user_id": None}]
     assert (_memory_lines(removed), removed["searched_scopes"]) == (set(), [])
 
 
