@@ -26,6 +26,7 @@ if typing.TYPE_CHECKING:
         Message,
         MessageAdded,
     )
+    from ._dlp import DlpPolicy
     from ._exceptions import (
         APIError,
         BadRequest,
@@ -36,6 +37,7 @@ if typing.TYPE_CHECKING:
         MemplaneError,
         NotFound,
         PayloadTooLarge,
+        SensitiveData,
         ServerError,
         StorageUnavailable,
         SubjectErasureInProgress,
@@ -76,6 +78,7 @@ _NAMES = {
     "_client": ("Client",),
     "_compliance": ("Job", "Receipt"),
     "_config_calls": ("Agent",),
+    "_dlp": ("DlpPolicy",),
     "_team_calls": ("Team",),
     "_conversations": (
         "ContextItem", "ContextSection", "ContextWindow", "Conversation", "Message",
@@ -83,8 +86,8 @@ _NAMES = {
     ),
     "_exceptions": (
         "APIError", "BadRequest", "Conflict", "Forbidden", "HashMismatch", "InvalidResponse",
-        "MemplaneError", "NotFound", "PayloadTooLarge", "ServerError", "StorageUnavailable",
-        "SubjectErasureInProgress", "TransportError", "Unauthorized",
+        "MemplaneError", "NotFound", "PayloadTooLarge", "SensitiveData", "ServerError",
+        "StorageUnavailable", "SubjectErasureInProgress", "TransportError", "Unauthorized",
     ),
     "_hygiene": ("CleanupItem", "CleanupResult", "LegalHold", "RetentionPolicy"),
     "_models": (
@@ -130,6 +133,7 @@ __all__ = [
     "ContextWindow",
     "Conversation",
     "CreatedKey",
+    "DlpPolicy",
     "CreatedTenant",
     "Entry",
     "Event",
@@ -155,6 +159,7 @@ __all__ = [
     "RetentionPolicy",
     "SearchResult",
     "SearchResults",
+    "SensitiveData",
     "ServerError",
     "StorageConfig",
     "StorageHealth",

@@ -32,6 +32,7 @@ from ._content_async import (
     AsyncKnowledgeAPI,
     AsyncMemorySearchAPI,
 )
+from ._dlp_async import AsyncDlpAPI
 from ._exceptions import TransportError
 from ._governance_async import (
     AsyncAgentsAPI,
@@ -105,6 +106,7 @@ class AsyncClient:
         self.conversations = AsyncConversationsAPI(self)
         self.retention = AsyncRetentionAPI(self)
         self.legal_holds = AsyncLegalHoldsAPI(self)
+        self.dlp = AsyncDlpAPI(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._config.base_url!r})"

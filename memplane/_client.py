@@ -31,6 +31,7 @@ from ._content_sync import (
     KnowledgeAPI,
     MemorySearchAPI,
 )
+from ._dlp_sync import DlpAPI
 from ._exceptions import TransportError
 from ._governance_sync import (
     AgentsAPI,
@@ -104,6 +105,7 @@ class Client:
         self.conversations = ConversationsAPI(self)
         self.retention = RetentionAPI(self)
         self.legal_holds = LegalHoldsAPI(self)
+        self.dlp = DlpAPI(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._config.base_url!r})"

@@ -5,6 +5,7 @@
     ├── InvalidResponse                 a success answer the SDK cannot parse
     └── APIError                        the server answered with an error status
         ├── BadRequest                  400, 422 (also a ValueError)
+        │   └── SensitiveData           422 "sensitive_data" (``kinds``: what the DLP guard found)
         ├── Unauthorized                401
         ├── Forbidden                   403
         ├── NotFound                    404 (also a LookupError)
@@ -40,6 +41,7 @@ __all__ = [
     "MemplaneError",
     "NotFound",
     "PayloadTooLarge",
+    "SensitiveData",
     "ServerError",
     "StorageUnavailable",
     "SubjectErasureInProgress",
@@ -101,6 +103,24 @@ class APIError(MemplaneError):
 
 class BadRequest(APIError, ValueError):
     """400 or 422: the server rejected the input."""
+
+
+class SensitiveData(BadRequest):
+    """422 ``sensitive_data``: the tenant's DLP policy refused the write; ``kinds`` names what
+    was found (``card``, ``ssn``, ...), never the value. Nothing was written."""
+
+    def __init__(
+        self,
+        status_code: int,
+        *,
+        code: str | None = None,
+        detail: str | None = None,
+        body: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(status_code, code=code, detail=detail, body=body, headers=headers)
+        kinds = self.body.get("kinds")
+        self.kinds: list[str] = [str(k) for k in kinds] if isinstance(kinds, list) else []
 
 
 class Unauthorized(APIError):
@@ -181,6 +201,7 @@ _BY_STATUS: dict[int, type[APIError]] = {
 _BY_CODE: dict[str, type[APIError]] = {
     "hash_mismatch": HashMismatch,
     "subject_erasure_in_progress": SubjectErasureInProgress,
+    "sensitive_data": SensitiveData,
 }
 
 

@@ -23,6 +23,7 @@ FILES = {
     "_governance_async.py": "_governance_sync.py",
     "_compliance_async.py": "_compliance_sync.py",
     "_admin_async.py": "_admin_sync.py",
+    "_dlp_async.py": "_dlp_sync.py",
     "_async_client.py": "_client.py",
 }
 

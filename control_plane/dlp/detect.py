@@ -17,15 +17,18 @@ Kinds and the formats recognised (docs/dlp.md is the contract):
   tokens with a well-known prefix: GitHub ``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_``/
   ``github_pat_``, OpenAI-style ``sk-``, Slack ``xoxb-``/``xoxp-``/``xoxa-``/``xoxr-``/``xoxs-``,
   Stripe ``sk_live_``/``rk_live_``, GitLab ``glpat-``.
-- ``password``: ``password: …``, ``password=…``, ``passwd …``, ``pwd: …``, ``passcode: …`` and
-  "my password is …" (the span is the secret only: the next run of non-blank characters,
-  without surrounding quotes or a trailing sentence period/comma).
+- ``password``: ``password: …``, ``password=…``, ``passwd: …``, ``pwd: …``, ``passcode: …``,
+  "password is: …" and "my/our/the … password is …" (the span is the secret only: the next
+  run of non-blank characters, without surrounding quotes or a trailing period or comma;
+  prose such as "my password is not working" is not a secret). A string under a dictionary
+  key named ``password``/``passwd``/``passcode``/``passphrase``/``pwd`` is one as a whole.
 
 A ``Finding`` keeps the kind and the offsets only, never the value.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -84,13 +87,16 @@ _TOKENS = (
 _BEARER = re.compile(r"(?i)\bbearer\s+([A-Za-z0-9\-._~+/]{8,}=*)")
 _PASSWORD = re.compile(
     r"(?i)(?:\b(?:password|passwd|passcode|passphrase|pwd)[\"']?\s*[:=]\s*"
-    r"|\b(?:my|our)\s+(?:[a-z0-9-]+\s+)?(?:password|passwd|passcode|passphrase|pin)\s+is:?\s+)"
+    r"|\b(?:password|passwd|passcode|passphrase)\s+is:\s*"
+    r"|\b(?:my|our|the)\s+(?:[a-z0-9-]+\s+)?(?:password|passwd|passcode|passphrase|pin)"
+    r"\s+is:?\s+)"
     r"[\"'`]?([^\s\"'`]+)"
 )
 # Words after "my password is" that are prose, not a secret ("my password is not working").
 _PROSE = frozenset(
     "not wrong incorrect invalid too the a an same expired correct still now never always "
-    "required missing weak strong different locked".split()
+    "required missing weak strong different locked changed reset set being stored saved "
+    "needed empty blank valid updated case-sensitive secret hidden".split()
 )
 # Dictionary keys whose string value is a password as a whole.
 PASSWORD_KEYS = frozenset({"password", "passwd", "passcode", "passphrase", "pwd"})
@@ -174,6 +180,8 @@ def _bearer_tokens(text: str) -> Iterable[Finding]:
 def _passwords(text: str) -> Iterable[Finding]:
     for m in _PASSWORD.finditer(text):
         start, end = m.start(1), m.end(1)
+        if text.startswith("[redacted:", start):  # already redacted: redaction is idempotent
+            continue
         while end > start and text[end - 1] in ".,;:!?)]}":
             end -= 1
         if end > start and text[start:end].lower() not in _PROSE:
@@ -192,8 +200,39 @@ _DETECTORS = {
 
 
 def _selected(kinds: Iterable[str] | None) -> tuple[str, ...]:
-    if kinds is None:
+    if kinds is None or kinds is KINDS:
         return KINDS
+    return _selected_tuple(tuple(kinds))
+
+
+# Cheap cues (a digit, a marker) tell which detectors could match a string, so most strings
+# — prose, labels — cost a few substring checks, not every pattern.
+_DIGIT = re.compile(r"\d")
+_TOKEN_CUES = ("eyJ", "sk-", "xox", "_live_", "glpat-", "github_pat_", "ghp_", "gho_", "ghu_",
+               "ghs_", "ghr_")
+_SHORTEST = 5  # "pwd:x": no shorter string holds anything detected
+
+
+def _cued(text: str, selected: tuple[str, ...]) -> list[str]:
+    """The selected kinds whose detector could match ``text``."""
+    lower = text.lower()
+    cued: set[str] = set()
+    if _DIGIT.search(text) is not None:
+        cued.update(("card", "ssn", "iban"))
+    if "PRIVATE KEY" in text:
+        cued.add("private_key")
+    if ("AKIA" in text or "ASIA" in text or "AIza" in text or "AccountKey=" in text
+            or "aws_secret_access_key" in lower):
+        cued.add("cloud_key")
+    if "bearer" in lower or any(cue in text for cue in _TOKEN_CUES):
+        cued.add("bearer_token")
+    if "pass" in lower or "pwd" in lower or "pin" in lower:
+        cued.add("password")
+    return [k for k in selected if k in cued]
+
+
+@functools.lru_cache(maxsize=256)
+def _selected_tuple(kinds: tuple[str, ...]) -> tuple[str, ...]:
     chosen = set(kinds)
     unknown = chosen - set(KINDS)
     if unknown:
@@ -206,10 +245,10 @@ def find(text: str, kinds: Iterable[str] | None = None) -> list[Finding]:
     start, overlapping spans merged into the earliest-starting (then longest) finding.
     An unknown kind raises ``ValueError`` naming the known ones."""
     selected = _selected(kinds)
-    if not text:
+    if len(text) < _SHORTEST:
         return []
     found: list[Finding] = []
-    for kind in selected:
+    for kind in _cued(text, selected):
         found.extend(_DETECTORS[kind](text))
     found.sort(key=lambda f: (f.start, -(f.end - f.start), KINDS.index(f.kind)))
     merged: list[Finding] = []

@@ -98,7 +98,8 @@ def refusal(found: Sequence[tuple[str, Sequence[ValueFinding]]], *,
     how = ("an extracted memory never stores one" if extracted else
            "remove it (keep it in a secrets manager and store a reference), or ask an admin "
            "to set the DLP policy's mode to redact or flag (PUT /v1/dlp/policy)")
-    return SensitiveData(f"{subject} holds {_names(kinds)}{where}; {how}", kinds=kinds)
+    verb = "hold" if subject == "the tags" else "holds"
+    return SensitiveData(f"{subject} {verb} {_names(kinds)}{where}; {how}", kinds=kinds)
 
 
 def flagged(tags: Sequence[str] | None, kinds: Sequence[str]) -> list[str] | None:
@@ -200,3 +201,14 @@ def screen_fields(session: Session, actor: Actor, spec: M, fields: Sequence[str]
     if tags_field is not None:
         update[tags_field] = screened.tags or []
     return spec.model_copy(update=update)
+
+
+def as_stored(session: Session, actor: Actor, text: str) -> str:
+    """``text`` as a write under the tenant's policy stores it (redacted under redact, else
+    as sent): for an answer that echoes what the caller sent."""
+    policy = _policy(session, actor.tenant_id)
+    if actor.accessor_type == "system" and policy.mode == "refuse":
+        policy = Policy("redact", policy.kinds)
+    if policy.mode != "redact" or not policy.kinds:
+        return text
+    return redact(text, find(text, policy.kinds))

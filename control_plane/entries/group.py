@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy.orm import Session
 
@@ -15,6 +15,7 @@ from ..addresses import MemoryAddress, nfc
 from ..audit.service import audited
 from ..db.base import utcnow
 from ..db.engine import begin_write
+from ..dlp.guard import screen_fields
 from ..errors import Conflict
 from ..holds.guard import ensure_writable
 from ..identity import Actor
@@ -83,6 +84,8 @@ def create_entries(session: Session, plane: DataPlane, actor: Actor,
     private: list[str | None] = []
     index_key = blind.index_key(plane, actor.tenant_id)
     for item in items:
+        item = replace(item, spec=screen_fields(session, actor, item.spec, ("title", "summary"),
+                                                what="the entry", tags_field="tags"))
         spec = item.spec
         address = MemoryAddress.parse(spec.scope, spec.scope_ref)
         user_id = nfc(spec.user_id) if spec.user_id is not None else None

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 from ..addresses import Scope
 from ..db.models import MemoryPointer
 from ..deps import PlaneDep, SessionDep, SubjectReaderCaller, SubjectWriterCaller, WriterCaller
+from ..dlp.guard import as_stored
 from ..idempotency import Idempotency, Replay
 from ..kit import PLAIN_TEXT
 from . import service as entries
@@ -53,7 +54,8 @@ def create_entry(body: EntryIn, caller: SubjectWriterCaller, session: SessionDep
     `Idempotency-Key` header to make retries safe."""
     idem = Idempotency.of(idempotency_key, "POST", "/v1/entries", body.model_dump_json())
     return _answer(entries.create_entry(session, plane, caller.actor, body, idem=idem,
-                                        access=caller.access), body.summary, 201)
+                                        access=caller.access),
+                   as_stored(session, caller.actor, body.summary), 201)
 
 
 @router.get("/v1/entries", response_model=EntryPage)
@@ -93,7 +95,8 @@ def update_entry(entry_id: EntryId, body: EntryUpdate, caller: SubjectWriterCall
     idem = Idempotency.of(idempotency_key, "PUT", f"/v1/entries/{entry_id}",
                           body.model_dump_json())
     return _answer(entries.update_entry(session, plane, caller.actor, entry_id, body,
-                                        idem=idem, access=caller.access), body.summary)
+                                        idem=idem, access=caller.access),
+                   as_stored(session, caller.actor, body.summary))
 
 
 @router.delete("/v1/entries/{entry_id}", status_code=204)

@@ -71,7 +71,9 @@ def set_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryA
         replay = replay_of(session, actor, idem)
         if replay is not None:
             return replay
-        value, meta = screen_memory(session, actor, value, meta)
+        # What remember extracted is refused (redacted for a job) whatever the policy.
+        value, meta = screen_memory(session, actor, value, meta,
+                                    extracted=meta.source == "remember")
         try:
             payload = serialise(value)
             check_size(plane, len(payload))

@@ -12,6 +12,7 @@ Which endpoint serves the ``extraction`` purpose is decided in one place,
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Sequence
 from typing import Literal, Protocol
@@ -137,8 +138,9 @@ def ask(endpoint: Chat, stored: dict[str, str], messages: Sequence[tuple[int, st
     known = {seq for seq, _, _ in messages}
     facts: list[tuple[Fact, str]] = []
     for item in answer.decisions:
+        # A key is control-plane metadata: no number in it (a phone, an account …).
         if (item.event in ("ADD", "UPDATE") and item.value is None) \
-                or not set(item.seqs) <= known:
+                or not set(item.seqs) <= known or re.search(r"\d{3}", item.key):
             raise ModelUnusable("malformed_answer")
         if item.event == "NONE" and item.value is None:
             continue

@@ -13,17 +13,19 @@ onto the same key as the first, so reconciliation sees an UPDATE.
 | I prefer responses in bullet points | preference.response_format | bullet points |
 | I prefer Spanish / to write in Spanish | preference.language | Spanish |
 | I prefer tea over coffee | preference.tea-over-coffee | tea over coffee |
+| always reply in Spanish | preference.language | Spanish |
 | I like / love / enjoy / hate jazz | likes.jazz | loves jazz |
 | my name is Ana, call me Ana | name | Ana |
 | my <thing> is … | about.<thing> | … |
 | I work in finance | department | finance |
 | I work at / for Acme | employer | Acme |
 | I work as a nurse, I'm a nurse | role | nurse |
-| I use Slack (for team chat) | uses.slack | Slack (for team chat) |
+| I use / I'm using / I switched to Slack | uses.slack | Slack |
+| I live in Lisbon, I'm based in Lisbon | location | Lisbon |
 | I'm working on the Apollo migration | project.apollo-migration | Apollo migration |
 | I had a problem with my VPN | issue.vpn | VPN |
 | the VPN was fixed by reinstalling it | resolution.vpn | reinstalling it |
-| I don't use Slack anymore, I no longer use Slack | uses.slack (retracted) | |
+| I don't use / no longer use / stopped using Slack | uses.slack (retracted) | |
 | I don't like jazz anymore | likes.jazz (retracted) | |
 | I'm not working on Apollo anymore | project.apollo (retracted) | |
 """
@@ -100,7 +102,7 @@ def _has(text: str, words: Iterable[str]) -> bool:
 def _preference(m: dict[str, str]) -> Built:
     what = re.sub(r"^(?:(?:the |my )?(?:responses|answers|replies|messages|output)|to get "
                   r"(?:responses|answers)|to be answered|to be contacted|being contacted|"
-                  r"to (?:write|talk|speak|chat))\s+(?:in|as|with|by|via|using)\s+", "",
+                  r"to (?:write|talk|speak|chat)|)\s*(?:in|as|with|by|via|using)\s+", "",
                   m["what"].strip(), flags=re.I)
     if _has(what, _LANGUAGES) and len(what.split()) <= 3:
         return "preference.language", what, "Preferred language", "preference"
@@ -156,6 +158,10 @@ def _work(m: dict[str, str]) -> Built:
     return "employer", where, "Employer", "fact"
 
 
+def _team(m: dict[str, str]) -> Built:
+    return _work({"how": "in", "where": m["where"]})
+
+
 def _role(m: dict[str, str]) -> Built:
     role = m["role"].strip()
     if len(role.split()) > 4 or role.lower().startswith(_NOT_ROLES):
@@ -192,6 +198,10 @@ _RETRACTED = {"use": "uses", "using": "uses", "like": "likes", "love": "likes",
               "enjoy": "likes", "work on": "project", "working on": "project"}
 
 
+def _location(m: dict[str, str]) -> Built:
+    return "location", _bare(m["place"]), "Based in", "fact"
+
+
 def _retraction(m: dict[str, str]) -> Built:
     kind = _RETRACTED[re.sub(r"\s+", " ", m["verb"].lower())]
     thing = _bare(m["thing"])
@@ -209,22 +219,32 @@ RULES: tuple[tuple[str, Builder], ...] = (
      rf"(?P<thing>.+?){_ANYMORE}$", _retraction),
     (rf"^{_I_AM} (?:not|no longer) (?P<verb>using|working on) (?P<thing>.+?){_ANYMORE}$",
      _retraction),
+    (r"^i(?:'ve| have)? (?:stopped|quit) (?P<verb>using|working on) (?P<thing>.+)$",
+     _retraction),
     (r"^i(?: now| really| still)? prefer (?P<what>.+)$", _preference),
+    (r"^(?:please )?(?:always )?(?:reply|respond|answer|write)(?: to me)? "
+     r"(?P<what>(?:in|with|using) .+)$", _preference),
     (r"^my (?:preference|preferred format) is (?P<what>.+)$", _preference),
     (r"^i (?P<verb>like|love|enjoy|hate|dislike) (?P<thing>.+)$", _likes),
     (r"^(?:please )?call me (?P<name>.+)$", _name),
     (r"^my (?P<thing>[a-z][a-z ]{0,30}?) is (?P<value>.+)$", _my),
     (r"^i work (?P<how>in|at|for|as) (?P<where>.+)$", _work),
-    (rf"^{_I_AM} (?:currently |now )?working on (?P<project>.+)$", _project),
+    (rf"^(?:{_I_AM}|i've been|i have been) (?:currently |now )?working on (?P<project>.+)$",
+     _project),
+    (rf"^(?:i live in|{_I_AM} based in|{_I_AM} located in) (?P<place>.+)$", _location),
+    (rf"^{_I_AM} in the (?P<where>.+?) (?:team|department)$",
+     _team),
     (rf"^{_I_AM} an? (?P<role>[a-z][a-z -]+)$", _role),
-    (r"^i(?: mostly| mainly| now| also)? use (?P<thing>.+)$", _uses),
+    (rf"^(?:i(?: mostly| mainly| now| also)? use|{_I_AM} (?:now )?using|i switched to) "
+     rf"(?P<thing>.+)$", _uses),
     (r"^i had (?:a|an|some) (?:problem|issue|trouble) with (?P<thing>.+)$", _issue),
     (r"^(?P<thing>.+?) (?:was|got) fixed by (?P<fix>.+)$", _resolution),
 )
 _COMPILED = tuple((re.compile(p, re.I), build) for p, build in RULES)
 
 _LEAD = re.compile(r"^(?:(?:actually|also|oh|well|ok|okay|so|btw|by the way|just so you "
-                   r"know|fyi|hi|hey|hello|and|but|now|yes|no|please note)[,:]?\s+)+", re.I)
+                   r"know|fyi|hi|hey|hello|and|but|now|yes|no|please note|from now on)"
+                   r"[,:]?\s+)+", re.I)
 _TRAIL = re.compile(r"(?:,?\s+(?:please|thanks|thank you|now|instead|though|too))+$", re.I)
 
 

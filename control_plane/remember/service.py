@@ -131,7 +131,8 @@ def _decide(session: Session, plane: DataPlane, runtime_or_settings: Running | S
             note = f" (the model failed: {exc.code}; built-in extractor used)"
         else:
             run.extractor, run.model = model.EXTRACTOR, endpoint.model
-            return [_reconcile(session, plane, actor, access, run, fact, reason,
+            return [_reconcile(session, plane, actor, access, run, fact,
+                               "" if sensitive_kind(reason) else reason,
                                sensitive_kind(f"{fact.key} {fact.value or ''}"))
                     for fact, reason in found]
     decisions = []

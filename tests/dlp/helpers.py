@@ -48,7 +48,7 @@ def assert_nowhere(tenant: Tenant, *texts: str) -> None:
         assert secret not in rows
         assert secret.encode() not in stored
         for t in texts:
-            assert secret not in t
+            assert secret not in t, f"{secret!r} in {t!r}"
 
 
 def refused(answer: httpx.Response, kinds: list[str], detail: str) -> None:

@@ -54,6 +54,8 @@ POSITIVE = [
     ("pwd: 'q1w2e3'", "q1w2e3", "password"),
     ("My password is correcthorsebattery.", "correcthorsebattery", "password"),
     ("our wifi password is BlueFox42, thanks", "BlueFox42", "password"),
+    ("The root password is: s3cret", "s3cret", "password"),
+    ("the admin password is Tango-55", "Tango-55", "password"),
 ]
 
 NEGATIVE = [
@@ -70,6 +72,9 @@ NEGATIVE = [
     "reset your password to continue",
     "my password is not working",
     "password reset required",
+    "the password is required",
+    "the password is case-sensitive",
+    "your password is too weak",
     "I prefer responses in bullet points",
     "",
 ]
@@ -128,3 +133,11 @@ def test_the_check_functions() -> None:
     assert luhn_ok("79927398713") and not luhn_ok("79927398710")
     assert iban_ok("GB82 WEST 1234 5698 7654 32") and not iban_ok("GB82 WEST 1234 5698 7654 33")
     assert not iban_ok("GB82")
+
+
+def test_redaction_is_idempotent() -> None:
+    text = ("password: hunter2, my password is abc123, pwd='x1', Bearer abc123def456ghi789, "
+            "ssn 123-45-6789, card 4111111111111111")
+    once = redact(text, find(text))
+    assert find(once) == []
+    assert redact(once, find(once)) == once

@@ -156,6 +156,8 @@ def test_values_only_in_the_bucket_export_and_erasure(tenant: Tenant, tmp_path: 
         assert sorted(items) == ["about.favourite-colour", "uses.notion"]
         colour = items["about.favourite-colour"]
         assert (colour["value"], colour["previous"][0]["value"]) == (f"{marker}blue", marker)
+        assert colour["provenance"] == {"conversation_id": None, "message_seqs": [1],
+                                        "extractor": "builtin-v1", "model": None}
         paths = [p.storage_path for p in pointers(tenant, user).values()]
         assert officer.jobs.wait(officer.memory.erase_user(user).id).state == "completed"
     assert pointers(tenant, user) == {}

@@ -27,10 +27,10 @@ def chat() -> Iterator[FakeLLM]:
         yield server
 
 
-def configure(http: httpx.Client, chat: FakeLLM) -> None:
+def configure(http: httpx.Client, chat: FakeLLM, **fields: Any) -> None:
     answer = http.put("/v1/summarizer/config", json={
         "base_url": chat.base_url, "model": "fake-model", "api_key": "sk-" + "k" * 40,
-        "timeout_seconds": 5, "max_retries": 0})
+        "timeout_seconds": 5, "max_retries": 0, **fields})
     assert answer.status_code == 200, answer.text
 
 
@@ -51,10 +51,12 @@ def test_the_model_decides_and_its_answer_is_checked(tenant: Tenant, chat: FakeL
         chat.answer(decided(
             {"event": "UPDATE", "key": "preference.response_format",
              "value": "numbered lists", "seqs": [1]},
-            {"event": "DELETE", "key": "uses.slack", "seqs": [2]},
+            {"event": "DELETE", "key": "uses.slack", "seqs": [2],
+             "reason": "dropped; also gave card 4111 1111 1111 1111"},
             {"event": "ADD", "key": "about.card", "value": "4111 1111 1111 1111",
              "seqs": [2]}))
-        second = said(http, user, "Numbered lists from now on.", "We dropped Slack.")
+        second = said(http, user, "Numbered lists from now on.", "We dropped Slack.",
+                      "my card is 4111 1111 1111 1111")
         stored = http.get(f"/v1/memories/user/{user}/preference.response_format").json()
     assert events(first) == [
         ("ADD", "preference.response_format", "bullet points", None, "stated preference"),
@@ -69,7 +71,8 @@ def test_the_model_decides_and_its_answer_is_checked(tenant: Tenant, chat: FakeL
     prompt = chat.seen[-1].json["messages"][1]["content"]
     assert prompt == ("Stored memories:\n- preference.response_format = bullet points\n"
                       "- uses.slack = Slack\n\nNew messages:\n"
-                      "[1] user: Numbered lists from now on.\n[2] user: We dropped Slack.")
+                      "[1] user: Numbered lists from now on.\n[2] user: We dropped Slack.\n"
+                      "[3] user: my card is [redacted:card]")
     assert chat.seen[-1].json["model"] == "fake-model"
     assert stored["pointer"]["tags"] == ["remember", "extractor:model-v1", "seqs:1",
                                          "model:fake-model"]
@@ -83,8 +86,9 @@ def test_the_model_decides_and_its_answer_is_checked(tenant: Tenant, chat: FakeL
     decided({"event": "ADD", "key": "Preference Format", "value": "x", "seqs": [1]}),
     decided({"event": "ADD", "key": "uses.slack", "seqs": [1]}),
     decided({"event": "ADD", "key": "uses.slack", "value": "Slack", "seqs": [7]}),
+    decided({"event": "ADD", "key": "about.phone-5550109", "value": "x", "seqs": [1]}),
     llm.server_error(),
-], ids=["prose", "bad-key", "no-value", "unknown-seq", "server-error"])
+], ids=["prose", "bad-key", "no-value", "unknown-seq", "number-in-key", "server-error"])
 def test_an_unusable_answer_falls_back_to_the_rules(tenant: Tenant, chat: FakeLLM,
                                                     answer: llm.Answer) -> None:
     user = f"u-{uuid.uuid4().hex[:8]}"
@@ -101,6 +105,18 @@ def test_an_unusable_answer_falls_back_to_the_rules(tenant: Tenant, chat: FakeLL
     assert sorted(pointers(tenant, user)) == ["preference.response_format"]
 
 
+def test_the_token_budget_holds_and_nothing_is_sent(tenant: Tenant, chat: FakeLLM) -> None:
+    user = f"u-{uuid.uuid4().hex[:8]}"
+    with tenant.stack.http(tenant.admin_key) as http:
+        configure(http, chat, token_budget_per_run=100)  # under one call's estimate
+        result = said(http, user, "I use Figma.")
+    assert events(result) == [("ADD", "uses.figma", "Figma", None, "new fact (the model "
+                               "failed: token_budget_spent; built-in extractor used)")]
+    # Only the configuration's probe reached the endpoint.
+    assert [seen.json["messages"] for seen in chat.seen] == [
+        [{"role": "user", "content": "Reply with: ok"}]]
+
+
 def test_a_message_with_remember_queues_a_job(tenant: Tenant) -> None:
     user = f"u-{uuid.uuid4().hex[:8]}"
     conv = f"c-{uuid.uuid4().hex[:8]}"
@@ -113,7 +129,8 @@ def test_a_message_with_remember_queues_a_job(tenant: Tenant) -> None:
         slack = http.get(f"/v1/memories/user/{user}/uses.slack").json()
         again = _job_done(http, _add(http, conv, "I don't use Slack anymore",
                                      remember=True)["remember_job_id"])
-    assert plain["remember_job_id"] is None
+        nobody = _add(http, f"{conv}-anon", "I use Slack.", remember=True)
+    assert (plain["remember_job_id"], nobody["remember_job_id"]) == (None, None)
     assert job["state"] == "completed"
     assert job["result"] == {"remembered": True, "extractor": "builtin-v1", "messages": 3,
                              "add": 2, "update": 0, "delete": 0, "none": 0}
