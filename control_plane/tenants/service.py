@@ -36,10 +36,13 @@ def new_key() -> str:
 def require_role(session: Session, caller: Caller, roles: tuple[str, ...], action: str) -> None:
     if caller.role in roles:
         return
+    # A data subject's own key (role user) is never the fix to name: it is no caller's to
+    # have but its subject's.
+    suggested = " or ".join(role for role in roles if role != "user")
     audit.record_failure(session, caller.actor, "access_denied",
-                         detail=f"{action} needs role {' or '.join(roles)}")
+                         detail=f"{action} needs role {suggested}")
     raise Forbidden(f"a key with role '{caller.role}' may not {action}; "
-                    f"use a key with role {' or '.join(roles)}")
+                    f"use a key with role {suggested}")
 
 
 def _add_key(session: Session, tenant_id: uuid.UUID, role: str, name: str, raw: str,

@@ -6,6 +6,7 @@ subject as user id, in any scope — never erases, manages nothing, and is audit
 from __future__ import annotations
 
 import json
+import uuid
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -221,3 +222,52 @@ def test_a_user_keys_accesses_are_audited_as_user_without_its_subject(
     with tenant.stack.http(tenant.admin_key) as http:
         shown = http.get("/v1/audit", params={"accessor_id": f"key:{created.id}"}).json()
     assert {e["accessor_type"] for e in shown["items"]} == {"user"}
+
+
+def test_the_subjects_erasure_revokes_its_own_key_and_forgets_its_id(tenant: Tenant) -> None:
+    from control_plane.db.models import ApiKey
+
+    alice, bob = _user_key(tenant), _user_key(tenant, "bob")
+    with tenant.stack.http(alice.api_key) as http:
+        assert http.put("/v1/memories/user/alice/k", json={"value": 1}).status_code == 200
+    with tenant.client() as admin:
+        assert admin.jobs.wait(admin.memory.erase_user("alice").id).state == "completed"
+    with tenant.stack.http(alice.api_key) as http:
+        assert http.get("/v1/pointers").status_code == 401
+    with tenant.stack.http(bob.api_key) as http:
+        assert http.get("/v1/pointers").status_code == 200
+    with Session(tenant.stack.engine) as session:
+        kept = {key_id: user for key_id, user in session.execute(
+            select(ApiKey.id, ApiKey.user_id).where(ApiKey.tenant_id == tenant.id,
+                                                    ApiKey.role == "user"))}
+    assert kept[uuid.UUID(bob.id)] == "bob"
+    assert kept[uuid.UUID(alice.id)].startswith("hmac:")
+
+
+@pytest.mark.databases("sqlite")
+def test_the_cli_creates_a_user_key(tmp_path: Path, database: str) -> None:
+    from typer.testing import CliRunner
+
+    from control_plane.identity import authenticate
+    from control_plane.runtime import Runtime
+    from control_plane.settings import Settings
+    from memplane.cli import app
+
+    env = {"MEMPLANE_DATA_DIR": str(tmp_path / "data")}
+    runner = CliRunner()
+    assert runner.invoke(app, ["--init", "db", "upgrade"], env=env).exit_code == 0
+    made = runner.invoke(app, ["keys", "create", "--role", "user", "--user-id", "alice"],
+                         env=env)
+    bad = runner.invoke(app, ["keys", "create", "--role", "user"], env=env)
+    assert made.exit_code == 0, made.output
+    assert bad.exit_code == 2
+    said = " ".join(bad.output.replace("│", " ").split())
+    assert "a user key belongs to one data subject: send user_id" in said
+    runtime = Runtime(Settings(data_dir=tmp_path / "data"))
+    try:
+        with runtime.sessions() as session:
+            caller = authenticate(session, f"Bearer {made.output.strip().splitlines()[-1]}")
+    finally:
+        runtime.close()
+    assert (caller.role, caller.access.user_id, caller.actor.accessor_type) == (
+        "user", "alice", "user")
