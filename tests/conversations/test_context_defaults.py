@@ -14,7 +14,7 @@ import httpx
 from control_plane.search import indexer
 from tests.support.service import Tenant
 
-from .test_messages import _add
+from .test_messages import _add, _job_done
 
 SYSTEM = "You are a helpful support agent."
 
@@ -53,6 +53,12 @@ def _seed(tenant: Tenant, http: httpx.Client, user: str, agent: str) -> dict[str
     with runtime.sessions() as session:  # the indexer's round, as its thread runs it
         indexer.drain(session, runtime.plane, runtime, runtime.search_cache)
     return ids
+
+
+def _settle_index(tenant: Tenant) -> None:
+    runtime = tenant.stack.runtime
+    with runtime.sessions() as session:  # the indexer's round, as its thread runs it
+        indexer.drain(session, runtime.plane, runtime, runtime.search_cache)
 
 
 def _context(http: httpx.Client, conv: str, **body: Any) -> dict[str, Any]:
@@ -217,3 +223,16 @@ def test_the_seeds_bullet_points_story_as_the_readme_tells_it(tenant: Tenant) ->
         "Relevant memory:\n- Preferred response format: bullet points")
     assert [(s.scope, s.reason) for s in window.searched_scopes] == [
         ("user", "data_subject"), ("agent", "agent")]
+
+
+def test_a_message_sent_with_remember_reaches_a_later_context(tenant: Tenant) -> None:
+    conv, user, agent = _ids()
+    with tenant.stack.http(tenant.admin_key) as http:
+        added = _add(http, conv, "Hi. I prefer responses in bullet points.", user_id=user,
+                     agent_id=agent, remember=True)
+        assert added["remember_job_id"] is not None
+        assert _job_done(http, added["remember_job_id"])["state"] == "completed"
+        _settle_index(tenant)
+        _add(http, f"{conv}-later", "hello", user_id=user, agent_id=agent)
+        window = _context(http, f"{conv}-later")
+    assert _memory_lines(window) == {"Preferred response format: bullet points"}
