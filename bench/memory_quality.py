@@ -12,6 +12,12 @@ purpose) — in a tenant of its own on a live server:
      per fact known so far, and ``POST /v1/conversations/{id}/context`` (no memory_scopes:
      the context finds the user's memory by itself) is read.
 
+``offline-messages`` runs the built-in extractor the other way an agent uses it: each
+session posted as conversation messages with ``"remember": true`` (a job per fourth
+statement and the last), its replaced values read from the memories' ``previous``. Its
+transcripts keep what the user said, secrets included as the tenant's DLP policy for
+messages allows (default ``flag``): counted apart, never in ``sensitive_stored``.
+
 Figures (bars in ``bench/bars.py``):
   - ``captured``: explicit statements whose value is in a stored memory right after their
     session (bar ≥ 0.8);
@@ -67,6 +73,7 @@ class Score:
     applied: int = 0
     stale_after_update: int = 0
     sensitive_stored: int = 0
+    sensitive_in_transcript: int = 0  # in conversation messages, as the DLP policy allows
     probes: int = 0
     hits: int = 0
     events: Counter[str] = field(default_factory=Counter)
@@ -120,11 +127,45 @@ def _squeezed(text: str) -> str:
 
 
 class _Run:
-    def __init__(self, http: httpx.Client, extractor: str, settle: Callable[[], None]) -> None:
+    def __init__(self, http: httpx.Client, extractor: str, settle: Callable[[], None],
+                 via_messages: bool) -> None:
         self.http = http
         self.settle = settle
         self.score = Score(extractor)
         self.answers: list[str] = []
+        self.via_messages = via_messages
+
+    def post_messages(self, user: User, index: int, conversation: str) -> None:
+        """The session as conversation messages, ``"remember": true`` on every fourth
+        statement and the last (a remember job reads the last ten messages), each job
+        finished before the next message."""
+        session = user.sessions[index]
+        for n, said in enumerate(session):
+            remember = n % 4 == 3 or n == len(session) - 1
+            for role, content, flag in (("user", said.said, remember),
+                                        ("assistant", user.acks[n % len(user.acks)], False)):
+                answer = self.http.post(f"/v1/conversations/{conversation}/messages", json={
+                    "role": role, "content": content, "user_id": user.user_id,
+                    "agent_id": user.agent_id, "remember": flag})
+                if answer.status_code != 201:
+                    raise RuntimeError(f"a message answered {answer.status_code}: "
+                                       f"{answer.text}")
+                job = answer.json()["remember_job_id"]
+                if flag and job is not None:
+                    self.score.events.update(self.job(job))
+
+    def job(self, job_id: str) -> dict[str, int]:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            found = self.http.get(f"/v1/jobs/{job_id}").json()
+            if found["state"] == "completed":
+                result = found["result"] or {}
+                return {e: int(result.get(e.lower(), 0))
+                        for e in ("ADD", "UPDATE", "DELETE", "NONE")}
+            if found["state"] == "failed":
+                raise RuntimeError(f"a remember job failed: {found.get('error')}")
+            time.sleep(0.05)  # polling the server's job, not synchronising threads
+        raise TimeoutError(f"remember job {job_id} did not finish")
 
     def remember(self, user: User, index: int, conversation: str) -> list[dict[str, Any]]:
         messages = []
@@ -153,16 +194,28 @@ class _Run:
         asks = questions(user)
         replaced: list[str] = []  # the previous values of UPDATE and DELETE decisions
         history: dict[str, list[str]] = {}  # key -> the values it had, oldest first
+        ever: list[str] = []  # what the user's memories said after any session
         for index, session in enumerate(user.sessions):
             conversation = f"{user.user_id}-session-{index + 1}"
             if index:
                 self.probe(user, index, conversation, asks, replaced, history)
             if not session:
                 continue
-            decisions = self.remember(user, index, conversation)
-            replaced += [d["previous"] for d in decisions
-                         if d["event"] in ("UPDATE", "DELETE") and d.get("previous")]
-            now = [content_of(m["value"]) for m in _memories(self.http, user.user_id)]
+            if self.via_messages:
+                self.post_messages(user, index, conversation)
+            else:
+                decisions = self.remember(user, index, conversation)
+                replaced += [d["previous"] for d in decisions
+                             if d["event"] in ("UPDATE", "DELETE") and d.get("previous")]
+            stored = _memories(self.http, user.user_id)
+            now = [content_of(m["value"]) for m in stored]
+            if self.via_messages:  # no decisions to read: what the memories say replaced
+                replaced += [str(p.get("value")) for m in stored if isinstance(m["value"], dict)
+                             for p in m["value"].get("previous") or [] if isinstance(p, dict)]
+                replaced += [v for v in stale_values(user, index + 1)
+                             if any(_has(text, v) for text in ever)
+                             and not any(_has(text, v) for text in now)]
+            ever += now
             for said in session:
                 if isinstance(said, Fact | Change):
                     history.setdefault(said.key, []).append(said.expect)
@@ -216,6 +269,11 @@ class _Run:
         """Every secret the users said, looked for in everything written and answered."""
         secrets = [_squeezed(s.secret) for s in statements(users) if isinstance(s, Sensitive)]
         texts = [json.dumps(m["value"], ensure_ascii=False) for m in _memories(self.http)]
+        transcript = [json.dumps(m["value"], ensure_ascii=False)
+                      for m in _pages(self.http, "/v1/pointers", include_values="true",
+                                      limit=100, scope="conversation")]
+        self.score.sensitive_in_transcript = sum(
+            any(secret in _squeezed(text) for text in transcript) for secret in secrets)
         texts += [str(row.get("detail") or "") for row in _pages(self.http, "/v1/audit",
                                                                    limit=1000)]
         texts += self.answers
@@ -226,11 +284,14 @@ class _Run:
 
 
 def run_extractor(http: httpx.Client, extractor: str, *, users: list[User] | None = None,
-                  settle: Callable[[], None] = lambda: None) -> Score:
+                  settle: Callable[[], None] = lambda: None,
+                  via_messages: bool = False) -> Score:
     """The dataset (or ``users``) through a live server, as the tenant ``http`` is the admin
-    of (fresh: the sensitive scan reads all of it); ``settle`` waits for the search index."""
+    of (fresh: the sensitive scan reads all of it); ``settle`` waits for the search index.
+    ``via_messages``: the sessions are posted as conversation messages with ``"remember":
+    true`` instead of sent to ``POST /v1/remember``."""
     chosen = users or USERS
-    run = _Run(http, extractor, settle)
+    run = _Run(http, extractor, settle, via_messages)
     for user in chosen:
         run.user(user)
     run.sensitive(chosen)
@@ -249,13 +310,15 @@ def configure_model(http: httpx.Client, base_url: str, model: str) -> None:
 
 def report(scores: list[Score]) -> str:
     lines = [f"{'extractor':28} {'captured':>9} {'stale':>6} {'sensitive':>10} "
-             f"{'context hits':>13} {'changes applied':>16}  decisions"]
+             f"{'context hits':>13} {'changes applied':>16}  decisions "
+             f"(secrets in transcripts)"]
     for s in scores:
         f = s.figures()
         lines.append(f"{s.extractor:28} {f['captured']:>9.3f} {s.stale_after_update:>6} "
                      f"{s.sensitive_stored:>10} {f['context_hit_rate']:>13.3f} "
                      f"{f'{s.applied}/{s.changes}':>16}  "
-                     + " ".join(f"{k}={v}" for k, v in sorted(s.events.items())))
+                     + " ".join(f"{k}={v}" for k, v in sorted(s.events.items()))
+                     + f" ({s.sensitive_in_transcript})")
     return "\n".join(lines)
 
 
@@ -283,7 +346,7 @@ def run(quick: bool = False) -> dict[str, dict[str, Any]]:
     try:
         base_url = stack.serve()
         with ScriptedModel() as scripted:
-            for extractor in ("offline", "model-scripted"):
+            for extractor in ("offline", "offline-messages", "model-scripted"):
                 with httpx.Client(base_url=base_url, timeout=60, headers={
                         "Authorization": f"Bearer {ADMIN_KEY}"}) as root:
                     made = root.post("/v1/tenants", json={"name": f"quality-{extractor}"})
@@ -291,15 +354,16 @@ def run(quick: bool = False) -> dict[str, dict[str, Any]]:
                     key = made.json()["api_key"]
                 with httpx.Client(base_url=base_url, timeout=60,
                                   headers={"Authorization": f"Bearer {key}"}) as http:
-                    if extractor != "offline":
+                    if extractor.startswith("model"):
                         configure_model(http, scripted.base_url, MODEL)
                     started = time.perf_counter()
                     score = run_extractor(http, extractor,
                                           users=USERS[:2] if quick else USERS,
-                                          settle=stack.settle)
+                                          settle=stack.settle,
+                                          via_messages=extractor.endswith("-messages"))
                     print(f"memory-quality/{extractor}: "
                           f"{time.perf_counter() - started:.1f} s")
-                    if extractor != "offline":
+                    if extractor.startswith("model"):
                         print(f"secrets a prompt showed the model endpoint: "
                               f"{len(scripted.secrets_seen)}")
                     scores.append(score)

@@ -34,7 +34,8 @@ def _settle(tenant: Tenant) -> None:
         indexer.drain(session, runtime.plane, runtime, runtime.search_cache)
 
 
-def _run(tenant: Tenant, extractor: str, scripted: ScriptedModel | None = None) -> Score:
+def _run(tenant: Tenant, extractor: str, scripted: ScriptedModel | None = None,
+         via_messages: bool = False) -> Score:
     with httpx.Client(base_url=tenant.stack.base_url, timeout=60,
                       headers={"Authorization": f"Bearer {tenant.admin_key}"}) as http:
         if scripted is not None:
@@ -42,7 +43,8 @@ def _run(tenant: Tenant, extractor: str, scripted: ScriptedModel | None = None) 
                 "base_url": scripted.base_url, "model": MODEL, "timeout_seconds": 10,
                 "max_retries": 0, "token_budget_per_run": 1_000_000})
             assert answer.status_code == 200, answer.text
-        return run_extractor(http, extractor, users=SLICE, settle=lambda: _settle(tenant))
+        return run_extractor(http, extractor, users=SLICE, settle=lambda: _settle(tenant),
+                             via_messages=via_messages)
 
 
 def _held(score: Score) -> dict[str, bool]:
@@ -74,6 +76,15 @@ def test_the_offline_extractor_holds_the_bars(tenant: Tenant) -> None:
     assert score.captured / score.statements >= 0.8
     assert (score.stale_after_update, score.sensitive_stored) == (0, 0)
     assert score.events["ADD"] >= 15 and score.events["UPDATE"] >= 1
+
+
+def test_messages_sent_with_remember_hold_the_bars(tenant: Tenant) -> None:
+    score = _run(tenant, "offline-messages", via_messages=True)
+    assert _held(score) == {"captured": True, "stale_after_update": True,
+                            "sensitive_stored": True}, score.misses
+    assert score.events["ADD"] >= 15 and score.events["UPDATE"] >= 1
+    # The transcripts keep the user's words, flagged (the default DLP mode for messages).
+    assert score.sensitive_in_transcript == 3
 
 
 def test_the_scripted_model_endpoint_holds_the_bars(tenant: Tenant) -> None:
