@@ -40,6 +40,10 @@ def main() -> int:
         from .audit_tree import run as audit_tree_case
 
         results |= audit_tree_case(quick=args.quick)
+    if not only or any("memory-quality".startswith(p) for p in only):
+        from .memory_quality import run as memory_quality_case
+
+        results |= memory_quality_case(quick=args.quick)
     found = bars(results)
     Console(stderr=True, width=180).print(table(found))
     results["bars"] = {bar.name: bar.json() for bar in found}

@@ -45,6 +45,15 @@ def _over(entry: Mapping[str, Any], key: str) -> float | None:
     return float(entry["memplane"]) / float(entry[key])
 
 
+# The memory-quality case's bars: figure name -> (relation, bound, what it is).
+_QUALITY = {
+    "captured": (AT_LEAST, 0.8, "explicit statements whose value was stored (fraction)"),
+    "stale_after_update": (AT_MOST, 0.0, "values replaced or deleted still current or in "
+                                         "a later context"),
+    "sensitive_stored": (AT_MOST, 0.0, "sensitive values found in what was written"),
+}
+
+
 def bars(results: Mapping[str, Mapping[str, Any]]) -> list[Bar]:
     out: list[Bar] = []
 
@@ -82,6 +91,11 @@ def bars(results: Mapping[str, Mapping[str, Any]]) -> list[Bar]:
             add(name, _median(entry, "ratio"), AT_MOST, 1.2,
                 "sealer CPU per row with the Merkle tree ÷ the chain alone (median of "
                 "per-round ratios)")
+    for name, entry in results.items():
+        if name.startswith("memory-quality/"):
+            figure, what = float(entry["memplane"]), _QUALITY.get(name.rsplit("/", 1)[1])
+            if what is not None:
+                add(name, figure, what[0], what[1], what[2])
     name = "audit-tree/inclusion_proof_1M/postgres/http"
     if name in results:
         add(name, float(results[name]["memplane"]), BELOW, 10.0,

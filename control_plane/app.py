@@ -47,6 +47,7 @@ from .seed.router import router as seed_router
 from .settings import REQUEST_THREADS, Settings
 from .storage_config.router import router as storage_config_router
 from .summarizers.router import router as summarizer_router
+from .teams.router import router as teams_router
 from .tenants.router import router as tenants_router
 from .tenants.service import ensure_bootstrap
 
@@ -133,7 +134,7 @@ ROUTERS = (memories_router, search_router, events_router, entries_router, conver
            knowledge_router, health_router, audit_router, tenants_router, storage_config_router,
            compliance_router, keys_router, integrity_router, seed_router, summarizer_router,
            compactor_router, agents_router, embedder_router, retention_router, holds_router,
-           remember_router, dlp_router)
+           teams_router, remember_router, dlp_router)
 
 
 def _add_routes(app: FastAPI, routers: tuple[APIRouter, ...]) -> None:

@@ -130,6 +130,10 @@ ADMIN = Role(("admin",), "manage keys and settings")
 WRITER = Role(("admin", "agent"), "write memories")
 READER = Role(("admin", "agent", "compliance"), "read memories")
 COMPLIANCE = Role(("admin", "compliance"), "read the audit log")
+# The routes a data subject's own key (role user) may call too: its subject's memories,
+# events, entries and search (``identity.Access`` keeps it to them).
+SUBJECT_WRITER = Role(("admin", "agent", "user"), "write memories")
+SUBJECT_READER = Role(("admin", "agent", "compliance", "user"), "read memories")
 
 
 def _deny(runtime: Services, caller: Caller, role: Role) -> None:
@@ -158,6 +162,8 @@ AdminCaller = Annotated[Caller, needs_role(ADMIN)]
 WriterCaller = Annotated[Caller, needs_role(WRITER)]
 ReaderCaller = Annotated[Caller, needs_role(READER)]
 ComplianceCaller = Annotated[Caller, needs_role(COMPLIANCE)]
+SubjectWriterCaller = Annotated[Caller, needs_role(SUBJECT_WRITER)]
+SubjectReaderCaller = Annotated[Caller, needs_role(SUBJECT_READER)]
 
 
 @dataclass(frozen=True)

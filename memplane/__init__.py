@@ -68,6 +68,7 @@ if typing.TYPE_CHECKING:
         SummarizerConfig,
         Tenant,
     )
+    from ._team_calls import Team
 
 # The names are imported when first used (PEP 562): ``import memplane`` stays cheap for the
 # command line's server and local commands, which never need the HTTP client or its models.
@@ -78,6 +79,7 @@ _NAMES = {
     "_compliance": ("Job", "Receipt"),
     "_config_calls": ("Agent",),
     "_dlp": ("DlpPolicy",),
+    "_team_calls": ("Team",),
     "_conversations": (
         "ContextItem", "ContextSection", "ContextWindow", "Conversation", "Message",
         "MessageAdded",
@@ -164,6 +166,7 @@ __all__ = [
     "StorageUnavailable",
     "SummarizerConfig",
     "SubjectErasureInProgress",
+    "Team",
     "Tenant",
     "TransportError",
     "Unauthorized",

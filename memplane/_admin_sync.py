@@ -5,7 +5,7 @@ Edit _admin_async.py and run ``python scripts/unasync.py``; a test checks the tw
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -22,8 +22,10 @@ from ._models import (
     StorageHealth,
 )
 from ._namespace_sync import _Namespace
+from ._team_calls import Team, team_delete, team_get, team_list, team_put
 
-__all__ = ["AuditAPI", "KeysAPI", "StorageAPI", "TenantsAPI"]
+__all__ = ["AuditAPI", "KeysAPI", "StorageAPI", "TeamsAPI",
+           "TenantsAPI"]
 
 
 class AuditAPI(_Namespace):
@@ -87,22 +89,58 @@ class KeysAPI(_Namespace):
     def create(
         self, *, role: str, name: str, idempotency_key: str | None = None,
         scopes: Sequence[_base.ScopeGrant] | None = None, agent_id: str | None = None,
+        user_id: str | None = None,
     ) -> CreatedKey:
-        """Create a key with ``role`` (admin | agent | compliance); its secret is shown once.
+        """Create a key with ``role`` (admin | agent | compliance | user); its secret is shown
+        once.
 
         An agent key may be scoped: ``scopes`` lists the (scope, scope_ref) pairs it may see
         — tuples or ``{"scope", "scope_ref"}`` dicts, ``"*"`` for any ref of a scope, ``"-"``
         for tenant memory — and everything else answers ``NotFound`` to it. ``agent_id`` is
         recorded as the agent of what the key writes and in its audit rows.
+
+        A ``user`` key is a data subject's own key (``user_id`` required): it reads, writes,
+        searches and exports only that subject's memories, and never erases them.
         """
         return self._client._send(
             _base.keys_create(role=role, name=name, idempotency_key=idempotency_key,
-                              scopes=scopes, agent_id=agent_id)
+                              scopes=scopes, agent_id=agent_id, user_id=user_id)
         )
 
     def delete(self, key_id: str) -> None:
         """Revoke the key with this id."""
         self._client._send(_base.keys_delete(key_id))
+
+
+class TeamsAPI(_Namespace):
+    """Teams of agents (admin keys change them; an agent key reads its own teams); reached
+    as ``client.teams``."""
+
+    def put(self, team_id: str, *, agents: Iterable[str],
+                  name: str | None = None) -> Team:
+        """Create or replace the team: its name and its whole list of member agents. A
+        member's agent key reads and writes ``team/<team_id>`` memory without a grant; an
+        agent left out loses that on its next request."""
+        return self._client._send(team_put(team_id, agents=agents, name=name))
+
+    update = put  # the name ``client.agents`` uses for its PUT
+
+    def get(self, team_id: str) -> Team:
+        """The team and its member agents; ``NotFound`` if there is none the key may see."""
+        return self._client._send(team_get(team_id))
+
+    def list(self, *, limit: int | None = None,
+                   cursor: str | None = None) -> Page[Team]:
+        """One page of teams by id; pass the page's ``next_cursor`` back for the next."""
+        return self._client._send(team_list(limit=limit, cursor=cursor))
+
+    def iter(self, *, limit: int | None = None) -> Iterator[Team]:
+        """Every team the key may see, fetching pages lazily."""
+        return self._client._iterate(lambda cursor: team_list(limit=limit, cursor=cursor))
+
+    def delete(self, team_id: str) -> None:
+        """Delete the team and its membership list; its memories stay."""
+        self._client._send(team_delete(team_id))
 
 
 class TenantsAPI(_Namespace):

@@ -14,7 +14,13 @@ import httpx
 
 from . import _base, _batch, _compliance
 from . import _hygiene as hygiene
-from ._admin_async import AsyncAuditAPI, AsyncKeysAPI, AsyncStorageAPI, AsyncTenantsAPI
+from ._admin_async import (
+    AsyncAuditAPI,
+    AsyncKeysAPI,
+    AsyncStorageAPI,
+    AsyncTeamsAPI,
+    AsyncTenantsAPI,
+)
 from ._base import Call, ClientConfig
 from ._batch import BatchResult
 from ._compliance import Job
@@ -92,6 +98,7 @@ class AsyncClient:
         self.receipts = AsyncReceiptsAPI(self)
         self.storage = AsyncStorageAPI(self)
         self.agents = AsyncAgentsAPI(self)
+        self.teams = AsyncTeamsAPI(self)
         self.events = AsyncEventsAPI(self)
         self.entries = AsyncEntriesAPI(self)
         self.compactor = AsyncCompactorAPI(self)

@@ -350,8 +350,11 @@ def _grant(grant: ScopeGrant) -> dict[str, str]:
 
 def keys_create(*, role: str, name: str, idempotency_key: str | None,
                 scopes: Sequence[ScopeGrant] | None = None,
-                agent_id: str | None = None) -> Call[CreatedKey]:
+                agent_id: str | None = None,
+                user_id: str | None = None) -> Call[CreatedKey]:
     body: dict[str, Any] = {"role": role, "name": name}
+    if user_id is not None:
+        body["user_id"] = user_id
     if scopes is not None:
         body["scopes"] = [_grant(g) for g in scopes]
     if agent_id is not None:

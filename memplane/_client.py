@@ -13,7 +13,13 @@ import httpx
 
 from . import _base, _batch, _compliance
 from . import _hygiene as hygiene
-from ._admin_sync import AuditAPI, KeysAPI, StorageAPI, TenantsAPI
+from ._admin_sync import (
+    AuditAPI,
+    KeysAPI,
+    StorageAPI,
+    TeamsAPI,
+    TenantsAPI,
+)
 from ._base import Call, ClientConfig
 from ._batch import BatchResult
 from ._compliance import Job
@@ -91,6 +97,7 @@ class Client:
         self.receipts = ReceiptsAPI(self)
         self.storage = StorageAPI(self)
         self.agents = AgentsAPI(self)
+        self.teams = TeamsAPI(self)
         self.events = EventsAPI(self)
         self.entries = EntriesAPI(self)
         self.compactor = CompactorAPI(self)

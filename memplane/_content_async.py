@@ -238,8 +238,9 @@ class AsyncConversationsAPI:
                       memory_limit: int | None = None) -> ContextWindow:
         """Assemble the window for the next model call within ``token_budget``: system
         prompt, current message, relevant memories of ``memory_scopes`` ((scope,
-        scope_ref) pairs), recent messages, then the summary; ``report`` says what was
-        included, summarized or dropped and why."""
+        scope_ref) pairs; omitted: the conversation's user, agent and the agent's teams;
+        ``[]``: none), recent messages, then the summary; ``report`` says what was
+        included, summarized or dropped and why, ``searched_scopes`` where it looked."""
         return await self._client._send(conversations.context(
             conversation_id, system_prompt=system_prompt, message=message,
             token_budget=token_budget, model=model, memory_scopes=memory_scopes,

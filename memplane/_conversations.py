@@ -20,7 +20,7 @@ from ._compliance import Job
 from ._models import Page, _Model
 
 __all__ = ["ContextItem", "ContextSection", "ContextWindow", "Conversation", "Message",
-           "MessageAdded"]
+           "MessageAdded", "SearchedScope"]
 
 
 class Conversation(_Model):
@@ -86,6 +86,16 @@ class ContextItem(_Model):
     tokens: int
 
 
+class SearchedScope(_Model):
+    """A scope whose memory was a candidate: ``reason`` requested, data_subject, agent or
+    team."""
+
+    scope: str
+    scope_ref: str
+    reason: str
+    user_id: str | None = None  # only this subject's memories were searched there
+
+
 class ContextWindow(_Model):
     """The assembled window (``sections``, in order) and the report of every candidate."""
 
@@ -95,6 +105,7 @@ class ContextWindow(_Model):
     encoding: str
     tokens_by_kind: dict[str, int]
     report: list[ContextItem]
+    searched_scopes: list[SearchedScope] = []
 
     def messages(self) -> list[dict[str, str]]:
         """The sections as chat messages (``[{"role", "content"}]``) for a model call."""
@@ -130,7 +141,7 @@ def context(conversation_id: str, *, system_prompt: str, message: str, token_bud
     body: dict[str, Any] = {"system_prompt": system_prompt, "message": message,
                             "token_budget": token_budget, "model": model,
                             "memory_limit": memory_limit}
-    if memory_scopes:
+    if memory_scopes is not None:  # [] names none; omitted: the conversation's own
         body["memory_scopes"] = [{"scope": s, "scope_ref": r} for s, r in memory_scopes]
     return Call("POST", f"{_conv(conversation_id)}/context", parse_model(ContextWindow),
                 json=_without_none(body))

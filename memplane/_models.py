@@ -138,6 +138,7 @@ class CreatedKey(_Model):
     name: str
     scopes: list[dict[str, str]] | None = None
     agent_id: str | None = None
+    user_id: str | None = None
     api_key: str = Field(repr=False)
 
 

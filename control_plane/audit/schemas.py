@@ -14,14 +14,27 @@ class AuditEntryOut(BaseModel):
     pointer_id: uuid.UUID | None = Field(description="The memory pointer the access touched, "
                                          "if any.")
     event_id: uuid.UUID | None = Field(description="The event the access touched, if any.")
-    accessor_type: str = Field(description="Who acted: 'api_key', 'system' (a job, the "
-                               "sealer), or 'cli'.", examples=["api_key"])
-    accessor_id: str = Field(description="Which one: the API key's id, or the job/worker "
-                             "that acted.", examples=["job:5f0c…"])
+    accessor_type: str = Field(
+        description="Who acted: 'agent' (an agent key; its agent id in agent_id), 'user' (a "
+        "data subject's own key, role user; the subject is not named in the row), 'api' (an "
+        "admin or compliance key) or 'system' (the server's own work: jobs, the scheduler, "
+        "the sealer, the search indexer, the command line's local commands).",
+        examples=["agent"])
+    accessor_id: str = Field(
+        description="Which one: 'key:<API key id>' for every key; for the system, what acted "
+        "('job:<id>', 'worker:<owner>', 'scheduler:<owner>', 'search-indexer', 'cli:<command>', "
+        "'bootstrap', …).", examples=["key:0191c1e2-…"])
     agent_id: str | None = Field(None, description="The agent recorded for the access (an "
                                  "agent key's agent_id, or the write's agent_id).")
-    operation: str = Field(description="What was done: set, get, append, delete, clear, "
-                           "export, erase, audit_query, job_takeover, …", examples=["set"])
+    operation: str = Field(
+        description="What was done. Memories, events and entries: read, write, append, "
+        "delete, clear, list, search, context, summarize, compact, cleanup; compliance: "
+        "export, export_download, erase, legal_hold, receipt_read, job_read; keys and "
+        "settings: key_create, key_revoke, team_update, team_delete, agent_update, "
+        "storage_configure, retention_policy_write, …; the audit log itself: audit_query, "
+        "audit_verify, audit_checkpoint; the server: gc, reconcile, job_takeover, "
+        "access_denied (a refused role); docs/teams-and-user-keys.md lists them all.",
+        examples=["write"])
     success: bool = Field(description="False when the operation was refused or failed.")
     detail: str = Field(description="A short description without memory content; a data "
                         "subject's identifiers appear only sealed under the subject's key.")

@@ -121,8 +121,8 @@ def scrub_jobs(session: Session, tenant_id: uuid.UUID, user_id: str,
 def retire_agent_keys(ctx: JobContext, user_id: str, conversations: Sequence[str],
                       hashed: str) -> list[str]:
     """In the caller's write transaction: grants of the subject's scopes name the hash; a
-    key with no other grant is revoked (audited). The revoked keys' digests, to drop from
-    the caller cache once committed."""
+    key with no other grant is revoked (audited), as is the subject's own key (role user).
+    The revoked keys' digests, to drop from the caller cache once committed."""
     own = {("user", user_id), *(("conversation", ref) for ref in conversations)}
     revoked: list[str] = []
     now = utcnow()
@@ -140,6 +140,16 @@ def retire_agent_keys(ctx: JobContext, user_id: str, conversations: Sequence[str
             audit.record(ctx.session, ctx.actor, "key_revoke",
                          detail=f"job {ctx.job_id}: key {key.id} revoked: every scope it "
                                 "granted belonged to an erased data subject")
+    # The subject's own keys (role user) name the hash and are revoked.
+    for key in ctx.session.scalars(select(ApiKey).where(ApiKey.tenant_id == ctx.tenant_id,
+                                                        ApiKey.user_id == user_id)):
+        key.user_id = hashed
+        if key.revoked_at is None:
+            key.revoked_at = now
+            revoked.append(key.key_sha256)
+            audit.record(ctx.session, ctx.actor, "key_revoke",
+                         detail=f"job {ctx.job_id}: key {key.id} revoked: the data subject's "
+                                "own key, at the subject's erasure")
     return revoked
 
 

@@ -19,20 +19,28 @@ router = APIRouter(tags=["compliance"])
 
 OfficerCaller = Annotated[Caller, needs_role(Role(("admin", "compliance"),
                                                   "run exports, erasures and read receipts"))]
+# A data subject's own key (role user) exports, follows and downloads its own subject's
+# exports; every other subject's answers 404. It never erases: that is a compliance act.
+ExporterCaller = Annotated[Caller, needs_role(Role(("admin", "compliance", "user"),
+                                                   "run exports"))]
+EraserCaller = Annotated[Caller, needs_role(Role(
+    ("admin", "compliance"), "erase a data subject: erasure is a compliance act, asked of "
+    "the tenant's compliance officer"))]
 
 
 @router.post("/v1/subjects/{user_id}/export", response_model=JobOut, status_code=202)
-def export_subject(user_id: str, caller: OfficerCaller, session: SessionDep,
+def export_subject(user_id: str, caller: ExporterCaller, session: SessionDep,
                    body: Annotated[ExportIn | None, Body()] = None) -> Any:
     """Start an export (GDPR Art. 15/20) of everything stored about a data subject: a job (202)
     that writes a sealed archive into the tenant's own bucket; poll GET /v1/jobs/{id}, then
-    download it."""
+    download it. A data subject's own key (role user) exports its own subject only."""
+    compliance.ensure_own_subject(session, caller, unquote(user_id))
     return compliance.start_export(session, caller.actor, unquote(user_id),
                                    (body or ExportIn()).format)
 
 
 @router.post("/v1/subjects/{user_id}/erase", response_model=JobOut, status_code=202)
-def erase_subject(user_id: str, caller: OfficerCaller, session: SessionDep,
+def erase_subject(user_id: str, caller: EraserCaller, session: SessionDep,
                   body: Annotated[EraseIn | None, Body()] = None) -> Any:
     """Start the erasure (GDPR Art. 17) of a data subject: a resumable job (202) that deletes their
     memories, objects and key and ends with a signed receipt; `dry_run` only counts. Writes of
@@ -42,16 +50,19 @@ def erase_subject(user_id: str, caller: OfficerCaller, session: SessionDep,
 
 
 @router.get("/v1/jobs/{job_id}", response_model=JobOut)
-def read_job(job_id: uuid.UUID, caller: OfficerCaller, session: SessionDep) -> Any:
-    """The state, progress and result of an export or erasure job of the caller's tenant."""
+def read_job(job_id: uuid.UUID, caller: ExporterCaller, session: SessionDep) -> Any:
+    """The state, progress and result of an export or erasure job of the caller's tenant (a
+    user key: of its own subject's exports only)."""
+    compliance.ensure_own_export(session, caller, job_id)
     return get_job(session, caller.actor, job_id)
 
 
 @router.get("/v1/exports/{job_id}/download", response_class=StreamingResponse)
-def download_export(job_id: uuid.UUID, caller: OfficerCaller, session: SessionDep,
+def download_export(job_id: uuid.UUID, caller: ExporterCaller, session: SessionDep,
                     plane: PlaneDep) -> StreamingResponse:
     """Stream a completed export's archive from the tenant's bucket; 410 once it has expired
-    (MEMPLANE_EXPORT_TTL_HOURS)."""
+    (MEMPLANE_EXPORT_TTL_HOURS). A user key downloads its own subject's exports only."""
+    compliance.ensure_own_export(session, caller, job_id)
     chunks, size = export_download.download(session, plane, caller.actor, job_id)
     return StreamingResponse(chunks, media_type="application/zip", headers={
         "Content-Length": str(size),

@@ -5,6 +5,8 @@ The work itself runs in the job worker (``export.run``, ``erasure.run``).
 
 from __future__ import annotations
 
+import uuid
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -12,9 +14,9 @@ from ..addresses import MAX_SCOPE_REF_BYTES, MAX_SCOPE_REF_CHARS, nfc, validate_
 from ..audit import service as audit
 from ..db.engine import begin_write
 from ..db.models import Job, SubjectErasure, Tenant
-from ..errors import Conflict, InvalidInput
+from ..errors import Conflict, InvalidInput, NotFound
 from ..holds.service import ensure_subject_not_held
-from ..identity import Actor
+from ..identity import Actor, Caller
 from ..jobs import repository as jobs_repo
 from ..jobs.service import enqueue
 
@@ -26,6 +28,36 @@ def _subject(user_id: str) -> str:
     validate_segment(user_id, "user_id", max_chars=MAX_SCOPE_REF_CHARS,
                      max_bytes=MAX_SCOPE_REF_BYTES)
     return user_id
+
+
+def ensure_own_subject(session: Session, caller: Caller, user_id: str) -> None:
+    """A data subject's own key names its own subject only: any other answers 404, audited
+    (the other id is not in the row)."""
+    subject = caller.access.user_id
+    if subject is None or nfc(user_id) == subject:
+        return
+    audit.record_failure(session, caller.actor, "export",
+                         detail="export requested: another subject than the key's")
+    error = NotFound("no data subject with that user id for this key; a user key exports "
+                     "its own subject only")
+    error.audited = True
+    raise error
+
+
+def ensure_own_export(session: Session, caller: Caller, job_id: uuid.UUID) -> None:
+    """A data subject's own key sees only the export jobs of its own subject (others: 404,
+    as a missing job)."""
+    subject = caller.access.user_id
+    if subject is None:
+        return
+    job = jobs_repo.get(session, caller.tenant_id, job_id)
+    if job is not None and job.kind == "export" and job.subject == subject:
+        return
+    audit.record_failure(session, caller.actor, "job_read",
+                         detail=f"job {job_id}: not an export of the key's subject")
+    error = NotFound(f"no job {job_id}")
+    error.audited = True
+    raise error
 
 
 def start_export(session: Session, actor: Actor, user_id: str, fmt: str) -> Job:

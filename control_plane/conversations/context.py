@@ -5,7 +5,11 @@ call, within a token budget, in the seed's priority order:
      refused with 422, saying by how much);
   3. recent memory: the most relevant memories of the named scopes (``MemorySearch``), then
      their curated entries by importance, then their newest *uncompressed* events (a
-     compressed event is never loaded: the compactor's entry stands for it);
+     compressed event is never loaded: the compactor's entry stands for it). With
+     ``memory_scopes`` omitted the scopes are the conversation's own (``default_scopes``):
+     its data subject (user scope, and the subject's memories in the other scopes that
+     hold some, at most ``SUBJECT_SCOPES``), its agent (agent scope: memories and
+     knowledge) and the agent's teams — each only if the key may see it; ``[]`` names none;
   4. recent conversation: the latest messages not covered by the summary, newest first,
      until one does not fit (older ones then stay out, so the window never has a hole);
   5. older context: the conversation's summary (cut to what is left if it does not fit);
@@ -19,9 +23,9 @@ message. One audit row (``context``) records the counts only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy.orm import Session
 
@@ -34,10 +38,11 @@ from ..events import service as events
 from ..identity import EVERYTHING, Access, Actor
 from ..plane.data_plane import DataPlane
 from ..settings import Settings
+from ..teams.api import team_ids_of
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo
 from . import tokens
-from .schemas import ContextIn, ContextOut, ReportItem, Section
+from .schemas import ContextIn, ContextOut, ReportItem, SearchedScope, Section
 from .service import address_of, find, read_messages
 from .summarize import previous_summary
 
@@ -48,6 +53,7 @@ MEMORY_HEADER = "Relevant memory:"
 SUMMARY_HEADER = "Summary of the earlier conversation:"
 _READ_BATCH = 32
 _QUERY_CHARS = 2000  # the search's longest query; the current message's start stands for it
+SUBJECT_SCOPES = 10  # the other scopes searched for the subject's memories, newest first
 
 
 @dataclass(frozen=True)
@@ -59,14 +65,19 @@ class Recalled:
     score: float
 
 
-# (session, plane, actor, access, query, [(scope, scope_ref)], limit) -> the most relevant
-# memories, best first; None when no search is available on this server.
-MemorySearch = Callable[[Session, DataPlane, Actor, Access, str, list[tuple[str, str]], int],
-                        list[Recalled] | None]
+class MemorySearch(Protocol):
+    """The most relevant memories of the scopes (and of ``about``: (scope, scope ref,
+    user id), only the memories about that data subject), best first; None when no search
+    is available on this server."""
+
+    def __call__(self, session: Session, plane: DataPlane, actor: Actor, access: Access,
+                 query: str, scopes: list[tuple[str, str]], limit: int,
+                 about: Sequence[tuple[str, str, str]] = ()) -> list[Recalled] | None: ...
 
 
 def no_search(session: Session, plane: DataPlane, actor: Actor, access: Access, query: str,
-              scopes: list[tuple[str, str]], limit: int) -> list[Recalled] | None:
+              scopes: list[tuple[str, str]], limit: int,
+              about: Sequence[tuple[str, str, str]] = ()) -> list[Recalled] | None:
     return None
 
 
@@ -84,18 +95,25 @@ def semantic_search(runtime: Searching) -> MemorySearch:
     from ..search.text import searchable_text
 
     def run(session: Session, plane: DataPlane, actor: Actor, access: Access, query: str,
-            scopes: list[tuple[str, str]], limit: int) -> list[Recalled] | None:
-        hits = []
-        for scope, scope_ref in scopes:
+            scopes: list[tuple[str, str]], limit: int,
+            about: Sequence[tuple[str, str, str]] = ()) -> list[Recalled] | None:
+        asks = [SearchIn(query=_plain(query), scope=Scope(scope), scope_ref=scope_ref,
+                         limit=min(100, limit + 10)) for scope, scope_ref in scopes]
+        asks += [SearchIn(query=_plain(query), scope=Scope(scope), scope_ref=scope_ref,
+                          user_id=user_id, limit=min(100, limit + 10))
+                 for scope, scope_ref, user_id in about]
+        hits, seen = [], set()
+        for ask in asks:
             try:
-                found = search.search(session, runtime, actor, SearchIn(
-                    query=_plain(query), scope=Scope(scope), scope_ref=scope_ref,
-                    limit=min(100, limit + 10)), access=access)
+                found = search.search(session, runtime, actor, ask, access=access)
             except StorageUnavailable:
                 session.rollback()
                 return None
-            hits += [h for h in found.hits if h.memory_type not in _NOT_RECALLED]
-        hits.sort(key=lambda h: -h.score)
+            for hit in found.hits:
+                if hit.memory_type not in _NOT_RECALLED and hit.pointer_id not in seen:
+                    seen.add(hit.pointer_id)
+                    hits.append(hit)
+        hits.sort(key=lambda h: -h.score)  # stable: between equal scores, the first found
         return [Recalled(str(h.pointer_id), searchable_text(h.value, h.title), h.score)
                 for h in hits[:limit]]
 
@@ -136,13 +154,20 @@ def assemble(session: Session, plane: DataPlane, settings: Settings, actor: Acto
             audit.reads_committed_together(session, plane, actor):
         conversation_id = address_of(conversation_id).scope_ref
         row = find(session, actor, access, conversation_id, "context")
-        scopes = []
-        for named in spec.memory_scopes:
+        searched: list[SearchedScope] = []
+        if spec.memory_scopes is None:
+            searched = default_scopes(session, actor, access, row.subject_user_id,
+                                      row.agent_id)
+        for named in spec.memory_scopes or []:
             address = MemoryAddress.parse(named.scope, named.scope_ref)
             access_check(session, actor, access, address.scope, address.scope_ref,
                          operation="context", what=f"{address.scope} memory",
                          missing=f"no memory at {address.describe()}")
-            scopes.append((address.scope, address.scope_ref))
+            searched.append(SearchedScope(scope=address.scope, scope_ref=address.scope_ref,
+                                          reason="requested"))
+        scopes = list(dict.fromkeys((s.scope, s.scope_ref) for s in searched
+                                    if s.user_id is None))
+        about = [(s.scope, s.scope_ref, s.user_id) for s in searched if s.user_id is not None]
         counter = tokens.for_model(spec.model or row.model)
         window = _Window(counter, spec.token_budget)
         system_tokens = counter.message(spec.system_prompt)
@@ -158,7 +183,8 @@ def assemble(session: Session, plane: DataPlane, settings: Settings, actor: Acto
         window.note("current_message", "current_message", "included", None, message_tokens)
         session.commit()
 
-        memory = _memory_section(session, plane, actor, access, spec, scopes, window, search)
+        memory = _memory_section(session, plane, actor, access, spec, scopes, about, window,
+                                 search)
         summary = previous_summary(session, plane, actor, row)
         covered = max(row.summarized_through, summary[2] if summary else 0)
         recent = _recent_messages(session, plane, actor, row.id, covered, window)
@@ -197,17 +223,45 @@ def assemble(session: Session, plane: DataPlane, settings: Settings, actor: Acto
                               f"{counts.get('dropped', 0)} dropped")])
         return ContextOut(sections=sections, total_tokens=total, token_budget=spec.token_budget,
                           encoding=counter.encoding, tokens_by_kind=by_kind,
-                          report=window.report)
+                          report=window.report, searched_scopes=searched)
+
+
+def default_scopes(session: Session, actor: Actor, access: Access, user_id: str | None,
+                   agent_id: str | None) -> list[SearchedScope]:
+    """The conversation's own scopes that the key may see: its data subject's, its agent's,
+    the agent's teams', then the other scopes holding memories about the subject (searched
+    for those only). What the key may not see is left out silently: the caller named none
+    of it."""
+    wanted: list[tuple[str, str, str]] = []
+    if user_id is not None:
+        wanted.append(("user", user_id, "data_subject"))
+    if agent_id is not None:
+        wanted.append(("agent", agent_id, "agent"))
+        wanted += [("team", team, "team") for team in team_ids_of(session, actor.tenant_id,
+                                                                  agent_id)]
+    found = [SearchedScope(scope=scope, scope_ref=ref, reason=reason)  # type: ignore[arg-type]
+             for scope, ref, reason in wanted if access.may(session, scope, ref)]
+    if user_id is not None:
+        whole = {(s.scope, s.scope_ref) for s in found} | {(s, r) for s, r, _ in wanted}
+        found += [SearchedScope(scope=scope, scope_ref=ref, reason="data_subject",
+                                user_id=user_id)
+                  for scope, ref in repo.subject_scopes(session, actor.tenant_id, user_id,
+                                                        SUBJECT_SCOPES + len(whole))
+                  if (scope, ref) not in whole
+                  and access.may(session, scope, ref, user_id)][:SUBJECT_SCOPES]
+    return found
 
 
 def _memory_section(session: Session, plane: DataPlane, actor: Actor, access: Access,
-                    spec: ContextIn, scopes: list[tuple[str, str]], window: _Window,
+                    spec: ContextIn, scopes: list[tuple[str, str]],
+                    about: list[tuple[str, str, str]], window: _Window,
                     search: MemorySearch) -> Section | None:
     """Relevant memories, then entries by importance, then recent uncompressed events, as
     one system section; each item goes in while the section still fits."""
     candidates: list[tuple[str, str, str]] = []  # (kind, id, text)
-    if scopes and spec.memory_limit:
-        found = search(session, plane, actor, access, spec.message, scopes, spec.memory_limit)
+    if (scopes or about) and spec.memory_limit:
+        found = search(session, plane, actor, access, spec.message, scopes, spec.memory_limit,
+                       about)
         session.commit()
         if found is None:
             window.note("memory", "search", "dropped", "search_unavailable", 0)

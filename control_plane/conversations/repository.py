@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
-from ..db.models import Conversation, ConversationMessage, Job, MemoryEvent
+from ..db.models import Conversation, ConversationMessage, Job, MemoryEvent, MemoryPointer
 
 
 def get(session: Session, tenant_id: uuid.UUID, conversation_id: str, *,
@@ -107,3 +107,19 @@ def by_ids(session: Session, tenant_id: uuid.UUID,
            ids: Sequence[uuid.UUID]) -> list[Conversation]:
     return list(session.scalars(select(Conversation).where(Conversation.tenant_id == tenant_id,
                                                            Conversation.id.in_(ids))))
+
+
+def subject_scopes(session: Session, tenant_id: uuid.UUID, user_id: str,
+                   limit: int) -> list[tuple[str, str]]:
+    """The scopes (other than conversations) holding memories by key about ``user_id``,
+    most recently written first, at most ``limit`` (the subject's index)."""
+    P = MemoryPointer
+    newest = func.max(P.updated_at)
+    rows = session.execute(
+        select(P.scope_type, P.scope_ref)
+        .where(P.tenant_id == tenant_id, P.subject_user_id == user_id, P.key.is_not(None),
+               P.scope_type != "conversation",
+               P.memory_type.not_in(("conversation_history", "summary")))
+        .group_by(P.scope_type, P.scope_ref).order_by(newest.desc(), P.scope_type,
+                                                      P.scope_ref).limit(limit)).all()
+    return [(scope, ref) for scope, ref in rows]

@@ -130,9 +130,12 @@ class ContextIn(BaseModel):
                               "tokens; total_tokens never exceeds it.")
     model: Model | None = Field(None, description="Count with this model's tokenizer; "
                                 "default: the conversation's model.")
-    memory_scopes: list[MemoryScope] = Field(default_factory=list, max_length=20,
-                                             description="Scopes whose memories, entries "
-                                             "and uncompressed events may fill the window.")
+    memory_scopes: list[MemoryScope] | None = Field(
+        None, max_length=20, description="Scopes whose memories, entries and uncompressed "
+        "events may fill the window. Omitted: the conversation's own — its data subject "
+        "(user scope, and that user's memories in the other scopes holding some), its agent "
+        "(agent scope: memories and knowledge) and the agent's teams, each only if the key "
+        "may see it. []: none.")
     memory_limit: int = Field(10, ge=0, le=100, description="At most this many items per "
                               "kind (memories, entries, events).")
 
@@ -157,6 +160,19 @@ class ReportItem(BaseModel):
     tokens: int = Field(description="What it costs (or would have) in the window.")
 
 
+class SearchedScope(BaseModel):
+    scope: str = Field(description="The scope searched (user, agent, team, …).")
+    scope_ref: str = Field(description="Which one.")
+    reason: Literal["requested", "data_subject", "agent", "team"] = Field(
+        description="requested: named in memory_scopes; data_subject: the conversation's "
+        "user; agent: the conversation's agent (its memories and knowledge); team: a team "
+        "the agent belongs to.")
+    user_id: str | None = Field(None, description="Set: only the memories about this data "
+                                "subject were searched in the scope (the conversation's "
+                                "user's memories outside the user scope); null: the whole "
+                                "scope, with its entries and events.")
+
+
 class ContextOut(BaseModel):
     sections: list[Section] = Field(description="The window, in the order to send it.")
     total_tokens: int = Field(description="The sections' tokens; at most token_budget.")
@@ -165,3 +181,5 @@ class ContextOut(BaseModel):
     tokens_by_kind: dict[str, int] = Field(description="Tokens per section kind.")
     report: list[ReportItem] = Field(description="Every candidate, in the order considered, "
                                      "with what became of it.")
+    searched_scopes: list[SearchedScope] = Field(description="The scopes whose memories, "
+                                                 "entries and events were candidates.")

@@ -110,7 +110,8 @@ def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
     kept = visible_pointers(session, tenant_id, utcnow())  # past a policy: hidden until the run
     if kept is not None:
         query = query.where(kept)
-    visible = access.where(MemoryPointer.scope_type, MemoryPointer.scope_ref)
+    visible = access.where(MemoryPointer.scope_type, MemoryPointer.scope_ref,
+                           MemoryPointer.subject_user_id)
     if visible is not None:
         query = query.where(visible)
     if scope is not None:

@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse
 
 from ..addresses import Scope
 from ..db.models import MemoryPointer
-from ..deps import PlaneDep, ReaderCaller, SessionDep, WriterCaller
+from ..deps import PlaneDep, SessionDep, SubjectReaderCaller, SubjectWriterCaller, WriterCaller
 from ..dlp.guard import as_stored
 from ..idempotency import Idempotency, Replay
 from ..kit import PLAIN_TEXT
@@ -46,7 +46,7 @@ def _answer(result: MemoryPointer | Replay, summary: str,
 
 
 @router.post("/v1/entries", response_model=EntryOut, status_code=201)
-def create_entry(body: EntryIn, caller: WriterCaller, session: SessionDep, plane: PlaneDep,
+def create_entry(body: EntryIn, caller: SubjectWriterCaller, session: SessionDep, plane: PlaneDep,
                  idempotency_key: IdempotencyKey = None) -> EntryOut | JSONResponse:
     """Create a curated entry: the Markdown summary goes (encrypted) to the tenant's bucket;
     the title, tags, importance and source to the control plane, and the summary's words
@@ -59,7 +59,7 @@ def create_entry(body: EntryIn, caller: WriterCaller, session: SessionDep, plane
 
 
 @router.get("/v1/entries", response_model=EntryPage)
-def list_entries(caller: ReaderCaller, session: SessionDep, plane: PlaneDep,
+def list_entries(caller: SubjectReaderCaller, session: SessionDep, plane: PlaneDep,
                  scope: Scope | None = None, scope_ref: ScopeRef = None,
                  tag: Tag = None, search: Search = None,
                  min_importance: MinImportance = None,
@@ -79,7 +79,7 @@ def list_entries(caller: ReaderCaller, session: SessionDep, plane: PlaneDep,
 
 
 @router.get("/v1/entries/{entry_id}", response_model=EntryOut)
-def get_entry(entry_id: EntryId, caller: ReaderCaller, session: SessionDep,
+def get_entry(entry_id: EntryId, caller: SubjectReaderCaller, session: SessionDep,
               plane: PlaneDep) -> EntryOut:
     """Read an entry with its summary, verified against the pointer's SHA-256."""
     found = entries.get_entry(session, plane, caller.actor, entry_id, access=caller.access)
@@ -87,7 +87,7 @@ def get_entry(entry_id: EntryId, caller: ReaderCaller, session: SessionDep,
 
 
 @router.put("/v1/entries/{entry_id}", response_model=EntryOut)
-def update_entry(entry_id: EntryId, body: EntryUpdate, caller: WriterCaller,
+def update_entry(entry_id: EntryId, body: EntryUpdate, caller: SubjectWriterCaller,
                  session: SessionDep, plane: PlaneDep,
                  idempotency_key: IdempotencyKey = None) -> EntryOut | JSONResponse:
     """Replace an entry's title, summary, tags, importance and source (fields left out take

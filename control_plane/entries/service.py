@@ -118,6 +118,8 @@ def create_entry(session: Session, plane: DataPlane, actor: Actor, spec: EntryIn
         access_check(session, actor, access, address.scope, address.scope_ref,
                      operation="write", what=f"{address.scope} entry",
                      missing=f"no scope {address.describe()}")
+        if access.user_id is not None:
+            subject_user = user_id = access.writes_for(user_id)
         agent_id = _agent(access, spec.agent_id)
         replay = replay_of(session, actor, idem)
         if replay is not None:
@@ -194,7 +196,8 @@ def _find(session: Session, actor: Actor, access: Access, entry_id: uuid.UUID,
     if pointer is None or not _is_entry(pointer):
         raise NotFound(missing)
     access_check(session, actor, access, pointer.scope_type, pointer.scope_ref,
-                 operation=operation, what=f"{pointer.scope_type} entry", missing=missing)
+                 operation=operation, what=f"{pointer.scope_type} entry", missing=missing,
+                 user_id=pointer.subject_user_id if operation == "read" else None)
     return pointer
 
 

@@ -46,7 +46,8 @@ def list_page(session: Session, tenant_id: uuid.UUID, *, scope: str | None,
         query = query.where(MemoryEvent.occurred_at < until)
     if not include_compressed:
         query = query.where(MemoryEvent.compressed_at.is_(None))
-    visible = access.where(MemoryEvent.scope_type, MemoryEvent.scope_ref)
+    visible = access.where(MemoryEvent.scope_type, MemoryEvent.scope_ref,
+                           MemoryEvent.subject_user_id)
     if visible is not None:
         query = query.where(visible)
     if after is not None:

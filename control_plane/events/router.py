@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 
 from ..addresses import Scope
 from ..db.models import MemoryEvent
-from ..deps import WRITER, PlaneDep, ReaderCaller, SessionDep, call_of
+from ..deps import SUBJECT_WRITER, PlaneDep, SessionDep, SubjectReaderCaller, call_of
 from ..idempotency import Idempotency, Replay
 from ..kit import PLAIN_TEXT
 from . import service as events
@@ -34,14 +34,14 @@ def append_event(body: EventIn, request: Request,
     tenant's bucket under a time-sharded path, its metadata to the control plane. There is no
     update or delete: only erasure and retention remove events. Send an `Idempotency-Key`
     header to make retries safe."""
-    with call_of(request, WRITER) as call:  # no dependencies: agents append every turn
+    with call_of(request, SUBJECT_WRITER) as call:  # no dependencies: agents append every turn
         idem = Idempotency.of(idempotency_key, "POST", "/v1/events", body.model_dump_json())
         return _answer(events.append_event(call.session, call.plane, call.caller.actor, body,
                                            access=call.caller.access, idem=idem))
 
 
 @router.get("/v1/events", response_model=EventPage)
-def list_events(caller: ReaderCaller, session: SessionDep,
+def list_events(caller: SubjectReaderCaller, session: SessionDep,
                 scope: Scope | None = None,
                 scope_ref: Annotated[str | None, Query(min_length=1, max_length=256,
                                                        pattern=PLAIN_TEXT)] = None,
@@ -66,7 +66,8 @@ def list_events(caller: ReaderCaller, session: SessionDep,
 
 @router.get("/v1/events/{event_id}", response_model=EventWithBodyOut)
 def get_event(event_id: Annotated[uuid.UUID, Path(description="The event's id.")],
-              caller: ReaderCaller, session: SessionDep, plane: PlaneDep) -> EventWithBodyOut:
+              caller: SubjectReaderCaller, session: SessionDep,
+              plane: PlaneDep) -> EventWithBodyOut:
     """Read one event with its body, verified against its SHA-256 (409 `hash_mismatch` if the
     stored body is missing or altered)."""
     found = events.get_event(session, plane, caller.actor, event_id, access=caller.access)

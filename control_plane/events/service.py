@@ -143,6 +143,7 @@ def append_event(session: Session, plane: DataPlane, actor: Actor, spec: EventIn
         access_check(session, actor, access, address.scope, address.scope_ref,
                      operation="write", what=f"{address.scope} event",
                      missing=_missing_at(address))
+        subject = subject_of(address.scope, address.scope_ref, access.writes_for(spec.user_id))
         agent_id = _check_agent(access, spec.agent_id)
         replay = _replay(session, actor, idem)
         if replay is not None:
@@ -266,7 +267,8 @@ def get_event(session: Session, plane: DataPlane, actor: Actor, event_id: uuid.U
         if event is None or event.sync_status == "pending_delete":  # an erasure deletes it
             raise NotFound(missing)
         access_check(session, actor, access, event.scope_type, event.scope_ref,
-                     operation="read", what=f"{event.scope_type} event", missing=missing)
+                     operation="read", what=f"{event.scope_type} event", missing=missing,
+                     user_id=event.subject_user_id)
         body = read_bodies(session, plane, actor.tenant_id, [event], actor=actor)[event.id]
         begin_write(session)
         address = MemoryAddress(event.scope_type, event.scope_ref)

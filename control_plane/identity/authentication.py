@@ -95,6 +95,6 @@ def authenticate(session: Session, authorization: str | None) -> Caller:
     if key is None or key.revoked_at is not None:
         raise Unauthorized("the API key is not valid; check it or ask an admin for a new one")
     caller = Caller(key.tenant_id, key.id, key.role, key.can_create_tenants,
-                    Access.of(key.scopes, key.agent_id))
+                    Access.of(key.scopes, key.agent_id, key.tenant_id, key.user_id))
     CALLERS.put(where, digest, caller)
     return caller

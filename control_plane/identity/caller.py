@@ -32,16 +32,22 @@ class Caller:
 
     @property
     def actor(self) -> Actor:
-        """Agent keys are audited as ``agent`` with their agent id; admin and compliance keys
-        as ``api``. The accessor id is always the key's id, so every row leads to a key."""
+        """Agent keys are audited as ``agent`` with their agent id; a data subject's own key
+        as ``user`` (the subject's id is not in the row: the key names it); admin and
+        compliance keys as ``api``. The accessor id is always the key's id, so every row
+        leads to a key."""
+        if self.role == "user":
+            return Actor(self.tenant_id, "user", f"key:{self.key_id}")
         if self.role == "agent":
             return Actor(self.tenant_id, "agent", f"key:{self.key_id}", self.access.agent_id)
         return Actor(self.tenant_id, "api", f"key:{self.key_id}")
 
     def may_access(self, scope: str, scope_ref: str) -> bool:
-        """Whether this key may see or touch memory of ``scope``/``scope_ref``."""
+        """Whether this key's own list lets it see or touch memory of ``scope``/``scope_ref``
+        (the teams of its agent are looked up at request time: ``access.may``)."""
         return self.access.allows(scope, scope_ref)
 
-    def scope_filter(self, scope_column: Any, scope_ref_column: Any) -> ColumnElement[bool] | None:
+    def scope_filter(self, scope_column: Any, scope_ref_column: Any,
+                     user_column: Any = None) -> ColumnElement[bool] | None:
         """The SQL condition a list query adds for this key (None: it sees everything)."""
-        return self.access.where(scope_column, scope_ref_column)
+        return self.access.where(scope_column, scope_ref_column, user_column)

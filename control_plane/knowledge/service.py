@@ -119,7 +119,8 @@ def _mine(actor: Actor, access: Access) -> list[Any]:
         MemoryPointer.memory_type == MEMORY_TYPE,
         MemoryPointer.key.startswith(f"{KEY_PREFIX}doc_", autoescape=True),
         MemoryPointer.sync_status != "pending_delete"]
-    visible = access.where(MemoryPointer.scope_type, MemoryPointer.scope_ref)
+    visible = access.where(MemoryPointer.scope_type, MemoryPointer.scope_ref,
+                           MemoryPointer.subject_user_id)
     if visible is not None:
         conditions.append(visible)
     return conditions

@@ -67,6 +67,17 @@ _FILTERS: dict[str, str] = {
     "grants": ("EXISTS (SELECT 1 FROM unnest(CAST(:v_grant_scopes AS text[]), "
                "CAST(:v_grant_refs AS text[])) AS g(s, r) WHERE g.s = p.scope_type "
                "AND (g.r = :v_any_ref OR g.r = p.scope_ref))"),
+    # A scoped key with an agent id: its grants, or a team its agent is a member of (read
+    # now, never cached, so a member removed is out from the next request on).
+    "grants_teams": ("(EXISTS (SELECT 1 FROM unnest(CAST(:v_grant_scopes AS text[]), "
+                     "CAST(:v_grant_refs AS text[])) AS g(s, r) WHERE g.s = p.scope_type "
+                     "AND (g.r = :v_any_ref OR g.r = p.scope_ref)) "
+                     "OR (p.scope_type = 'team' AND p.scope_ref IN (SELECT m.team_id "
+                     "FROM team_members AS m WHERE m.tenant_id = :v_tenant "
+                     "AND m.agent_id = :v_member)))"),
+    # A data subject's own key: its subject's user scope, and what names its subject.
+    "subject": ("((p.scope_type = 'user' AND p.scope_ref = :v_subject) "
+                "OR p.subject_user_id = :v_subject)"),
 }
 
 # Hidden by an auto-deleting policy (``memories.visibility.pointer_scope`` and
@@ -208,10 +219,15 @@ def list_page(engine: Engine, tenant_id: uuid.UUID, listing: Listing, access: Ac
                       "updated_desc": "before_updated"}[listing.order])
         params |= {"v_after": listing.after.id, "v_after_key": listing.after.key,
                    "v_after_updated": listing.after.updated}
-    if access.grants is not None:
-        given.append("grants")
+    if access.user_id is not None:
+        given.append("subject")
+        params["v_subject"] = access.user_id
+    elif access.grants is not None:
+        given.append("grants_teams" if access.teams else "grants")
         params |= {"v_grant_scopes": [g.scope for g in access.grants],
                    "v_grant_refs": [g.scope_ref for g in access.grants], "v_any_ref": ANY_REF}
+        if access.teams:
+            params["v_member"] = access.agent_id
     rows = direct.run(engine, _statement(tuple(given), listing.order), params)
     keys = {row.key_id: (row.key_id, bytes(row.wrapped_key), row.kek_version_id)
             for row in rows if listing.readable and row.wrapped_key is not None}

@@ -9,7 +9,17 @@ from fastapi.responses import JSONResponse
 
 from ..addresses import MemoryAddress, Scope
 from ..db.models import MemoryPointer
-from ..deps import READER, WRITER, PlaneDep, SessionDep, WriterCaller, call_of, get_runtime
+from ..deps import (
+    READER,
+    SUBJECT_READER,
+    SUBJECT_WRITER,
+    WRITER,
+    PlaneDep,
+    SessionDep,
+    WriterCaller,
+    call_of,
+    get_runtime,
+)
 from ..idempotency import Idempotency, Replay
 from ..kit import PLAIN_TEXT, json_of, to_json
 from . import batch as batches
@@ -85,7 +95,7 @@ def set_memory(scope: Scope, scope_ref: str, key: str, body: MemoryIn, request: 
     """Write a memory: the JSON value goes (encrypted) to the tenant's bucket, the pointer and
     metadata to the control plane. Replaces an existing value. Send an `Idempotency-Key` header
     to make retries safe."""
-    with call_of(request, WRITER) as call:
+    with call_of(request, SUBJECT_WRITER) as call:
         address = _address(scope, scope_ref, key)
         idem = (None if idempotency_key is None else  # (the body's JSON only for a fingerprint)
                 Idempotency.of(idempotency_key, "PUT", address.describe(),
@@ -100,7 +110,7 @@ def get_memory(scope: Scope, scope_ref: str, key: str, request: Request,
                refresh_ttl: Annotated[bool, Query(description=_REFRESH)] = False) -> Response:
     """Read a memory: the value from the tenant's bucket, verified against the pointer's SHA-256,
     and its pointer."""
-    with call_of(request, READER) as call:
+    with call_of(request, SUBJECT_READER) as call:
         if refresh_ttl:
             ttl_refresh.may_restart(call.session, call.caller)
         result = memories.get_value(call.session, call.plane, call.caller.actor,
@@ -116,7 +126,7 @@ def append_memory(scope: Scope, scope_ref: str, key: str, body: AppendIn, reques
                   idempotency_key: IdempotencyKey = None) -> Response:
     """Append an item to a memory holding a JSON list (created if missing). Send an `Idempotency-
     Key` header to make retries safe."""
-    with call_of(request, WRITER) as call:
+    with call_of(request, SUBJECT_WRITER) as call:
         address = _address(scope, scope_ref, key)
         idem = Idempotency.of(idempotency_key, "APPEND", address.describe(),
                               body.model_dump_json())
@@ -166,7 +176,7 @@ def list_pointers(request: Request, scope: Scope | None = None, scope_ref: Filte
     value (`{"value", "pointer"}`, as a read answers), at most 100 a page."""
     if include_values:
         check_values_page(limit)
-    with call_of(request, READER) as call:
+    with call_of(request, SUBJECT_READER) as call:
         page = memories.page_of_pointers(
             call.session, call.caller.actor, scope=scope.canonical if scope else None,
             scope_ref=scope_ref, user_id=user_id, memory_type=memory_type,

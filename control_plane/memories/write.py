@@ -49,7 +49,9 @@ from .write_general import bind, binds, put, save, write_general
 
 def as_agent(access: Access, meta: MemoryMeta) -> MemoryMeta:
     """A key with an agent id writes as that agent: it fills ``agent_id`` in, and a body
-    naming another agent is refused."""
+    naming another agent is refused (a data subject's own key: the same for ``user_id``)."""
+    if access.user_id is not None and meta.user_id != access.user_id:
+        meta = meta.model_copy(update={"user_id": access.writes_for(meta.user_id)})
     if access.agent_id is None or meta.agent_id == access.agent_id:
         return meta
     if meta.agent_id is None:

@@ -47,7 +47,8 @@ def _selection(tenant_id: uuid.UUID, body: CleanupIn, before: datetime,
         terms.append(MemoryPointer.scope_ref == body.scope_ref)
     if body.agent_id is not None:
         terms.append(MemoryPointer.agent_id == body.agent_id)
-    visible = access.where(MemoryPointer.scope_type, MemoryPointer.scope_ref)
+    visible = access.where(MemoryPointer.scope_type, MemoryPointer.scope_ref,
+                           MemoryPointer.subject_user_id)
     if visible is not None:
         terms.append(visible)
     return terms

@@ -20,6 +20,7 @@ from sqlalchemy import (
     any_,
     bindparam,
     cast,
+    exists,
     func,
     not_,
     or_,
@@ -71,7 +72,13 @@ def segment_where(tenant_id: uuid.UUID, scope: str | None, scope_ref: str | None
     if scope_ref is not None:
         where.append(SearchSegment.scope_ref == scope_ref)
     else:
+        # A user key's subject may be named by memories of any scope: the segments of the
+        # scopes holding one (the live statement then keeps only the subject's pointers).
         seen = access.where(SearchSegment.scope_type, SearchSegment.scope_ref)
+        if seen is not None and access.user_id is not None:
+            seen = or_(seen, exists().where(
+                P.tenant_id == tenant_id, P.scope_type == SearchSegment.scope_type,
+                P.scope_ref == SearchSegment.scope_ref, P.subject_user_id == access.user_id))
         if seen is not None:
             where.append(seen)
     return where
@@ -141,7 +148,7 @@ def live_statement(tenant_id: uuid.UUID, scopes: Sequence[tuple[str, str]], *,
         on.append(P.subject_user_id == bindparam("user_id", None))
     if memory_type:
         on.append(P.memory_type == bindparam("memory_type", None))
-    seen = access.where(P.scope_type, P.scope_ref)
+    seen = access.where(P.scope_type, P.scope_ref, P.subject_user_id)
     if seen is not None:
         on.append(seen)
     head = select(*tokens(tenant_id, where)).subquery("t")

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from ..deps import READER, call_of
+from ..deps import SUBJECT_READER, call_of
 from ..kit import json_of
 from . import service
 from .schemas import SearchIn, SearchOut, SearchResultOut
@@ -26,7 +26,7 @@ def search(body: SearchIn, request: Request) -> Response:
     is neither stored nor logged; the audit log gets one `search` row with the count."""
     # No dependencies, answered as bytes from the worker thread: an agent searches every turn
     # (see deps.call_of and kit.json_of).
-    with call_of(request, READER) as call:
+    with call_of(request, SUBJECT_READER) as call:
         found = service.search(call.session, searching(request), call.caller.actor, body,
                                access=call.caller.access)
     return json_of(SearchOut(

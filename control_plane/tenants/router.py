@@ -27,13 +27,15 @@ def create_tenant(body: TenantIn, caller: AnyCaller, session: SessionDep) -> Cre
 
 @router.post("/v1/api-keys", response_model=CreatedApiKey, status_code=201)
 def create_api_key(body: ApiKeyIn, caller: AdminCaller, session: SessionDep) -> CreatedApiKey:
-    """Create an API key for the caller's tenant: admin, agent (optionally limited to scopes) or
-    compliance. The secret is shown once."""
+    """Create an API key for the caller's tenant: admin, agent (optionally limited to scopes),
+    compliance, or user (a data subject's own key: `user_id` required). The secret is shown
+    once."""
     key, raw = tenants.create_api_key(
-        session, caller, body.role, body.name, agent_id=body.agent_id,
+        session, caller, body.role, body.name, agent_id=body.agent_id, user_id=body.user_id,
         scopes=None if body.scopes is None else [(g.scope.value, g.scope_ref)
                                                  for g in body.scopes])
     return CreatedApiKey(id=key.id, role=key.role, name=key.name, agent_id=key.agent_id,
+                         user_id=key.user_id,
                          scopes=None if key.scopes is None
                          else [ScopeGrantOut(**g) for g in key.scopes], api_key=raw)
 

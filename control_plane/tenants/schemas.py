@@ -42,10 +42,12 @@ class ApiKeyIn(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"role": "agent", "name": "support bot", "agent_id": "support-bot",
          "scopes": [{"scope": "user", "scope_ref": "*"}]},
-        {"role": "compliance", "name": "DPO"}]})
-    role: Literal["admin", "agent", "compliance"] = Field(
+        {"role": "compliance", "name": "DPO"},
+        {"role": "user", "name": "end user u-123", "user_id": "u-123"}]})
+    role: Literal["admin", "agent", "compliance", "user"] = Field(
         description="admin: everything; agent: read and write memories; compliance: audit, "
-        "exports and erasures.")
+        "exports and erasures; user: a data subject's own key, which reads, writes, searches "
+        "and exports only that subject's memories (never erases them).")
     name: str = Field("", max_length=200, pattern=PLAIN_TEXT,
                       description="A label to recognise the key by.")
     scopes: list[ScopeGrant] | None = Field(
@@ -55,6 +57,10 @@ class ApiKeyIn(BaseModel):
         None, min_length=1, max_length=256, pattern=PLAIN_TEXT,
         description="Agent keys only: recorded as the agent of what the key writes and in "
         "its audit rows.")
+    user_id: str | None = Field(
+        None, min_length=1, max_length=256, pattern=PLAIN_TEXT,
+        description="User keys only, and required for them: the data subject the key "
+        "belongs to (its user scope, and every memory whose user_id is this).")
 
 
 class ScopeGrantOut(BaseModel):
@@ -65,9 +71,10 @@ class ScopeGrantOut(BaseModel):
 class CreatedApiKey(BaseModel):
     id: uuid.UUID = Field(description="The key's id (to revoke it with DELETE "
                           "/v1/api-keys/{id}).")
-    role: str = Field(description="admin, agent or compliance.")
+    role: str = Field(description="admin, agent, compliance or user.")
     name: str = Field(description="Its label.")
     scopes: list[ScopeGrantOut] | None = Field(None, description="The scopes an agent key "
                                                "may see; null: the whole tenant.")
     agent_id: str | None = Field(None, description="The agent an agent key acts as.")
+    user_id: str | None = Field(None, description="The data subject a user key belongs to.")
     api_key: str = Field(description="The secret, shown once; store it.")

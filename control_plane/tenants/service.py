@@ -14,6 +14,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from ..addresses import MAX_SCOPE_REF_BYTES, MAX_SCOPE_REF_CHARS, nfc, validate_segment
 from ..audit import service as audit
 from ..db.base import utcnow
 from ..db.engine import begin_write
@@ -24,7 +25,7 @@ from ..kit import sha256_hex
 from ..plane.data_plane import default_config
 from ..secret_files import create_secret_file, remove_secret_file
 
-ROLES = ("admin", "agent", "compliance")
+ROLES = ("admin", "agent", "compliance", "user")
 KEY_PREFIX = "mp_"
 
 
@@ -35,18 +36,21 @@ def new_key() -> str:
 def require_role(session: Session, caller: Caller, roles: tuple[str, ...], action: str) -> None:
     if caller.role in roles:
         return
+    # A data subject's own key (role user) is never the fix to name: it is no caller's to
+    # have but its subject's.
+    suggested = " or ".join(role for role in roles if role != "user")
     audit.record_failure(session, caller.actor, "access_denied",
-                         detail=f"{action} needs role {' or '.join(roles)}")
+                         detail=f"{action} needs role {suggested}")
     raise Forbidden(f"a key with role '{caller.role}' may not {action}; "
-                    f"use a key with role {' or '.join(roles)}")
+                    f"use a key with role {suggested}")
 
 
 def _add_key(session: Session, tenant_id: uuid.UUID, role: str, name: str, raw: str,
              *, can_create_tenants: bool = False, scopes: list[dict[str, str]] | None = None,
-             agent_id: str | None = None) -> ApiKey:
+             agent_id: str | None = None, user_id: str | None = None) -> ApiKey:
     key = ApiKey(tenant_id=tenant_id, key_sha256=sha256_hex(raw.encode()), prefix=raw[:10],
                  role=role, name=name, can_create_tenants=can_create_tenants, scopes=scopes,
-                 agent_id=agent_id)
+                 agent_id=agent_id, user_id=user_id)
     session.add(key)
     return key
 
@@ -103,25 +107,42 @@ def _access_list(grants: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
 
 def create_api_key(session: Session, caller: Caller, role: str, name: str, *,
                    scopes: Sequence[tuple[str, str]] | None = None,
-                   agent_id: str | None = None) -> tuple[ApiKey, str]:
+                   agent_id: str | None = None,
+                   user_id: str | None = None) -> tuple[ApiKey, str]:
     """A new key of the caller's tenant (its secret returned once). Agent keys may carry an
-    access list (``scopes``) and an agent id; the other roles see the whole tenant."""
+    access list (``scopes``) and an agent id; a user key names its data subject
+    (``user_id``), whose memories alone it sees; admin and compliance keys see the whole
+    tenant. The subject's id is not written into the audit row (the key's row names it)."""
     with audit.audited(session, caller.actor, "key_create",
-                       detail=f"role {role}" if role in ROLES else "role (invalid)"):
+                       detail=f"role {role}" if role in ROLES else "role (invalid)",
+                       private=(user_id,)):
         if role not in ROLES:
             raise InvalidInput(f"role must be one of {', '.join(ROLES)}")
-        if role != "agent" and (scopes is not None or agent_id is not None):
+        if role == "user" and user_id is None:
+            raise InvalidInput("a user key belongs to one data subject: send user_id, the "
+                               "subject's user id")
+        if role != "user" and user_id is not None:
+            raise InvalidInput(f"only user keys take a user_id; a {role} key is not a data "
+                               f"subject's key, so leave user_id out or use role 'user'")
+        if role == "user" and (scopes is not None or agent_id is not None):
+            raise InvalidInput("a user key sees its own data subject only: leave scopes and "
+                               "agent_id out")
+        if role not in ("agent", "user") and (scopes is not None or agent_id is not None):
             raise InvalidInput(f"only agent keys take scopes and an agent_id; a {role} key "
                                f"always sees the whole tenant, so leave both out or use role "
                                f"'agent'")
         stored = _access_list(scopes) if scopes is not None else None
+        if user_id is not None:  # the form memories name their subject in
+            user_id = nfc(user_id)
+            validate_segment(user_id, "user_id", max_chars=MAX_SCOPE_REF_CHARS,
+                             max_bytes=MAX_SCOPE_REF_BYTES)
         if agent_id is not None:
             agent_id = unicodedata.normalize("NFC", agent_id)
         raw = new_key()
         session.commit()
         begin_write(session)
         key = _add_key(session, caller.tenant_id, role, name, raw, scopes=stored,
-                       agent_id=agent_id)
+                       agent_id=agent_id, user_id=user_id)
         session.flush()
         audit.record(session, caller.actor, "key_create",
                      detail=f"key {key.id} role {role}"

@@ -94,7 +94,7 @@ def conversations_context(
                                      param_hint="--scope")
         scopes.append({"scope": name, "scope_ref": ref})
     spec = validated(ContextIn, system_prompt=system, message=text_of(message),
-                     token_budget=budget, memory_scopes=scopes)
+                     token_budget=budget, memory_scopes=scopes or None)
     with _session(tenant, "context", "conversations") as (session, plane, actor):
         window = context.assemble(session, plane, load_settings(), actor,
                                   conversation, spec)

@@ -231,7 +231,7 @@ def db_upgrade() -> None:
 
 
 def keys_create(
-    role: Annotated[str, typer.Option(help="admin, agent or compliance.")],
+    role: Annotated[str, typer.Option(help="admin, agent, compliance or user.")],
     name: Annotated[str, typer.Option(help="A label for the key.")] = "",
     tenant: Annotated[str | None, typer.Option(help="Tenant id; default: the first tenant.")]
     = None,
@@ -241,6 +241,9 @@ def keys_create(
     agent_id: Annotated[str | None, typer.Option(
         help="Agent keys: the agent id recorded on what the key writes and in the audit.")]
     = None,
+    user_id: Annotated[str | None, typer.Option(
+        help="User keys (required for them): the data subject whose memories alone the key "
+             "reads, writes, searches and exports.")] = None,
 ) -> None:
     """Create an API key and print it once."""
     from sqlalchemy import select
@@ -270,7 +273,7 @@ def keys_create(
         grants = [_grant(g) for g in scope] if scope else None
         try:
             key, raw = create_api_key(session, cli, role, name or f"{role} key",
-                                      scopes=grants, agent_id=agent_id)
+                                      scopes=grants, agent_id=agent_id, user_id=user_id)
         except DomainError as exc:
             raise typer.BadParameter(exc.detail, param_hint="--role") from None
         console.print(f"created {key.role} key {key.id} for tenant {found.id}; shown once:")

@@ -22,6 +22,7 @@ from .memories import (
     MemoryPointer,
     SearchSegment,
 )
+from .teams import Team, TeamMember
 from .tenant_settings import (
     AgentSettings,
     CompactorSettings,
@@ -64,5 +65,7 @@ __all__ = [
     "SubjectKey",
     "SummarizerConfig",
     "ModelRoute",
+    "Team",
+    "TeamMember",
     "Tenant",
 ]

@@ -36,6 +36,8 @@ class ApiKey(Base):
     agent_id: Mapped[str | None] = mapped_column(String(256), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # A data subject's own key (role ``user``): the user id it reads and writes for.
+    user_id: Mapped[str | None] = mapped_column(String(256), nullable=True)
 
 
 class StorageConfig(Base):
