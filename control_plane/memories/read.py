@@ -66,10 +66,18 @@ def get_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryA
     """Read and verify the value at the address (I3). On PostgreSQL, once the address was
     read before, the lookup statement also appends the read's audit row (one round trip)."""
     with audited(session, actor, "read", detail=address.scope, private=address.personal):
-        ensure_visible(session, actor, access, address, "read")
+        # A data subject's own key reads its subject's memories in any scope: known only once
+        # the pointer is found, so that lookup is never the one that audits the read itself.
+        by_subject = access.user_id is not None and not access.allows(address.scope,
+                                                                      address.scope_ref)
+        if not by_subject:
+            ensure_visible(session, actor, access, address, "read")
         known, guess, handle = guessed_key(plane, actor.tenant_id, address)
-        if not known or session.get_bind().dialect.name != "postgresql":
+        if by_subject or not known or session.get_bind().dialect.name != "postgresql":
             found = hotpath.lookup_for_read(session, actor.tenant_id, address)
+            if by_subject:
+                ensure_visible(session, actor, access, address, "read",
+                               found[0].subject_user_id if found is not None else None)
             return read_found(session, plane, actor, address, found)
         row = hotpath.ReadRow(actor.accessor_type, actor.accessor_id, actor.agent_id,
                               request_id_var.get(),

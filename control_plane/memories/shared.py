@@ -24,11 +24,12 @@ from . import hotpath
 
 
 def ensure_visible(session: Session, actor: Actor, access: Access, address: MemoryAddress,
-                   operation: str) -> None:
-    """404 "no memory at …" for an address outside the key's scopes, as if it were missing."""
+                   operation: str, user_id: str | None = None) -> None:
+    """404 "no memory at …" for an address outside the key's scopes, as if it were missing
+    (``user_id``: the data subject of the memory found there, for a user key's read)."""
     access_check(session, actor, access, address.scope, address.scope_ref,
                  operation=operation, what=f"{address.scope} memory",
-                 missing=f"no memory at {address.describe()}")
+                 missing=f"no memory at {address.describe()}", user_id=user_id)
 
 
 def given(value: str | None) -> str:

@@ -109,6 +109,8 @@ def cleanup(session: Session, plane: DataPlane, actor: Actor, body: CleanupIn, *
             begin_write(session)
             params = body.model_dump(mode="json")
             params.update(before=before.isoformat(), grants=_grants(access))
+            if access.teams:  # the job asks the agent's teams again when it runs
+                params["grants_agent"] = access.agent_id
             job = enqueue(session, actor.tenant_id, CLEANUP_KIND,
                           subject=body.scope_ref if body.scope is not None
                           and body.scope.canonical == "user" else None, params=params)
@@ -168,7 +170,8 @@ def run_cleanup_job(ctx: JobContext) -> dict[str, Any]:
         return {"dry_run": False, "deleted": int(ctx.progress.get("deleted", 0)),
                 "held": int(ctx.progress.get("held", 0))}
     before = datetime.fromisoformat(params.pop("before"))
-    access = Access.of(params.pop("grants", None), None)
+    access = Access.of(params.pop("grants", None), params.pop("grants_agent", None),
+                       ctx.tenant_id)
     body = CleanupIn.model_validate(params)
     terms = _selection(ctx.tenant_id, body, before, access)
     kept = or_(*_kept(body))

@@ -98,9 +98,15 @@ def test_a_user_key_lists_reads_and_searches_only_its_subject(tenant: Tenant) ->
             ("support", "printer trouble note alice-ticket of support")}
         assert http.get("/v1/memories/user/alice/pref").json()["value"] == (
             "printer trouble note pref of alice")
+        # The subject's memories in other scopes too, by address; nothing else.
+        assert http.get("/v1/memories/agent/support-bot/alice-device").json()["value"] == (
+            "printer trouble note alice-device of support-bot")
         for path in ("/v1/memories/user/bob/pref", "/v1/memories/tenant/-/policy",
-                     "/v1/memories/agent/support-bot/general"):
-            assert http.get(path).status_code == 404, path
+                     "/v1/memories/agent/support-bot/general",
+                     "/v1/memories/agent/support-bot/bob-device",
+                     "/v1/memories/agent/support-bot/missing"):
+            missing = http.get(path)
+            assert (missing.status_code, missing.json()["error"]) == (404, "not_found"), path
         found = http.post("/v1/search", json={"query": "printer trouble", "limit": 50}).json()
         assert {(r["scope"], r["scope_ref"], r["key"]) for r in found["results"]} == (
             ALICES | {("team", "support", None)})
