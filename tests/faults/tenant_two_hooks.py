@@ -30,6 +30,9 @@ PARAMETERS = {"scope": "scopes", "scope_ref": "scope_refs", "key": "keys",
               "user_id": "user_ids", "event_id": "event_ids", "entry_id": "entry_ids"}
 QUERIES = {"pointer_id": "pointer_ids", "scope_ref": "scope_refs", "user_id": "user_ids",
            "scopeRef": "scope_refs"}
+# Flags an id route takes: always valid, so the route goes on to look the id up (a malformed
+# flag would be a 422 before the lookup, and the id never tried).
+FLAGS = {"refresh_ttl"}
 
 
 @schemathesis.hook
@@ -47,7 +50,8 @@ def flatmap_path_parameters(context: schemathesis.HookContext,
 def map_query(context: schemathesis.HookContext, query: dict[str, Any]) -> dict[str, Any]:
     if not query:
         return query
-    return {name: (ONE[QUERIES[name]][0] if name in QUERIES else value)
+    return {name: (ONE[QUERIES[name]][0] if name in QUERIES
+                   else True if name in FLAGS else value)
             for name, value in query.items()}
 
 

@@ -31,6 +31,7 @@ from tests.support.emulators import Azurite, FakeGcsServer, MotoServer
 pytest_plugins = ["tests.support.emulator_fixtures"]
 
 DEADLINE = 1.0
+SETUP_DEADLINE = 30.0
 PATH = "memories/user/bob/diet"
 OBJECT = b"a small memory"
 INTERVAL = 0.2  # one header byte each: a few hundred bytes would take a minute or more
@@ -106,14 +107,17 @@ def hostile(request: pytest.FixtureRequest) -> Iterator[Hostile]:
     storage_type, config, targets = {"s3": _s3, "gcs": _gcs, "azure": _azure}[backend](server)
     with HostileBucket(server.endpoint, lambda path: False) as proxy:
         config = _through(storage_type, config, proxy.url, server.endpoint)
-        if whose == "tenant":
-            adapter = from_config(storage_type, config, endpoint_policy=GUARD,
-                                  call_deadline=DEADLINE)
-        else:
-            adapter = from_config(storage_type, config, allow_ambient_credentials=True,
-                                  call_deadline=DEADLINE)
-        adapter.put(PATH, OBJECT)
-        assert adapter.head(PATH).size == len(OBJECT)  # honest while forwarding
+        whom: dict[str, Any] = ({"endpoint_policy": GUARD} if whose == "tenant"
+                                else {"allow_ambient_credentials": True})
+        # The object is stored through an adapter with a generous deadline: on a loaded
+        # machine an honest emulator may take longer than the 1 s the test is about.
+        setup = from_config(storage_type, config, call_deadline=SETUP_DEADLINE, **whom)
+        try:
+            setup.put(PATH, OBJECT)
+            assert setup.head(PATH).size == len(OBJECT)  # honest while forwarding
+        finally:
+            setup.close()
+        adapter = from_config(storage_type, config, call_deadline=DEADLINE, **whom)
         try:
             yield adapter, proxy, targets
         finally:
