@@ -204,6 +204,57 @@ USERS = [
 ]
 
 
+# Two more users, written apart from USERS and from the built-in extractor's rules, to see
+# how the rules fare on phrasings they were not written against (``python -m
+# bench.memory_quality --held-out``); not part of the default run or its bars.
+HELD_OUT_USERS = [
+    User("farah", "support-bot", [
+        [Fact("department", "I work in customer support.", "customer support",
+              "Which department handles my escalations?", "role"),
+         Fact("shift", "I prefer early shifts.", "early shifts",
+              "Which rota slots should you give me?", "preference"),
+         Fact("ticketing", "I use Zendesk for tickets.", "Zendesk",
+              "Where do my cases live?", "device"),
+         Fact("headset", "My headset is a Jabra Evolve2 65.", "Jabra Evolve2",
+              "Which audio gear do I use on calls?", "device"),
+         Fact("summaries", "I'd like short summaries of each ticket.", "short summaries",
+              "How should you write up cases for me?", "preference"),
+         Sensitive("My password is Blue-Otter-77 for the portal.", "Blue-Otter-77", "password")],
+        [Change("shift", "Actually, I prefer late shifts now.", "late shifts"),
+         Fact("printer_issue", "Last Tuesday my label printer jammed and facilities "
+              "replaced it with a new model.", "new model",
+              "The label machine is stuck, what happened last time?", "issue"),
+         Fact("project", "I'm building a macro library for common replies.", "macro library",
+              "What am I putting together for the support desk?", "project")],
+        [Change("headset", "My headset is now a Poly Voyager.", "Poly Voyager"),
+         Retract("ticketing", "I've stopped using Zendesk."),
+         Fact("location", "I'm based in Dublin.", "Dublin",
+              "Which city am I in for the office party?", "role")],
+        [],
+    ]),
+    User("gus", "design-bot", [
+        [Fact("role", "I'm a product designer.", "product designer", "What do I do here?",
+              "role"),
+         Fact("tool", "I use Sketch 98 for mockups.", "Sketch 98",
+              "Which design app do I draw mockups in?", "device"),
+         Fact("font", "I prefer serif fonts in documents.", "serif fonts",
+              "What kind of lettering should documents use?", "preference"),
+         Fact("commute", "My commute is 40 minutes by train.", "40 minutes",
+              "How long does it take me to get to work?", "role"),
+         Fact("pen", "My drawing tablet is a Wacom Intuos.", "Wacom Intuos",
+              "What do I sketch on?", "device")],
+        [Change("tool", "I upgraded to Sketch 99 last week.", "Sketch 99"),
+         Change("font", "I now prefer rounded fonts in documents.", "rounded fonts"),
+         Fact("squad", "I'm in the checkout squad.", "checkout",
+              "Which group do I design for?", "role")],
+        [Retract("pen", "I don't use the Wacom anymore."),
+         Fact("theme", "I prefer dark mode in every app.", "dark mode",
+              "Which colour scheme should you set up for me?", "preference")],
+        [],
+    ]),
+]
+
+
 def luhn_ok(digits: str) -> bool:
     total = 0
     for i, ch in enumerate(reversed(digits)):

@@ -8,7 +8,10 @@ target scope (read through the memories API, so verified and audited as a read):
   - the same value (case and spacing aside) -> NONE ("already known")
   - another value                    -> UPDATE; the old value goes first in the new value's
                                         ``previous`` list (the last ten are kept)
-  - a retraction of a stored fact    -> DELETE; of nothing stored -> NONE
+  - a retraction of a stored fact    -> DELETE; of nothing stored -> NONE. A retraction
+                                        that names a stored value rather than the key
+                                        ("I don't use my iPad Air anymore") deletes the one
+                                        remembered memory holding that value (``_retract``)
   - a statement the DLP detector flags -> NONE ``sensitive:<kind>``, nothing written, no
                                         value in the answer
 
@@ -162,13 +165,13 @@ def _stored(session: Session, plane: DataPlane, actor: Actor, access: Access,
         session, actor, scope=run.address.scope, scope_ref=run.address.scope_ref,
         user_id=run.user_id, memory_type=None, sync_status=None, cursor=None, limit=100,
         access=access, tag=SOURCE)
+    keys = [p.key for p in pointers if p.key is not None]
+    keys += [k for k in run.known if k not in keys]  # written by this call (or dry run)
     stored: dict[str, str] = {}
-    for pointer in pointers:
-        if pointer.key is None:
-            continue
-        text = _stored_text(_current(session, plane, actor, access, run, pointer.key))
+    for key in keys:
+        text = _stored_text(_current(session, plane, actor, access, run, key))
         if text is not None:
-            stored[pointer.key] = text
+            stored[key] = text
     return stored
 
 
@@ -191,18 +194,10 @@ def _reconcile(session: Session, plane: DataPlane, actor: Actor, access: Access,
                fact: Fact, reason: str, sensitive: str | None) -> Decision:
     if sensitive is not None:
         return Decision(event="NONE", key=fact.key, value=None, reason=f"sensitive:{sensitive}")
+    if fact.value is None:
+        return _retract(session, plane, actor, access, run, fact, reason)
     stored = _current(session, plane, actor, access, run, fact.key)
     before = _stored_text(stored)
-    if fact.value is None:
-        if before is None:
-            return Decision(event="NONE", key=fact.key, value=None,
-                            reason=reason or "nothing stored to retract")
-        if not run.dry_run:
-            memories.delete_value(session, plane, actor, _at(run, fact.key),
-                                  access=access)
-        run.known[fact.key] = None
-        return Decision(event="DELETE", key=fact.key, value=None, previous=before,
-                        reason=reason or "retracted")
     if before is not None and _normal(before) == _normal(fact.value):
         return Decision(event="NONE", key=fact.key, value=fact.value,
                         reason=reason or "already known")
@@ -217,6 +212,44 @@ def _reconcile(session: Session, plane: DataPlane, actor: Actor, access: Access,
         return Decision(event="ADD", key=fact.key, value=fact.value, reason=reason or "new fact")
     return Decision(event="UPDATE", key=fact.key, value=fact.value, previous=before,
                     reason=reason or "changed")
+
+
+def _retract(session: Session, plane: DataPlane, actor: Actor, access: Access, run: Run,
+             fact: Fact, reason: str) -> Decision:
+    """DELETE the memory a retraction takes back: the one at its key — for a key of one
+    value (``team``, ``employer``) only if it holds the value the retraction names — else
+    the one remembered memory whose value it names ("I don't use my iPad Air anymore"
+    deletes ``about.tablet`` = "iPad Air"). Nothing, or several, named: NONE."""
+    key = fact.key
+    before = _stored_text(_current(session, plane, actor, access, run, key))
+    if before is not None and "." not in key and fact.names is not None \
+            and not _names(fact.names, before):
+        before = None
+    if before is None and fact.names is not None:
+        holders = [k for k, text in _stored(session, plane, actor, access, run).items()
+                   if _names(fact.names, text)]
+        if len(holders) > 1:
+            return Decision(event="NONE", key=key, value=None,
+                            reason=reason or "several memories hold what it names")
+        if holders:
+            key = holders[0]
+            before = _stored_text(_current(session, plane, actor, access, run, key))
+    if before is None:
+        return Decision(event="NONE", key=key, value=None,
+                        reason=reason or "nothing stored to retract")
+    if not run.dry_run:
+        memories.delete_value(session, plane, actor, _at(run, key), access=access)
+    run.known[key] = None
+    return Decision(event="DELETE", key=key, value=None, previous=before,
+                    reason=reason or "retracted")
+
+
+def _names(named: str, stored: str) -> bool:
+    """Whether a retraction's words name a stored value: the same, or the first words of
+    it ("Kubernetes" names "Kubernetes 1.29 on Google Cloud"; "Go" does not name
+    "Google Docs")."""
+    named, stored = _normal(named), _normal(stored)
+    return bool(named) and re.match(rf"{re.escape(named)}(?![\w.-])", stored) is not None
 
 
 def _value(run: Run, fact: Fact, stored: Any, before: str | None) -> dict[str, Any]:

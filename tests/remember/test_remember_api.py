@@ -104,7 +104,7 @@ def test_the_rule_table(tenant: Tenant) -> None:
                       "Can you book me a table for two?")
         stored = http.get(f"/v1/memories/user/{user}/name").json()["value"]
     assert [(e, k, v) for e, k, v, _, _ in events(answer)] == [
-        ("ADD", "department", "finance"),
+        ("ADD", "team", "finance"),
         ("ADD", "role", "product manager"),
         ("ADD", "name", "Ana"),
         ("ADD", "project.apollo-migration", "Apollo migration"),

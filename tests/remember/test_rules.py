@@ -31,8 +31,7 @@ def test_other_phrasings() -> None:
         ("preference.language", "Spanish"), ("preference.response_format", "bullet points"),
         ("uses.jira", None), ("project.project-atlas", "Project Atlas"),
         ("uses.linear", "Linear"), ("uses.teams", "Teams"), ("location", "Lisbon"),
-        ("department", "data platform"),
-        ("preference.in-person-meetings", "in-person meetings")]
+        ("team", "data platform"), ("preference.meeting", "in-person meetings")]
 
 
 def test_keys_hold_no_value() -> None:
