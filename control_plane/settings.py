@@ -84,7 +84,11 @@ class Settings(BaseSettings):
         "checkpoint of it (and the consistency proof from the one before) into the tenant's "
         "bucket (audit/checkpoints/tlog/) at most this often.")
     reconcile_grace_seconds: float = Field(300.0, ge=0)
-    sqlite_synchronous: str = Field("FULL", pattern="^(OFF|NORMAL|FULL|EXTRA)$")
+    sqlite_synchronous: str = Field(
+        "FULL", pattern="^(OFF|NORMAL|FULL|EXTRA)$", description="SQLite's synchronous mode "
+        "(the database runs in WAL mode). FULL, the default, syncs the log at each commit: an "
+        "acknowledged write survives a power loss. NORMAL survives a crash of the process but "
+        "can lose the last acknowledged writes on a power loss (docs/durability.md).")
     db_pool_size: int = Field(
         20, ge=1, description="Database connections each process keeps open; at a peak it "
         "opens up to half as many again and closes them once returned. Keep it at or above "

@@ -6,6 +6,14 @@ tightened to 0600), and SQLite gives its -wal and -shm files the database file's
 ``secure_delete`` zeroes what a delete frees, and :func:`scrub_freed` checkpoints and
 truncates the write-ahead log, so that after an erasure no page of the file or its log still
 holds the erased rows.
+
+Durability (docs/durability.md): SQLite runs in WAL mode with ``synchronous=FULL`` unless
+``MEMPLANE_SQLITE_SYNCHRONOUS`` says otherwise. FULL syncs the write-ahead log at every
+commit, so a write is on the disk before it is acknowledged and survives a power loss or an
+operating-system crash. NORMAL syncs only at checkpoints: a killed process loses nothing (the
+log is in the operating system's cache), but a power loss can lose the last acknowledged
+transactions, which memplane promises to keep; OFF syncs nothing. A setting below FULL is
+logged as a warning when the engine is made.
 """
 
 from __future__ import annotations
@@ -87,8 +95,16 @@ commit or rollback SQLAlchemy then sends finds nothing open). For one self-conta
 no BEGIN/COMMIT around it."""
 
 
+SQLITE_DURABLE = ("FULL", "EXTRA")
+"""The ``synchronous`` settings under which an acknowledged commit survives a power loss."""
+
+
 def _sqlite_engine(url: str, synchronous: str, pool_size: int) -> Engine:
     database = make_url(url).database
+    if synchronous.upper() not in SQLITE_DURABLE:
+        log.warning("SQLite runs with synchronous=%s: a power loss or an operating-system "
+                    "crash can lose the last acknowledged writes (FULL keeps them)",
+                    synchronous.upper())
     # A file named by its path (not in memory, not a "file:" URI): made private, and its
     # writers' lock file beside it.
     on_disk = (Path(database) if database and database != ":memory:"
@@ -235,8 +251,15 @@ def _private_file(path: Path) -> None:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     for directory in missing:  # mkdir's mode is subject to the umask; set it exactly
         os.chmod(directory, 0o700)
+    created = not path.exists()
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     os.close(fd)
+    if created and sys.platform != "win32":  # the new name itself survives a power loss
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
     if os.stat(path).st_mode & 0o077:
         os.chmod(path, 0o600)
 

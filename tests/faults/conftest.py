@@ -57,9 +57,12 @@ def deployment(postgres: PostgresCluster, tmp_path: Path) -> Iterator[Deployment
 
 @pytest.fixture(params=["postgresql", "sqlite"])
 def any_deployment(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Deployment]:
-    """``deployment`` on PostgreSQL and on the embedded default's SQLite file."""
+    """``deployment`` on PostgreSQL and on the embedded default's SQLite file, for the tests
+    that claim an acknowledged write survives: PostgreSQL is the durable server (fsync and
+    synchronous commit on, tests/support/postgres.py), SQLite runs as the product
+    configures it (WAL, ``synchronous=FULL``; test_durable_settings.py checks both)."""
     if request.param == "postgresql":
-        url = request.getfixturevalue("postgres").create_database()
+        url = request.getfixturevalue("durable_postgres").create_database()
     else:
         url = f"sqlite:///{tmp_path / 'memplane.db'}"
     env = make_env(url, tmp_path)

@@ -60,9 +60,9 @@ def _embedded(http: httpx.Client, key: str) -> bool:
 
 
 @pytest.fixture
-def served(postgres: PostgresCluster | ExternalPostgres,
+def served(durable_postgres: PostgresCluster | ExternalPostgres,
            tmp_path: Path) -> Iterator[tuple[ServerProcess, str]]:
-    url = postgres.create_database()
+    url = durable_postgres.create_database()
     env = make_env(url, tmp_path) | {"MEMPLANE_EMBED_ON_WRITE": "true"}
     server = ServerProcess(env).start()
     try:

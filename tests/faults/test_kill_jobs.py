@@ -45,10 +45,10 @@ LEASE_SECONDS = "2"
 
 
 @pytest.fixture
-def job_env(postgres: PostgresCluster, tmp_path: Path) -> dict[str, str]:
+def job_env(durable_postgres: PostgresCluster, tmp_path: Path) -> dict[str, str]:
     spool = tmp_path / "spool"
     spool.mkdir()
-    return {**make_env(postgres.create_database(), tmp_path),
+    return {**make_env(durable_postgres.create_database(), tmp_path),
             "MEMPLANE_JOB_LEASE_SECONDS": LEASE_SECONDS,
             "MEMPLANE_JOB_POLL_INTERVAL_SECONDS": "0.1",
             "MEMPLANE_RECEIPT_SIGNING_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),

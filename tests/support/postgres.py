@@ -60,7 +60,9 @@ class PostgresCluster:
         """Start (or restart) the server on the same port and data directory."""
         options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} "
         options += "-c max_connections=200"
-        if not self.durable:
+        if self.durable:  # PostgreSQL's defaults, said explicitly: SHOW in the tests checks them
+            options += " -c fsync=on -c synchronous_commit=on -c full_page_writes=on"
+        else:
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._run(_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"), "-w",
                   "-o", options, "start")
@@ -107,13 +109,13 @@ class ExternalPostgres:
             hide_password=False)
 
 
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[PostgresCluster | ExternalPostgres]:
-    external = os.environ.get("MEMPLANE_TEST_DATABASE_URL")
+def _session_cluster(durable: bool, external_variable: str
+                     ) -> Iterator[PostgresCluster | ExternalPostgres]:
+    external = os.environ.get(external_variable)
     if external:
         yield ExternalPostgres(external)
         return
-    cluster = PostgresCluster()
+    cluster = PostgresCluster(durable=durable)
     started = time.monotonic()
     try:
         cluster.start()
@@ -122,8 +124,26 @@ def postgres() -> Iterator[PostgresCluster | ExternalPostgres]:
         detail = exc.stderr.decode(errors="replace")[-500:] if isinstance(
             exc, subprocess.CalledProcessError) and exc.stderr else str(exc)
         backend_unavailable(f"PostgreSQL did not start: {detail}")
-    print(f"\nPostgreSQL on port {cluster.port} ready in {time.monotonic() - started:.1f} s")
+    kind = "durable " if durable else ""
+    print(f"\n{kind}PostgreSQL on port {cluster.port} ready in "
+          f"{time.monotonic() - started:.1f} s")
     try:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresCluster | ExternalPostgres]:
+    """The suite's server, fast: fsync and synchronous commit off (its crash may lose the
+    last commits, a crash of memplane alone loses nothing)."""
+    yield from _session_cluster(False, "MEMPLANE_TEST_DATABASE_URL")
+
+
+@pytest.fixture(scope="session")
+def durable_postgres() -> Iterator[PostgresCluster | ExternalPostgres]:
+    """A second server, started on first use, with ``fsync=on``, ``synchronous_commit=on``
+    and ``full_page_writes=on``: for the fault tests that claim an acknowledged write
+    survives (tests/faults/). ``MEMPLANE_TEST_DURABLE_DATABASE_URL`` names a server you run
+    instead; tests/faults/test_durable_settings.py checks that it is durable."""
+    yield from _session_cluster(True, "MEMPLANE_TEST_DURABLE_DATABASE_URL")
