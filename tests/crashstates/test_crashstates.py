@@ -27,6 +27,7 @@ from .recorder import Recorder
 from .runner import WORKLOADS, explore
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_every_crash_state_of_the_workload_reconciles_to_the_invariants(
         name: str, tmp_path: Path) -> None:
@@ -84,7 +85,6 @@ def test_a_delete_stays_deleted_in_every_crash_after_it_returns(tmp_path: Path) 
     assert all(files.get(f"{recorder.root}/memories/a/j/v1.json") == b"two" for files in states)
 
 
-@pytest.mark.databases("sqlite")
 def test_an_orphan_whose_sweep_crashed_before_its_delete_goes_at_the_next_reconcile(
         world: ServiceWorld) -> None:
     # Found: the crash state "tombstone committed, object still in the bucket" kept the
@@ -107,7 +107,6 @@ def test_an_orphan_whose_sweep_crashed_before_its_delete_goes_at_the_next_reconc
     assert listed == []
 
 
-@pytest.mark.databases("sqlite")
 def test_a_checkpoint_written_but_not_recorded_is_settled_by_reconcile(
         world: ServiceWorld) -> None:
     # Found: a crash between the checkpoint's put and the database's record of it left the
