@@ -200,7 +200,10 @@ class LocalAdapter:
         except FileNotFoundError:
             made = self._ensure_dir(directory)
         if durable:
-            fsync_all(list(dict.fromkeys(os.path.dirname(d) for d in made)))
+            try:
+                fsync_all(list(dict.fromkeys(os.path.dirname(d) for d in made)))
+            except FileNotFoundError:
+                return  # a delete's prune removed it meanwhile: the link's retry makes it again
         if len(self._dirs) >= _KNOWN_DIRS:
             self._dirs.clear()
         self._dirs.add(directory)
