@@ -313,7 +313,6 @@ def reconcile(
         table.add_row("pending writes rolled back", str(report.writes_rolled_back))
         table.add_row("pending deletes completed", str(report.deletes_completed))
         table.add_row("corrupt pointers", str(report.corrupt))
-        table.add_row("audit checkpoints recorded", str(report.checkpoints_recorded))
         if gc:
             orphans = collect_orphans(session, runtime.plane, grace_seconds=grace,
                                       tenant_id=tenant_id)
