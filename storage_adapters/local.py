@@ -2,7 +2,10 @@
 
 Writes are atomic and create-only: the bytes go to a temporary file in the same file
 system, are fsynced, then hard-linked into place (``link`` fails if the target exists, so
-two writers can never overwrite each other) and the directory entry is fsynced. A batch's
+two writers can never overwrite each other) and the directory entry is fsynced; a directory
+the put had to make has its own entry fsynced in its parent first (else a crash could lose
+the new directory, and the acknowledged object with it). A delete fsyncs the directories it
+removed names from before it returns. A batch's
 objects (``put_many``) are all written and linked first, then flushed together. Where the
 file system can (Linux: ext4, XFS, btrfs, tmpfs), the temporary file is an unnamed one
 (``O_TMPFILE``): a crash leaves nothing behind, and no name is made and removed per object.
@@ -159,13 +162,13 @@ class LocalAdapter:
         tmp: str | None = None
         try:
             if parent not in self._dirs:
-                self._make_dir(parent)
+                self._make_dir(parent, durable)
             fd, tmp = self._temporary()
             try:
                 write_into(fd, data)
                 if durable:
                     os.fsync(fd)
-                self._link(fd, tmp, target, path)
+                self._link(fd, tmp, target, path, durable)
             finally:
                 os.close(fd)
             if durable:
@@ -179,19 +182,42 @@ class LocalAdapter:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
 
-    def _make_dir(self, directory: str) -> None:
+    def _make_dir(self, directory: str, durable: bool) -> None:
+        """Make the directory an object goes into (and its missing parents). If ``durable``,
+        each directory's entry in its parent is fsynced before the object is linked: POSIX
+        makes a new name durable only with its directory's fsync, so a directory whose entry
+        did not reach the disk takes the acknowledged object with it in a crash
+        (tests/crashstates). One already there (another put made it, maybe not yet flushed)
+        has its parent fsynced too, once, before this adapter remembers it."""
         # Its parent usually exists (the scope's directory, made for the scope's first key):
         # one mkdir, where makedirs would look at the parent first.
+        made = [directory]
         try:
             os.mkdir(directory)
         except FileExistsError:
             if not os.path.isdir(directory):  # a file, or removed since by a delete
-                localdirs.ensure_dir(directory)
+                made = self._ensure_dir(directory)
         except FileNotFoundError:
-            localdirs.ensure_dir(directory)
+            made = self._ensure_dir(directory)
+        if durable:
+            try:
+                fsync_all(list(dict.fromkeys(os.path.dirname(d) for d in made)))
+            except FileNotFoundError:
+                return  # a delete's prune removed it meanwhile: the link's retry makes it again
         if len(self._dirs) >= _KNOWN_DIRS:
             self._dirs.clear()
         self._dirs.add(directory)
+
+    def _ensure_dir(self, directory: str) -> list[str]:
+        """``localdirs.ensure_dir``; returns the directories that were missing before (up to
+        the bucket root), whose entries a durable put must flush."""
+        missing: list[str] = []
+        current = directory
+        while current.startswith(self._root_text + "/") and not os.path.isdir(current):
+            missing.append(current)
+            current = os.path.dirname(current)
+        localdirs.ensure_dir(directory)
+        return missing or [directory]
 
     def _temporary(self) -> tuple[int, str | None]:
         """A file to write an object into before it is linked into place: unnamed where
@@ -224,7 +250,7 @@ class LocalAdapter:
             os.unlink(probe)
         return True
 
-    def _link(self, fd: int, tmp: str | None, target: str, path: str) -> None:
+    def _link(self, fd: int, tmp: str | None, target: str, path: str, durable: bool) -> None:
         """Link the written file into place; a directory a concurrent delete removed since
         it was made is made again (``localdirs.ATTEMPTS`` times at most)."""
         for attempt in range(1, localdirs.ATTEMPTS + 1):
@@ -242,7 +268,7 @@ class LocalAdapter:
                                                      and not os.path.exists(tmp)):
                     raise
                 self._dirs.discard(parent)
-                self._make_dir(parent)
+                self._make_dir(parent, durable)
 
     def put_file(self, path: str, file: BinaryIO) -> None:
         """Like ``put``, copying ``file`` in chunks so memory stays bounded at any size."""
@@ -347,9 +373,26 @@ class LocalAdapter:
                 pass
             except OSError as exc:
                 raise StorageUnavailable(f"local delete failed: {exc.strerror}") from exc
-        self._dirs.difference_update(localdirs.prune_bucket(emptied, self._root_text,
-                                                            self._records.dir_text))
+        removed = localdirs.prune_bucket(emptied, self._root_text, self._records.dir_text)
+        self._dirs.difference_update(removed)
+        if self.fsync and emptied:
+            self._flush_removals(emptied, removed)
         return n
+
+    def _flush_removals(self, emptied: set[str], removed: list[str]) -> None:
+        """fsync the directories the deletes removed names from (an object's, or for a
+        directory pruned, its parent's): until then a crash may bring a deleted object back,
+        after its pointer and GC's tombstone are gone (tests/crashstates)."""
+        gone = set(removed)
+        flush = {d for d in emptied if d not in gone}
+        flush.update(os.path.dirname(d) for d in gone)
+        flush -= gone
+        try:
+            fsync_all(sorted(d for d in flush if os.path.isdir(d)))
+        except FileNotFoundError:
+            pass  # pruned meanwhile by another delete, which flushes the parent itself
+        except OSError as exc:
+            raise StorageUnavailable(f"local delete failed: {exc.strerror}") from exc
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
         check_prefix(prefix)

@@ -192,6 +192,50 @@ def anchor(session: Session, plane: DataPlane, settings: Settings, tenant_id: uu
     return problem is None
 
 
+def settle_unrecorded(session: Session, plane: DataPlane, settings: Settings,
+                      tenant_id: uuid.UUID) -> bool:
+    """Record a checkpoint a crash left written but unrecorded; True if one was.
+
+    ``anchor`` puts the checkpoint, then records it; a process stopped in between leaves the
+    bucket a checkpoint ahead of the database, which ``check`` would report as a record set
+    back. Such a checkpoint is settled only if it is this server's (signed, read by
+    ``survey``), sits in the tenant's active place, and the database shows its write
+    claimed at the very moment it was signed and never finished; ``check`` still compares
+    its row hash with the chain afterwards (tests/crashstates)."""
+    head = session.get(AuditHead, tenant_id)
+    if head is None or head.anchor_attempted_at is None or \
+            head.anchored_at == head.anchor_attempted_at:
+        session.rollback()
+        return False
+    attempted, anchored = head.anchor_attempted_at, int(head.anchored_seq)
+    active = plane.active(session, tenant_id).config_id
+    config = session.get(StorageConfig, active)
+    found = anchors.survey(session, plane, signing_key(settings), tenant_id, active,
+                           _problem_code)
+    session.rollback()
+    highest = max((f for f in found.found if not f.moved), key=lambda f: f.seq, default=None)
+    if found.problem is not None or highest is None or highest.body is None \
+            or highest.seq <= anchored or config is None \
+            or highest.place != anchors.place_of(config):
+        return False
+    try:
+        signed_at = datetime.fromisoformat(str(highest.body.get("created_at")))
+    except ValueError:
+        return False
+    if signed_at != attempted:
+        return False
+    begin_write(session)
+    settled = session.execute(
+        update(AuditHead)
+        .where(AuditHead.tenant_id == tenant_id, AuditHead.anchored_seq < highest.seq,
+               AuditHead.anchor_attempted_at == attempted)
+        .values(anchored_seq=highest.seq, anchored_at=attempted, anchor_problem=None,
+                anchor_config_id=active)
+        .execution_options(synchronize_session=False))
+    session.commit()
+    return getattr(settled, "rowcount", 0) == 1
+
+
 def _old_target(session: Session, plane: DataPlane, place: anchors.Place,
                 config_id: uuid.UUID | None, root: Target) -> Target:
     """Where the move record goes: the old place, or the root when the server can no longer

@@ -47,10 +47,11 @@ from sqlalchemy.orm import Session
 from storage_adapters import base as storage
 from storage_adapters.envelope import sealed_size
 
+from ..audit import checkpoints
 from ..audit import service as audit
 from ..db.base import utcnow
 from ..db.engine import begin_write
-from ..db.models import GcCandidate, MemoryPointer, StorageConfig, Tenant
+from ..db.models import AuditHead, GcCandidate, MemoryPointer, StorageConfig, Tenant
 from ..errors import DomainError
 from ..events import repository as events_repo
 from ..identity import Actor
@@ -58,6 +59,7 @@ from ..keys import subject_keys as keys
 from ..kit import sha256_hex
 from ..memories import repository as repo
 from ..plane.data_plane import DataPlane
+from ..settings import Settings
 
 _BATCH = 500
 _GC_BATCH = 1000
@@ -78,15 +80,21 @@ class ReconcileReport:
     writes_rolled_back: int = 0
     deletes_completed: int = 0
     corrupt: int = 0
+    checkpoints_recorded: int = 0
     errors: list[str] = field(default_factory=list)
 
 
 def reconcile(session: Session, plane: DataPlane, *, grace_seconds: float,
-              tenant_id: uuid.UUID | None = None) -> ReconcileReport:
+              tenant_id: uuid.UUID | None = None,
+              settings: Settings | None = None) -> ReconcileReport:
+    """Settle what a crash left pending; with ``settings`` (the signing key) also audit
+    checkpoints written into the bucket but not recorded."""
     report = ReconcileReport()
     before = utcnow() - timedelta(seconds=grace_seconds)
     _settle_writes(session, plane, before, tenant_id, report)
     _settle_deletes(session, plane, before, tenant_id, report)
+    if settings is not None:
+        _settle_checkpoints(session, plane, settings, tenant_id, report)
     query = select(func.count()).select_from(MemoryPointer).where(
         MemoryPointer.sync_status == "corrupt")
     if tenant_id is not None:
@@ -99,6 +107,23 @@ def reconcile(session: Session, plane: DataPlane, *, grace_seconds: float,
         count("write_rolled_back").inc(report.writes_rolled_back)
         count("delete_completed").inc(report.deletes_completed)
     return report
+
+
+def _settle_checkpoints(session: Session, plane: DataPlane, settings: Settings,
+                        tenant_id: uuid.UUID | None, report: ReconcileReport) -> None:
+    query = select(AuditHead.tenant_id).where(AuditHead.anchor_attempted_at.is_not(None),
+                                              AuditHead.last_seq > AuditHead.anchored_seq)
+    if tenant_id is not None:
+        query = query.where(AuditHead.tenant_id == tenant_id)
+    heads = list(session.scalars(query))
+    session.commit()
+    for tenant in heads:
+        try:
+            report.checkpoints_recorded += checkpoints.settle_unrecorded(
+                session, plane, settings, tenant)
+        except (DomainError, storage.StorageError) as exc:
+            session.rollback()
+            report.errors.append(f"audit checkpoint of tenant {tenant}: {exc}")
 
 
 def _settle_writes(session: Session, plane: DataPlane, before, tenant_id, report) -> None:  # type: ignore[no-untyped-def]
@@ -235,10 +260,10 @@ def mark_orphans(session: Session, plane: DataPlane, *, grace_seconds: float,
                     continue
                 batch.append(info.path)
                 if len(batch) >= _GC_BATCH:
-                    report.marked += _mark(session, plane, config, batch)
+                    _mark(session, plane, config, batch, report)
                     batch = []
             if batch:
-                report.marked += _mark(session, plane, config, batch)
+                _mark(session, plane, config, batch, report)
     return report
 
 
@@ -248,13 +273,25 @@ def _named(session: Session, config_id: uuid.UUID, paths: list[str]) -> set[str]
             | events_repo.named_paths(session, config_id, paths))
 
 
-def _mark(session: Session, plane: DataPlane, config: StorageConfig, paths: list[str]) -> int:
+def _mark(session: Session, plane: DataPlane, config: StorageConfig, paths: list[str],
+          report: GCReport) -> None:
     named = _named(session, config.id, paths)
     known = repo.gc_marked(session, config.id, paths)
     fresh = [p for p in paths if p not in named and p not in known]
+    # A tombstone still listed: its sweep committed, then its delete never reached the disk
+    # (a crash in between, or one that undid the unlink). No write adopts a tombstone, so
+    # it goes again now rather than after the tombstone expires (tests/crashstates).
+    swept = set(session.scalars(select(GcCandidate.path).where(
+        GcCandidate.storage_config_id == config.id, GcCandidate.path.in_(paths),
+        GcCandidate.swept_at.is_not(None))))
+    again = [p for p in paths if p in swept and p not in named]
     session.commit()
+    if again:
+        plane.by_id(session, config.id).delete(again)
+        session.commit()
+        report.orphans_deleted += len(again)
     if not fresh:
-        return 0
+        return
     begin_write(session)
     repo.gc_mark(session, config.tenant_id, config.id, fresh, utcnow())
     audit.record(session, _system(config.tenant_id, "gc"), "gc_mark",
@@ -263,7 +300,7 @@ def _mark(session: Session, plane: DataPlane, config: StorageConfig, paths: list
     session.commit()
     if plane.metrics is not None:
         plane.metrics.gc_objects.labels("marked").inc(len(fresh))
-    return len(fresh)
+    report.marked += len(fresh)
 
 
 def sweep_orphans(session: Session, plane: DataPlane, *, grace_seconds: float,

@@ -304,7 +304,8 @@ def reconcile(
     tenant_id = _uuid(tenant, "tenant") if tenant else None
     with _runtime() as runtime, runtime.sessions() as session:
         grace = runtime.settings.reconcile_grace_seconds if grace_seconds is None else grace_seconds
-        report = run_reconcile(session, runtime.plane, grace_seconds=grace, tenant_id=tenant_id)
+        report = run_reconcile(session, runtime.plane, grace_seconds=grace, tenant_id=tenant_id,
+                               settings=runtime.settings)
         table = Table(title="reconcile")
         table.add_column("what")
         table.add_column("count", justify="right")
