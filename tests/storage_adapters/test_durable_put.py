@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,19 +21,24 @@ from storage_adapters.local import LocalAdapter
 
 
 class Spy:
-    """``os.fsync`` and ``os.link`` recorded as (call, inode of what they touched), in order."""
+    """``os.fsync`` and ``os.link`` made by this thread (a single put makes its calls in the
+    caller's thread; other tests' servers may still be writing in theirs), recorded as (call,
+    inode of what they touched), in order."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls: list[tuple[str, int]] = []
         real_fsync, real_link = os.fsync, os.link
+        mine = threading.get_ident()
 
         def fsync(fd: int) -> None:
-            self.calls.append(("fsync", os.fstat(fd).st_ino))
+            if threading.get_ident() == mine:
+                self.calls.append(("fsync", os.fstat(fd).st_ino))
             real_fsync(fd)
 
         def link(src: Any, dst: Any, **kwargs: Any) -> None:
             real_link(src, dst, **kwargs)
-            self.calls.append(("link", os.stat(dst).st_ino))
+            if threading.get_ident() == mine:
+                self.calls.append(("link", os.stat(dst).st_ino))
 
         monkeypatch.setattr(os, "fsync", fsync)
         monkeypatch.setattr(os, "link", link)
