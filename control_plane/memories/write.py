@@ -71,6 +71,8 @@ def set_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryA
         replay = replay_of(session, actor, idem)
         if replay is not None:
             return replay
+        if idem is not None:
+            plane.checkpoint("idempotency:checked")  # race tests: no replay, in flight
         # What remember extracted is refused (redacted for a job) whatever the policy.
         value, meta = screen_memory(session, actor, value, meta,
                                     extracted=meta.source == "remember")
@@ -97,6 +99,8 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
         replay = replay_of(session, actor, idem)
         if replay is not None:
             return replay
+        if idem is not None:
+            plane.checkpoint("idempotency:checked")  # race tests: no replay, in flight
         item, meta = screen_memory(session, actor, item, meta, what="the item")
         item_bytes = serialise(item)
         for attempt in range(1, 5):

@@ -57,6 +57,7 @@ def write_general(session: Session, plane: DataPlane, actor: Actor, address: Mem
     session.commit()
     plane.checkpoint("write:after_lookup")
     path = put(plane, target, actor, address, payload, binding)
+    plane.checkpoint("write:general_after_put")  # race tests: put, no transaction open
     try:
         for attempt in range(1, 4):
             begin_write(session)
@@ -81,6 +82,7 @@ def write_general(session: Session, plane: DataPlane, actor: Actor, address: Mem
                                repo.get(session, actor.tenant_id, address))
                 session.commit()
                 path = put(plane, target, actor, address, payload, binding)
+                plane.checkpoint("write:general_after_put")
     except CommitUncertain as exc:
         session.rollback()
         raise exc.original from None  # keep the object: the commit may have landed

@@ -204,6 +204,18 @@ class DataPlane:
             return self.by_id(session, cached[0])
         with self._lock:
             forgotten = self._forgotten.get(tenant_id, 0)
+        bind = session.get_bind()
+        if bind.dialect.name == "sqlite" and session.in_transaction():
+            # SQLite reads a whole transaction from one snapshot, which may predate the
+            # latest reconfiguration and its forget: cached, the old bucket would get the
+            # tenant's writes for the whole TTL. A session of its own reads after the forget
+            # count was taken.
+            with Session(bind) as fresh:
+                return self._look_up_active(fresh, tenant_id, forgotten, now)
+        return self._look_up_active(session, tenant_id, forgotten, now)
+
+    def _look_up_active(self, session: Session, tenant_id: uuid.UUID, forgotten: int,
+                        now: float) -> Target:
         config_id = session.scalar(
             select(StorageConfig.id)
             .where(StorageConfig.tenant_id == tenant_id, StorageConfig.is_active)

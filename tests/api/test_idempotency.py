@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -45,21 +46,39 @@ def test_reusing_a_key_for_another_request_is_refused(tenant: Tenant) -> None:
     assert value == 1
 
 
+TWINS = 4
+WAIT = 60  # seconds; reached only when the test is broken
+
+
 @pytest.mark.parametrize("path", ["/v1/memories/user/u1/race",
                                   "/v1/memories/user/u1/race-list/append"])
-def test_concurrent_twins_write_once(tenant: Tenant, path: str) -> None:
-    def send(_: int) -> dict[str, object]:
+def test_concurrent_twins_write_once(tenant: Tenant, path: str,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every twin is held just after it found no earlier answer to replay until all of them
+    are there, so all are provably in flight at once; then one writes and the rest replay."""
+    in_flight = threading.Barrier(TWINS, timeout=WAIT)
+    met: list[int] = []
+
+    def hold_until_all_twins_arrived(step: str) -> None:
+        if step == "idempotency:checked":
+            met.append(in_flight.wait())
+
+    monkeypatch.setattr(tenant.stack.runtime.plane, "checkpoint", hold_until_all_twins_arrived)
+
+    def send(_: int) -> tuple[dict[str, object], str | None]:
         with tenant.stack.http(tenant.admin_key) as http:
             method = "POST" if path.endswith("append") else "PUT"
             response = http.request(method, path, json={"value": "v"},
-                                    headers={"Idempotency-Key": "twin"})
+                                    headers={"Idempotency-Key": "twin"}, timeout=WAIT)
             assert response.status_code == 200, response.text
-            return response.json()  # type: ignore[no-any-return]
+            return response.json(), response.headers.get("Idempotent-Replayed")
 
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        answers = list(pool.map(send, range(4)))
-    assert len({a["id"] for a in answers}) == 1
-    assert {a["version"] for a in answers} == {1}
+    with ThreadPoolExecutor(max_workers=TWINS) as pool:
+        answers = list(pool.map(send, range(TWINS)))
+    assert sorted(met) == list(range(TWINS))  # all twins met past the replay check
+    assert len({a["id"] for a, _ in answers}) == 1
+    assert {a["version"] for a, _ in answers} == {1}
+    assert sorted(str(replayed) for _, replayed in answers) == ["None"] + ["true"] * (TWINS - 1)
     assert len(tenant.objects()) == 1
 
 

@@ -107,6 +107,11 @@ def test_changing_backend_keeps_old_memories_and_writes_new_ones_to_the_new_buck
         assert client.memory.get(scope="team", scope_ref="t1", key="new").value == "after"
         assert client.memory.get(scope="team", scope_ref="t1", key="moved").value == "v2"
 
+        # Where each pointer says its object is: a write that went to a bucket the tenant
+        # had left (a stale cached active configuration) shows here, before the listings.
+        assert _pointer_configs(tenant) == {"old": first.id, "moved": second.id,
+                                            "new": second.id}
+        assert tenant.objects() == []  # nothing of it in the server's default bucket
         prefix = f"memplane/{tenant.id}"
         root = getattr(raw_bucket, "root", None)
         assert root is None or root.is_dir(), f"the first bucket's directory {root} is gone"
@@ -114,6 +119,18 @@ def test_changing_backend_keeps_old_memories_and_writes_new_ones_to_the_new_buck
         assert second_bucket.keys() == sorted(
             [f"{prefix}/{new.storage_path}", f"{prefix}/{moved2.storage_path}"])
         assert moved.storage_path != moved2.storage_path
+
+
+def _pointer_configs(tenant: Tenant) -> dict[str, str]:
+    """Each of the tenant's memory keys and the storage configuration its pointer names."""
+    from sqlalchemy import select
+
+    from control_plane.db.models import MemoryPointer
+
+    with tenant.stack.runtime.sessions() as session:
+        rows = session.execute(select(MemoryPointer.key, MemoryPointer.storage_config_id)
+                               .where(MemoryPointer.tenant_id == tenant.id)).all()
+    return {key: str(config_id) for key, config_id in rows}
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -32,6 +31,7 @@ from control_plane.runtime import Runtime
 from control_plane.signing import canonical, signing_key
 from memplane._receipts import verify_checkpoint, verify_receipt
 from memplane.cli import app
+from tests.support.clock import wait_until
 from tests.support.emulators import MotoServer, new_s3_bucket
 from tests.support.process import TcpProxy
 from tests.support.service import (
@@ -221,10 +221,8 @@ def test_the_sealer_signs_the_head_into_the_bucket_at_least_every_interval(
 
 def test_the_running_server_anchors_a_new_tenant_on_its_own(tenant: Tenant) -> None:
     folder = tenant.bucket_dir / "audit" / "checkpoints"
-    for _ in range(100):
-        if folder.exists() and any(p.is_file() for p in folder.iterdir()):
-            break
-        time.sleep(0.1)
+    wait_until(lambda: folder.exists() and any(p.is_file() for p in folder.iterdir()),
+               "the first checkpoint in the tenant's bucket")
     names = sorted(p.name for p in folder.iterdir() if p.is_file())
     assert len(names) == 1 and names[0].endswith(".json") and len(names[0]) == 25
     first = int(names[0][:20])

@@ -12,7 +12,6 @@ PostgreSQL table cast to text, and the server's log records, for each of those s
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from typing import Any
 
@@ -22,6 +21,7 @@ from sqlalchemy import text
 import memplane
 from control_plane.db.models import IdempotentResponse, Job
 from control_plane.keys.pseudonyms import pseudonym
+from tests.support.clock import wait_until
 from tests.support.service import Tenant
 
 
@@ -48,12 +48,16 @@ def _keyed(tenant: Tenant, user_id: str) -> str:
 
 
 def _wait_sealed(client: memplane.Client) -> memplane.AuditVerification:
-    for _ in range(200):
-        result = client.audit.verify()
-        if result.unsealed <= 1:  # the verify call's own row may not be sealed yet
-            return result
-        time.sleep(0.05)
-    raise AssertionError("audit rows were not sealed within 10 s")
+    # The server's sealer is a background thread: wait for its outcome, with a deadline to
+    # fail by on a loaded machine (not a timing check).
+    verified: list[memplane.AuditVerification] = []
+
+    def sealed() -> bool:
+        verified.append(client.audit.verify())
+        return verified[-1].unsealed <= 1  # the verify call's own row may not be sealed yet
+
+    wait_until(sealed, "the sealing of the audit rows")
+    return verified[-1]
 
 
 def _database_hits(tenant: Tenant, needles: dict[str, str]) -> dict[str, list[str]]:

@@ -73,14 +73,32 @@ def test_a_connection_closed_by_the_server_is_replaced_with_pre_ping(
     assert after != first
 
 
-def test_a_connection_older_than_the_recycle_time_is_replaced(postgres: Any) -> None:
-    import time
+class _PoolClock:
+    """The pool's clock (``sqlalchemy.pool.base`` reads ``time.time()``), moved on at will:
+    a connection's age is made, not waited for."""
 
-    engine = make_engine(postgres.create_database(), pool_recycle=1)
+    def __init__(self) -> None:
+        import time
+
+        self._time = time.time
+        self.ahead = 0.0
+
+    def time(self) -> float:
+        return self._time() + self.ahead
+
+
+def test_a_connection_older_than_the_recycle_time_is_replaced(
+        postgres: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlalchemy.pool import base as pool_base
+
+    clock = _PoolClock()
+    monkeypatch.setattr(pool_base, "time", clock)
+    engine = make_engine(postgres.create_database(), pool_recycle=60)
     try:
         first = _backend(engine)
+        clock.ahead = 59.0  # younger than the recycle time: kept
         again = _backend(engine)
-        time.sleep(1.2)
+        clock.ahead = 61.0  # older: replaced at its next checkout
         later = _backend(engine)
     finally:
         engine.dispose()
