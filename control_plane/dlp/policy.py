@@ -70,7 +70,15 @@ def policy_of(session: Session, tenant_id: uuid.UUID) -> Policy:
         return cached[0]
     with _lock:
         generation = _generation.get(tenant_id, 0)
-    policy = load(session, tenant_id)
+    bind = session.get_bind()
+    if bind.dialect.name == "sqlite" and session.in_transaction():
+        # SQLite reads a whole transaction from one snapshot, which may predate the latest
+        # change and its forget: cached, the old policy would screen writes for the whole
+        # TTL. A session of its own reads after the generation was taken.
+        with Session(bind) as fresh:
+            policy = load(fresh, tenant_id)
+    else:
+        policy = load(session, tenant_id)
     with _lock:
         if _generation.get(tenant_id, 0) == generation:  # not forgotten meanwhile
             _cache[tenant_id] = (policy, now + TTL_SECONDS)
