@@ -1,0 +1,86 @@
+"""The streamed envelope (export archives): byte-for-byte the format of the in-memory one,
+every chunk boundary, and each kind of damage refused with its own sentence."""
+
+from __future__ import annotations
+
+import io
+import uuid
+
+import pytest
+
+from storage_adapters import envelope
+from storage_adapters.envelope import DecryptionError
+
+KEY = envelope.new_key()
+KEY_ID = uuid.uuid4()
+CONTEXT = envelope.associated_data(uuid.uuid4(), "tenants/t/exports/e.tar", "0001", uuid.uuid4())
+CHUNK = 1024
+
+
+def _seal_stream(plaintext: bytes, size: int | None = None) -> bytes:
+    out = io.BytesIO()
+    envelope.seal_stream(io.BytesIO(plaintext), out, len(plaintext) if size is None else size,
+                         key_id=KEY_ID, subject_key=KEY, context=CONTEXT, chunk_size=CHUNK)
+    return out.getvalue()
+
+
+def _open_stream(blob: bytes, *, context: bytes = CONTEXT) -> bytes:
+    src, out = io.BytesIO(blob), io.BytesIO()
+    header = envelope.read_header(src.read(envelope.HEADER_BYTES))
+    envelope.open_stream(src, out, header=header, subject_key=KEY, context=context)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("size", [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK, 3 * CHUNK + 7])
+def test_streamed_round_trip_at_every_chunk_boundary_in_the_in_memory_format(size: int) -> None:
+    plaintext = bytes(i % 251 for i in range(size))
+    blob = _seal_stream(plaintext)
+    chunks = max(1, -(-size // CHUNK))
+    assert len(blob) == envelope.HEADER_BYTES + size + chunks * (12 + 16)
+    header = envelope.read_header(blob)
+    assert (header.key_id, header.chunk_size, header.plaintext_size, header.chunks) == (
+        KEY_ID, CHUNK, size, chunks)
+    assert _open_stream(blob) == plaintext
+    # the streamed format is the in-memory one: each opens the other's output
+    assert envelope.open_sealed(blob, subject_key=KEY, context=CONTEXT) == plaintext
+    sealed = envelope.seal(plaintext, key_id=KEY_ID, subject_key=KEY, context=CONTEXT,
+                           chunk_size=CHUNK)
+    assert _open_stream(sealed) == plaintext
+
+
+def test_a_source_shorter_than_its_size_is_refused_with_the_missing_byte_count() -> None:
+    with pytest.raises(ValueError) as caught:
+        _seal_stream(b"x" * (CHUNK + 10), size=CHUNK + 50)
+    assert str(caught.value) == "the source ended 40 bytes early"
+
+
+def test_a_streamed_object_cut_short_is_refused_as_truncated() -> None:
+    blob = _seal_stream(b"y" * (2 * CHUNK + 5))
+    with pytest.raises(DecryptionError) as caught:
+        _open_stream(blob[:-1])
+    assert "shorter than its header promises" in str(caught.value)
+
+
+def test_a_streamed_object_with_trailing_bytes_is_refused_as_extended() -> None:
+    blob = _seal_stream(b"z" * (CHUNK + 5))
+    with pytest.raises(DecryptionError) as caught:
+        _open_stream(blob + b"\x00")
+    assert "longer than its header promises" in str(caught.value)
+
+
+def test_a_streamed_object_under_another_context_fails_its_first_chunk() -> None:
+    blob = _seal_stream(b"w" * (CHUNK + 5))
+    other = envelope.associated_data(uuid.uuid4(), "tenants/t/exports/e.tar", "0001", uuid.uuid4())
+    with pytest.raises(DecryptionError) as caught:
+        _open_stream(blob, context=other)
+    assert str(caught.value).startswith("chunk 0 of the object failed authentication")
+
+
+def test_a_streamed_object_with_a_wrong_subject_key_does_not_unwrap() -> None:
+    blob = _seal_stream(b"v" * 10)
+    src = io.BytesIO(blob)
+    header = envelope.read_header(src.read(envelope.HEADER_BYTES))
+    with pytest.raises(DecryptionError) as caught:
+        envelope.open_stream(src, io.BytesIO(), header=header, subject_key=envelope.new_key(),
+                             context=CONTEXT)
+    assert "does not unwrap" in str(caught.value)
