@@ -37,6 +37,7 @@ def test_streamed_round_trip_at_every_chunk_boundary_in_the_in_memory_format(siz
     blob = _seal_stream(plaintext)
     chunks = max(1, -(-size // CHUNK))
     assert len(blob) == envelope.HEADER_BYTES + size + chunks * (12 + 16)
+    assert envelope.sealed_size(size, CHUNK) == len(blob)
     header = envelope.read_header(blob)
     assert (header.key_id, header.chunk_size, header.plaintext_size, header.chunks) == (
         KEY_ID, CHUNK, size, chunks)
@@ -84,3 +85,31 @@ def test_a_streamed_object_with_a_wrong_subject_key_does_not_unwrap() -> None:
         envelope.open_stream(src, io.BytesIO(), header=header, subject_key=envelope.new_key(),
                              context=CONTEXT)
     assert "does not unwrap" in str(caught.value)
+
+
+def test_sealed_size_clamps_a_negative_size_to_the_empty_object() -> None:
+    empty = envelope.HEADER_BYTES + 12 + 16
+    assert envelope.sealed_size(0, CHUNK) == empty
+    assert envelope.sealed_size(-1, CHUNK) == empty
+    assert envelope.sealed_size(200_000) == envelope.HEADER_BYTES + 200_000 + 4 * (12 + 16)
+
+
+@pytest.mark.parametrize("chunk", [0, -1, 16 * 1024 * 1024 + 1])
+def test_a_chunk_size_outside_1_to_16_mib_is_refused_by_both_seals(chunk: int) -> None:
+    sentence = "chunk_size must be between 1 and 16777216"
+    with pytest.raises(ValueError, match=sentence):
+        envelope.seal(b"x", key_id=KEY_ID, subject_key=KEY, context=CONTEXT, chunk_size=chunk)
+    with pytest.raises(ValueError, match=sentence):
+        envelope.seal_stream(io.BytesIO(b"x"), io.BytesIO(), 1, key_id=KEY_ID, subject_key=KEY,
+                             context=CONTEXT, chunk_size=chunk)
+
+
+@pytest.mark.parametrize("chunk", [1, 16 * 1024 * 1024])
+def test_the_chunk_sizes_at_both_ends_seal_and_open(chunk: int) -> None:
+    blob = envelope.seal(b"ab", key_id=KEY_ID, subject_key=KEY, context=CONTEXT, chunk_size=chunk)
+    assert envelope.read_header(blob).chunk_size == chunk
+    assert envelope.open_sealed(blob, subject_key=KEY, context=CONTEXT) == b"ab"
+    out = io.BytesIO()
+    envelope.seal_stream(io.BytesIO(b"ab"), out, 2, key_id=KEY_ID, subject_key=KEY,
+                         context=CONTEXT, chunk_size=chunk)
+    assert _open_stream(out.getvalue()) == b"ab"
