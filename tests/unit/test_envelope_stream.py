@@ -113,3 +113,11 @@ def test_the_chunk_sizes_at_both_ends_seal_and_open(chunk: int) -> None:
     envelope.seal_stream(io.BytesIO(b"ab"), out, 2, key_id=KEY_ID, subject_key=KEY,
                          context=CONTEXT, chunk_size=chunk)
     assert _open_stream(out.getvalue()) == b"ab"
+
+
+def test_the_header_carries_the_documented_magic_version_and_flags() -> None:
+    blob = _seal_stream(b"layout")
+    assert (blob[:4], blob[4], blob[5], envelope.HEADER_BYTES) == (b"MPE\x1e", 1, 0, 76)
+    edited = blob[:4] + bytes([2]) + blob[5:]
+    with pytest.raises(DecryptionError, match="unknown encryption format version 2"):
+        envelope.read_header(edited)
