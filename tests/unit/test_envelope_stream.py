@@ -121,3 +121,14 @@ def test_the_header_carries_the_documented_magic_version_and_flags() -> None:
     edited = blob[:4] + bytes([2]) + blob[5:]
     with pytest.raises(DecryptionError, match="unknown encryption format version 2"):
         envelope.read_header(edited)
+
+
+def test_a_header_with_chunk_size_zero_is_refused_as_damaged_and_headers_are_frozen() -> None:
+    blob = _seal_stream(b"zero")
+    at = 4 + 1 + 1 + 16 + 40  # the chunk size field
+    edited = blob[:at] + bytes(4) + blob[at + 4:]
+    with pytest.raises(DecryptionError, match="the object's header is damaged"):
+        envelope.read_header(edited)
+    header = envelope.read_header(blob)
+    with pytest.raises(AttributeError):
+        header.chunk_size = 1  # type: ignore[misc]
