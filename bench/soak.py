@@ -188,29 +188,32 @@ class Soak:
         try:
             while not self.stop.is_set():
                 n += 1
-                tenant = rng.randrange(len(clients))
-                http = clients[tenant]
-                kind = rng.choices(KINDS, WEIGHTS)[0]
-                key = f"k{t}-{rng.randrange(20 if kind == 'overwrite' else 400)}"
-                if kind in ("write", "overwrite"):
-                    self._write(t, tenant, http, key, n)
-                elif kind == "read":
-                    self._call("read", lambda: http.get(f"/v1/memories/user/soak/{key}"))
-                elif kind == "search":
-                    self._call("search", lambda: http.post(
-                        "/v1/search", json={"query": f"value {rng.randrange(100)}", "limit": 5}))
-                elif kind == "event":
-                    self._call("event", lambda: http.post("/v1/events", json={
-                        "scope": "user", "scope_ref": "soak", "kind": "note",
-                        "body": f"note {n}"}))
-                elif kind == "export":
-                    self._job("export", http, lambda: http.post(
-                        "/v1/subjects/alice/export", json={"format": "json"}))
-                else:
-                    self._erase(t, tenant, http, n)
+                self._one(t, rng, clients, n)
         finally:
             for client in clients:
                 client.close()
+
+    def _one(self, t: int, rng: random.Random, clients: list[httpx.Client], n: int) -> None:
+        tenant = rng.randrange(len(clients))
+        http = clients[tenant]
+        kind = rng.choices(KINDS, WEIGHTS)[0]
+        key = f"k{t}-{rng.randrange(20 if kind == 'overwrite' else 400)}"
+        if kind in ("write", "overwrite"):
+            self._write(t, tenant, http, key, n)
+        elif kind == "read":
+            self._call("read", lambda: http.get(f"/v1/memories/user/soak/{key}"))
+        elif kind == "search":
+            query = f"value {rng.randrange(100)}"
+            self._call("search", lambda: http.post("/v1/search",
+                                                   json={"query": query, "limit": 5}))
+        elif kind == "event":
+            self._call("event", lambda: http.post("/v1/events", json={
+                "scope": "user", "scope_ref": "soak", "kind": "note", "body": f"note {n}"}))
+        elif kind == "export":
+            self._job("export", http, lambda: http.post(
+                "/v1/subjects/alice/export", json={"format": "json"}))
+        else:
+            self._erase(t, tenant, http, n)
 
     def _write(self, t: int, tenant: int, http: httpx.Client, key: str, n: int) -> None:
         kind = "overwrite" if (tenant, key) in self.ledger.acked else "write"
