@@ -20,9 +20,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--quick", action="store_true", help="fewer operations per case")
     parser.add_argument("--only", default="", help="comma-separated case name prefixes")
+    parser.add_argument("--minutes", type=float, default=20.0,
+                        help="the soak's length (run only with --only soak)")
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     only = [p for p in args.only.split(",") if p]
+    if only == ["soak"]:  # 20 minutes by default: never part of a full bench run
+        from .soak import report
+
+        return report(args.minutes)
     results = run_all(quick=args.quick, only=only)
     if not only or any("batch".startswith(p) for p in only):
         results |= batch.run(quick=args.quick)

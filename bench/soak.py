@@ -1,0 +1,375 @@
+"""A bounded soak under faults: mixed work across many tenants on a real ``memplane serve``
+(PostgreSQL, an S3 bucket on moto behind a TCP proxy) through a bucket outage and a
+PostgreSQL restart in the middle.
+
+Bars: no error outside the outage windows (inside them a 503 only: ``storage_unavailable``
+with Retry-After for the bucket, any 503 for the database); every acknowledged write reads
+back its last acknowledged value (or a later write refused during the database window whose
+commit may have landed); the server's RSS grows < 10% from the end of warm-up to the end;
+its PostgreSQL connections and open files come back to their baseline."""
+
+from __future__ import annotations
+
+import os
+import random
+import secrets
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+
+from control_plane.db.engine import make_engine
+from control_plane.db.migrate import upgrade
+from tests.support.emulators import MotoServer, new_s3_bucket
+from tests.support.postgres import PostgresCluster
+from tests.support.process import ServerProcess, TcpProxy
+from tests.support.service import RECEIPT_KEY
+
+ADMIN_KEY = "mp_soak_" + secrets.token_hex(12)
+RSS_GROWTH_BAR = 0.10
+FD_SLACK = 8
+CONN_SLACK = 0
+SETTLE_S = 2.0  # after a backend returns, requests started this soon may still see it away
+KINDS = ("write", "overwrite", "read", "search", "event", "export", "erase")
+WEIGHTS = (25, 25, 25, 10, 10, 3, 2)
+
+
+@dataclass
+class Window:
+    name: str  # "bucket" or "database"
+    start: float
+    end: float = float("inf")
+
+    def holds(self, at: float) -> bool:
+        return self.start <= at < self.end + SETTLE_S
+
+
+@dataclass
+class Op:
+    kind: str
+    started: float
+    ended: float
+    status: int  # 0: no HTTP answer
+    error: str = ""
+    retry_after: bool = False
+
+
+@dataclass
+class Ledger:
+    """What the clients saw: every operation, and per key its acknowledged and refused values."""
+
+    ops: list[Op] = field(default_factory=list)
+    acked: dict[tuple[int, str], int] = field(default_factory=dict)
+    maybe: dict[tuple[int, str], set[int]] = field(default_factory=dict)
+    erased: list[tuple[int, str]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, op: Op) -> None:
+        with self.lock:
+            self.ops.append(op)
+
+
+class Soak:
+    def __init__(self, minutes: float, tenants: int = 50, threads: int = 6,
+                 seed: int = 46) -> None:
+        self.seconds = minutes * 60
+        self.tenants_n, self.threads_n, self.seed = tenants, threads, seed
+        self.root = Path(tempfile.mkdtemp(prefix="memplane-soak-"))
+        self.ledger = Ledger()
+        self.windows: list[Window] = []
+        self.stop = threading.Event()
+        self.keys: list[str] = []
+        self.figures: dict[str, Any] = {}
+
+    # --- backends and server -------------------------------------------------------------
+    def _start(self) -> None:
+        self.pg = PostgresCluster(durable=True).start()
+        self.moto = MotoServer()
+        self.moto.start()
+        config = new_s3_bucket(self.moto)
+        self.proxy = TcpProxy(self.moto.port)
+        query = {k: v for k, v in config.items() if k not in ("bucket", "endpoint_url")}
+        query |= {"endpoint_url": self.proxy.endpoint, "connect_timeout": 1,
+                  "read_timeout": 3, "max_attempts": 1}
+        self.db_name = f"soak_{secrets.token_hex(4)}"
+        url = self.pg.create_database(self.db_name)
+        engine = make_engine(url)
+        upgrade(engine)
+        engine.dispose()
+        env = {"MEMPLANE_DATABASE_URL": url, "MEMPLANE_SERVER_KEY": secrets.token_hex(32),
+               "MEMPLANE_RECEIPT_SIGNING_KEY": RECEIPT_KEY,
+               "MEMPLANE_DATA_DIR": str(self.root), "MEMPLANE_ADMIN_KEY": ADMIN_KEY,
+               "MEMPLANE_DEFAULT_BUCKET_URL": f"s3://{config['bucket']}?{urlencode(query)}"}
+        self.server = ServerProcess(env).start(timeout=120)
+        with httpx.Client(base_url=self.server.base_url, timeout=30,
+                          headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as http:
+            for i in range(self.tenants_n):
+                r = http.post("/v1/tenants", json={"name": f"soak-{i}"})
+                r.raise_for_status()
+                self.keys.append(r.json()["api_key"])
+
+    def _close(self) -> None:
+        for stop in (self.server.stop, self.proxy.cut, self.moto.stop, self.pg.stop):
+            try:
+                stop()
+            except Exception:  # noqa: BLE001 - tearing down, the figures are taken
+                pass
+
+    @property
+    def pid(self) -> int:
+        assert self.server.process is not None
+        return self.server.process.pid
+
+    def rss_kb(self) -> int:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise RuntimeError("no VmRSS")
+
+    def fds(self) -> int:
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
+
+    def connections(self) -> int:
+        import psycopg
+
+        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{self.pg.port}/postgres",
+                             autocommit=True) as conn:
+            row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s",
+                               (self.db_name,)).fetchone()
+        return int(row[0]) if row else 0
+
+    # --- the load ---------------------------------------------------------------------------
+    def _call(self, kind: str, fn: Any) -> httpx.Response | None:
+        started = time.monotonic()
+        try:
+            response: httpx.Response = fn()
+        except httpx.HTTPError as exc:
+            self.ledger.add(Op(kind, started, time.monotonic(), 0, type(exc).__name__))
+            return None
+        error = ""
+        if response.status_code >= 400:
+            try:
+                error = str(response.json().get("error", ""))
+            except ValueError:
+                error = response.text[:80]
+        self.ledger.add(Op(kind, started, time.monotonic(), response.status_code, error,
+                           "Retry-After" in response.headers))
+        return response
+
+    def _job(self, kind: str, http: httpx.Client, post: Any) -> bool:
+        """A job from its request to its end, recorded as one operation over that span."""
+        started = time.monotonic()
+        response = self._call(kind + "-request", post)
+        if response is None or response.status_code != 202:
+            return False
+        job_id, state = response.json()["id"], "queued"
+        deadline = time.monotonic() + 120
+        while state in ("queued", "running") and time.monotonic() < deadline:
+            time.sleep(0.2)
+            polled = self._call(kind + "-poll", lambda: http.get(f"/v1/jobs/{job_id}"))
+            if polled is not None and polled.status_code == 200:
+                state = polled.json()["state"]
+        self.ledger.add(Op(kind, started, time.monotonic(), 200 if state == "completed" else 0,
+                           "" if state == "completed" else f"job {state}"))
+        return state == "completed"
+
+    def _worker(self, t: int) -> None:
+        rng = random.Random(self.seed * 1000 + t)
+        clients = [httpx.Client(base_url=self.server.base_url, timeout=20,
+                                headers={"Authorization": f"Bearer {key}"})
+                   for key in self.keys]
+        n = 0
+        try:
+            while not self.stop.is_set():
+                n += 1
+                self._one(t, rng, clients, n)
+        finally:
+            for client in clients:
+                client.close()
+
+    def _one(self, t: int, rng: random.Random, clients: list[httpx.Client], n: int) -> None:
+        tenant = rng.randrange(len(clients))
+        http = clients[tenant]
+        kind = rng.choices(KINDS, WEIGHTS)[0]
+        key = f"k{t}-{rng.randrange(20 if kind == 'overwrite' else 400)}"
+        if kind in ("write", "overwrite"):
+            self._write(t, tenant, http, key, n)
+        elif kind == "read":
+            self._call("read", lambda: http.get(f"/v1/memories/user/soak/{key}"))
+        elif kind == "search":
+            query = f"value {rng.randrange(100)}"
+            self._call("search", lambda: http.post("/v1/search",
+                                                   json={"query": query, "limit": 5}))
+        elif kind == "event":
+            self._call("event", lambda: http.post("/v1/events", json={
+                "scope": "user", "scope_ref": "soak", "kind": "note", "body": f"note {n}"}))
+        elif kind == "export":
+            self._job("export", http, lambda: http.post(
+                "/v1/subjects/alice/export", json={"format": "json"}))
+        else:
+            self._erase(t, tenant, http, n)
+
+    def _write(self, t: int, tenant: int, http: httpx.Client, key: str, n: int) -> None:
+        kind = "overwrite" if (tenant, key) in self.ledger.acked else "write"
+        response = self._call(kind, lambda: http.put(
+            f"/v1/memories/user/soak/{key}",
+            json={"value": {"n": n, "text": f"value {n % 100}"}, "user_id": "alice"}))
+        with self.ledger.lock:
+            if response is not None and response.status_code == 200:
+                self.ledger.acked[(tenant, key)] = n
+                self.ledger.maybe.pop((tenant, key), None)
+            else:  # refused or unanswered: it may still have landed
+                self.ledger.maybe.setdefault((tenant, key), set()).add(n)
+
+    def _erase(self, t: int, tenant: int, http: httpx.Client, n: int) -> None:
+        subject = f"gone-{t}-{n}"
+        put = self._call("write", lambda: http.put(
+            f"/v1/memories/user/{subject}/k", json={"value": n, "user_id": subject}))
+        if put is None or put.status_code != 200:
+            return
+        if self._job("erase", http, lambda: http.post(f"/v1/subjects/{subject}/erase",
+                                                      json={})):
+            with self.ledger.lock:
+                self.ledger.erased.append((tenant, subject))
+
+    # --- the run ------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        self._start()
+        try:
+            return self._run()
+        finally:
+            self._close()
+
+    def _run(self) -> dict[str, Any]:
+        total, begin = self.seconds, time.monotonic()
+        warm_end = begin + 0.2 * total
+        bucket_at, bucket_for = begin + 0.35 * total, max(5.0, 0.08 * total)
+        db_at, db_for = begin + 0.6 * total, max(3.0, 0.03 * total)
+        workers = [threading.Thread(target=self._worker, args=(t,), daemon=True)
+                   for t in range(self.threads_n)]
+        for worker in workers:
+            worker.start()
+        self._sleep_until(warm_end)
+        rss_warm, fds_base, conns_base = self.rss_kb(), self.fds(), self.connections()
+        self._sleep_until(bucket_at)
+        window = Window("bucket", time.monotonic())
+        self.windows.append(window)
+        self.proxy.cut()
+        self._sleep_until(bucket_at + bucket_for)
+        self.proxy.restore()
+        window.end = time.monotonic()
+        self._sleep_until(db_at)
+        window = Window("database", time.monotonic())
+        self.windows.append(window)
+        self.pg.halt()
+        self._sleep_until(db_at + db_for)
+        self.pg.resume()
+        window.end = time.monotonic()
+        self._sleep_until(begin + total)
+        self.stop.set()
+        for worker in workers:
+            worker.join(timeout=180)
+        rss_end = self.rss_kb()
+        readback = self._read_back()
+        time.sleep(3)  # connections the pool let go of are gone from pg_stat_activity
+        fds_end, conns_end = self.fds(), self.connections()
+        return self._figures(time.monotonic() - begin, rss_warm, rss_end, fds_base, fds_end,
+                             conns_base, conns_end, readback)
+
+    def _sleep_until(self, at: float) -> None:
+        while (left := at - time.monotonic()) > 0:
+            time.sleep(min(left, 0.5))
+
+    def _read_back(self) -> dict[str, int]:
+        wrong = missing = checked = erased_left = 0
+        clients = [httpx.Client(base_url=self.server.base_url, timeout=30,
+                                headers={"Authorization": f"Bearer {key}"}) for key in self.keys]
+        try:
+            for (tenant, key), n in sorted(self.ledger.acked.items()):
+                checked += 1
+                r = clients[tenant].get(f"/v1/memories/user/soak/{key}")
+                if r.status_code != 200:
+                    missing += 1
+                    continue
+                allowed = {n} | {m for m in self.ledger.maybe.get((tenant, key), ()) if m > n}
+                wrong += r.json()["value"]["n"] not in allowed
+            for tenant, subject in self.ledger.erased:
+                erased_left += clients[tenant].get(
+                    f"/v1/memories/user/{subject}/k").status_code != 404
+        finally:
+            for client in clients:
+                client.close()
+        return {"checked": checked, "missing": missing, "wrong": wrong,
+                "erased_checked": len(self.ledger.erased), "erased_still_there": erased_left}
+
+    def _classify(self, op: Op) -> str:
+        """``ok``, ``window`` (a refusal the window allows) or ``error``."""
+        if 200 <= op.status < 300 or (op.status == 404 and op.kind == "read"):
+            return "ok"
+        for window in self.windows:
+            if window.holds(op.started) or window.holds(op.ended) or (
+                    op.started < window.start and op.ended > window.end):
+                if op.kind in ("export", "erase") and op.error.startswith("job failed"):
+                    return "window"
+                if window.name == "bucket" and op.status == 503 and op.retry_after \
+                        and op.error == "storage_unavailable":
+                    return "window"
+                if window.name == "database" and op.status == 503:
+                    return "window"
+        return "error"
+
+    def _figures(self, elapsed: float, rss_warm: int, rss_end: int, fds_base: int, fds_end: int,
+                 conns_base: int, conns_end: int, readback: dict[str, int]) -> dict[str, Any]:
+        by_kind = Counter(op.kind for op in self.ledger.ops)
+        classes = Counter(self._classify(op) for op in self.ledger.ops)
+        errors = [op for op in self.ledger.ops if self._classify(op) == "error"]
+        refused = Counter(f"{w.name}:{op.status}:{op.error}" for op in self.ledger.ops
+                          for w in self.windows if self._classify(op) == "window"
+                          and (w.holds(op.started) or w.holds(op.ended)))
+        growth = (rss_end - rss_warm) / rss_warm if rss_warm else 0.0
+        bars = {
+            "no error outside the windows": not errors,
+            "no 500 anywhere": all(op.status < 500 or op.status == 503 for op in self.ledger.ops),
+            "every acknowledged write read back": readback["missing"] == readback["wrong"] == 0,
+            "every erased subject gone": readback["erased_still_there"] == 0,
+            f"RSS growth after warm-up < {RSS_GROWTH_BAR:.0%}": growth < RSS_GROWTH_BAR,
+            f"fds back to baseline (+ {FD_SLACK} at most)": fds_end <= fds_base + FD_SLACK,
+            "PostgreSQL connections back to baseline": conns_end <= conns_base + CONN_SLACK,
+        }
+        return {
+            "seconds": round(elapsed, 1), "tenants": self.tenants_n, "threads": self.threads_n,
+            "operations": dict(sorted(by_kind.items())), "outcomes": dict(classes),
+            "refused_in_windows": dict(refused),
+            "windows": [{"name": w.name, "seconds": round(w.end - w.start, 1)}
+                        for w in self.windows],
+            "errors": Counter(f"{op.kind}:{op.status}:{op.error}" for op in errors)
+            .most_common(10),
+            "readback": readback, "rss_kb": {"warm": rss_warm, "end": rss_end,
+                                              "growth": round(growth, 4)},
+            "fds": {"baseline": fds_base, "end": fds_end},
+            "connections": {"baseline": conns_base, "end": conns_end},
+            "bars": bars,
+        }
+
+
+def run(minutes: float = 20.0, tenants: int = 50, threads: int = 6) -> dict[str, Any]:
+    """The soak's figures and bars (``bars``: name → passed)."""
+    return Soak(minutes, tenants, threads).run()
+
+
+def report(minutes: float) -> int:
+    """``python -m bench --only soak --minutes N``: the figures as JSON, then the bars;
+    exit 1 if one fails."""
+    import json
+
+    figures = run(minutes)
+    print(json.dumps({k: v for k, v in figures.items() if k != "bars"}, indent=1))
+    for name, passed in figures["bars"].items():
+        print(f"{'PASS' if passed else 'FAIL'}  {name}")
+    return 0 if all(figures["bars"].values()) else 1
