@@ -39,6 +39,9 @@ class Settings(BaseSettings):
     default_bucket_url: str | None = Field(
         None, description="Bucket for tenants without their own; default: data_dir/bucket."
     )
+    public_url: str | None = Field(
+        None, description="The URL clients reach the API at (https, through the TLS proxy in "
+        "front of the server); `memplane doctor` checks it.")
     admin_key: SecretStr | None = Field(
         None, description="Admin key of the default tenant; also allowed to create tenants."
     )
@@ -292,6 +295,16 @@ class Settings(BaseSettings):
                 raise ValueError(f"set {setting} or {setting}_FILE, not both")
             data = {**data, name: read_secret_file(Path(path), f"{setting}_FILE")}
         return data
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url_is_usable(cls, value: str | None) -> str | None:
+        from .db.urls import url_problem
+
+        problem = url_problem(value) if value else None
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @field_validator("allowed_endpoints", "kek_aws_allowed_key_refs",
                      "gcs_impersonation_allowed", mode="before")

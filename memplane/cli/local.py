@@ -151,6 +151,23 @@ def redact_url(url: str) -> str:
 _SECRET = re.compile(r"pass|secret|token|key|sig|credential|auth", re.IGNORECASE)
 
 
+def preflight(settings: Settings, *, must_be_migrated: bool, bucket: bool = False) -> None:
+    """The database answers (and is migrated, if it must be) and, with ``bucket``, the
+    default bucket takes a write; else one sentence and exit 2 (control_plane/preflight.py)."""
+    from control_plane.preflight import Refused, check_database, check_default_bucket
+    from storage_adapters.registry import MissingExtra
+
+    try:
+        check_database(settings, must_be_migrated=must_be_migrated)
+        if bucket:
+            check_default_bucket(settings)
+    except MissingExtra as exc:
+        missing_extra(exc)
+    except Refused as exc:
+        typer.echo(f"memplane: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
 def say_where(settings: Settings) -> None:
     """One line on stderr: which database and which default bucket this command uses."""
     line = (f"memplane: database {redact_url(settings.resolved_database_url)}; "
@@ -176,6 +193,8 @@ def _runtime(migrate: bool | None = None, *, database_only: bool = False) -> Ite
 
     settings = load_settings()
     check_data_dir(settings, database_only=database_only)
+    preflight(settings, must_be_migrated=not (migrate if migrate is not None
+                                              else settings.embedded))
     say_where(settings)
     runtime = open_runtime(settings)
     try:
@@ -203,8 +222,9 @@ def serve(
 
     settings = load_settings()
     check_data_dir(settings, create=True)
-    say_where(settings)
     check_backend(settings)
+    preflight(settings, must_be_migrated=not settings.embedded, bucket=True)
+    say_where(settings)
     configure_logging(settings.log_level)
     console.print(f"memplane serving on http://{host}:{port}  "
                   f"(database: {'embedded SQLite' if settings.embedded else 'external'}, "
