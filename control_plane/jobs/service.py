@@ -28,6 +28,7 @@ from ..db.engine import begin_write
 from ..db.models import Job
 from ..errors import NotFound
 from ..identity import Actor
+from ..kit import request_id_var
 from ..plane.data_plane import DataPlane
 from ..settings import Settings
 from . import limits
@@ -52,7 +53,7 @@ def enqueue(session: Session, tenant_id: uuid.UUID, kind: str, *, subject: str |
     now = utcnow()
     job = Job(id=new_id(), tenant_id=tenant_id, kind=kind, subject=subject, params=params,
               state="queued", progress={}, result=None, attempts=0, created_at=now,
-              updated_at=now)
+              updated_at=now, request_id=request_id_var.get())
     session.add(job)
     session.flush()
     return job
@@ -67,7 +68,7 @@ def enqueue_once(session: Session, tenant_id: uuid.UUID, kind: str, dedupe_key: 
     return repo.insert_unique(session, dict(
         id=new_id(), tenant_id=tenant_id, kind=kind, subject=None, params=params,
         state="queued", progress={}, result=None, attempts=0, created_at=now, updated_at=now,
-        dedupe_key=dedupe_key))
+        dedupe_key=dedupe_key, request_id=request_id_var.get()))
 
 
 def get_job(session: Session, actor: Actor, job_id: uuid.UUID) -> Job:

@@ -28,6 +28,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..db.engine import begin_write
+from ..kit import request_id_var
 from . import repository as repo
 from .service import JobContext
 
@@ -70,8 +71,9 @@ class HandlerThread:
     closes it itself; before, the worker does once ``done`` is set."""
 
     def __init__(self, handler: Callable[[JobContext], dict[str, Any]], ctx: JobContext,
-                 session: Session) -> None:
+                 session: Session, request_id: str | None = None) -> None:
         self.handler, self.ctx, self.session = handler, ctx, session
+        self.request_id = request_id  # of the request that queued the job: its logs carry it
         self.done = threading.Event()
         self.result: dict[str, Any] | None = None
         self.error: BaseException | None = None
@@ -95,6 +97,7 @@ class HandlerThread:
             return True
 
     def _run(self) -> None:
+        request_id_var.set(self.request_id)  # this thread's own context
         try:
             self.result = self.handler(self.ctx)
         except BaseException as exc:  # handed to the worker's thread, which re-raises it

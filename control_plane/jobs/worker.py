@@ -35,6 +35,7 @@ from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import Job
 from ..identity import Actor
+from ..kit import request_id_var
 from ..plane.data_plane import DataPlane
 from ..settings import Settings
 from . import repository as repo
@@ -163,6 +164,13 @@ class Worker:
             return None
 
     def _run(self, job: Job) -> None:
+        token = request_id_var.set(job.request_id)  # the worker's lines about it carry it too
+        try:
+            self._attempt(job)
+        finally:
+            request_id_var.reset(token)
+
+    def _attempt(self, job: Job) -> None:
         handler = self.handlers.get(job.kind) or _missing
         session = self.sessions()
         lost = threading.Event()
@@ -174,7 +182,7 @@ class Worker:
             plane=self.plane, settings=self.settings, lease_seconds=self.lease_seconds,
             lost=lost.is_set, clock=self.clock, beat=watch.beat,
         )
-        runner = HandlerThread(handler, ctx, session)
+        runner = HandlerThread(handler, ctx, session, job.request_id)
         started, outcome = time.perf_counter(), "completed"
         runner.start()
         try:

@@ -9,10 +9,20 @@ from typing import Any
 from ..kit import request_id_var
 
 
+class RequestIdFilter(logging.Filter):
+    """Stamps each record with the request id of the context that logged it (a request, or
+    a job the request queued), whichever thread or handler formats it later."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "request_id", None) is None:
+            record.request_id = request_id_var.get()
+        return True
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line, with the request id. Never log memory content here."""
 
-    _std = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+    _std = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "request_id"}
 
     def format(self, record: logging.LogRecord) -> str:
         payload: dict[str, Any] = {
@@ -20,7 +30,7 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
-            "request_id": request_id_var.get(),
+            "request_id": getattr(record, "request_id", None) or request_id_var.get(),
         }
         payload.update({k: v for k, v in record.__dict__.items() if k not in self._std})
         if record.exc_info:
@@ -34,6 +44,7 @@ def configure_logging(level: str = "INFO") -> None:
     from ..log_guard import guard
 
     handler = guard(logging.StreamHandler())
+    handler.addFilter(RequestIdFilter())
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -21,6 +21,7 @@ from .json_depth import MAX_JSON_DEPTH, nests_deeper
 from .metrics import Metrics
 
 access_log = logging.getLogger("memplane.access")
+error_log = logging.getLogger("control_plane.app")
 _SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 _KEEP_ENCODED = re.compile(r"(%2[fF]|%25)")
 _CHECK_INLINE_BYTES = 256 * 1024
@@ -62,11 +63,12 @@ class RequestContext:
         token = request_id_var.set(request_id)
         started = time.perf_counter()
         status = 500
+        answered = False
 
         async def send_wrapper(message: Message) -> None:
-            nonlocal status
+            nonlocal status, answered
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, answered = message["status"], True
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"],
                                       (b"x-request-id", request_id.encode())]
@@ -85,7 +87,17 @@ class RequestContext:
             if refusal is not None:
                 await _answer(send_wrapper, *refusal)
                 return
-            await self.app(scope, receive, send_wrapper)
+            try:
+                await self.app(scope, receive, send_wrapper)
+            except Exception:
+                # Logged here, while the request id is set, so the 500's id finds this line.
+                error_log.exception("unhandled error")
+                if answered:
+                    raise
+                await _answer(send_wrapper, 500, "internal_error",
+                              f"the server failed; the log lines of request {request_id} say "
+                              "why (quote it when reporting the failure)", [],
+                              request_id=request_id)
         finally:
             elapsed = time.perf_counter() - started
             route = scope.get("route")
@@ -157,8 +169,11 @@ Gate = Callable[[Scope], Awaitable[_Refusal | None]]
 
 
 async def _answer(send: Send, status: int, code: str, detail: str,
-                  headers: list[tuple[bytes, bytes]]) -> None:
-    body = json.dumps({"error": code, "detail": detail}).encode()
+                  headers: list[tuple[bytes, bytes]], request_id: str | None = None) -> None:
+    answer = {"error": code, "detail": detail}
+    if request_id is not None:
+        answer["request_id"] = request_id
+    body = json.dumps(answer).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode()), *headers]})

@@ -16,6 +16,7 @@ pool. ``map`` stops running tasks once one has failed.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import uuid
 from collections.abc import Callable, Iterable
@@ -67,7 +68,9 @@ class SharedPool:
             self._done(tenant_id)
             return _here(fn, *args)
         try:
-            return executor.submit(self._run, tenant_id, bulkhead, fn, *args)
+            # in the caller's context: the work's log lines carry its request id
+            return executor.submit(contextvars.copy_context().run, self._run, tenant_id,
+                                   bulkhead, fn, *args)
         except BaseException:  # shut down: nothing will run it
             if bulkhead is not None:
                 bulkhead.release()

@@ -48,3 +48,5 @@ class Job(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     dedupe_key: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    # The request that queued it (its X-Request-Id): the worker logs under it too.
+    request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
