@@ -10,6 +10,8 @@ URL with the password masked; a bucket URL is shown without credentials.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -36,12 +38,14 @@ class Database:
     """What the database answered: its clock, its connection limit (PostgreSQL)."""
 
     dialect: str
-    now_offset_seconds: float | None
+    now_offset_seconds: float | None  # the database's clock minus this host's
     max_connections: int | None
     migrated: bool
+    reserved_connections: int | None = None  # for superusers only
 
 
-def check_database(settings: Settings, *, must_be_migrated: bool) -> Database:
+def check_database(settings: Settings, *, must_be_migrated: bool,
+                   clock: Callable[[], float] = time.time) -> Database:
     """Connect once and look at the migrations; :class:`Refused` with one sentence when the
     database cannot be reached, or is not migrated and ``must_be_migrated``."""
     url = settings.resolved_database_url
@@ -56,7 +60,7 @@ def check_database(settings: Settings, *, must_be_migrated: bool) -> Database:
     try:
         with engine.connect() as connection:
             dialect = connection.dialect.name
-            offset, limit = _clock_and_limit(connection, dialect)
+            offset, limit, reserved = _clock_and_limit(connection, dialect, clock)
             migrated = is_migrated(connection)
     except DBAPIError as exc:
         raise Refused(f"cannot reach {where(url)}: {_reason(exc, settings)}") from None
@@ -67,7 +71,7 @@ def check_database(settings: Settings, *, must_be_migrated: bool) -> Database:
     if must_be_migrated and not migrated:
         raise Refused(f"the database at {shown(url)} is not migrated: run `memplane db "
                       "upgrade`")
-    return Database(dialect, offset, limit, migrated)
+    return Database(dialect, offset, limit, migrated, reserved)
 
 
 def _sqlite_file_exists(database: str | None) -> bool:
@@ -103,16 +107,16 @@ def is_migrated(connection: Any) -> bool:
     return heads == set(script_heads())
 
 
-def _clock_and_limit(connection: Any, dialect: str) -> tuple[float | None, int | None]:
+def _clock_and_limit(connection: Any, dialect: str, clock: Callable[[], float],
+                     ) -> tuple[float | None, int | None, int | None]:
     if dialect != "postgresql":
-        return None, None  # SQLite's clock is this machine's
-    import time
-
-    before = time.time()
+        return None, None, None  # SQLite's clock is this machine's
+    before = clock()
     db_now = connection.execute(text("SELECT extract(epoch FROM clock_timestamp())")).scalar()
-    after = time.time()
+    after = clock()
     limit = connection.execute(text("SHOW max_connections")).scalar()
-    return float(db_now) - (before + after) / 2, int(limit)
+    reserved = connection.execute(text("SHOW superuser_reserved_connections")).scalar()
+    return float(db_now) - (before + after) / 2, int(limit), int(reserved)
 
 
 def _reason(exc: DBAPIError, settings: Settings) -> str:

@@ -18,6 +18,7 @@ from . import (
     compliance,
     conversations,
     crypto,
+    doctor,
     entries,
     events,
     hygiene,
@@ -69,6 +70,7 @@ app.command("export")(compliance.export)
 app.command("erase")(compliance.erase)
 app.command("compact")(compact.compact)
 app.command("search")(search.search)
+app.command("doctor")(doctor.doctor)
 
 receipt_app = typer.Typer(help="Signed erasure receipts.", no_args_is_help=True)
 receipt_app.command("verify")(compliance.receipt_verify)
