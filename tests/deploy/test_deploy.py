@@ -63,7 +63,8 @@ def render(values: dict[str, Any]) -> list[dict[str, Any]]:
     with Chart.load(CHART) as chart:
         manifests = chart.render(values, name="memplane", namespace="memplane",
                                  is_install=True)
-    return [doc for text in manifests.values() for doc in yaml.safe_load_all(text) if doc]
+    return [doc for name, text in manifests.items() if not name.endswith("NOTES.txt")
+            for doc in yaml.safe_load_all(text) if doc]
 
 
 def containers(doc: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
 """What deploy/ gives an operator who changes nothing is the safe choice.
 
-Helm chart, rendered with only what it cannot guess (the database URL, the KMS key):
+Helm chart, rendered with only what it cannot guess (the database URL, the KMS key, the
+bucket):
 secrets generated into its Secret, a NetworkPolicy, no service-account token, a required
 /metrics token the scrapes send, the bootstrap admin key never in a pod's log, no private
 storage endpoints. Compose file: no secret in it, no stand-in port published, the APIs on
@@ -24,7 +25,7 @@ from tests.deploy.test_deploy import DEPLOY, compose_value, containers, render
 
 MINIMAL = {"secrets": {"values": {
     "MEMPLANE_DATABASE_URL": "postgresql+psycopg://memplane:pw@postgres:5432/memplane"}},
-    "kek": {"awsKeyId": "alias/memplane"}}
+    "kek": {"awsKeyId": "alias/memplane"}, "defaultBucketUrl": "s3://memplane-default/memplane"}
 GENERATED = ("MEMPLANE_SERVER_KEY", "MEMPLANE_RECEIPT_SIGNING_KEY", "MEMPLANE_ADMIN_KEY",
              "MEMPLANE_METRICS_TOKEN")
 PRIVATE = [ipaddress.ip_network(n) for n in (

@@ -61,8 +61,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   value: /var/lib/memplane
 - name: MEMPLANE_RUN_JOBS
   value: "false"
-{{- with .Values.defaultBucketUrl }}
 - name: MEMPLANE_DEFAULT_BUCKET_URL
+  value: {{ include "memplane.bucketUrl" . | quote }}
+{{- with .Values.publicUrl }}
+- name: MEMPLANE_PUBLIC_URL
   value: {{ . | quote }}
 {{- end }}
 - name: MEMPLANE_KEK_PROVIDER
@@ -131,4 +133,17 @@ tolerations:
 affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end -}}
+
+{{/* The default bucket, required: without one, memory would go to each pod's emptyDir and be
+lost when the pod goes. A directory or memory:// bucket inside a pod is refused alike. */}}
+{{- define "memplane.bucketUrl" -}}
+{{- $url := required "defaultBucketUrl is required: name the bucket memory goes to (e.g. s3://my-bucket/memplane, gs://…, azure://…); without one each pod would keep memory in its own emptyDir, lost on restart" .Values.defaultBucketUrl -}}
+{{- if not (regexMatch "^[a-z][a-z0-9+.-]*://" $url) -}}
+{{- fail (printf "defaultBucketUrl %q has no scheme: name an object storage bucket (s3://my-bucket/memplane, gs://…, azure://…)" (regexReplaceAll "\\?.*$" $url "")) -}}
+{{- end -}}
+{{- if regexMatch "^(file|memory)://" $url -}}
+{{- fail (printf "defaultBucketUrl %q is inside each pod (an emptyDir, lost on restart): name an object storage bucket (s3://, gs://, azure://)" (regexReplaceAll "\\?.*$" $url "")) -}}
+{{- end -}}
+{{- $url -}}
 {{- end -}}
