@@ -122,7 +122,8 @@ def test_notes_say_how_to_check_and_reach_the_release() -> None:
         notes = chart.render(chart_values, name="memplane", namespace="memplane",
                              is_install=True)["memplane/templates/NOTES.txt"]
     assert "  Bucket:   s3://acme/mp\n" in notes and "Secret-0002" not in notes
-    assert "kubectl -n memplane exec deploy/memplane-api -- memplane doctor" in notes
+    assert ("kubectl -n memplane exec deploy/memplane-api -- memplane doctor --processes 5"
+            in notes)  # 2 API replicas, 2 workers, a CronJob
     assert "set publicUrl to its\nhttps:// URL" in notes
     with Chart.load(CHART) as chart:
         notes = chart.render(values(publicUrl="https://memory.example.com"), name="memplane",
