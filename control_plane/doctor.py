@@ -67,9 +67,14 @@ def run(settings: Settings, *, processes: int = 1,
 
 def _database(settings: Settings, checks: list[Check],
               clock: Callable[[], float]) -> Database | None:
+    from storage_adapters.registry import MissingExtra
+
     url = settings.resolved_database_url
     try:
         found = check_database(settings, must_be_migrated=False, clock=clock)
+    except MissingExtra as exc:
+        checks.append(Check("database", "fail", str(exc), "pip install 'memplane[postgres]'"))
+        return None
     except Refused as exc:
         checks.append(Check("database", "fail", str(exc),
                             "check MEMPLANE_DATABASE_URL's host, port, user, password and "

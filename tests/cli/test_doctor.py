@@ -23,6 +23,14 @@ from control_plane.settings import Settings
 from tests.support.emulators import MOTO_KEY_ID, MOTO_REGION, MOTO_SECRET, MotoServer
 from tests.support.postgres import PostgresCluster
 
+
+@pytest.fixture(scope="module")
+def postgres(postgres: object) -> PostgresCluster:
+    """The suite's own cluster (its port and roles are named in the expected sentences)."""
+    if not isinstance(postgres, PostgresCluster):
+        pytest.skip("needs the suite's own PostgreSQL cluster, not MEMPLANE_TEST_DATABASE_URL")
+    return postgres
+
 MEMPLANE = Path(sys.executable).with_name("memplane")
 METRICS_TOKEN = "Metrics-token-" + secrets.token_hex(8)
 

@@ -15,6 +15,14 @@ import pytest
 from tests.support.emulators import MotoServer, free_port
 from tests.support.postgres import PostgresCluster
 
+
+@pytest.fixture(scope="module")
+def postgres(postgres: object) -> PostgresCluster:
+    """The suite's own cluster (its port and roles are named in the expected sentences)."""
+    if not isinstance(postgres, PostgresCluster):
+        pytest.skip("needs the suite's own PostgreSQL cluster, not MEMPLANE_TEST_DATABASE_URL")
+    return postgres
+
 MEMPLANE = Path(sys.executable).with_name("memplane")
 SERVER_KEY = "5c1e0d9a7b3f48e2a6d4c8b0f2e9a1d7"
 PASSWORD = "Right-pw-7f3a9c"  # the role's password
@@ -41,13 +49,11 @@ def refused(done: subprocess.CompletedProcess[str], sentence: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def password_role(postgres: object) -> str:
+def password_role(postgres: PostgresCluster) -> str:
     """A role that logs in with a password over TCP (the suite's own roles are trusted);
     returns the URL of its database with the right password."""
     import psycopg
 
-    if not isinstance(postgres, PostgresCluster):
-        pytest.skip("needs the suite's own PostgreSQL cluster (pg_hba.conf is edited)")
     hba = postgres.data / "pg_hba.conf"
     rule = "host all memplane_pw 127.0.0.1/32 scram-sha-256\n"
     if rule not in hba.read_text():
