@@ -116,7 +116,8 @@ def _bucket(settings: Settings) -> Check:
         found = check_default_bucket(settings)
     except Refused as exc:
         return Check("bucket", "fail", str(exc),
-                     "fix MEMPLANE_DEFAULT_BUCKET_URL or the bucket's permissions")
+                     "install the extra it names" if "pip install" in str(exc)
+                     else "fix MEMPLANE_DEFAULT_BUCKET_URL or the bucket's permissions")
     summary = (f"{found.url}: write, read and delete in {found.latency_ms:.0f} ms"
                + (f", region {found.region}" if found.region else ""))
     declared = dict(parse_qsl(urlsplit(settings.resolved_bucket_url).query)).get("region")

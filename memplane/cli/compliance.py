@@ -297,7 +297,7 @@ def worker(
 
     from .local import _runtime
 
-    with _runtime() as runtime:
+    with _runtime(bucket=True) as runtime:  # refuses a database or bucket it cannot use
         configure_logging(runtime.settings.log_level)
         job_worker = JobWorker(runtime.sessions, runtime.plane, runtime.settings,
                                lease_seconds=lease_seconds)

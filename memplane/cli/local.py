@@ -188,13 +188,14 @@ def open_runtime(settings: Settings) -> Runtime:
 
 
 @contextmanager
-def _runtime(migrate: bool | None = None, *, database_only: bool = False) -> Iterator[Runtime]:
+def _runtime(migrate: bool | None = None, *, database_only: bool = False,
+             bucket: bool = False) -> Iterator[Runtime]:
     from storage_adapters.registry import MissingExtra
 
     settings = load_settings()
     check_data_dir(settings, database_only=database_only)
     preflight(settings, must_be_migrated=not (migrate if migrate is not None
-                                              else settings.embedded))
+                                              else settings.embedded), bucket=bucket)
     say_where(settings)
     runtime = open_runtime(settings)
     try:

@@ -140,8 +140,10 @@ def test_a_database_url_memplane_cannot_use_is_one_sentence(
     assert "Secret-pw-0001" not in done.stderr
 
 
-def test_a_bucket_url_without_a_scheme_is_refused_at_start(tmp_path: Path) -> None:
-    done = run(tmp_path, "serve", MEMPLANE_DEFAULT_BUCKET_URL="relative/bucket")
+@pytest.mark.parametrize("command", [["serve"], ["worker"]])
+def test_a_bucket_url_without_a_scheme_is_refused_at_start(tmp_path: Path,
+                                                           command: list[str]) -> None:
+    done = run(tmp_path, *command, MEMPLANE_DEFAULT_BUCKET_URL="relative/bucket")
     refused(done, "MEMPLANE_DEFAULT_BUCKET_URL relative/bucket has no scheme: write "
                   "file:///absolute/path for a directory, or name the bucket with one of az://, "
                   "azure://, file://, gcs://, gs://, memory://, s3://")
