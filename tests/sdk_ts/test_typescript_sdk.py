@@ -135,3 +135,24 @@ def _readme_ts_blocks() -> list[str]:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     section = text.split("\n## TypeScript SDK\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```ts\n(.*?)```", section, re.S)
+
+
+_AWKWARD = {"z": [1, -2, 0, True, False, None], "a": {"é": "ü\u2028\x1f\"\\/", "Z": 10**15},
+            "\U0001f600": "astral key", "\uffff": "last of the BMP", "": [], "n": {"": {}},
+            "seq": 9007199254740991, "text": "tab\tnew\nline ✓ 日本"}
+
+
+def test_canonical_form_is_byte_for_byte_the_servers() -> None:
+    """The bytes verifyReceipt checks are the bytes control_plane/signing.py signs, for keys
+    that sort differently by UTF-16 unit and by code point, escapes, non-ASCII and large ints."""
+    from control_plane.signing import canonical
+
+    script = ("const { canonicalReceipt } = require('./dist/cjs/index.js');"
+              "const body = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+              "process.stdout.write(Buffer.from(canonicalReceipt(body)).toString('hex'));")
+    with _prepared():
+        done = subprocess.run(["node", "-e", script], cwd=SDK, capture_output=True, text=True,
+                              input=json.dumps({**_AWKWARD, "signature": "dropped"}),
+                              timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert bytes.fromhex(done.stdout) == canonical(_AWKWARD)

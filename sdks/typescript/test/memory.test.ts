@@ -1,7 +1,7 @@
 /** The seed's memory calls, as written, against the live server. */
 import assert from "node:assert/strict";
 import { before, describe, it } from "node:test";
-import { BadRequest, NotFound, parseDays, type MemoryPointer } from "../src/index.js";
+import { BadRequest, Memplane, NotFound, parseDays, type MemoryPointer } from "../src/index.js";
 import { newTenant, type Tenant, unique } from "./helpers.js";
 
 let tenant: Tenant;
@@ -10,6 +10,12 @@ before(async () => {
 });
 
 describe("client.memory", () => {
+  it("ready() reads /readyz; an address nobody answers is not ready", async () => {
+    assert.equal(await tenant.admin.ready(), true);
+    const nowhere = new Memplane({ baseUrl: "http://127.0.0.1:9", apiKey: "k", maxRetries: 0 });
+    assert.equal(await nowhere.ready(), false);
+  });
+
   it("set gives a pointer in the seed's MemoryPointer names; get resolves to the value", async () => {
     const client = tenant.admin;
     const userId = unique("user");

@@ -14,7 +14,7 @@ let compliance: Memplane;
 let receipt: Receipt;
 let publicKey: string;
 let verifierKey: string;
-const userId = unique("subject");
+const userId = unique("sübject-Zürich-✓");
 
 before(async () => {
   tenant = await newTenant();
