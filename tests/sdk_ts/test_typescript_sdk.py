@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.service import Tenant
+from tests.support.service import RECEIPT_KEY, Tenant, isolated_database
 
 ROOT = Path(__file__).resolve().parents[2]
 SDK = ROOT / "sdks" / "typescript"
@@ -74,6 +75,19 @@ def test_builds_typechecks_and_passes_its_tests_against_a_live_server() -> None:
     assert (SDK / "dist" / "esm" / "index.d.ts").exists()
     assert json.loads((SDK / "dist" / "cjs" / "package.json").read_text()) == {
         "type": "commonjs"}
+
+
+@pytest.mark.postgres
+def test_its_tests_pass_on_postgresql(request: pytest.FixtureRequest) -> None:
+    """The same node tests against ``memplane serve`` on a fresh, migrated PostgreSQL
+    database (the script still starts the server; only its database differs)."""
+    url = isolated_database("postgres", request)
+    env = {"MEMPLANE_DATABASE_URL": url, "MEMPLANE_SERVER_KEY": secrets.token_hex(24),
+           "MEMPLANE_RECEIPT_SIGNING_KEY": RECEIPT_KEY}
+    with _prepared() as npm:
+        output = _run([npm, "test"], SDK, timeout=900, env=env)
+    assert "# fail 0" in output, output[-4000:]
+    assert int(output.rsplit("# pass ", 1)[1].split()[0]) >= 30, output[-4000:]
 
 
 def test_api_types_match_the_openapi_document() -> None:

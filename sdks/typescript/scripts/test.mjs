@@ -61,6 +61,12 @@ if (!env.MEMPLANE_URL) {
       MEMPLANE_COMPACTOR_SCHEDULE: "off",
       MEMPLANE_RETENTION_SCHEDULE: "off",
       MEMPLANE_LOG_LEVEL: "warning",
+      // On a PostgreSQL database (MEMPLANE_DATABASE_URL, migrated; MEMPLANE_SERVER_KEY and
+      // MEMPLANE_RECEIPT_SIGNING_KEY set by the caller), the default bucket is still local.
+      ...(process.env.MEMPLANE_DATABASE_URL ? {
+        MEMPLANE_DEFAULT_BUCKET_URL: `file://${join(dataDir, "data", "bucket")}`,
+        MEMPLANE_ALLOW_LOCAL_STORAGE: "true",
+      } : {}),
     },
   });
   env.MEMPLANE_TEST_STORAGE_ROOT = dataDir;

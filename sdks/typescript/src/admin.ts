@@ -1,7 +1,7 @@
 /** Jobs, receipts, the audit log, storage, agents, tenants and keys. */
 import { camelize, snakeBody } from "./case.js";
 import { RequestTimeout } from "./errors.js";
-import { segment, type RequestOptions, type Transport } from "./http.js";
+import { segment, type Query, type RequestOptions, type Transport } from "./http.js";
 import type {
   Agent, AuditEntry, AuditVerification, ConsistencyProof, CreatedApiKey, CreatedTenant,
   InclusionProof, Job, Page, Receipt, StorageConfig, StorageHealth,
@@ -77,7 +77,7 @@ export class AuditAPI {
 
   async list(args: AuditListArgs = {}, options?: RequestOptions): Promise<Page<AuditEntry>> {
     const answer = await this.http.send<{ items: object[]; next_cursor: string | null }>(
-      { method: "GET", path: "/v1/audit", query: snakeBody({ ...args }) as never }, options);
+      { method: "GET", path: "/v1/audit", query: snakeBody({ ...args }) as Query }, options);
     return page(answer.data, (item) => camelize(item) as AuditEntry);
   }
 

@@ -44,7 +44,7 @@ export interface Call {
   path: string;
   query?: Query;
   body?: unknown;
-  /** Answered statuses that are not errors beyond 2xx (none by default). */
+  /** How a success answer is read: JSON (the default), bytes, text, or not at all. */
   accept?: "json" | "bytes" | "text" | "none";
 }
 
