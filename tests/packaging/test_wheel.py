@@ -24,7 +24,7 @@ ADMIN = "mp_wheel_smoke_admin_key_0123456789abc"
 # Kept out of the copy that is built: they are not part of the distribution.
 _NOT_SHIPPED = shutil.ignore_patterns(".git", ".venv", ".cache", ".memplane", "__pycache__",
                                       "*.egg-info", "build", "dist", ".*_cache", ".hypothesis",
-                                      "tests", "bench", ".schemathesis")
+                                      "tests", "bench", ".schemathesis", "node_modules")
 
 _SMOKE = """
 import json, sys
