@@ -16,7 +16,7 @@ from playwright.sync_api import expect
 
 from control_plane.console.router import CSP
 
-from .conftest import Watched, axe_violations, screenshot
+from .conftest import SCREENSHOTS, Watched, axe_violations, screenshot
 from .seeding import seed_subject, sign_in
 
 
@@ -77,6 +77,16 @@ def test_officer_exports_erases_and_reads_the_audit(console_page: Watched, stack
     expect(verdict).to_have_text("Receipt verified", timeout=90_000)
     expect(page.get_by_text("proven by RFC 9162 inclusion proofs")).to_be_visible()
     check_page(console_page, axe_source, "4-erasure")
+    page.set_viewport_size({"width": 720, "height": 900})
+    top, bottom = page.evaluate("""() => {
+        const y = (e, end) => e.getBoundingClientRect()[end] + window.scrollY;
+        return [y(document.querySelector('#receipt-verdict').closest('div').parentElement
+                  .previousElementSibling.previousElementSibling, 'top'),
+                y(document.querySelectorAll('dl.facts')[1], 'bottom')];
+    }""")
+    page.screenshot(path=str(SCREENSHOTS / "4-receipt-verified.png"), full_page=True,
+                    clip={"x": 0, "y": top - 40, "width": 720, "height": bottom - top + 56})
+    page.set_viewport_size({"width": 1200, "height": 900})
 
     page.get_by_role("button", name="Audit").click()
     expect(page.locator("#chain-verdict")).to_have_text("Audit chain verified", timeout=60_000)
