@@ -107,3 +107,19 @@ def test_the_keyboard_alone_signs_in_looks_up_and_plans(console_page: Watched,
     outline = page.evaluate("() => getComputedStyle(document.activeElement).outlineStyle")
     assert outline == "solid"
     assert console_page.problems() == []
+
+
+def test_the_policy_refuses_inline_script_in_the_page(console_page: Watched) -> None:
+    """The header is in force, not only sent: a script element with inline code that the
+    page (or an injected string) adds does not run, and the browser reports the refusal."""
+    page = console_page.page
+    page.goto("/console/")
+    ran = page.evaluate("""() => new Promise(resolve => {
+        document.addEventListener('securitypolicyviolation',
+                                  e => resolve([window.__inline === 1, e.violatedDirective]));
+        const s = document.createElement('script');
+        s.textContent = 'window.__inline = 1';
+        document.body.append(s);
+    })""")
+    assert ran == [False, "script-src-elem"]
+    assert any("Content Security Policy" in e for e in console_page.console_errors)
