@@ -10,7 +10,9 @@ import { verifyReceipt } from "./verify";
 interface Config { storage_config_id: string; name: string | null; storage_type: string;
                    bucket: string | null; region: string | null; is_default: boolean }
 
-export function erasureSection(userId: string, summary: Summary): HTMLElement {
+// The section, and the dry run it starts (an export waits for it: the server refuses an
+// export while an erasure job of the subject, a dry run included, is queued or running).
+export function erasureSection(userId: string, summary: Summary): [HTMLElement, Promise<void>] {
   const out = h("div", {});
   const section = h("section", { "aria-labelledby": "erasure-heading", class: "card" },
     h("h2", { id: "erasure-heading" }, "Erasure"));
@@ -20,16 +22,16 @@ export function erasureSection(userId: string, summary: Summary): HTMLElement {
       `This subject is under legal hold ${hold.id} (${hold.reason}); it cannot be erased until a ` +
       "compliance officer lifts the hold on the Legal holds page."));
   }
-  const plan = h("button", { type: "button" }, "Plan erasure (dry run)");
-  plan.addEventListener("click", () => { void dryRun(userId, summary, out, plan); });
+  const plan = h("button", { type: "button" }, "Plan again (dry run)");
+  plan.addEventListener("click", () => { void dryRun(userId, summary, out, plan, true); });
   section.append(h("p", {}, "Erasure deletes every memory, entry, event and object of the subject " +
-    "(GDPR Art. 17) and ends with a signed receipt. Plan it first: the dry run deletes nothing."),
-    plan, out);
-  return section;
+    "(GDPR Art. 17) and ends with a signed receipt. Its plan comes first: a dry run, which " +
+    "deletes nothing, counts what it would delete."), plan, out);
+  return [section, dryRun(userId, summary, out, plan, false)];
 }
 
 async function dryRun(userId: string, summary: Summary, out: HTMLElement,
-                      plan: HTMLButtonElement): Promise<void> {
+                      plan: HTMLButtonElement, focus: boolean): Promise<void> {
   plan.disabled = true;
   const bar = progressBar("Dry run progress");
   clear(out, bar.box);
@@ -64,7 +66,7 @@ async function dryRun(userId: string, summary: Summary, out: HTMLElement,
       configs.map((c) => [`${c.name ?? c.storage_config_id}${c.is_default ? " (default)" : ""}`,
                           c.storage_type, c.bucket ?? "—", c.region ?? "—"])),
     h("p", {}, String(r.note ?? "")));
-  document.getElementById("plan-heading")?.focus();
+  if (focus) document.getElementById("plan-heading")?.focus();
   if (summary.holds.length > 0) {
     out.append(h("p", {}, "No Erase button: the subject is under legal hold."));
     return;

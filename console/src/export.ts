@@ -12,10 +12,10 @@ interface Manifest {
   not_exported?: { what?: string; why?: string }[];
 }
 
-export function exportSection(userId: string): HTMLElement {
+export function exportSection(userId: string, planned: Promise<void>): HTMLElement {
   const out = h("div", {});
   const start = h("button", { type: "button" }, "Start export");
-  start.addEventListener("click", () => { void run(userId, out, start); });
+  start.addEventListener("click", () => { void run(userId, out, start, planned); });
   return h("section", { "aria-labelledby": "export-heading", class: "card" },
     h("h2", { id: "export-heading" }, "Export"),
     h("p", {}, "A sealed archive of everything stored about the subject (GDPR Art. 15 and 20), " +
@@ -23,12 +23,15 @@ export function exportSection(userId: string): HTMLElement {
     start, out);
 }
 
-async function run(userId: string, out: HTMLElement, start: HTMLButtonElement): Promise<void> {
+async function run(userId: string, out: HTMLElement, start: HTMLButtonElement,
+                   planned: Promise<void>): Promise<void> {
   start.disabled = true;
   const bar = progressBar("Export progress");
   clear(out, bar.box);
+  bar.set("Waiting for the erasure plan (a dry run) to finish…");
   let job: Job;
   try {
+    await planned;
     job = await follow(await send<Job>("POST", `v1/subjects/${encodeURIComponent(userId)}/export`,
                                        { format: "json" }), bar);
   } catch (error) {

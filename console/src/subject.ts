@@ -69,6 +69,7 @@ export async function lookUp(userId: string, results: HTMLElement): Promise<void
               } }, `Show receipt ${job.receipt_id.slice(0, 8)}`)
             : job.archive_expires_at ? `archive until ${when(job.archive_expires_at)}` : "—",
         ]));
+  const [erasure, planned] = erasureSection(userId, summary);
   clear(results,
     heading,
     h("p", {}, summary.erased
@@ -78,8 +79,8 @@ export async function lookUp(userId: string, results: HTMLElement): Promise<void
     h("h3", {}, "Legal holds"), holds,
     h("h3", {}, "Past exports and erasures"), jobs,
     h("div", { id: "past-receipt" }),
-    exportSection(userId),
-    erasureSection(userId, summary));
+    exportSection(userId, planned),
+    erasure);
   heading.focus();
   announce(`${userId}: ${summary.total} items, ${summary.holds.length} legal holds.`);
 }

@@ -57,7 +57,6 @@ def test_a_held_subject_has_no_erase_button(console_page: Watched, tenant: Any) 
     expect(page.get_by_text(f"Legal hold {hold_id} on this subject (litigation)")).to_be_visible()
     expect(page.get_by_text(f"This subject is under legal hold {hold_id} (litigation)")) \
         .to_be_visible()
-    page.get_by_role("button", name="Plan erasure (dry run)").click()
     expect(page.get_by_text("No Erase button: the subject is under legal hold.")) \
         .to_be_visible(timeout=60_000)
     expect(page.get_by_role("button", name="Erase", exact=True)).to_have_count(0)
@@ -79,7 +78,7 @@ def test_a_held_subject_has_no_erase_button(console_page: Watched, tenant: Any) 
     assert console_page.problems() == []
 
 
-def test_the_keyboard_alone_signs_in_looks_up_and_plans(console_page: Watched,
+def test_the_keyboard_alone_signs_in_looks_up_and_erases(console_page: Watched,
                                                         tenant: Any) -> None:
     page = console_page.page
     user = f"keys-{uuid.uuid4().hex[:8]}"
@@ -93,15 +92,20 @@ def test_the_keyboard_alone_signs_in_looks_up_and_plans(console_page: Watched,
     page.keyboard.type(user)
     page.keyboard.press("Enter")
     expect(page.get_by_role("heading", name=f"What memplane holds about {user}")).to_be_focused()
-    plan = page.get_by_role("button", name="Plan erasure (dry run)")
-    for _ in range(40):
-        if plan.evaluate("b => b === document.activeElement"):
+    # the dry-run plan comes by itself; then Tab to the confirmation, type, Tab, Enter
+    expect(page.get_by_role("table", name="Erasure plan by layer")).to_be_visible(timeout=60_000)
+    confirm = page.get_by_label("Type the user id to confirm")
+    for _ in range(60):
+        if confirm.evaluate("e => e === document.activeElement"):
             break
         page.keyboard.press("Tab")
-    expect(plan).to_be_focused()
+    expect(confirm).to_be_focused()
+    page.keyboard.type(user)
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("button", name="Erase", exact=True)).to_be_focused()
     page.keyboard.press("Enter")
-    expect(page.get_by_role("heading", name="What the erasure would delete")) \
-        .to_be_focused(timeout=60_000)
+    expect(page.locator("#receipt-verdict")).to_have_text("Receipt verified", timeout=90_000)
+    expect(page.locator("#receipt-verdict")).to_be_focused()
     page.keyboard.press("Shift+Tab")
     # the focus ring is drawn (:focus-visible) for keyboard users
     outline = page.evaluate("() => getComputedStyle(document.activeElement).outlineStyle")

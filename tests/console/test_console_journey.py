@@ -65,7 +65,6 @@ def test_officer_exports_erases_and_reads_the_audit(console_page: Watched, stack
     expect(page.get_by_text("memplane-export/1")).to_be_visible()
     check_page(console_page, axe_source, "3-export")
 
-    page.get_by_role("button", name="Plan erasure (dry run)").click()
     plan = page.get_by_role("table", name="Erasure plan by layer")
     expect(plan).to_contain_text("Pointers (memories and entries)3", timeout=60_000)
     page.get_by_label("Type the user id to confirm").fill(user[:-1])
@@ -137,7 +136,6 @@ def test_a_tampered_receipt_is_not_verified(console_page: Watched, stack: Any,
     sign_in(page, tenant.key("compliance"))
     page.get_by_label("User id", exact=True).fill(user)
     page.get_by_role("button", name="Look up").click()
-    page.get_by_role("button", name="Plan erasure (dry run)").click()
     page.get_by_label("Type the user id to confirm").fill(user)
     page.get_by_role("button", name="Erase", exact=True).click()
     expect(page.locator("#receipt-verdict")).to_have_text("Receipt NOT verified",

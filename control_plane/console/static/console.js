@@ -700,18 +700,14 @@
         `This subject is under legal hold ${hold.id} (${hold.reason}); it cannot be erased until a compliance officer lifts the hold on the Legal holds page.`
       ));
     }
-    const plan = h("button", { type: "button" }, "Plan erasure (dry run)");
+    const plan = h("button", { type: "button" }, "Plan again (dry run)");
     plan.addEventListener("click", () => {
-      void dryRun(userId, summary, out, plan);
+      void dryRun(userId, summary, out, plan, true);
     });
-    section.append(
-      h("p", {}, "Erasure deletes every memory, entry, event and object of the subject (GDPR Art. 17) and ends with a signed receipt. Plan it first: the dry run deletes nothing."),
-      plan,
-      out
-    );
-    return section;
+    section.append(h("p", {}, "Erasure deletes every memory, entry, event and object of the subject (GDPR Art. 17) and ends with a signed receipt. Its plan comes first: a dry run, which deletes nothing, counts what it would delete."), plan, out);
+    return [section, dryRun(userId, summary, out, plan, false)];
   }
-  async function dryRun(userId, summary, out, plan) {
+  async function dryRun(userId, summary, out, plan, focus) {
     plan.disabled = true;
     const bar = progressBar("Dry run progress");
     clear(out, bar.box);
@@ -757,7 +753,7 @@
       ),
       h("p", {}, String(r.note ?? ""))
     );
-    document.getElementById("plan-heading")?.focus();
+    if (focus) document.getElementById("plan-heading")?.focus();
     if (summary.holds.length > 0) {
       out.append(h("p", {}, "No Erase button: the subject is under legal hold."));
       return;
@@ -933,11 +929,11 @@
   }
 
   // src/export.ts
-  function exportSection(userId) {
+  function exportSection(userId, planned) {
     const out = h("div", {});
     const start = h("button", { type: "button" }, "Start export");
     start.addEventListener("click", () => {
-      void run(userId, out, start);
+      void run(userId, out, start, planned);
     });
     return h(
       "section",
@@ -948,12 +944,14 @@
       out
     );
   }
-  async function run(userId, out, start) {
+  async function run(userId, out, start, planned) {
     start.disabled = true;
     const bar = progressBar("Export progress");
     clear(out, bar.box);
+    bar.set("Waiting for the erasure plan (a dry run) to finish…");
     let job;
     try {
+      await planned;
       job = await follow(await send(
         "POST",
         `v1/subjects/${encodeURIComponent(userId)}/export`,
@@ -1092,6 +1090,7 @@
         } }, `Show receipt ${job.receipt_id.slice(0, 8)}`) : job.archive_expires_at ? `archive until ${when(job.archive_expires_at)}` : "—"
       ])
     );
+    const [erasure, planned] = erasureSection(userId, summary);
     clear(
       results,
       heading,
@@ -1102,8 +1101,8 @@
       h("h3", {}, "Past exports and erasures"),
       jobs,
       h("div", { id: "past-receipt" }),
-      exportSection(userId),
-      erasureSection(userId, summary)
+      exportSection(userId, planned),
+      erasure
     );
     heading.focus();
     announce(`${userId}: ${summary.total} items, ${summary.holds.length} legal holds.`);
