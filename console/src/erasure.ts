@@ -103,8 +103,15 @@ async function eraseNow(userId: string, confirm: HTMLInputElement, erase: HTMLBu
   const receiptId = job.result?.receipt_id;
   if (job.state !== "completed" || typeof receiptId !== "string") return;
   const box = h("div", {});
-  result.append(box);
+  const after = h("p", {});
+  result.append(box, after);
   await showReceipt(receiptId, box, userId);
+  try {
+    const now = await getJson<Summary>(`v1/subjects/${encodeURIComponent(userId)}`);
+    after.textContent = `After the erasure, memplane holds ${now.total} items about ${userId}.`;
+  } catch (error) {
+    after.textContent = message(error);
+  }
 }
 
 export async function showReceipt(receiptId: string, box: HTMLElement, userId: string): Promise<void> {

@@ -75,6 +75,8 @@ def test_officer_exports_erases_and_reads_the_audit(console_page: Watched, stack
     verdict = page.locator("#receipt-verdict")
     expect(verdict).to_have_text("Receipt verified", timeout=90_000)
     expect(page.get_by_text("proven by RFC 9162 inclusion proofs")).to_be_visible()
+    expect(page.get_by_text(f"After the erasure, memplane holds 0 items about {user}."))\
+        .to_be_visible()
     check_page(console_page, axe_source, "4-erasure")
     page.set_viewport_size({"width": 720, "height": 900})
     top, bottom = page.evaluate("""() => {

@@ -796,8 +796,15 @@
     const receiptId = job.result?.receipt_id;
     if (job.state !== "completed" || typeof receiptId !== "string") return;
     const box = h("div", {});
-    result.append(box);
+    const after = h("p", {});
+    result.append(box, after);
     await showReceipt(receiptId, box, userId);
+    try {
+      const now = await getJson(`v1/subjects/${encodeURIComponent(userId)}`);
+      after.textContent = `After the erasure, memplane holds ${now.total} items about ${userId}.`;
+    } catch (error) {
+      after.textContent = message(error);
+    }
   }
   async function showReceipt(receiptId, box, userId) {
     clear(box, h("p", { role: "status" }, "Fetching and verifying the receipt…"));
