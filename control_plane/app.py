@@ -23,6 +23,7 @@ from .agents.router import router as agents_router
 from .audit.router import router as audit_router
 from .compactor.router import router as compactor_router
 from .compliance.router import router as compliance_router
+from .console.router import router as console_router
 from .conversations.router import router as conversations_router
 from .dlp.router import router as dlp_router
 from .embedders.router import router as embedder_router
@@ -134,7 +135,7 @@ ROUTERS = (memories_router, search_router, events_router, entries_router, conver
            knowledge_router, health_router, audit_router, tenants_router, storage_config_router,
            compliance_router, keys_router, integrity_router, seed_router, summarizer_router,
            compactor_router, agents_router, embedder_router, retention_router, holds_router,
-           teams_router, remember_router, dlp_router)
+           teams_router, remember_router, dlp_router, console_router)
 
 
 def _add_routes(app: FastAPI, routers: tuple[APIRouter, ...]) -> None:

@@ -27,8 +27,8 @@ log = logging.getLogger(__name__)
 # What answers without an API key: probes, metrics (its own token, checked by RequestContext)
 # and the API's documentation.
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs",
-                          "/docs/oauth2-redirect", "/redoc"})
-PUBLIC_PREFIXES = ("/docs-assets/",)
+                          "/docs/oauth2-redirect", "/redoc", "/console"})
+PUBLIC_PREFIXES = ("/docs-assets/", "/console/")  # the console's files: it asks for a key
 
 Refusal = tuple[int, str, str, list[tuple[bytes, bytes]]]
 

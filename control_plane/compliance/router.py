@@ -11,9 +11,9 @@ from ..deps import AnyCaller, PlaneDep, Role, SessionDep, get_runtime, needs_rol
 from ..identity import Caller
 from ..jobs.schemas import JobOut
 from ..jobs.service import get_job
-from . import export_download, receipts
+from . import export_download, receipts, subject_summary
 from . import service as compliance
-from .schemas import EraseIn, ExportIn
+from .schemas import EraseIn, ExportIn, SubjectSummary
 
 router = APIRouter(tags=["compliance"])
 
@@ -26,6 +26,15 @@ ExporterCaller = Annotated[Caller, needs_role(Role(("admin", "compliance", "user
 EraserCaller = Annotated[Caller, needs_role(Role(
     ("admin", "compliance"), "erase a data subject: erasure is a compliance act, asked of "
     "the tenant's compliance officer"))]
+
+
+@router.get("/v1/subjects/{user_id}", response_model=SubjectSummary)
+def subject_summary_route(user_id: str, caller: OfficerCaller, session: SessionDep,
+                          plane: PlaneDep) -> Any:
+    """What memplane holds about a data subject, counted by layer (memories, entries, events,
+    conversations, knowledge, embeddings) with no content, the legal holds covering them and
+    their export and erasure jobs. Admin or compliance keys; audited as `subject_read`."""
+    return subject_summary.summary(session, caller.actor, unquote(user_id), plane.credentials)
 
 
 @router.post("/v1/subjects/{user_id}/export", response_model=JobOut, status_code=202)

@@ -23,7 +23,7 @@ from ..jobs.service import enqueue
 FORMATS = ("json",)
 
 
-def _subject(user_id: str) -> str:
+def subject_id(user_id: str) -> str:
     user_id = nfc(user_id)  # the form memories store it in (addresses.nfc)
     validate_segment(user_id, "user_id", max_chars=MAX_SCOPE_REF_CHARS,
                      max_bytes=MAX_SCOPE_REF_BYTES)
@@ -66,7 +66,7 @@ def start_export(session: Session, actor: Actor, user_id: str, fmt: str) -> Job:
     with audit.audited(session, actor, "export", detail="export requested"):
         if fmt not in FORMATS:
             raise InvalidInput(f"format must be one of {', '.join(FORMATS)}")
-        subject = _subject(user_id)
+        subject = subject_id(user_id)
         session.rollback()
         begin_write(session)
         # Concurrent requests for one subject queue here (SQLite: the write lock already), so
@@ -95,7 +95,7 @@ def start_erasure(session: Session, actor: Actor, user_id: str, dry_run: bool) -
     """Queue an erasure (or its dry run) of ``user_id``; an identical one already queued or
     running is returned instead of a second one."""
     with audit.audited(session, actor, "erase", detail="erasure requested"):
-        subject = _subject(user_id)
+        subject = subject_id(user_id)
         session.rollback()
         begin_write(session)
         running = session.scalars(select(Job).where(

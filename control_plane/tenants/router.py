@@ -13,6 +13,7 @@ from .schemas import (
     ScopeGrantOut,
     TenantIn,
     TenantOut,
+    WhoAmI,
 )
 
 router = APIRouter(tags=["tenants"])
@@ -46,3 +47,11 @@ def revoke_api_key(key_id: uuid.UUID, caller: AdminCaller, session: SessionDep) 
     within MEMPLANE_AUTH_CACHE_SECONDS on the others."""
     tenants.revoke_api_key(session, caller, key_id)
     return Response(status_code=204)
+
+
+@router.get("/v1/whoami", response_model=WhoAmI)
+def whoami(caller: AnyCaller, session: SessionDep) -> WhoAmI:
+    """The calling key as the server knows it: its tenant, id and role (what a client, such as
+    the compliance console at /console, shows or refuses before anything else). Any valid key;
+    audited as `whoami`."""
+    return tenants.whoami(session, caller)

@@ -78,3 +78,16 @@ class CreatedApiKey(BaseModel):
     agent_id: str | None = Field(None, description="The agent an agent key acts as.")
     user_id: str | None = Field(None, description="The data subject a user key belongs to.")
     api_key: str = Field(description="The secret, shown once; store it.")
+
+
+class WhoAmI(BaseModel):
+    """GET /v1/whoami: the calling key, never its secret."""
+
+    tenant_id: uuid.UUID = Field(description="The key's tenant.")
+    key_id: uuid.UUID = Field(description="The key's id (audit rows name it as key:<id>).")
+    role: str = Field(description="admin, agent, compliance or user.")
+    agent_id: str | None = Field(description="The agent an agent key acts as.")
+    user_id: str | None = Field(description="The data subject a user key belongs to.")
+    scoped: bool = Field(description="True when the key sees only some scopes (or one "
+                         "subject), not the whole tenant.")
+    can_create_tenants: bool = Field(description="True for the bootstrap admin key.")

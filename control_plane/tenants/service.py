@@ -24,6 +24,7 @@ from ..identity import ANY_REF, CALLERS, TENANT_REF, Actor, Caller, canonical_sc
 from ..kit import sha256_hex
 from ..plane.data_plane import default_config
 from ..secret_files import create_secret_file, remove_secret_file
+from .schemas import WhoAmI
 
 ROLES = ("admin", "agent", "compliance", "user")
 KEY_PREFIX = "mp_"
@@ -227,3 +228,13 @@ def ensure_bootstrap(session: Session, admin_key: str | None, *,
         for old in previous:
             CALLERS.forget(old.key_sha256)
     return None
+
+
+def whoami(session: Session, caller: Caller) -> WhoAmI:
+    """The calling key (``GET /v1/whoami``), audited as ``whoami``."""
+    begin_write(session)
+    audit.record(session, caller.actor, "whoami", detail=f"key role {caller.role}")
+    session.commit()
+    return WhoAmI(tenant_id=caller.tenant_id, key_id=caller.key_id, role=caller.role,
+                  agent_id=caller.access.agent_id, user_id=caller.access.user_id,
+                  scoped=caller.access.scoped, can_create_tenants=caller.can_create_tenants)

@@ -80,9 +80,10 @@ def tenant_one_stays_hidden(ctx: Any, response: Any, case: Any) -> bool | None:
         return None
     # A conversation or agent id is a name the caller chooses, like a memory address: the
     # second tenant reaching one under the same string reaches its own (its first message
-    # creates it), never the first tenant's.
+    # creates it), never the first tenant's. So is a data subject's user id: GET
+    # /v1/subjects/{user_id} answers what the caller's own tenant holds under it (nothing).
     named = {k: v for k, v in (case.path_parameters or {}).items() if str(v) in NAMES
-             and k not in ("scope", "conversation_id", "agent_id")}
+             and k not in ("scope", "conversation_id", "agent_id", "user_id")}
     assert not named, (f"the second tenant got {response.status_code} on {operation} with the "
                        f"first tenant's {named}")
     return None

@@ -26,6 +26,13 @@ _NOT_SHIPPED = shutil.ignore_patterns(".git", ".venv", ".cache", ".memplane", "_
                                       "*.egg-info", "build", "dist", ".*_cache", ".hypothesis",
                                       "tests", "bench", ".schemathesis", "node_modules")
 
+_CONSOLE = """
+import sys, urllib.request
+for path in ("/console/", "/console/console.js"):
+    with urllib.request.urlopen(sys.argv[1] + path) as answer:
+        print(answer.status)
+"""
+
 _SMOKE = """
 import json, sys
 import memplane
@@ -90,6 +97,9 @@ def test_built_wheel_in_a_clean_venv_serves_sets_gets_exports_and_erases(
     assert "control_plane/db/migrations/env.py" in names
     assert any(n.startswith("control_plane/db/migrations/versions/0001") for n in names)
     assert not any(n.startswith("tests/") for n in names)
+    # The compliance console ships built (no Node at install time).
+    assert {f"control_plane/console/static/{n}" for n in ("index.html", "console.js",
+                                                          "console.css")} <= set(names)
 
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
@@ -129,6 +139,8 @@ def test_built_wheel_in_a_clean_venv_serves_sets_gets_exports_and_erases(
 
             smoke = _run([python, "-c", _SMOKE, url, ADMIN], cwd=home, env=env)
             assert json.loads(smoke.stdout) == {"lang": "fr", "notes": {"a": [1, 2]}}
+            console = _run([python, "-c", _CONSOLE, url], cwd=home, env=env)
+            assert console.stdout.split() == ["200", "200"]
 
             exported = _run([cli, "export", "u1", "--out", home / "u1.zip", "--url", url,
                              "--api-key", ADMIN, "--timeout", "120"], cwd=home, env=env)
