@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import venv
 import zipfile
 from pathlib import Path
@@ -90,6 +91,10 @@ def test_built_wheel_in_a_clean_venv_serves_sets_gets_exports_and_erases(
     assert "control_plane/db/migrations/env.py" in names
     assert any(n.startswith("control_plane/db/migrations/versions/0001") for n in names)
     assert not any(n.startswith("tests/") for n in names)
+    # The license pyproject.toml declares travels with the wheel (and the sdist).
+    assert f"memplane-{version[1]}.dist-info/licenses/LICENSE" in names
+    with tarfile.open(dist / f"memplane-{version[1]}.tar.gz") as sdist:
+        assert f"memplane-{version[1]}/LICENSE" in sdist.getnames()
 
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
