@@ -71,7 +71,7 @@ def test_skips_are_few_each_with_a_reason_and_every_marker_is_on_a_block() -> No
     assert text.count("<!-- readme-test: skip (") == len(skipped)  # none stray or misplaced
     assert all(len(b.skip.strip()) >= 20 for b in skipped if b.skip is not None)
     assert [next(s for s in SKIPPED if b.body.startswith(s)) for b in skipped] == SKIPPED
-    assert len([b for b in found if b.lang in RUN and b.skip is None]) == 8
+    assert len([b for b in found if b.lang in RUN and b.skip is None]) >= 8
 
 
 def _kill(groups: list[int]) -> None:
