@@ -53,3 +53,26 @@ def test_an_admin_lists_the_tenants_keys_without_their_secrets(tenant: Tenant) -
         rows = session.scalars(select(AccessLog.detail).where(
             AccessLog.tenant_id == tenant.id, AccessLog.operation == "key_list")).all()
     assert sorted(rows) == ["2 keys", "3 keys", "3 keys"]
+
+
+def test_the_sdk_lists_keys_sync_and_async(tenant: Tenant) -> None:
+    import asyncio
+
+    import memplane
+
+    with tenant.client() as admin:
+        bot = admin.keys.create(role="agent", name="bot", scopes=[("user", "*")])
+        admin.keys.delete(bot.id)
+        listed = admin.keys.list()
+        everything = admin.keys.list(include_revoked=True)
+
+    async def alist() -> list[memplane.ApiKey]:
+        async with memplane.AsyncClient(tenant.stack.base_url, tenant.admin_key) as client:
+            return await client.keys.list(include_revoked=True)
+
+    assert [k.name for k in listed] == ["initial admin key"]
+    assert [(k.name, k.revoked_at is not None) for k in everything] == [
+        ("initial admin key", False), ("bot", True)]
+    assert everything[1].scopes == [{"scope": "user", "scope_ref": "*"}]
+    assert everything[0].last_used_at is not None
+    assert [k.id for k in asyncio.run(alist())] == [k.id for k in everything]
