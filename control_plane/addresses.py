@@ -48,6 +48,11 @@ class Scope(StrEnum):
         return "tenant" if self is Scope.institutional else self.value
 
 
+# The memory types the server itself writes or defaults to (README, CLI help and the API's
+# description list exactly these); any other lower-case label is accepted as well.
+MEMORY_TYPES = ("fact", "preference", "conversation_history", "agent_memory", "team_context",
+                "knowledge", "summary", "entry")
+
 DEFAULT_MEMORY_TYPES = {
     "conversation": "conversation_history",
     "agent": "agent_memory",

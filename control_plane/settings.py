@@ -443,3 +443,33 @@ class Settings(BaseSettings):
                 "python -c 'import secrets; print(secrets.token_hex(32))'"
             )
         return self
+
+
+# MEMPLANE_* names that are read, but not as server settings: the SDK's and CLI's, the
+# examples', the test suite's.
+_OTHER_NAMES = frozenset({"MEMPLANE_URL", "MEMPLANE_API_KEY", "MEMPLANE_BUCKET_DIR",
+                          "MEMPLANE_HYPOTHESIS_PROFILE"})
+_OTHER_PREFIXES = ("MEMPLANE_TEST_", "MEMPLANE_FUZZ_", "MEMPLANE_README_")
+
+
+def unknown_setting_warnings(environ: dict[str, str]) -> list[str]:
+    """One sentence per ``MEMPLANE_*`` variable that names no setting (a misspelling is
+    otherwise ignored without a word), with the nearest setting's name. Names only: a value
+    is never looked at."""
+    import difflib
+
+    from .secret_files import FILE_SETTINGS
+
+    known = {f"MEMPLANE_{name.upper()}" for name in Settings.model_fields}
+    known |= {f"MEMPLANE_{name.upper()}_FILE" for name in FILE_SETTINGS}
+    sentences = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if (not upper.startswith("MEMPLANE_") or upper in known or upper in _OTHER_NAMES
+                or upper.startswith(_OTHER_PREFIXES)):
+            continue
+        nearest = difflib.get_close_matches(upper, sorted(known), n=1, cutoff=0.75)
+        hint = (f"did you mean {nearest[0]}?" if nearest
+                else "the README's Configuration table lists every setting")
+        sentences.append(f"{name} is not a memplane setting and is ignored; {hint}")
+    return sentences

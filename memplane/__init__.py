@@ -46,6 +46,7 @@ if typing.TYPE_CHECKING:
     )
     from ._hygiene import CleanupItem, CleanupResult, LegalHold, RetentionPolicy
     from ._models import (
+        ApiKey,
         AuditEntry,
         AuditVerification,
         CompactorConfig,
@@ -91,10 +92,10 @@ _NAMES = {
     ),
     "_hygiene": ("CleanupItem", "CleanupResult", "LegalHold", "RetentionPolicy"),
     "_models": (
-        "AuditEntry", "AuditVerification", "CompactorConfig", "CreatedKey", "CreatedTenant",
-        "Entry", "Event", "EventWithBody", "Memory", "Page", "Pointer", "Provenance",
-        "ProvenanceEvent", "SearchResult", "SearchResults", "StorageConfig", "StorageHealth",
-        "SummarizerConfig", "Tenant", "RememberDecision", "Remembered",
+        "ApiKey", "AuditEntry", "AuditVerification", "CompactorConfig", "CreatedKey",
+        "CreatedTenant", "Entry", "Event", "EventWithBody", "Memory", "Page", "Pointer",
+        "Provenance", "ProvenanceEvent", "SearchResult", "SearchResults", "StorageConfig",
+        "StorageHealth", "SummarizerConfig", "Tenant", "RememberDecision", "Remembered",
     ),
 }
 _LAZY = {name: module for module, names in _NAMES.items() for name in names}
@@ -118,6 +119,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "APIError",
     "Agent",
+    "ApiKey",
     "AsyncClient",
     "AuditEntry",
     "AuditVerification",

@@ -14,6 +14,7 @@ from . import _base
 from ._config_calls import seed_storage_config
 from ._governance_async import AsyncStorageConfigsAPI
 from ._models import (
+    ApiKey,
     AuditEntry,
     AuditVerification,
     CreatedKey,
@@ -107,6 +108,11 @@ class AsyncKeysAPI(_Namespace):
             _base.keys_create(role=role, name=name, idempotency_key=idempotency_key,
                               scopes=scopes, agent_id=agent_id, user_id=user_id)
         )
+
+    async def list(self, *, include_revoked: bool = False) -> list[ApiKey]:
+        """The tenant's keys, oldest first: id, prefix, role, name, scopes, agent, created
+        and last used (to the hour); never a secret."""
+        return await self._client._send(_base.keys_list(include_revoked=include_revoked))
 
     async def delete(self, key_id: str) -> None:
         """Revoke the key with this id."""

@@ -18,6 +18,8 @@ from pydantic import BaseModel, ValidationError
 
 from ._exceptions import InvalidResponse, error_from_response
 from ._models import (
+    ApiKey,
+    ApiKeyList,
     AuditEntry,
     AuditVerification,
     CreatedKey,
@@ -366,6 +368,12 @@ def keys_create(*, role: str, name: str, idempotency_key: str | None,
         json=body,
         headers=_idempotency(idempotency_key),
     )
+
+
+def keys_list(*, include_revoked: bool = False) -> Call[list[ApiKey]]:
+    parse = parse_model(ApiKeyList)
+    return Call("GET", "/v1/api-keys", lambda response: parse(response).items,
+                params={"include_revoked": "true"} if include_revoked else {})
 
 
 def keys_delete(key_id: str) -> Call[None]:

@@ -142,6 +142,24 @@ class CreatedKey(_Model):
     api_key: str = Field(repr=False)
 
 
+class ApiKey(_Model):
+    """An API key as ``client.keys.list()`` shows it: never its secret."""
+
+    id: str
+    prefix: str
+    role: str
+    name: str
+    scopes: list[dict[str, str]] | None = None
+    agent_id: str | None = None
+    created_at: datetime
+    last_used_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+
+class ApiKeyList(_Model):
+    items: list[ApiKey]
+
+
 class Tenant(_Model):
     """A tenant: the unit of isolation an API key belongs to."""
 

@@ -41,3 +41,18 @@ def script_heads() -> list[str]:
     config = Config()
     config.set_main_option("script_location", str(_HERE / "migrations"))
     return sorted(ScriptDirectory.from_config(config).get_heads())
+
+
+def applied_count(engine: Engine) -> tuple[int, int]:
+    """How many migrations the database has applied, of how many the scripts define (the
+    parallel branches' revisions all counted: one number a person can compare)."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(_HERE / "migrations"))
+    script = ScriptDirectory.from_config(config)
+    with engine.connect() as connection:
+        heads = MigrationContext.configure(connection).get_current_heads()
+    applied = {rev.revision for rev in script.iterate_revisions(heads, "base")} if heads else set()
+    return len(applied), sum(1 for _ in script.walk_revisions())

@@ -58,6 +58,7 @@ from ..memories.api import (
 from ..memories.read import read_pointer
 from ..memories.shared import given, sealed_address
 from ..plane.data_plane import DataPlane
+from ..tenants.access import ensure_in_scopes
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo
 from . import terms as blind
@@ -115,9 +116,8 @@ def create_entry(session: Session, plane: DataPlane, actor: Actor, spec: EntryIn
     subject_user = user_id if user_id is not None else address.user_ref
     with audited(session, actor, "write", detail=f"{address.scope} entry",
                  private=(*address.personal, user_id)):
-        access_check(session, actor, access, address.scope, address.scope_ref,
-                     operation="write", what=f"{address.scope} entry",
-                     missing=f"no scope {address.describe()}")
+        ensure_in_scopes(session, actor, access, address.scope, address.scope_ref,
+                         operation="write", what=f"{address.scope} entry")
         if access.user_id is not None:
             subject_user = user_id = access.writes_for(user_id)
         agent_id = _agent(access, spec.agent_id)

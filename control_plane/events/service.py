@@ -59,6 +59,7 @@ from ..kit import decode_cursor, encode_cursor, page_limit, sha256_hex
 from ..memories.api import CommitUncertain, delete_quietly, serialise
 from ..memories.shared import given, keyring_of, sealed_address
 from ..plane.data_plane import DataPlane, Target, storage_errors
+from ..tenants.access import ensure_in_scopes
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo
 from .schemas import EventIn, EventOut
@@ -89,10 +90,6 @@ def subject_of(scope: str, scope_ref: str, user_id: str | None) -> str | None:
 
 def _address(scope: Scope, scope_ref: str) -> MemoryAddress:
     return MemoryAddress.parse(scope, scope_ref)
-
-
-def _missing_at(address: MemoryAddress) -> str:
-    return f"no events at {address.describe()}"
 
 
 def _check_agent(access: Access, agent_id: str | None) -> str | None:
@@ -140,9 +137,8 @@ def append_event(session: Session, plane: DataPlane, actor: Actor, spec: EventIn
     subject = subject_of(address.scope, address.scope_ref, spec.user_id)
     with audited(session, actor, "write", detail=f"event {address.scope}",
                  private=(*address.personal, spec.user_id, spec.source_ref)):
-        access_check(session, actor, access, address.scope, address.scope_ref,
-                     operation="write", what=f"{address.scope} event",
-                     missing=_missing_at(address))
+        ensure_in_scopes(session, actor, access, address.scope, address.scope_ref,
+                         operation="write", what=f"{address.scope} event")
         subject = subject_of(address.scope, address.scope_ref, access.writes_for(spec.user_id))
         agent_id = _check_agent(access, spec.agent_id)
         replay = _replay(session, actor, idem)

@@ -7,10 +7,13 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from datetime import timedelta
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 
+from ..db.base import utcnow
+from ..db.engine import begin_write
 from ..db.models import ApiKey
 from ..errors import Unauthorized
 from ..kit import sha256_hex
@@ -96,5 +99,23 @@ def authenticate(session: Session, authorization: str | None) -> Caller:
         raise Unauthorized("the API key is not valid; check it or ask an admin for a new one")
     caller = Caller(key.tenant_id, key.id, key.role, key.can_create_tenants,
                     Access.of(key.scopes, key.agent_id, key.tenant_id, key.user_id))
+    _note_use(session, key)
     CALLERS.put(where, digest, caller)
     return caller
+
+
+# How precisely a key's last use is kept: one write per key per hour at most.
+LAST_USED_PRECISION = timedelta(hours=1)
+
+
+def _note_use(session: Session, key: ApiKey) -> None:
+    """Record that the key was used, if its last recorded use is an hour old or more (only a
+    cache miss gets here, so a busy key costs one small write an hour, not one a request)."""
+    now = utcnow()
+    if key.last_used_at is not None and now - key.last_used_at < LAST_USED_PRECISION:
+        return
+    session.rollback()
+    begin_write(session)
+    session.execute(update(ApiKey).where(ApiKey.id == key.id).values(
+        last_used_at=now.replace(minute=0, second=0, microsecond=0)))
+    session.commit()

@@ -82,9 +82,9 @@ def add(session: Session, plane: DataPlane, actor: Actor, body: KnowledgeIn,
     with audited(session, actor, "knowledge_add", detail=f"{len(body.documents)} documents"):
         if not access.allows("agent", body.agent_id):
             # the answer a write to that scope gets, audited like it
-            memories.ensure_visible(session, actor, access,
-                                    MemoryAddress.parse(Scope.agent, body.agent_id),
-                                    "knowledge_add")
+            memories.ensure_in_scope(session, actor, access,
+                                     MemoryAddress.parse(Scope.agent, body.agent_id),
+                                     "knowledge_add")
         body = body.model_copy(update={"documents": [  # all screened before any is stored
             screen_fields(session, actor, d, ("title", "content", "metadata"),
                           what=f"document {i + 1}") for i, d in enumerate(body.documents)]})

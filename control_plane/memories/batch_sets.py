@@ -37,7 +37,7 @@ from ..tenants.service import require_role
 from . import hotpath, hotpath_commit
 from .api import check_size, delete_quietly, serialise
 from .schemas import MemoryMeta, pointer_json
-from .shared import ensure_visible, remember_key
+from .shared import ensure_in_scope, remember_key
 from .write import as_agent
 from .write_fast import bind_fast, put_fast, request_fast, seal_fast, settle_fast
 from .write_request import WriteRequest
@@ -141,7 +141,7 @@ def prepare_sets(session: Session, plane: DataPlane, caller: Caller, items: list
             require_role(session, caller, WRITER_ROLES, "write memories")
             with audited(session, actor, "write", detail=address.scope,
                          private=(*address.personal, meta.user_id)):
-                ensure_visible(session, actor, caller.access, address, "write")
+                ensure_in_scope(session, actor, caller.access, address, "write")
                 meta = as_agent(caller.access, meta)
                 value, meta = screen_memory(session, actor, item.value, meta)
                 payload = serialise(value)

@@ -22,7 +22,7 @@ from ..plane.data_plane import DataPlane
 from . import guesses
 from . import repository as repo
 from .api import finish_deletes
-from .shared import ensure_visible
+from .shared import ensure_in_scope
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def delete_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
                  access: Access = EVERYTHING) -> None:
     """Delete the memory and its object. Safe to retry after a failure."""
     with audited(session, actor, "delete", detail=address.scope, private=address.personal):
-        ensure_visible(session, actor, access, address, "delete")
+        ensure_in_scope(session, actor, access, address, "delete")
         session.commit()
         begin_write(session)
         pointer = repo.lock(session, actor.tenant_id, address)
@@ -56,7 +56,7 @@ def clear_scope(session: Session, plane: DataPlane, actor: Actor, address: Memor
     """Delete every memory of one scope ref, in batches."""
     deleted = 0
     with audited(session, actor, "clear", detail=address.scope, private=address.personal):
-        ensure_visible(session, actor, access, address, "clear")
+        ensure_in_scope(session, actor, access, address, "clear")
         ensure_scope_not_held(session, actor.tenant_id, address.scope, address.scope_ref)
         while True:
             session.commit()

@@ -15,7 +15,7 @@ from pydantic import (
 )
 from pydantic_core import to_jsonable_python
 
-from ..addresses import Ref
+from ..addresses import MEMORY_TYPES, Ref
 from ..kit import PLAIN_TEXT
 
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=PLAIN_TEXT)]
@@ -40,8 +40,9 @@ class MemoryMeta(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     memory_type: MemoryType | None = Field(
-        None, description="A lower-case label of your own ('preference', 'fact', 'episode', "
-        "…) to filter by; default 'fact'.", examples=["preference"])
+        None, description=f"A lower-case label to filter by: {', '.join(MEMORY_TYPES)}, or "
+        "one of your own; default by scope (conversation_history, agent_memory, "
+        "team_context, preference for user, else fact).", examples=["preference"])
     tags: list[Tag] | None = Field(None, max_length=50, description="Up to 50 plain-text "
                                    "tags, stored in the control plane.", examples=[["lang"]])
     importance: int | None = Field(None, ge=1, le=5, description="1 (trivial) to 5 "

@@ -17,10 +17,11 @@ from __future__ import annotations
 from ..idempotency import Replay
 from .delete import clear_scope, delete_value
 from .read import MemoryValue, get_value, list_pointers, page_of_pointers, read_pointer
-from .shared import ensure_visible
+from .shared import ensure_in_scope, ensure_visible
 from .write import append_value, set_value
 
 __all__ = [
-    "MemoryValue", "Replay", "append_value", "clear_scope", "delete_value", "ensure_visible",
+    "MemoryValue", "Replay", "append_value", "clear_scope", "delete_value", "ensure_in_scope",
+    "ensure_visible",
     "get_value", "list_pointers", "page_of_pointers", "read_pointer", "set_value",
 ]

@@ -19,6 +19,7 @@ from ..identity import Access, Actor
 from ..keys import subject_keys as keys
 from ..plane.data_plane import DataPlane
 from ..plane.keyring import Keyring
+from ..tenants.access import ensure_in_scopes
 from ..tenants.access import ensure_visible as access_check
 from . import hotpath
 
@@ -30,6 +31,14 @@ def ensure_visible(session: Session, actor: Actor, access: Access, address: Memo
     access_check(session, actor, access, address.scope, address.scope_ref,
                  operation=operation, what=f"{address.scope} memory",
                  missing=f"no memory at {address.describe()}", user_id=user_id)
+
+
+def ensure_in_scope(session: Session, actor: Actor, access: Access, address: MemoryAddress,
+                    operation: str) -> None:
+    """403 "this key's scopes do not include …" for a write or delete outside the key's
+    scopes (checked before anything is looked up there)."""
+    ensure_in_scopes(session, actor, access, address.scope, address.scope_ref,
+                     operation=operation, what=f"{address.scope} memory")
 
 
 def given(value: str | None) -> str:

@@ -42,7 +42,7 @@ from .api import (
 )
 from .read import fetch_locked
 from .schemas import MemoryMeta
-from .shared import ensure_visible, expired
+from .shared import ensure_in_scope, expired
 from .write_fast import write_fast
 from .write_general import bind, binds, put, save, write_general
 
@@ -66,7 +66,7 @@ def set_value(session: Session, plane: DataPlane, actor: Actor, address: MemoryA
     """Store ``value`` at the address, replacing what was there (last writer wins)."""
     with audited(session, actor, "write", detail=address.scope,
                  private=(*address.personal, meta.user_id)):
-        ensure_visible(session, actor, access, address, "write")
+        ensure_in_scope(session, actor, access, address, "write")
         meta = as_agent(access, meta)
         replay = replay_of(session, actor, idem)
         if replay is not None:
@@ -94,7 +94,7 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
     """
     with audited(session, actor, "append", detail=address.scope,
                  private=(*address.personal, meta.user_id)):
-        ensure_visible(session, actor, access, address, "append")
+        ensure_in_scope(session, actor, access, address, "append")
         meta = as_agent(access, meta)
         replay = replay_of(session, actor, idem)
         if replay is not None:

@@ -1,13 +1,16 @@
 from __future__ import annotations
 
 import uuid
+from typing import Annotated
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
 
 from ..deps import AdminCaller, AnyCaller, SessionDep
 from . import service as tenants
 from .schemas import (
     ApiKeyIn,
+    ApiKeyList,
+    ApiKeyOut,
     CreatedApiKey,
     CreatedTenant,
     ScopeGrantOut,
@@ -39,6 +42,21 @@ def create_api_key(body: ApiKeyIn, caller: AdminCaller, session: SessionDep) -> 
                          user_id=key.user_id,
                          scopes=None if key.scopes is None
                          else [ScopeGrantOut(**g) for g in key.scopes], api_key=raw)
+
+
+@router.get("/v1/api-keys", response_model=ApiKeyList)
+def list_api_keys(caller: AdminCaller, session: SessionDep,
+                  include_revoked: Annotated[bool, Query(
+                      description="Also list revoked keys (with revoked_at).")] = False
+                  ) -> ApiKeyList:
+    """List the tenant's API keys: id, prefix, role, name, scopes, agent, when created and
+    last used (to the hour). Never a secret: only a key's SHA-256 is stored."""
+    keys = tenants.list_api_keys(session, caller, include_revoked=include_revoked)
+    return ApiKeyList(items=[ApiKeyOut(
+        id=k.id, prefix=k.prefix, role=k.role, name=k.name, agent_id=k.agent_id,
+        scopes=None if k.scopes is None else [ScopeGrantOut(**g) for g in k.scopes],
+        created_at=k.created_at, last_used_at=k.last_used_at, revoked_at=k.revoked_at)
+        for k in keys])
 
 
 @router.delete("/v1/api-keys/{key_id}", status_code=204)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -91,3 +92,24 @@ class WhoAmI(BaseModel):
     scoped: bool = Field(description="True when the key sees only some scopes (or one "
                          "subject), not the whole tenant.")
     can_create_tenants: bool = Field(description="True for the bootstrap admin key.")
+
+
+class ApiKeyOut(BaseModel):
+    """An API key as the admin's list shows it: never its secret (which is not stored)."""
+
+    id: uuid.UUID = Field(description="The key's id (DELETE /v1/api-keys/{id} revokes it).")
+    prefix: str = Field(description="The secret's first characters, to recognise it by.")
+    role: str = Field(description="admin, agent, compliance or user.")
+    name: str = Field(description="Its label.")
+    scopes: list[ScopeGrantOut] | None = Field(None, description="The scopes an agent key "
+                                               "may see; null: the whole tenant.")
+    agent_id: str | None = Field(None, description="The agent an agent key acts as.")
+    created_at: datetime = Field(description="When it was created.")
+    last_used_at: datetime | None = Field(None, description="When it was last accepted, to "
+                                          "the hour; null: never used.")
+    revoked_at: datetime | None = Field(None, description="When it was revoked (only with "
+                                        "include_revoked=true); null: it works.")
+
+
+class ApiKeyList(BaseModel):
+    items: list[ApiKeyOut] = Field(description="The tenant's keys, oldest first.")

@@ -4,6 +4,7 @@ control_plane.identity."""
 
 from __future__ import annotations
 
+import logging
 import secrets
 import unicodedata
 import uuid
@@ -25,6 +26,8 @@ from ..kit import sha256_hex
 from ..plane.data_plane import default_config
 from ..secret_files import create_secret_file, remove_secret_file
 from .schemas import WhoAmI
+
+log = logging.getLogger(__name__)
 
 ROLES = ("admin", "agent", "compliance", "user")
 KEY_PREFIX = "mp_"
@@ -152,6 +155,22 @@ def create_api_key(session: Session, caller: Caller, role: str, name: str, *,
     return key, raw
 
 
+def list_api_keys(session: Session, caller: Caller, *,
+                  include_revoked: bool = False) -> list[ApiKey]:
+    """The caller's tenant's keys, oldest first (their hashes and subjects stay in the
+    database: the route shows id, prefix, role, name, scopes, agent, times)."""
+    with audit.audited(session, caller.actor, "key_list"):
+        query = select(ApiKey).where(ApiKey.tenant_id == caller.tenant_id)
+        if not include_revoked:
+            query = query.where(ApiKey.revoked_at.is_(None))
+        keys = list(session.scalars(query.order_by(ApiKey.created_at, ApiKey.id)))
+        session.commit()
+        begin_write(session)
+        audit.record(session, caller.actor, "key_list", detail=f"{len(keys)} keys")
+        session.commit()
+    return keys
+
+
 def revoke_api_key(session: Session, caller: Caller, key_id: uuid.UUID) -> None:
     with audit.audited(session, caller.actor, "key_revoke", detail=f"key {key_id}"):
         session.commit()
@@ -227,6 +246,11 @@ def ensure_bootstrap(session: Session, admin_key: str | None, *,
         session.commit()
         for old in previous:
             CALLERS.forget(old.key_sha256)
+            # Said once: the next start finds MEMPLANE_ADMIN_KEY registered and revokes nothing.
+            log.warning("MEMPLANE_ADMIN_KEY is a new bootstrap admin key: the previous one "
+                        "(key id %s, %s) is revoked and no longer works", old.id,
+                        "generated at first start" if old.name == "initial admin key"
+                        else old.name)
     return None
 
 

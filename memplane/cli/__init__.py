@@ -14,6 +14,7 @@ import typer
 
 from .._version import __version__
 from . import (
+    apikeys,
     compact,
     compliance,
     conversations,
@@ -82,6 +83,8 @@ app.add_typer(db_app, name="db")
 
 keys_app = typer.Typer(help="API keys and encryption keys.", no_args_is_help=True)
 keys_app.command("create")(local.keys_create)
+keys_app.command("list")(apikeys.keys_list)
+keys_app.command("revoke")(apikeys.keys_revoke)
 keys_app.command("rotate")(crypto.keys_rotate)
 keys_app.command("retire-kek")(crypto.keys_retire)
 keys_app.command("generate")(keyfiles.keys_generate)
@@ -172,5 +175,34 @@ holds_app.command("lift")(hygiene.holds_lift)
 app.add_typer(holds_app, name="holds")
 
 
+_GLOBAL_FLAGS = ("--init",)
+_GLOBAL_VALUED = ("--data-dir",)
+
+
+def hoist_global_options(argv: list[str]) -> list[str]:
+    """``memplane memory list --data-dir X`` as ``memplane --data-dir X memory list``: the
+    global options are accepted after a subcommand too (moved in front of it). Nothing after
+    ``--`` is touched."""
+    hoisted: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest += argv[i:]
+            break
+        if arg in _GLOBAL_FLAGS or arg.startswith(tuple(f"{o}=" for o in _GLOBAL_VALUED)):
+            hoisted.append(arg)
+        elif arg in _GLOBAL_VALUED and i + 1 < len(argv):
+            hoisted += argv[i:i + 2]
+            i += 1
+        else:
+            rest.append(arg)
+        i += 1
+    return hoisted + rest
+
+
 def main() -> None:
-    app()
+    import sys
+
+    app(args=hoist_global_options(sys.argv[1:]), prog_name="memplane")

@@ -38,14 +38,19 @@ class Where:
 
 
 WHERE = Where()
+_WARNED: set[str] = set()
 
 
 def load_settings() -> Settings:
     """The ``MEMPLANE_*`` settings; a bad one is a sentence naming it (exit 2)."""
     from pydantic import ValidationError
 
-    from control_plane.settings import Settings
+    from control_plane.settings import Settings, unknown_setting_warnings
 
+    for sentence in unknown_setting_warnings(dict(os.environ)):
+        if sentence not in _WARNED:  # once per process, however many commands load settings
+            _WARNED.add(sentence)
+            typer.echo(f"memplane: warning: {sentence}", err=True)
     try:
         if WHERE.data_dir is not None:
             return Settings(data_dir=WHERE.data_dir)
@@ -245,10 +250,15 @@ def serve(
 
 def db_upgrade() -> None:
     """Apply every pending migration to the configured database."""
-    from control_plane.db.migrate import current_revision
+    from control_plane.db.migrate import applied_count
 
-    with _runtime(migrate=True, database_only=True) as runtime:
-        out.print(f"database at revision {current_revision(runtime.engine)}", soft_wrap=True)
+    with _runtime(migrate=False, database_only=True) as runtime:
+        before, total = applied_count(runtime.engine)
+        runtime.migrate()
+        after, _ = applied_count(runtime.engine)
+        done = "up to date" if before == after else f"{after - before} applied"
+        out.print(f"database migrations: {before} → {after} of {total} ({done})",
+                  soft_wrap=True)
 
 
 def keys_create(

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from rich.table import Table
 
+from control_plane.addresses import MEMORY_TYPES
+
 from .local import _runtime, _uuid, out
 
 if TYPE_CHECKING:
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
     from control_plane.identity import Actor
 
 M = TypeVar("M", bound="BaseModel")
+TYPE_HELP = (f"The memory type: {', '.join(MEMORY_TYPES)}, or a lower-case label of your own; "
+             f"default by scope (preference for user, fact for most).")
 
 ScopeArg = Annotated[str, typer.Argument(
     help="tenant, app, team, agent, user, conversation or entity.")]
@@ -93,8 +97,7 @@ def memory_set(
     value: Annotated[str, typer.Argument(help="A JSON value, e.g. '\"fr\"' or '{\"a\": 1}'.")],
     text: Annotated[bool, typer.Option("--text", help="Store VALUE as a string as given.")]
     = False,
-    memory_type: Annotated[str | None, typer.Option("--type", help="episodic, semantic, "
-                                                     "procedural, ...")] = None,
+    memory_type: Annotated[str | None, typer.Option("--type", help=TYPE_HELP)] = None,
     tag: Annotated[list[str] | None, typer.Option(help="A tag; repeat for several.")] = None,
     importance: Annotated[int | None, typer.Option(help="1 to 5.")] = None,
     ttl_days: Annotated[int | None, typer.Option(help="Expire after this many days.")] = None,

@@ -291,7 +291,9 @@ def test_scoped_key_sees_and_writes_only_its_scopes(tenant: Tenant) -> None:
         searched = _ids(http.get("/v1/entries", params={"search": "roas"}))
 
     assert inside["agent_id"] == "bot"
-    assert refused.json() == {"error": "not_found", "detail": "no scope entity/ent_other"}
+    assert (refused.status_code, refused.json()) == (403, {"error": "forbidden", "detail": (
+        "this key's scopes do not include entity/ent_other: write there with a key whose "
+        "scopes list it (an admin sets a key's scopes when creating it)")})
     assert other_agent.status_code == 403
     assert [r.json() for r in hidden] == [
         {"error": "not_found", "detail": f"no entry {outside['id']}"}] * 3

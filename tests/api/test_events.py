@@ -255,8 +255,10 @@ def test_scoped_keys_see_and_write_only_their_scopes(tenant: Tenant) -> None:
     assert inside.status_code == 201
     assert inside.json()["agent_id"] == "acme-bot"
     refused = _post(tenant, _event(scope_ref="ent_other"), key=scoped)
-    assert refused.status_code == 404
-    assert refused.json() == {"error": "not_found", "detail": "no events at entity/ent_other"}
+    assert refused.status_code == 403
+    assert refused.json() == {"error": "forbidden", "detail": (
+        "this key's scopes do not include entity/ent_other: write there with a key whose "
+        "scopes list it (an admin sets a key's scopes when creating it)")}
     wrong_agent = _post(tenant, _event(agent_id="someone-else"), key=scoped)
     assert wrong_agent.status_code == 403
 

@@ -188,7 +188,7 @@ def test_roles_apply_per_item(tenant: Tenant) -> None:
     assert _audit(tenant).count(("access_denied", False)) == 3  # two items + the single PUT
 
 
-def test_scoped_key_items_outside_its_scopes_answer_404_like_single_requests(
+def test_scoped_key_items_outside_its_scopes_answer_like_single_requests(
         tenant: Tenant) -> None:
     with tenant.client() as admin:
         scoped = admin.keys.create(role="agent", name="bot", agent_id="bot", scopes=[
@@ -202,13 +202,16 @@ def test_scoped_key_items_outside_its_scopes_answer_404_like_single_requests(
         single_get = http.get("/v1/memories/user/u2/k").json()
         single_put = http.put("/v1/memories/user/u2/k", json={"value": 2}).json()
     results = answer.json()["results"]
-    assert [r["status"] for r in results] == [200, 404, 404, 404, 403]
+    # A read outside answers 404 as if missing; a write or delete says the key's scopes do
+    # not include user/u2 (403), exactly as the single requests do.
+    assert [r["status"] for r in results] == [200, 404, 403, 403, 403]
     assert results[0]["pointer"]["agent_id"] == "bot"
     assert _without_volatile(results[1]) == {"index": 1, "op": "get", "status": 404,
                                              **single_get}
-    assert _without_volatile(results[2]) == {"index": 2, "op": "set", "status": 404,
+    assert _without_volatile(results[2]) == {"index": 2, "op": "set", "status": 403,
                                              **single_put}
-    assert results[3]["detail"] == single_get["detail"]
+    assert single_put["detail"].startswith("this key's scopes do not include user/u2: ")
+    assert results[3]["detail"] == single_put["detail"]
     assert results[4]["detail"] == ("this key writes as agent 'bot'; leave agent_id out or "
                                     "send that one")
     u2 = [p for p in _pointers(tenant) if p.scope_ref == "u2"]

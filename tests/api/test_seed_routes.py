@@ -294,7 +294,9 @@ def test_a_scoped_key_sees_only_its_scopes_through_the_seed_routes(tenant: Tenan
     assert {(e["scope_ref"], e["body"]) for e in events["items"]} == {("ent_acme", CALL)}
     assert read_inside.status_code == 200
     assert (read_outside.status_code, read_outside.json()) == (404, v1_outside.json())
-    assert write_outside.status_code == v1_write_outside.status_code == 404
+    assert write_outside.status_code == v1_write_outside.status_code == 403
+    assert write_outside.json()["detail"].startswith(
+        "this key's scopes do not include entity/ent_other: ")
     assert write_outside.json() == v1_write_outside.json()
     assert written.status_code == 201
     assert written.json()["agent_id"] == "acme-bot"

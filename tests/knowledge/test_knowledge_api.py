@@ -256,8 +256,9 @@ def test_a_scoped_key_adds_lists_and_deletes_only_its_agent(tenant: Tenant) -> N
         not_deleted = http.delete(f"/v1/knowledge/{outside['document_id']}")
         mine = http.get("/v1/knowledge", params={"agent_id": "support-bot"})
     assert inside.status_code == 201
-    assert refused.status_code == 404
-    assert refused.json() == {"error": "not_found", "detail": "no memory at agent/sales-bot"}
+    assert refused.status_code == 403
+    assert refused.json()["detail"].startswith(
+        "this key's scopes do not include agent/sales-bot: ")
     assert hidden.json() == {"items": [], "next_cursor": None}
     assert not_deleted.json() == {"error": "not_found",
                                   "detail": f"no knowledge document {outside['document_id']}"}

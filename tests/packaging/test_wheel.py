@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import venv
 import zipfile
 from pathlib import Path
@@ -100,6 +101,10 @@ def test_built_wheel_in_a_clean_venv_serves_sets_gets_exports_and_erases(
     # The compliance console ships built (no Node at install time).
     assert {f"control_plane/console/static/{n}" for n in ("index.html", "console.js",
                                                           "console.css")} <= set(names)
+    # The license pyproject.toml declares travels with the wheel (and the sdist).
+    assert f"memplane-{version[1]}.dist-info/licenses/LICENSE" in names
+    with tarfile.open(dist / f"memplane-{version[1]}.tar.gz") as sdist:
+        assert f"memplane-{version[1]}/LICENSE" in sdist.getnames()
 
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)

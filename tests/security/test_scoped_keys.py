@@ -1,6 +1,8 @@
-"""Scoped agent keys: a key with an access list sees only its scopes; everything else answers
-404 exactly as a missing memory does. Audit rows record who acted: agent keys as ``agent``
-with their agent id, admin and compliance keys as ``api``, the service itself as ``system``.
+"""Scoped agent keys: a key with an access list sees only its scopes; a read of anything else
+answers 404 exactly as a missing memory does, and a write or delete there answers 403 saying
+the key's scopes do not include it (whether anything is stored there or not). Audit rows
+record who acted: agent keys as ``agent`` with their agent id, admin and compliance keys as
+``api``, the service itself as ``system``.
 
 Every test runs against a live server on SQLite and on PostgreSQL.
 """
@@ -57,6 +59,13 @@ def _missing(scope: str, ref: str, key: str | None = None) -> dict[str, str]:
     return {"error": "not_found", "detail": f"no memory at {where}"}
 
 
+def _outside(scope: str, ref: str) -> dict[str, str]:
+    return {"error": "forbidden",
+            "detail": f"this key's scopes do not include {_canonical(scope)}/{ref}: write "
+                      f"there with a key whose scopes list it (an admin sets a key's scopes "
+                      f"when creating it)"}
+
+
 def _all_pointers(tenant: Tenant) -> set[tuple[str, str, str | None]]:
     with tenant.stack.http(tenant.admin_key) as http:
         items = http.get("/v1/pointers", params={"limit": 1000}).json()["items"]
@@ -104,11 +113,12 @@ def test_scoped_key_matrix_of_memory_routes(tenant: Tenant) -> None:
         # "k" is gone already; "new" and "log" were written just before.
         assert seen[(scope, ref, "clear")] == (200, {"deleted": 2})
     for scope, ref in OUTSIDE:
-        # Existing or not, outside answers exactly what a missing memory answers.
-        for name, key in [("get", "k"), ("get_missing", "nothing-here"), ("put", "new"),
-                          ("append", "log"), ("delete", "k"), ("delete_missing", "nothing-here")]:
+        # Existing or not, a read outside answers exactly what a missing memory answers; a
+        # write or delete says the key's scopes do not include the scope, existing or not.
+        for name, key in [("get", "k"), ("get_missing", "nothing-here")]:
             assert seen[(scope, ref, name)] == (404, _missing(scope, ref, key)), (scope, name)
-        assert seen[(scope, ref, "clear")] == (404, _missing(scope, ref))
+        for name in ("put", "append", "delete", "delete_missing", "clear"):
+            assert seen[(scope, ref, name)] == (403, _outside(scope, ref)), (scope, name)
 
     # Nothing outside was written, deleted or cleared; everything inside was cleared.
     outside = {(s, r) for s, r in SEEDED if (s, r) not in INSIDE}

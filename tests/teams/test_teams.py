@@ -122,7 +122,7 @@ def test_a_member_reads_and_writes_team_memory_and_a_removed_one_is_out_at_once(
         assert appended.status_code == 200, appended.text
         # Not a member of sales: as if it were missing.
         assert http.get("/v1/memories/team/sales/quota").status_code == 404
-        assert http.put("/v1/memories/team/sales/x", json={"value": 1}).status_code == 404
+        assert http.put("/v1/memories/team/sales/x", json={"value": 1}).status_code == 403
         listed = http.get("/v1/pointers", params={"scope": "team"}).json()["items"]
         assert sorted((p["scope_ref"], p["key"]) for p in listed) == [
             ("support", "handover"), ("support", "log"), ("support", "outage")]
@@ -130,7 +130,7 @@ def test_a_member_reads_and_writes_team_memory_and_a_removed_one_is_out_at_once(
                                               "kind": "note", "body": "outage noted"})
         assert event.status_code == 201, event.text
         assert http.post("/v1/events", json={"scope": "team", "scope_ref": "sales",
-                                             "kind": "note", "body": "x"}).status_code == 404
+                                             "kind": "note", "body": "x"}).status_code == 403
         assert [e["scope_ref"] for e in http.get("/v1/events").json()["items"]] == ["support"]
         entry = http.post("/v1/entries", json={"scope": "team", "scope_ref": "support",
                                                "title": "Runbook", "summary": "restart"})
@@ -144,7 +144,7 @@ def test_a_member_reads_and_writes_team_memory_and_a_removed_one_is_out_at_once(
         assert (gone.status_code, gone.json()["detail"]) == (
             404, "no memory at team/support key=outage")
         assert http.put("/v1/memories/team/support/handover",
-                        json={"value": "x"}).status_code == 404
+                        json={"value": "x"}).status_code == 403
         assert http.get("/v1/pointers", params={"scope": "team"}).json()["items"] == []
         assert http.get("/v1/events").json()["items"] == []
         assert http.get(f"/v1/entries/{entry_id}").status_code == 404

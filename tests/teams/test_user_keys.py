@@ -141,9 +141,12 @@ def test_a_user_key_writes_its_own_user_scope_as_its_subject(tenant: Tenant) -> 
         assert (named.status_code, named.json()["detail"]) == (
             403, "this key writes for its own data subject only; leave user_id out or send "
                  "'alice'")
-        assert http.put("/v1/memories/user/bob/x", json={"value": 1}).status_code == 404
+        bobs = http.put("/v1/memories/user/bob/x", json={"value": 1})
+        assert (bobs.status_code, bobs.json()["detail"]) == (
+            403, "this key's scopes do not include user/bob: a user key writes only its own "
+                 "data subject's memory (user/alice)")
         assert http.put("/v1/memories/agent/support-bot/x",
-                        json={"value": 1, "user_id": "alice"}).status_code == 404
+                        json={"value": 1, "user_id": "alice"}).status_code == 403
         appended = http.post("/v1/memories/user/alice/log/append", json={"value": "a"})
         assert appended.status_code == 200, appended.text
         event = http.post("/v1/events", json={"scope": "user", "scope_ref": "alice",

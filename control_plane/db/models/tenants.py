@@ -38,6 +38,8 @@ class ApiKey(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     # A data subject's own key (role ``user``): the user id it reads and writes for.
     user_id: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    # When the key was last accepted, to the hour (written at most once an hour per key).
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class StorageConfig(Base):
