@@ -39,7 +39,8 @@ _FENCE = re.compile(r"(?:^<!-- readme-test: skip \((?P<reason>.*?)\) -->\n)?^```
 # The blocks allowed to be skipped, by what they start with, and no others.
 ADMIN = "mp_local_dev_key_0123456789abcdefghij"  # the quickstart's MEMPLANE_ADMIN_KEY
 SKIPPED = ["scripts/serve      # run the service", "git clone", "docker build",
-           "# S3: an access key pair", "pip install '.[postgres,s3]'"]
+           "(cd sdks/typescript && npm ci && npm pack)", "# S3: an access key pair",
+           "pip install '.[postgres,s3]'"]
 
 
 @dataclass(frozen=True)
