@@ -47,11 +47,12 @@ from .zipwriter import Packed, pack
 # machine of many cores does not hold a value per core in memory (each thread's buffers
 # come from its own malloc arena, which keeps what it freed). A cloud bucket's objects are
 # fetched four at a time first, by threads of their own. Both are shared by all tenants
-# (plane/shared_pool.py): a tenant's work never queues behind another tenant's, and one
-# export takes all packers but one — with its own thread, which packs whatever finds no
-# packer free, that is every core — so another tenant's export still has one and its own.
+# (plane/shared_pool.py): a tenant's work never queues behind another tenant's. One export
+# takes a packer per core, and its own thread packs whatever finds none free (as a minimal
+# pipeline's writer thread keeps writing beside a worker per core); the pool has one packer
+# more, so another tenant's export still has one besides its own thread.
 _THREADS = min(8, max(2, os.cpu_count() or 1))
-_packers = SharedPool(_THREADS, "memplane-export", share=_THREADS - 1)
+_packers = SharedPool(_THREADS + 1, "memplane-export", share=_THREADS)
 _fetchers = SharedPool(4, "memplane-export-fetch")
 # A window holds enough values to keep every packer busy while the one before is written.
 WINDOW_BYTES = max(4, _THREADS) << 20
