@@ -192,7 +192,14 @@ class Runtime:
         self._threads.append(thread)
 
     def _seal_loop(self) -> None:
+        from .db.statistics import FirstAnalyze
+
+        first_analyze = FirstAnalyze()
         while not self._stop.wait(self.settings.audit_seal_interval_seconds):
+            try:  # a new deployment's hot tables get their statistics once they hold rows
+                first_analyze.check(self.engine)
+            except Exception:
+                log.exception("analyzing the hot tables failed; retrying")
             try:
                 with self.sessions() as session:
                     audit.seal_all(session)

@@ -3,7 +3,8 @@ when deflate would not shrink it, its size and the archive's SHA-256 counted as 
 written) of what ``export_collect`` gathers and the manifest, built in a spooled temporary
 file (memory-bounded: small archives stay in memory, large ones spill to disk), sealed under
 the data subject's key like every object (envelope encryption, DESIGN §6 and §11: erasure's
-crypto-shredding covers every copy the bucket keeps) and uploaded streamed (``put_file``: on
+crypto-shredding covers every copy the bucket keeps) while it is uploaded streamed
+(``export_upload``: sealing and upload side by side; ``put_file``: on
 S3, GCS and Azure a multipart, resumable or block upload of 8 MiB parts, create-only, so the
 archive is never whole in memory on any backend)."""
 
@@ -23,6 +24,7 @@ from ..keys import subject_keys as keys
 from ..plane.data_plane import Target, storage_errors
 from . import proofs
 from .export_collect import SELECTION, collect
+from .export_upload import seal_and_put
 from .zipwriter import Deflater, ZipWriter
 
 FORMAT = "memplane-export/1"
@@ -42,17 +44,13 @@ def write_archive(ctx: JobContext, target: Target, path: str,
         spool.seek(0)
         handle = _archive_key(ctx)
         session.commit()
-        with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as sealed:
+        with storage_errors():
             if handle is None:  # encryption is switched off on this server
-                stored: IO[bytes] = spool
+                storage.put_file(target.adapter, path, spool)  # type: ignore[arg-type]
             else:
-                envelope.seal_stream(spool, sealed, size, key_id=handle.id,
-                                     subject_key=handle.key,
-                                     context=archive_context(ctx.tenant_id, path, ctx.job_id))
-                sealed.seek(0)
-                stored = sealed
-            with storage_errors():
-                storage.put_file(target.adapter, path, stored)  # type: ignore[arg-type]
+                seal_and_put(target.adapter, path, spool, size, key_id=handle.id,
+                             subject_key=handle.key,
+                             context=archive_context(ctx.tenant_id, path, ctx.job_id))
     return counts, size, digest, handle is not None
 
 

@@ -43,19 +43,23 @@ from ..plane.keyring import Keyring
 from ..plane.shared_pool import SharedPool
 from .zipwriter import Packed, pack
 
-WINDOW_BYTES = 4 << 20
+# Objects are opened and packed by a thread per core, at most eight, so that an export on a
+# machine of many cores does not hold a value per core in memory (each thread's buffers
+# come from its own malloc arena, which keeps what it freed). A cloud bucket's objects are
+# fetched four at a time first, by threads of their own. Both are shared by all tenants
+# (plane/shared_pool.py): a tenant's work never queues behind another tenant's. One export
+# takes a packer per core, and its own thread packs whatever finds none free (as a minimal
+# pipeline's writer thread keeps writing beside a worker per core); the pool has one packer
+# more, so another tenant's export still has one besides its own thread.
+_THREADS = min(8, max(2, os.cpu_count() or 1))
+_packers = SharedPool(_THREADS + 1, "memplane-export", share=_THREADS)
+_fetchers = SharedPool(4, "memplane-export-fetch")
+# A window holds enough values to keep every packer busy while the one before is written.
+WINDOW_BYTES = max(4, _THREADS) << 20
 WINDOW_ITEMS = 64
 # A window of a local bucket with less content than this is read in the export's own
 # thread: handing small objects to the pool costs more than the work.
 _POOLED_BYTES = 256 << 10
-# Objects are opened and packed by a thread per core, at most four, so that an export on a
-# machine of many cores does not hold a value per core in memory (each thread's buffers
-# come from its own malloc arena, which keeps what it freed). A cloud bucket's objects are
-# fetched four at a time first, by threads of their own. Both are shared by all tenants, a
-# tenant's work taking at most half of each and never queuing behind another tenant's
-# (plane/shared_pool.py).
-_packers = SharedPool(min(4, max(2, os.cpu_count() or 1)), "memplane-export")
-_fetchers = SharedPool(4, "memplane-export-fetch")
 _UNSETTLED = ("pending_delete", "pending_write")
 
 

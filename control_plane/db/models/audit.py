@@ -14,7 +14,6 @@ from sqlalchemy import (
     SmallInteger,
     String,
     Text,
-    UniqueConstraint,
     Uuid,
     text,
 )
@@ -29,7 +28,9 @@ class AccessLog(Base):
 
     __tablename__ = "access_logs"
     __table_args__ = (
-        UniqueConstraint("tenant_id", "seq"),
+        # Unique among sealed rows: an unsealed row (seq NULL) is not in it (migration 0050).
+        Index("uq_access_logs_sealed_seq", "tenant_id", "seq", unique=True,
+              postgresql_where=text("seq IS NOT NULL"), sqlite_where=text("seq IS NOT NULL")),
         Index("ix_access_logs_unsealed", "tenant_id", "id",
               postgresql_where=text("seq IS NULL"), sqlite_where=text("seq IS NULL")),
         Index(None, "tenant_id", "pointer_id"),
