@@ -181,7 +181,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List Api Keys
+         * @description List the tenant's API keys: id, prefix, role, name, scopes, agent, when created and
+         *     last used (to the hour). Never a secret: only a key's SHA-256 is stored.
+         */
+        get: operations["list_api_keys_v1_api_keys_get"];
         put?: never;
         /**
          * Create Api Key
@@ -1431,6 +1436,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/subjects/{user_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Subject Summary Route
+         * @description What memplane holds about a data subject, counted by layer (memories, entries, events,
+         *     conversations, knowledge, embeddings) with no content, the legal holds covering them and
+         *     their export and erasure jobs. Admin or compliance keys; audited as `subject_read`.
+         */
+        get: operations["subject_summary_route_v1_subjects__user_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/subjects/{user_id}/erase": {
         parameters: {
             query?: never;
@@ -1577,6 +1604,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/whoami": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Whoami
+         * @description The calling key as the server knows it: its tenant, id and role (what a client, such as
+         *     the compliance console at /console, shows or refuses before anything else). Any valid key;
+         *     audited as `whoami`.
+         */
+        get: operations["whoami_v1_whoami_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1706,6 +1755,67 @@ export interface components {
              */
             user_id?: string | null;
         };
+        /** ApiKeyList */
+        ApiKeyList: {
+            /**
+             * Items
+             * @description The tenant's keys, oldest first.
+             */
+            items: components["schemas"]["ApiKeyOut"][];
+        };
+        /**
+         * ApiKeyOut
+         * @description An API key as the admin's list shows it: never its secret (which is not stored).
+         */
+        ApiKeyOut: {
+            /**
+             * Agent Id
+             * @description The agent an agent key acts as.
+             */
+            agent_id?: string | null;
+            /**
+             * Created At
+             * Format: date-time
+             * @description When it was created.
+             */
+            created_at: string;
+            /**
+             * Id
+             * Format: uuid
+             * @description The key's id (DELETE /v1/api-keys/{id} revokes it).
+             */
+            id: string;
+            /**
+             * Last Used At
+             * @description When it was last accepted, to the hour; null: never used.
+             */
+            last_used_at?: string | null;
+            /**
+             * Name
+             * @description Its label.
+             */
+            name: string;
+            /**
+             * Prefix
+             * @description The secret's first characters, to recognise it by.
+             */
+            prefix: string;
+            /**
+             * Revoked At
+             * @description When it was revoked (only with include_revoked=true); null: it works.
+             */
+            revoked_at?: string | null;
+            /**
+             * Role
+             * @description admin, agent, compliance or user.
+             */
+            role: string;
+            /**
+             * Scopes
+             * @description The scopes an agent key may see; null: the whole tenant.
+             */
+            scopes?: components["schemas"]["ScopeGrantOut"][] | null;
+        };
         /**
          * AppendIn
          * @example {
@@ -1731,7 +1841,7 @@ export interface components {
             importance?: number | null;
             /**
              * Memory Type
-             * @description A lower-case label of your own ('preference', 'fact', 'episode', …) to filter by; default 'fact'.
+             * @description A lower-case label to filter by: fact, preference, conversation_history, agent_memory, team_context, knowledge, summary, entry, or one of your own; default by scope (conversation_history, agent_memory, team_context, preference for user, else fact).
              * @example preference
              */
             memory_type?: string | null;
@@ -3189,6 +3299,18 @@ export interface components {
             dry_run: boolean;
         };
         /**
+         * Error
+         * @description Every refusal other than a schema mismatch: a code and one sentence saying what to fix. Some codes add fields (e.g. retry_after).
+         */
+        Error: {
+            /** @description One sentence saying what is wrong and what to do about it. */
+            detail: string;
+            /** @description A short code: unauthorized, forbidden, not_found, conflict, hash_mismatch, legal_hold, payload_too_large, unsupported_media_type, too_many_jobs, storage_unavailable, database_unavailable, … */
+            error: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * EventIn
          * @example {
          *       "body": "## Call with Acme\n- Agreed to raise the ROAS target to 4.",
@@ -3932,7 +4054,7 @@ export interface components {
             importance?: number | null;
             /**
              * Memory Type
-             * @description A lower-case label of your own ('preference', 'fact', 'episode', …) to filter by; default 'fact'.
+             * @description A lower-case label to filter by: fact, preference, conversation_history, agent_memory, team_context, knowledge, summary, entry, or one of your own; default by scope (conversation_history, agent_memory, team_context, preference for user, else fact).
              * @example preference
              */
             memory_type?: string | null;
@@ -5803,6 +5925,139 @@ export interface components {
              */
             versioning: boolean | null;
         };
+        /** SubjectHold */
+        SubjectHold: {
+            /**
+             * Created At
+             * Format: date-time
+             * @description When it was placed (UTC).
+             */
+            created_at: string;
+            /**
+             * Id
+             * @description The hold's id (lh_…).
+             */
+            id: string;
+            /**
+             * Reason
+             * @description The hold's category.
+             */
+            reason: string;
+            /**
+             * Target
+             * @description subject, scope (the user scope) or tenant.
+             */
+            target: string;
+        };
+        /** SubjectJob */
+        SubjectJob: {
+            /**
+             * Archive Expires At
+             * @description A completed export's archive is deleted after this (ISO-8601 UTC).
+             */
+            archive_expires_at: string | null;
+            /**
+             * Created At
+             * Format: date-time
+             * @description When it was requested (UTC).
+             */
+            created_at: string;
+            /**
+             * Dry Run
+             * @description An erasure's dry run (those are not kept under the subject once planned, so this is rarely true).
+             */
+            dry_run: boolean;
+            /**
+             * Id
+             * Format: uuid
+             * @description The job's id (GET /v1/jobs/{id}).
+             */
+            id: string;
+            /**
+             * Kind
+             * @description export or erase.
+             */
+            kind: string;
+            /**
+             * Receipt Id
+             * @description A completed erasure's signed receipt (GET /v1/receipts/{id}).
+             */
+            receipt_id: string | null;
+            /**
+             * State
+             * @description queued, running, completed or failed.
+             */
+            state: string;
+            /**
+             * Updated At
+             * Format: date-time
+             * @description Its last change (UTC).
+             */
+            updated_at: string;
+        };
+        /** SubjectLayers */
+        SubjectLayers: {
+            /**
+             * Conversations
+             * @description Conversations whose subject is this user.
+             */
+            conversations: number;
+            /**
+             * Embeddings
+             * @description Of the memories and entries, how many have a stored embedding vector.
+             */
+            embeddings: number;
+            /**
+             * Entries
+             * @description Curated entries of the subject.
+             */
+            entries: number;
+            /**
+             * Events
+             * @description Raw events of the subject.
+             */
+            events: number;
+            /**
+             * Knowledge
+             * @description Knowledge chunks that name the subject (documents usually have none).
+             */
+            knowledge: number;
+            /**
+             * Memories
+             * @description Memories by key in any scope that name the subject or live in their user scope (knowledge chunks not counted).
+             */
+            memories: number;
+        };
+        /** SubjectSummary */
+        SubjectSummary: {
+            /**
+             * Erased
+             * @description True when an erasure of this user id has completed before (its job is listed by keyed hash).
+             */
+            erased: boolean;
+            /**
+             * Erasure In Progress
+             * @description The job id of an erasure that has started and not finished.
+             */
+            erasure_in_progress: string | null;
+            /**
+             * Holds
+             * @description Active legal holds covering the subject (on the subject, their user scope or the tenant); an erasure is refused while any is active.
+             */
+            holds: components["schemas"]["SubjectHold"][];
+            /**
+             * Jobs
+             * @description The subject's export and erasure jobs, newest first (at most 100).
+             */
+            jobs: components["schemas"]["SubjectJob"][];
+            /** @description What memplane holds about the subject, counted by layer; no content. */
+            layers: components["schemas"]["SubjectLayers"];
+            /**
+             * Total
+             * @description Memories, entries, events, conversations and knowledge chunks together (embeddings belong to memories and entries).
+             */
+            total: number;
+        };
         /**
          * SummarizerConfigIn
          * @example {
@@ -6048,6 +6303,49 @@ export interface components {
             /** @description The kind of problem (missing, string_too_long, …). */
             type: string;
         };
+        /**
+         * WhoAmI
+         * @description GET /v1/whoami: the calling key, never its secret.
+         */
+        WhoAmI: {
+            /**
+             * Agent Id
+             * @description The agent an agent key acts as.
+             */
+            agent_id: string | null;
+            /**
+             * Can Create Tenants
+             * @description True for the bootstrap admin key.
+             */
+            can_create_tenants: boolean;
+            /**
+             * Key Id
+             * Format: uuid
+             * @description The key's id (audit rows name it as key:<id>).
+             */
+            key_id: string;
+            /**
+             * Role
+             * @description admin, agent, compliance or user.
+             */
+            role: string;
+            /**
+             * Scoped
+             * @description True when the key sees only some scopes (or one subject), not the whole tenant.
+             */
+            scoped: boolean;
+            /**
+             * Tenant Id
+             * Format: uuid
+             * @description The key's tenant.
+             */
+            tenant_id: string;
+            /**
+             * User Id
+             * @description The data subject a user key belongs to.
+             */
+            user_id: string | null;
+        };
         /** WitnessesOut */
         WitnessesOut: {
             /**
@@ -6186,6 +6484,33 @@ export interface operations {
                     "application/json": components["schemas"]["EntryPage"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6195,13 +6520,24 @@ export interface operations {
                     "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     create_entry_memory_post: {
         parameters: {
             query?: never;
             header?: {
-                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 409. */
+                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 422 idempotency_key_reused. */
                 "Idempotency-Key"?: string | null;
             };
             path?: never;
@@ -6222,6 +6558,51 @@ export interface operations {
                     "application/json": components["schemas"]["EntryOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6229,6 +6610,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6254,6 +6646,42 @@ export interface operations {
                     "application/json": components["schemas"]["EntryOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6263,13 +6691,24 @@ export interface operations {
                     "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     update_entry_memory__entry_id__put: {
         parameters: {
             query?: never;
             header?: {
-                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 409. */
+                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 422 idempotency_key_reused. */
                 "Idempotency-Key"?: string | null;
             };
             path: {
@@ -6293,6 +6732,60 @@ export interface operations {
                     "application/json": components["schemas"]["EntryOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6300,6 +6793,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6323,6 +6827,42 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6330,6 +6870,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6377,6 +6928,33 @@ export interface operations {
                     "application/json": components["schemas"]["SeedEventPage"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6386,13 +6964,24 @@ export interface operations {
                     "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     append_event_memory_events_post: {
         parameters: {
             query?: never;
             header?: {
-                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 409. */
+                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 422 idempotency_key_reused. */
                 "Idempotency-Key"?: string | null;
             };
             path?: never;
@@ -6413,6 +7002,51 @@ export interface operations {
                     "application/json": components["schemas"]["EventOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6420,6 +7054,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6469,6 +7114,24 @@ export interface operations {
                     "application/json": components["schemas"]["AgentPage"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6476,6 +7139,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6501,6 +7175,33 @@ export interface operations {
                     "application/json": components["schemas"]["AgentOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6508,6 +7209,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6537,6 +7249,60 @@ export interface operations {
                     "application/json": components["schemas"]["AgentOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6544,6 +7310,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6567,6 +7344,42 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6574,6 +7387,78 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    list_api_keys_v1_api_keys_get: {
+        parameters: {
+            query?: {
+                /** @description Also list revoked keys (with revoked_at). */
+                include_revoked?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKeyList"];
+                };
+            };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6600,6 +7485,51 @@ export interface operations {
                     "application/json": components["schemas"]["CreatedApiKey"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6607,6 +7537,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6630,6 +7571,42 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6637,6 +7614,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6674,6 +7662,24 @@ export interface operations {
                     "application/json": components["schemas"]["AuditPage"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6681,6 +7687,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6703,6 +7720,24 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6710,6 +7745,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6737,6 +7783,24 @@ export interface operations {
                     "application/json": components["schemas"]["ConsistencyProofOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6744,6 +7808,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6771,6 +7846,24 @@ export interface operations {
                     "application/json": components["schemas"]["InclusionProofOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6778,6 +7871,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6800,6 +7904,24 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6807,6 +7929,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6829,6 +7962,24 @@ export interface operations {
                     "application/json": components["schemas"]["AuditVerificationOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6836,6 +7987,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6858,6 +8020,24 @@ export interface operations {
                     "application/json": components["schemas"]["WitnessesOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6865,6 +8045,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6891,6 +8082,51 @@ export interface operations {
                     "application/json": components["schemas"]["WitnessesOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6898,6 +8134,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6933,6 +8180,51 @@ export interface operations {
                     "application/json": components["schemas"]["JobOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6940,6 +8232,28 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The tenant has its quota of jobs queued or running; retry after Retry-After seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6962,6 +8276,24 @@ export interface operations {
                     "application/json": components["schemas"]["CompactorConfigOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -6969,6 +8301,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -6995,6 +8338,51 @@ export interface operations {
                     "application/json": components["schemas"]["CompactorConfigOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7002,6 +8390,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7027,6 +8426,33 @@ export interface operations {
                     "application/json": components["schemas"]["ProvenanceOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7034,6 +8460,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7060,6 +8497,51 @@ export interface operations {
                     "application/json": components["schemas"]["ResummarizeOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7067,6 +8549,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7093,6 +8586,51 @@ export interface operations {
                     "application/json": components["schemas"]["JobOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7100,6 +8638,28 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The tenant has its quota of jobs queued or running; retry after Retry-After seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7125,6 +8685,42 @@ export interface operations {
                     "application/json": components["schemas"]["ConversationOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7132,6 +8728,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7155,6 +8762,42 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7162,6 +8805,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7191,6 +8845,60 @@ export interface operations {
                     "application/json": components["schemas"]["ContextOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7198,6 +8906,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7230,6 +8949,42 @@ export interface operations {
                     "application/json": components["schemas"]["MessagePage"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7239,13 +8994,24 @@ export interface operations {
                     "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     add_message_v1_conversations__conversation_id__messages_post: {
         parameters: {
             query?: never;
             header?: {
-                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 409. */
+                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 422 idempotency_key_reused. */
                 "Idempotency-Key"?: string | null;
             };
             path: {
@@ -7269,6 +9035,60 @@ export interface operations {
                     "application/json": components["schemas"]["MessageAdded"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7276,6 +9096,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7301,6 +9132,42 @@ export interface operations {
                     "application/json": components["schemas"]["JobOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7308,6 +9175,28 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The tenant has its quota of jobs queued or running; retry after Retry-After seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7330,6 +9219,24 @@ export interface operations {
                     "application/json": components["schemas"]["DlpPolicyOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7337,6 +9244,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7363,6 +9281,51 @@ export interface operations {
                     "application/json": components["schemas"]["DlpPolicyOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7370,6 +9333,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7392,6 +9366,24 @@ export interface operations {
                     "application/json": components["schemas"]["EmbedderConfigOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7399,6 +9391,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7425,6 +9428,51 @@ export interface operations {
                     "application/json": components["schemas"]["EmbedderConfigOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7432,6 +9480,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7454,6 +9513,33 @@ export interface operations {
                     "application/json": components["schemas"]["EmbedderConfigOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7461,6 +9547,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7500,6 +9597,33 @@ export interface operations {
                     "application/json": components["schemas"]["EntryPage"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7509,13 +9633,24 @@ export interface operations {
                     "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     create_entry_v1_entries_post: {
         parameters: {
             query?: never;
             header?: {
-                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 409. */
+                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 422 idempotency_key_reused. */
                 "Idempotency-Key"?: string | null;
             };
             path?: never;
@@ -7536,6 +9671,51 @@ export interface operations {
                     "application/json": components["schemas"]["EntryOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7543,6 +9723,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7568,6 +9759,42 @@ export interface operations {
                     "application/json": components["schemas"]["EntryOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7577,13 +9804,24 @@ export interface operations {
                     "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     update_entry_v1_entries__entry_id__put: {
         parameters: {
             query?: never;
             header?: {
-                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 409. */
+                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 422 idempotency_key_reused. */
                 "Idempotency-Key"?: string | null;
             };
             path: {
@@ -7607,6 +9845,60 @@ export interface operations {
                     "application/json": components["schemas"]["EntryOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7614,6 +9906,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7637,6 +9940,42 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7644,6 +9983,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7683,6 +10033,33 @@ export interface operations {
                     "application/json": components["schemas"]["EventPage"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7692,13 +10069,24 @@ export interface operations {
                     "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     append_event_v1_events_post: {
         parameters: {
             query?: never;
             header?: {
-                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 409. */
+                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 422 idempotency_key_reused. */
                 "Idempotency-Key"?: string | null;
             };
             path?: never;
@@ -7719,6 +10107,51 @@ export interface operations {
                     "application/json": components["schemas"]["EventOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7726,6 +10159,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7751,6 +10195,42 @@ export interface operations {
                     "application/json": components["schemas"]["EventWithBodyOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7758,6 +10238,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7781,6 +10272,33 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7788,6 +10306,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7810,6 +10339,33 @@ export interface operations {
                     "application/json": components["schemas"]["IntegrityOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7817,6 +10373,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7842,6 +10409,33 @@ export interface operations {
                     "application/json": components["schemas"]["JobOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7849,6 +10443,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7871,6 +10476,24 @@ export interface operations {
                     "application/json": components["schemas"]["KekList"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7878,6 +10501,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7900,6 +10534,33 @@ export interface operations {
                     "application/json": components["schemas"]["RetireOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7907,6 +10568,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7933,6 +10605,51 @@ export interface operations {
                     "application/json": components["schemas"]["RotationOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7940,6 +10657,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -7969,6 +10697,33 @@ export interface operations {
                     "application/json": components["schemas"]["DocumentPage"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -7978,13 +10733,24 @@ export interface operations {
                     "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     add_knowledge_v1_knowledge_post: {
         parameters: {
             query?: never;
             header?: {
-                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 409. */
+                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 422 idempotency_key_reused. */
                 "Idempotency-Key"?: string | null;
             };
             path?: never;
@@ -8005,6 +10771,51 @@ export interface operations {
                     "application/json": components["schemas"]["KnowledgeAdded"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8012,6 +10823,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8037,6 +10859,42 @@ export interface operations {
                     "application/json": components["schemas"]["DocumentDeleted"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8044,6 +10902,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8066,6 +10935,24 @@ export interface operations {
                     "application/json": components["schemas"]["HoldPage"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8075,13 +10962,24 @@ export interface operations {
                     "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     place_hold_v1_legal_holds_post: {
         parameters: {
             query?: never;
             header?: {
-                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 409. */
+                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 422 idempotency_key_reused. */
                 "Idempotency-Key"?: string | null;
             };
             path?: never;
@@ -8102,6 +11000,51 @@ export interface operations {
                     "application/json": components["schemas"]["HoldOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8109,6 +11052,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8134,6 +11088,42 @@ export interface operations {
                     "application/json": components["schemas"]["HoldOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8143,13 +11133,24 @@ export interface operations {
                     "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     batch_memories_v1_memories_batch_post: {
         parameters: {
             query?: never;
             header?: {
-                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 409. */
+                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 422 idempotency_key_reused. */
                 "Idempotency-Key"?: string | null;
             };
             path?: never;
@@ -8170,6 +11171,51 @@ export interface operations {
                     "application/json": components["schemas"]["BatchOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8177,6 +11223,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8204,6 +11261,42 @@ export interface operations {
                     "application/json": components["schemas"]["Cleared"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8211,6 +11304,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8243,6 +11347,42 @@ export interface operations {
                     "application/json": components["schemas"]["MemoryOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8252,13 +11392,24 @@ export interface operations {
                     "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     set_memory_v1_memories__scope___scope_ref___key__put: {
         parameters: {
             query?: never;
             header?: {
-                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 409. */
+                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 422 idempotency_key_reused. */
                 "Idempotency-Key"?: string | null;
             };
             path: {
@@ -8286,6 +11437,60 @@ export interface operations {
                     "application/json": components["schemas"]["PointerOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8293,6 +11498,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8320,6 +11536,42 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8329,13 +11581,24 @@ export interface operations {
                     "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     append_memory_v1_memories__scope___scope_ref___key__append_post: {
         parameters: {
             query?: never;
             header?: {
-                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 409. */
+                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 422 idempotency_key_reused. */
                 "Idempotency-Key"?: string | null;
             };
             path: {
@@ -8363,6 +11626,60 @@ export interface operations {
                     "application/json": components["schemas"]["PointerOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8370,6 +11687,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8392,6 +11720,24 @@ export interface operations {
                     "application/json": components["schemas"]["RoutesOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8399,6 +11745,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8425,6 +11782,51 @@ export interface operations {
                     "application/json": components["schemas"]["RoutesOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8432,6 +11834,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8477,6 +11890,24 @@ export interface operations {
                     "application/json": components["schemas"]["PointerPage"] | components["schemas"]["MemoryPage"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8484,6 +11915,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8511,6 +11953,33 @@ export interface operations {
                     };
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8518,6 +11987,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8540,6 +12020,24 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8547,6 +12045,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8573,6 +12082,51 @@ export interface operations {
                     "application/json": components["schemas"]["RememberOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8580,6 +12134,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8602,6 +12167,24 @@ export interface operations {
                     "application/json": components["schemas"]["PolicyPage"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8609,6 +12192,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8635,6 +12229,51 @@ export interface operations {
                     "application/json": components["schemas"]["PolicyOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8642,6 +12281,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8665,6 +12315,42 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8672,6 +12358,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8698,6 +12395,51 @@ export interface operations {
                     "application/json": components["schemas"]["JobOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8705,6 +12447,28 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The tenant has its quota of jobs queued or running; retry after Retry-After seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8731,6 +12495,51 @@ export interface operations {
                     "application/json": components["schemas"]["SearchOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8738,6 +12547,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8760,6 +12580,24 @@ export interface operations {
                     "application/json": components["schemas"]["StorageConfigOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8767,6 +12605,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8793,6 +12642,51 @@ export interface operations {
                     "application/json": components["schemas"]["StorageConfigOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8800,6 +12694,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8822,6 +12727,24 @@ export interface operations {
                     "application/json": components["schemas"]["StorageConfigPage"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8831,13 +12754,24 @@ export interface operations {
                     "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     create_storage_config_v1_storage_configs_post: {
         parameters: {
             query?: never;
             header?: {
-                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 409. */
+                /** @description Any unique string per logical write: a retry with the same key and body returns the first answer (header Idempotent-Replayed: true) instead of writing twice; the same key with another body answers 422 idempotency_key_reused. */
                 "Idempotency-Key"?: string | null;
             };
             path?: never;
@@ -8858,6 +12792,51 @@ export interface operations {
                     "application/json": components["schemas"]["StorageConfigOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8865,6 +12844,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8890,6 +12880,33 @@ export interface operations {
                     "application/json": components["schemas"]["StorageConfigOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8897,6 +12914,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8926,6 +12954,60 @@ export interface operations {
                     "application/json": components["schemas"]["StorageConfigOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8933,6 +13015,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8956,6 +13049,42 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8963,6 +13092,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -8988,6 +13128,42 @@ export interface operations {
                     "application/json": components["schemas"]["StorageConfigOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -8995,6 +13171,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -9020,6 +13207,33 @@ export interface operations {
                     "application/json": components["schemas"]["StorageHealthOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -9027,6 +13241,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -9049,6 +13274,24 @@ export interface operations {
                     "application/json": components["schemas"]["StorageHealthOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -9056,6 +13299,87 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    subject_summary_route_v1_subjects__user_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The data subject's user id, as given in memories' user_id (or the scope ref of their user-scoped memories). */
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SubjectSummary"];
+                };
+            };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -9085,6 +13409,60 @@ export interface operations {
                     "application/json": components["schemas"]["JobOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -9092,6 +13470,28 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The tenant has its quota of jobs queued or running; retry after Retry-After seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -9121,6 +13521,60 @@ export interface operations {
                     "application/json": components["schemas"]["JobOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -9128,6 +13582,28 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The tenant has its quota of jobs queued or running; retry after Retry-After seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -9150,6 +13626,24 @@ export interface operations {
                     "application/json": components["schemas"]["SummarizerConfigOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -9157,6 +13651,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -9183,6 +13688,51 @@ export interface operations {
                     "application/json": components["schemas"]["SummarizerConfigOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -9190,6 +13740,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -9212,6 +13773,33 @@ export interface operations {
                     "application/json": components["schemas"]["SummarizerConfigOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -9219,6 +13807,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -9246,6 +13845,24 @@ export interface operations {
                     "application/json": components["schemas"]["TeamPage"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -9253,6 +13870,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -9278,6 +13906,33 @@ export interface operations {
                     "application/json": components["schemas"]["TeamOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -9285,6 +13940,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -9314,6 +13980,60 @@ export interface operations {
                     "application/json": components["schemas"]["TeamOut"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -9321,6 +14041,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -9344,6 +14075,42 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found; also the answer for another tenant's ids and for a read outside a scoped key's scopes (indistinguishable from missing). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -9351,6 +14118,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
@@ -9377,6 +14155,51 @@ export interface operations {
                     "application/json": components["schemas"]["CreatedTenant"];
                 };
             };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A conflict: the stored object no longer matches its pointer (hash_mismatch), a legal hold, an erasure of the subject in progress, or a state the request cannot apply to. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than MEMPLANE_MAX_BODY_BYTES, or the value to store larger than MEMPLANE_MAX_OBJECT_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is not JSON: send it as application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -9384,6 +14207,75 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    whoami_v1_whoami_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WhoAmI"];
+                };
+            };
+            /** @description No API key, or one that is not valid: send 'Authorization: Bearer <key>'. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not do this, or the key's scopes do not include the scope written to. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description The database, the bucket or the key service is unavailable; retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
