@@ -191,7 +191,7 @@ def _start(command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[by
         cwd=Path(__file__).resolve().parent.parent,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base_url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 60 * WORKERS  # each worker process imports the app
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"{command[-1]} exited with {process.returncode} on start")
