@@ -10,7 +10,8 @@ audit sealer, job worker with the compactor's and retention's schedules, search 
 and then uvicorn's supervisor, whose N workers each build the app with ``worker_app``: they
 serve requests only. Each worker dies with the parent (SIGKILL included), as the background
 process does; uvicorn starts a worker that died again. On exit the workers stop, then the
-background process, and the directory is removed.
+background process, and the directory is removed (or, after a SIGKILL, by the next start:
+``sweep_leftovers``).
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def serve(settings: Settings, host: str, port: int, workers: int) -> None:
         prepare(runtime)
     finally:
         runtime.close()
-    place = Path(tempfile.mkdtemp(prefix="memplane-serve-"))
+    sweep_leftovers()
+    place = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
     try:
         board = host_board.Board.create(place / "board")
         metrics = place / "metrics"
@@ -86,6 +88,33 @@ def serve(settings: Settings, host: str, port: int, workers: int) -> None:
                 background.close()
     finally:
         shutil.rmtree(place, ignore_errors=True)
+
+
+_PREFIX = "memplane-serve-"
+
+
+def sweep_leftovers(where: Path | None = None) -> list[Path]:
+    """Remove the directories of servers that were killed before they could (a SIGKILL, an
+    OOM kill): ``memplane-serve-<pid>-*`` in the temporary directory whose process is gone.
+    Returns what was removed."""
+    removed = []
+    for place in Path(where or tempfile.gettempdir()).glob(f"{_PREFIX}*-*"):
+        pid = place.name[len(_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or not place.is_dir() or _alive(int(pid)):
+            continue
+        shutil.rmtree(place, ignore_errors=True)
+        removed.append(place)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def worker_app() -> FastAPI:
