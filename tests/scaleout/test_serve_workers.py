@@ -6,8 +6,9 @@ is still behind its token; the migrations and the default tenant happen once.
 Each worker names itself in an ``x-memplane-pid`` header (MEMPLANE_TEST_PID_HEADER, a test
 hook). Requests go out on new connections, spread by the kernel over the two workers'
 accepts; each check loops until it saw both workers answer (with a bound on the attempts).
-The caches trust a key and a policy for 300 s here, so only the host's board can explain a
-worker refusing what another worker changed.
+The key cache trusts a key for 300 s here, so only the host's board can explain a worker
+refusing a key another worker revoked. The DLP policy cache's 5 s is fixed: that check is
+only as strict as asking the other worker right after the change.
 """
 
 from __future__ import annotations
