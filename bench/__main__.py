@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import batch, events
+from . import batch, events, stacks
 from .bars import bars, table
 from .cases import run_all
 
@@ -22,7 +22,10 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated case name prefixes")
     parser.add_argument("--minutes", type=float, default=20.0,
                         help="the soak's length (run only with --only soak)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="server processes of each `memplane serve` (docs/workers.md)")
     args = parser.parse_args()
+    stacks.WORKERS = args.workers
     logging.disable(logging.WARNING)
     only = [p for p in args.only.split(",") if p]
     if only == ["soak"]:  # 20 minutes by default: never part of a full bench run

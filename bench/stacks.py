@@ -85,6 +85,10 @@ def analyze(engine: Engine) -> None:
         conn.exec_driver_sql("ANALYZE")
 
 
+# Server processes of each ``memplane serve`` the bench starts (``--workers``).
+WORKERS = 1
+
+
 class MemplaneStack:
     """One memplane deployment: a runtime for in-process calls, a server for HTTP calls."""
 
@@ -140,14 +144,15 @@ class MemplaneStack:
             time.sleep(0.05)
 
     def serve(self) -> str:
-        """``memplane serve`` in its own process (uvicorn, one worker), serving this checkout's
-        code: the console script imports from the checkout the shared environment was
-        installed from (an editable install) unless PYTHONPATH names this one first."""
+        """``memplane serve`` in its own process (uvicorn, ``WORKERS`` workers: one unless
+        ``python -m bench --workers N``), serving this checkout's code: the console script
+        imports from the checkout the shared environment was installed from (an editable
+        install) unless PYTHONPATH names this one first."""
         exe = Path(sys.executable).with_name("memplane")
         checkout = str(Path(__file__).resolve().parent.parent)
         path = os.pathsep.join(p for p in (checkout, os.environ.get("PYTHONPATH")) if p)
-        self.server, self.base_url = _start([str(exe), "serve"],
-                                            self.env | {"PYTHONPATH": path})
+        self.server, self.base_url = _start([str(exe), "serve"], self.env | {
+            "PYTHONPATH": path, "MEMPLANE_WORKERS": str(WORKERS)})
         return self.base_url
 
     def serve_floor(self) -> str:
@@ -186,7 +191,7 @@ def _start(command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[by
         cwd=Path(__file__).resolve().parent.parent,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base_url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 60 * WORKERS  # each worker process imports the app
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"{command[-1]} exited with {process.returncode} on start")

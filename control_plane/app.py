@@ -51,6 +51,7 @@ from .summarizers.router import router as summarizer_router
 from .teams.router import router as teams_router
 from .tenants.router import router as tenants_router
 from .tenants.service import ensure_bootstrap
+from .testhooks import pid_header_from_env
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +67,12 @@ _HAS_TELEMETRY = "telemetry" in inspect.signature(FastAPI.__init__).parameters
 
 
 def create_app(settings: Settings | None = None, *, background_process: bool = False,
-               ) -> FastAPI:
+               host_worker: bool = False) -> FastAPI:
     """The API. With ``background_process`` (``memplane serve``), the background work may
-    run in a process of its own (MEMPLANE_BACKGROUND_PROCESS, control_plane.background)."""
+    run in a process of its own (MEMPLANE_BACKGROUND_PROCESS, control_plane.background).
+    With ``host_worker`` (a worker of ``memplane serve --workers N``, control_plane.workers)
+    the parent has migrated and bootstrapped and runs the background work: the app serves
+    requests only, and tells the background process when they use the database."""
     settings = settings or Settings()
 
     @asynccontextmanager
@@ -80,21 +84,12 @@ def create_app(settings: Settings | None = None, *, background_process: bool = F
         reserve_probe_threads(app)
         runtime.plane.metrics = app.state.metrics  # storage, jobs, reconcile (observability/)
         app.state.metrics.watch_database(runtime.database_state)
-        if settings.embedded:
-            runtime.migrate()
-        if settings.create_default_tenant:
-            with runtime.sessions() as session:
-                admin = settings.admin_key.get_secret_value() if settings.admin_key else None
-                new_key = ensure_bootstrap(session, admin, key_file=settings.bootstrap_key_file)
-            if new_key and settings.bootstrap_key_file:
-                log.warning("created the default tenant; its admin key is in %s (mode 0600)",
-                            settings.bootstrap_key_file)
-            elif new_key:
-                print(f"\nmemplane: created the default tenant. Its admin key, shown once:\n\n"
-                      f"    {new_key}\n\nKeep it safe; it can create tenants and keys.\n",
-                      file=sys.stderr, flush=True)
-        if settings.run_background:
-            runtime.start_background(separate_process=background_process)
+        if host_worker:
+            runtime.publish_activity()
+        else:
+            prepare(runtime)
+            if settings.run_background:
+                runtime.start_background(separate_process=background_process)
         app.state.runtime = runtime
         # What start-up built (modules, routes, schemas, mappers: ~190,000 objects) lives as
         # long as the process: kept out of the collector's full passes, which walked all of
@@ -123,9 +118,31 @@ def create_app(settings: Settings | None = None, *, background_process: bool = F
     app.add_middleware(RequestContext, metrics=app.state.metrics,
                        max_body_bytes=settings.max_body_bytes, metrics_token=token,
                        gate=check_key)
+    if (hook := pid_header_from_env()) is not None:  # tests of several workers only
+        app.add_middleware(hook)
     _add_routes(app, ROUTERS)
     _install_error_handlers(app)
     return app
+
+
+def prepare(runtime: Runtime) -> None:
+    """What a server does once before it serves: the embedded default's migrations, and the
+    default tenant on a first start (its admin key printed once, or written to
+    MEMPLANE_BOOTSTRAP_KEY_FILE). ``memplane serve --workers N`` does it in the parent."""
+    settings = runtime.settings
+    if settings.embedded:
+        runtime.migrate()
+    if settings.create_default_tenant:
+        with runtime.sessions() as session:
+            admin = settings.admin_key.get_secret_value() if settings.admin_key else None
+            new_key = ensure_bootstrap(session, admin, key_file=settings.bootstrap_key_file)
+        if new_key and settings.bootstrap_key_file:
+            log.warning("created the default tenant; its admin key is in %s (mode 0600)",
+                        settings.bootstrap_key_file)
+        elif new_key:
+            print(f"\nmemplane: created the default tenant. Its admin key, shown once:\n\n"
+                  f"    {new_key}\n\nKeep it safe; it can create tenants and keys.\n",
+                  file=sys.stderr, flush=True)
 
 
 # What agents call every turn first: a request's route is found by trying the routes in

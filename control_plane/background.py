@@ -142,7 +142,7 @@ def run_child(work: Work, settings: Settings, activity: SharedClock, stop: Conne
     """The background process: ``work`` (the sealer and the indexer), until the server
     closes its end of ``stop`` or dies. Ctrl-C in a terminal reaches the whole process group:
     the server handles it and closes the pipe; a SIGTERM stops this process cleanly."""
-    _die_with(parent)
+    die_with(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     from .observability.json_logs import configure_logging
@@ -157,7 +157,8 @@ def run_child(work: Work, settings: Settings, activity: SharedClock, stop: Conne
         close()
 
 
-def _die_with(parent: int) -> None:
+def die_with(parent: int) -> None:
+    """End this process when ``parent`` does (SIGKILL included), or now if it already has."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

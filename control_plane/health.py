@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from anyio import CapacityLimiter, move_on_after, to_thread
 from fastapi import APIRouter, FastAPI, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import Engine, text
 
 from .deps import get_runtime
@@ -66,5 +66,5 @@ def _database_answers(engine: Engine) -> bool:
 
 @router.get("/metrics", include_in_schema=False)
 def metrics(request: Request) -> Response:
-    return Response(generate_latest(request.app.state.metrics.registry),
+    return Response(request.app.state.metrics.exposition(),
                     media_type=CONTENT_TYPE_LATEST)

@@ -7,9 +7,11 @@ both run the same service code against the same configuration.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
@@ -155,6 +157,17 @@ class Runtime:
             if self.settings.embed_on_write:
                 self.start_indexer(yield_to_requests=True)
 
+    def publish_activity(self) -> None:
+        """A worker of ``memplane serve --workers N``: tell the host's background process
+        (its indexer yields to requests) when this process's requests use the database,
+        on the clock of the host's board (control_plane.host_board)."""
+        from .host_board import ENV, HostClock
+        from .search.foreground import ForegroundActivity
+
+        where = os.environ.get(ENV)
+        if where:
+            self._activity = ForegroundActivity(self.engine, shared=HostClock(Path(where)))
+
     def start_sealer(self) -> None:
         """The audit sealer: chains new audit rows every few hundred milliseconds, and
         anchors each tenant's chain head in its bucket every MEMPLANE_AUDIT_CHECKPOINT_SECONDS
@@ -225,6 +238,30 @@ class Runtime:
             self.plane.audit_batcher.close()
         self.plane.close()
         self.engine.dispose()
+
+
+def start_host_background_work(settings: Settings,
+                               activity: SharedClock) -> Callable[[], None]:
+    """The background process of ``memplane serve --workers N`` (control_plane.workers):
+    every background loop of the host, once — the audit sealer, and with MEMPLANE_RUN_JOBS
+    the job worker (jobs, the compactor's and retention's schedules) and the search indexer
+    (yielding to the workers' requests as ``activity`` tells). Its metrics join the workers'
+    (prometheus-client's multiprocess mode)."""
+    from .observability.metrics import Metrics
+    from .search.indexer import ServerActivity
+
+    runtime = Runtime(settings)
+    try:
+        runtime.plane.metrics = Metrics()
+        runtime.start_sealer()
+        if settings.run_jobs:
+            runtime.start_worker()
+            if settings.embed_on_write:
+                runtime.start_indexer(yield_to_requests=True, activity=ServerActivity(activity))
+    except BaseException:
+        runtime.close()
+        raise
+    return runtime.close
 
 
 def start_background_work(settings: Settings, activity: SharedClock) -> Callable[[], None]:

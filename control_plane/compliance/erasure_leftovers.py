@@ -122,7 +122,8 @@ def retire_agent_keys(ctx: JobContext, user_id: str, conversations: Sequence[str
                       hashed: str) -> list[str]:
     """In the caller's write transaction: grants of the subject's scopes name the hash; a
     key with no other grant is revoked (audited), as is the subject's own key (role user).
-    The revoked keys' digests, to drop from the caller cache once committed."""
+    The digests of the keys revoked or changed, to drop from the caller cache once
+    committed."""
     own = {("user", user_id), *(("conversation", ref) for ref in conversations)}
     revoked: list[str] = []
     now = utcnow()
@@ -134,9 +135,9 @@ def retire_agent_keys(ctx: JobContext, user_id: str, conversations: Sequence[str
             continue
         key.scopes = [{**g, "scope_ref": hashed} if is_mine else g
                       for g, is_mine in zip(grants, mine, strict=True)]
+        revoked.append(key.key_sha256)  # its access list changed: cached, it is stale
         if all(mine) and key.revoked_at is None:
             key.revoked_at = now
-            revoked.append(key.key_sha256)
             audit.record(ctx.session, ctx.actor, "key_revoke",
                          detail=f"job {ctx.job_id}: key {key.id} revoked: every scope it "
                                 "granted belonged to an erased data subject")

@@ -2,9 +2,9 @@
 write paths, and set or read by an admin (``PUT``/``GET /v1/dlp/policy``).
 
 The write path asks ``policy_of`` once per write: a dictionary hit while the entry is fresh
-(``TTL_SECONDS``); a change made through this process forgets the entry at once, other
-replicas follow when it expires (as the active storage configuration does,
-plane/data_plane.py).
+(``TTL_SECONDS``); a change made through any process of this host makes every process's
+entries stale at once (control_plane.host_board), other replicas follow when they expire
+(as the active storage configuration does, plane/data_plane.py).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
+from .. import host_board
 from ..audit import service as audit
 from ..audit.service import audited
 from ..db.base import utcnow
@@ -44,7 +45,7 @@ class Policy:
 DEFAULT = Policy("flag", KINDS)
 
 _lock = threading.Lock()
-_cache: dict[uuid.UUID, tuple[Policy, float]] = {}
+_cache: dict[uuid.UUID, tuple[Policy, float, int]] = {}
 _generation: dict[uuid.UUID, int] = {}
 clock: Callable[[], float] = time.monotonic
 
@@ -66,7 +67,8 @@ def policy_of(session: Session, tenant_id: uuid.UUID) -> Policy:
     """The tenant's policy as the write path sees it: cached for ``TTL_SECONDS``."""
     now = clock()
     cached = _cache.get(tenant_id)
-    if cached is not None and cached[1] > now:
+    stamp = host_board.generation(host_board.DLP)
+    if cached is not None and cached[1] > now and cached[2] == stamp:
         return cached[0]
     with _lock:
         generation = _generation.get(tenant_id, 0)
@@ -81,12 +83,13 @@ def policy_of(session: Session, tenant_id: uuid.UUID) -> Policy:
         policy = load(session, tenant_id)
     with _lock:
         if _generation.get(tenant_id, 0) == generation:  # not forgotten meanwhile
-            _cache[tenant_id] = (policy, now + TTL_SECONDS)
+            _cache[tenant_id] = (policy, now + TTL_SECONDS, stamp)
     return policy
 
 
 def forget(tenant_id: uuid.UUID) -> None:
     """The tenant's policy changed (call after the change committed)."""
+    host_board.bump(host_board.DLP)
     with _lock:
         _generation[tenant_id] = _generation.get(tenant_id, 0) + 1
         _cache.pop(tenant_id, None)

@@ -12,6 +12,7 @@ from datetime import timedelta
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 
+from .. import host_board
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..db.models import ApiKey
@@ -23,32 +24,44 @@ from .caller import Caller
 
 class CallerCache:
     """Valid API keys by hash, each for ``ttl`` seconds, so a request does not look its key
-    up every time. A key revoked through this process is forgotten at once; other replicas
-    stop accepting it within ``ttl`` (``MEMPLANE_AUTH_CACHE_SECONDS``; 0 turns this off).
-    Time comes from ``clock`` (monotonic seconds), so tests move it instead of sleeping."""
+    up every time. A key revoked (or its scopes changed) through any process of this host
+    is refused by all of them at once: each entry carries the host's key counter it was read
+    under (control_plane.host_board), and a revocation bumps it. Other replicas stop
+    accepting it within ``ttl`` (``MEMPLANE_AUTH_CACHE_SECONDS``; 0 turns this off). Time
+    comes from ``clock`` (monotonic seconds), so tests move it instead of sleeping."""
 
     def __init__(self, ttl: float = 5.0, size: int = 10_000,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl, self.size = ttl, size
         self.clock = clock
-        self._items: dict[tuple[str, str], tuple[float, Caller]] = {}
+        self._items: dict[tuple[str, str], tuple[float, Caller, int]] = {}
         self._lock = threading.Lock()
 
     def get(self, where: str, digest: str) -> Caller | None:
         item = self._items.get((where, digest))
-        if item is None or item[0] <= self.clock():
+        if (item is None or item[0] <= self.clock()
+                or item[2] != host_board.generation(host_board.KEYS)):
             return None
         return item[1]
 
-    def put(self, where: str, digest: str, caller: Caller) -> None:
+    @staticmethod
+    def stamp() -> int:
+        """The counter to put an entry under: taken before the key is read, so a revocation
+        committed meanwhile makes the entry stale."""
+        return host_board.generation(host_board.KEYS)
+
+    def put(self, where: str, digest: str, caller: Caller, stamp: int) -> None:
         if self.ttl <= 0:
             return
         with self._lock:
             if len(self._items) >= self.size:
                 self._items.clear()
-            self._items[(where, digest)] = (self.clock() + self.ttl, caller)
+            self._items[(where, digest)] = (self.clock() + self.ttl, caller, stamp)
 
     def forget(self, digest: str) -> None:
+        """The key was revoked or changed (call after the change committed): no process of
+        this host uses what it cached of any key before now."""
+        host_board.bump(host_board.KEYS)
         with self._lock:
             for entry in [e for e in self._items if e[1] == digest]:
                 del self._items[entry]
@@ -94,13 +107,14 @@ def authenticate(session: Session, authorization: str | None) -> Caller:
     cached = CALLERS.get(where, digest)
     if cached is not None:
         return cached
+    stamp = CALLERS.stamp()
     key = session.scalar(select(ApiKey).where(ApiKey.key_sha256 == digest))
     if key is None or key.revoked_at is not None:
         raise Unauthorized("the API key is not valid; check it or ask an admin for a new one")
     caller = Caller(key.tenant_id, key.id, key.role, key.can_create_tenants,
                     Access.of(key.scopes, key.agent_id, key.tenant_id, key.user_id))
     _note_use(session, key)
-    CALLERS.put(where, digest, caller)
+    CALLERS.put(where, digest, caller, stamp)
     return caller
 
 

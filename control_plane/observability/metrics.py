@@ -1,13 +1,20 @@
 """The Prometheus metrics of one process: HTTP requests, storage calls, jobs, reconcile and
-orphan GC, and gauges read from the database at each scrape."""
+orphan GC, and gauges read from the database at each scrape.
+
+Under ``memplane serve --workers N`` the parent names a directory in
+``PROMETHEUS_MULTIPROC_DIR`` before it starts its processes: prometheus-client's
+multiprocess mode then keeps each process's values in files there, and ``exposition`` (what
+any worker's /metrics answers) sums the counters and histograms of every process of the
+server — its workers and its background process."""
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -59,11 +66,26 @@ class Metrics:
         self._database = _DatabaseGauges()
         self.registry.register(self._database)
 
+    def exposition(self) -> bytes:
+        """The text /metrics answers: this process's metrics, or under multiprocess mode
+        those of every process sharing the directory, summed (the database gauges once)."""
+        if not os.environ.get(MULTIPROC_ENV):
+            return generate_latest(self.registry)
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)
+        registry.register(self._database)
+        return generate_latest(registry)
+
     def watch_database(self, read: Callable[[], DatabaseState]) -> None:
         """Report queue depth, audit sealing lag, unsettled pointers and GC candidates from
         ``read`` at each scrape: the database's view, true whichever process runs the jobs,
         the sealer or the reconciler."""
         self._database.read = read
+
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 class DatabaseState:

@@ -35,6 +35,7 @@ from storage_adapters.identity import IdentityRefused, ImpersonationRules
 from storage_adapters.netguard import EndpointPolicy
 from storage_adapters.registry import from_config, from_url
 
+from .. import host_board
 from ..db.models import AgentSettings, StorageConfig
 from ..errors import (
     Conflict,
@@ -141,7 +142,8 @@ class DataPlane:
                  active_ttl_seconds: float = ACTIVE_TTL_SECONDS,
                  allowed_endpoints: Sequence[str] = (),
                  impersonation_allowed: Sequence[str] = (),
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 board: host_board.Board | None = None) -> None:
         self._default_url = default_bucket_url
         # The operator's allow-list; each backend adds its own storage endpoints to it
         # (storage_adapters/registry.py).
@@ -154,7 +156,7 @@ class DataPlane:
         # Configuration rows are immutable, so their targets can be kept for good.
         self._targets: dict[uuid.UUID, Target] = {}
         # tenant -> (active configuration, ``clock`` time the entry expires)
-        self._active: dict[uuid.UUID, tuple[uuid.UUID, float]] = {}
+        self._active: dict[uuid.UUID, tuple[uuid.UUID, float, int]] = {}
         self._active_ttl = active_ttl_seconds
         # tenant (or tenant and agent) -> how often its active configuration (its agent's
         # route) was forgotten: a lookup that began before the latest forget may have read
@@ -163,9 +165,12 @@ class DataPlane:
         self._forgotten: dict[Any, int] = {}
         # (tenant, agent id) -> (its user-memory route or None, ``clock`` time it expires):
         # a memory write asks this instead of the database (control_plane/agents).
-        self._agents: dict[tuple[uuid.UUID, str], tuple[AgentRoute | None, float]] = {}
+        self._agents: dict[tuple[uuid.UUID, str], tuple[AgentRoute | None, float, int]] = {}
         # Monotonic seconds; tests pass their own clock and move it instead of sleeping.
         self._clock = clock
+        # The change counters of this host's processes (host_board): a reconfiguration
+        # through any of them makes every process's cached entries stale at once.
+        self._board = board or host_board.current()
         self._lock = threading.Lock()
         # Crash tests replace this to stop a protocol between two of its steps.
         self.checkpoint = checkpoint
@@ -200,7 +205,8 @@ class DataPlane:
         """Where new content of the tenant goes."""
         now = self._clock()
         cached = self._active.get(tenant_id)
-        if cached is not None and cached[1] > now:
+        stamp = self._board.generation(host_board.STORAGE)  # changes on this host: at once
+        if cached is not None and cached[1] > now and cached[2] == stamp:
             return self.by_id(session, cached[0])
         with self._lock:
             forgotten = self._forgotten.get(tenant_id, 0)
@@ -211,11 +217,11 @@ class DataPlane:
             # tenant's writes for the whole TTL. A session of its own reads after the forget
             # count was taken.
             with Session(bind) as fresh:
-                return self._look_up_active(fresh, tenant_id, forgotten, now)
-        return self._look_up_active(session, tenant_id, forgotten, now)
+                return self._look_up_active(fresh, tenant_id, forgotten, now, stamp)
+        return self._look_up_active(session, tenant_id, forgotten, now, stamp)
 
     def _look_up_active(self, session: Session, tenant_id: uuid.UUID, forgotten: int,
-                        now: float) -> Target:
+                        now: float, stamp: int) -> Target:
         config_id = session.scalar(
             select(StorageConfig.id)
             .where(StorageConfig.tenant_id == tenant_id, StorageConfig.is_active)
@@ -225,7 +231,7 @@ class DataPlane:
             raise StorageMisconfigured("the tenant has no storage configuration")
         with self._lock:
             if self._forgotten.get(tenant_id, 0) == forgotten:  # no reconfiguration since
-                self._active[tenant_id] = (config_id, now + self._active_ttl)
+                self._active[tenant_id] = (config_id, now + self._active_ttl, stamp)
         return self.by_id(session, config_id)
 
     def for_memory(self, session: Session, tenant_id: uuid.UUID, scope: str,
@@ -249,7 +255,8 @@ class DataPlane:
         """The agent's user-memory settings, cached like the active configuration."""
         now = self._clock()
         cached = self._agents.get((tenant_id, agent_id))
-        if cached is not None and cached[1] > now:
+        stamp = self._board.generation(host_board.AGENTS)
+        if cached is not None and cached[1] > now and cached[2] == stamp:
             return cached[0]
         with self._lock:
             forgotten = self._forgotten.get((tenant_id, agent_id), 0)
@@ -263,11 +270,12 @@ class DataPlane:
             if self._forgotten.get((tenant_id, agent_id), 0) == forgotten:
                 if len(self._agents) >= AGENT_CACHE_SIZE:
                     self._agents.clear()
-                self._agents[(tenant_id, agent_id)] = (route, now + self._active_ttl)
+                self._agents[(tenant_id, agent_id)] = (route, now + self._active_ttl, stamp)
         return route
 
     def forget_agent(self, tenant_id: uuid.UUID, agent_id: str) -> None:
         """The agent's settings changed (call after the change committed)."""
+        self._board.bump(host_board.AGENTS)
         with self._lock:
             key = (tenant_id, agent_id)
             self._forgotten[key] = self._forgotten.get(key, 0) + 1
@@ -316,6 +324,7 @@ class DataPlane:
 
     def forget_tenant(self, tenant_id: uuid.UUID) -> None:
         """The tenant's active configuration changed (call after the change committed)."""
+        self._board.bump(host_board.STORAGE)
         with self._lock:
             self._forgotten[tenant_id] = self._forgotten.get(tenant_id, 0) + 1
             self._active.pop(tenant_id, None)

@@ -216,7 +216,12 @@ def _runtime(migrate: bool | None = None, *, database_only: bool = False,
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
-    workers: Annotated[int, typer.Option(help="Worker processes (production only).")] = 1,
+    workers: Annotated[int | None, typer.Option(
+        min=1, envvar="MEMPLANE_WORKERS",
+        help="Server processes sharing the port; default: the number of cores (one on "
+             "SQLite). Migrations, the default tenant and the background work run once per "
+             "host (docs/workers.md)."
+    )] = None,
 ) -> None:
     """Run the HTTP API. With no configuration: SQLite and a local bucket in ./.memplane
     (created on the first start)."""
@@ -224,6 +229,8 @@ def serve(
 
     from control_plane.app import create_app
     from control_plane.observability.json_logs import configure_logging
+    from control_plane.workers import default_workers
+    from control_plane.workers import serve as serve_workers
     from storage_adapters.registry import MissingExtra
 
     settings = load_settings()
@@ -232,14 +239,19 @@ def serve(
     preflight(settings, must_be_migrated=not settings.embedded, bucket=True)
     say_where(settings)
     configure_logging(settings.log_level)
+    count, why = (workers, None) if workers else default_workers(settings)
+    if why:
+        typer.echo(why, err=True)
     console.print(f"memplane serving on http://{host}:{port}  "
                   f"(database: {'embedded SQLite' if settings.embedded else 'external'}, "
-                  f"data dir: {settings.data_dir.resolve()})", soft_wrap=True)
-    if workers > 1:
+                  f"data dir: {settings.data_dir.resolve()}, workers: {count})", soft_wrap=True)
+    if count > 1:
         if WHERE.data_dir is not None:  # the worker processes read the environment
             os.environ["MEMPLANE_DATA_DIR"] = str(WHERE.data_dir)
-        uvicorn.run("control_plane.app:create_app", factory=True, host=host, port=port,
-                    workers=workers, access_log=False, log_config=None)
+        try:
+            serve_workers(settings, host, port, count)
+        except MissingExtra as exc:
+            missing_extra(exc)
         return
     try:
         app = create_app(settings, background_process=True)

@@ -273,6 +273,7 @@ def test_local_needs_the_servers_permission(world: Any, tmp_path: Path) -> None:
 
 
 def test_other_replicas_follow_a_change_at_the_ttl(world: Any, tmp_path: Path) -> None:
+    from control_plane.host_board import Board
     from control_plane.plane.data_plane import DataPlane
     from control_plane.storage_config import service
     from control_plane.storage_config.schemas import LocalConfigIn
@@ -282,7 +283,7 @@ def test_other_replicas_follow_a_change_at_the_ttl(world: Any, tmp_path: Path) -
     clock = ManualClock()  # the replica's cache reads this clock, so the test moves time
     replica = DataPlane(runtime.settings.resolved_bucket_url,
                         credentials=runtime.plane.credentials, active_ttl_seconds=5.0,
-                        clock=clock)
+                        clock=clock, board=Board())  # another host: a board of its own
     try:
         with runtime.sessions() as session:
             before = replica.active(session, world.tenant_id).config_id

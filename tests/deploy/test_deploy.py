@@ -91,7 +91,7 @@ def test_chart_renders_the_production_layout() -> None:
     by_name = {(d["kind"], d["metadata"]["name"]): d for d in docs}
     api = by_name[("Deployment", "memplane-api")]
     [server] = containers(api)
-    assert server["args"] == ["serve", "--host", "0.0.0.0", "--port", "8080"]
+    assert server["args"] == ["serve", "--host", "0.0.0.0", "--port", "8080", "--workers", "2"]
     assert server["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert server["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert api["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True

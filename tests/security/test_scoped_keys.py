@@ -323,7 +323,7 @@ def test_a_cached_key_keeps_its_access_list(tenant: Tenant) -> None:
     created = _scoped_key(tenant)
     with tenant.stack.http(created.api_key) as http:
         assert http.get("/v1/memories/team/T123/k").status_code == 200
-        cached = [c for (_, c) in CALLERS._items.values() if c.key_id == uuid.UUID(created.id)]
+        cached = [c for (_, c, _) in CALLERS._items.values() if c.key_id == uuid.UUID(created.id)]
         assert len(cached) == 1
         assert cached[0].may_access("team", "T123") is True
         assert cached[0].may_access("team", "T999") is False

@@ -47,8 +47,11 @@ class ChildProcess:
 class ServerProcess(ChildProcess):
     def __init__(self, env: dict[str, str], *, port: int | None = None,
                  output: Path | None = None) -> None:
-        """``output``: a file the child's stdout and stderr are appended to (else dropped)."""
-        self.env = {**os.environ, "MEMPLANE_LOG_LEVEL": "WARNING", **env}
+        """``output``: a file the child's stdout and stderr are appended to (else dropped).
+        One server process unless ``env`` sets MEMPLANE_WORKERS: crash tests pause and kill
+        the one that serves."""
+        self.env = {**os.environ, "MEMPLANE_LOG_LEVEL": "WARNING", "MEMPLANE_WORKERS": "1",
+                    **env}
         self.output = output
         self.env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(CHECKOUT), self.env.get("PYTHONPATH")) if p)
