@@ -1,5 +1,6 @@
-"""python -m bench [--quick]: print a table, write bench/results/latest.json, end with one
-JSON line mapping each case to {"memplane", "floor", "peer", "unit"}."""
+"""python -m bench [--quick]: print a table, write bench/results/latest.json and
+bench/results/<date>-<commit>.json (bench/results_file.py), end with one JSON line mapping
+each case to {"memplane", "floor", "peer", "unit"}."""
 
 from __future__ import annotations
 
@@ -7,11 +8,10 @@ import argparse
 import json
 import logging
 import sys
-from pathlib import Path
 
 from rich.console import Console
 
-from . import batch, events
+from . import batch, events, results_file
 from .bars import bars, table
 from .cases import run_all
 
@@ -53,9 +53,8 @@ def main() -> int:
     found = bars(results)
     Console(stderr=True, width=180).print(table(found))
     results["bars"] = {bar.name: bar.json() for bar in found}
-    out = Path(__file__).parent / "results"
-    out.mkdir(exist_ok=True)
-    (out / "latest.json").write_text(json.dumps(results, indent=2))
+    _, dated = results_file.write(results, argv=sys.argv[1:])
+    Console(stderr=True).print(f"results: {dated} (commit it with the docs that quote it)")
     print(json.dumps(results, separators=(",", ":")))
     sys.stdout.flush()
     return 0

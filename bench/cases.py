@@ -16,7 +16,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from . import compliance, scale
+from . import compliance, scale, sustained
 from .harness import Measurement, measure, ratio_of_rounds, rotated, summarize
 from .stacks import Backends, Floor, MemplaneStack, Peer
 
@@ -75,6 +75,8 @@ def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
                         results[name] = entry
                         _case_row(table, name, entry)
                     console.print(f"done {stack_name} c{concurrency}")
+                if stack_name in sustained.STACKS:
+                    results |= sustained.run(server_stack, stack_name, quick=quick)
             finally:
                 floor.close()
                 bare.close()
