@@ -107,7 +107,7 @@ def in_round(writes: list[T], reads: list[T], round_no: int) -> list[T]:
 
 
 def run(*, quick: bool) -> dict[str, dict[str, Any]]:
-    console = Console(stderr=True)
+    console = Console(stderr=True, width=180)
     table = Table(title=f"batch API (items/s, batches of {BATCH}, 1 KiB values, median of "
                         f"{ROUNDS} rotated rounds; ratios: median of per-round ratios)")
     for column in ("case", "memplane batch", "HTTP floor batch", "memplane single",
