@@ -1,7 +1,8 @@
-"""The bars the HTTP, batch, export and scale cases are held to, read from one run's results:
-each bar's figure, its bound and whether it holds. ``python -m bench`` prints them last and
-stores them under ``"bars"`` in ``bench/results/latest.json``; a bar whose case did not run
-(``--only``) is left out."""
+"""The bars the HTTP, sustained, batch, LangGraph, export and scale cases are held to, read
+from one run's results: each bar's figure, its bound and whether it holds; and information
+rows (a figure with no bound: comparisons kept for the reader, bars no longer). ``python -m
+bench`` prints them last and stores them under ``"bars"`` in its results file; a bar whose
+case did not run (``--only``) is left out."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from rich.table import Table
 
-AT_LEAST, AT_MOST, BELOW = "≥", "≤", "<"
+AT_LEAST, AT_MOST, BELOW, INFO = "≥", "≤", "<", "info"
 _HOLDS: dict[str, Callable[[float, float], bool]] = {
     AT_LEAST: operator.ge, AT_MOST: operator.le, BELOW: operator.lt}
 
@@ -21,12 +22,15 @@ _HOLDS: dict[str, Callable[[float, float], bool]] = {
 class Bar:
     name: str
     figure: float
-    relation: str  # AT_LEAST, AT_MOST or BELOW
+    relation: str  # AT_LEAST, AT_MOST, BELOW, or INFO (no bound: information only)
     bound: float
     what: str  # what the figure is
 
     @property
-    def holds(self) -> bool:
+    def holds(self) -> bool | None:
+        """Whether the figure is within its bound; None for an information row."""
+        if self.relation == INFO:
+            return None
         return _HOLDS[self.relation](self.figure, self.bound)
 
     def json(self) -> dict[str, Any]:
@@ -39,7 +43,7 @@ def _median(entry: Mapping[str, Any], key: str) -> float | None:
 
 
 def _over(entry: Mapping[str, Any], key: str) -> float | None:
-    """``memplane`` over ``key`` (the batch case keeps medians, not per-round ratios)."""
+    """``memplane`` over ``key``: a ratio of medians (the export case's)."""
     if entry.get(key) in (None, 0):
         return None
     return float(entry["memplane"]) / float(entry[key])
@@ -68,11 +72,32 @@ def bars(results: Mapping[str, Mapping[str, Any]]) -> list[Bar]:
                 if name in results:
                     add(name, _median(results[name], "vs_http_floor"), AT_LEAST, 0.8,
                         "memplane over HTTP ÷ the HTTP floor (median of per-round ratios)")
+    for stack in ("sqlite+local", "postgres+local"):
+        name = f"sustained-write/{stack}/http/c16"
+        if name in results:
+            add(name, _median(results[name], "vs_no_search"), AT_LEAST, 0.8,
+                "writes/s until indexed and sealed ÷ the same writes searchable: false "
+                "until sealed (median of per-round ratios)")
     for kind, peer_op in (("write", "put"), ("read", "get")):
         name = f"batch-{kind}/postgres+local/http/c16"
         if name in results:
-            add(name, _over(results[name], "peer"), AT_LEAST, 1.0,
-                f"batched items/s ÷ LangGraph PostgresStore's in-process {peer_op}")
+            add(name, _median(results[name], "vs_peer"), AT_LEAST, 1.0,
+                f"batched items/s ÷ LangGraph PostgresStore's in-process {peer_op} (median "
+                "of per-round ratios)")
+    for case, what in (("checkpoint-step", "checkpoint steps/s"),
+                       ("store-batch-put", "batched store put items/s")):
+        for concurrency in (1, 16):
+            name = f"langgraph-{case}/postgres+local/http/c{concurrency}"
+            if name in results:
+                add(name, _median(results[name], "vs_floor"), AT_LEAST, 0.8,
+                    f"{what} ÷ the HTTP floor doing the same (median of per-round ratios)")
+    for case, key, what in (
+            ("checkpoint-step", "p50_ratio", "step p50 ÷ PostgresSaver's (was a bar: ≤ 3)"),
+            ("store-batch-put", "ratio", "items/s ÷ PostgresStore's (was a bar: ≥ 1.0)")):
+        for concurrency in (1, 16):
+            name = f"langgraph-{case}/postgres+local/http/c{concurrency}"
+            if name in results:
+                add(f"{name} ÷ peer", _median(results[name], key), INFO, 0.0, what)
     for name, entry in results.items():
         if name.startswith("export/") and name.endswith("/peak_rss_growth"):
             add(name, float(entry["memplane"]), BELOW, float(entry["bar"]),
@@ -110,6 +135,9 @@ def table(found: list[Bar]) -> Table:
         shown.add_column(column, justify="left" if column in ("bar", "figure is") else "right")
     for bar in found:
         figure = f"{bar.figure:.3f}" if bar.figure < 10 else f"{bar.figure:.1f}"
+        if bar.holds is None:
+            shown.add_row(bar.name, figure, "-", "info", bar.what)
+            continue
         shown.add_row(bar.name, figure, f"{bar.relation} {bar.bound:g}",
                       "yes" if bar.holds else "NO", bar.what)
     return shown

@@ -16,7 +16,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from . import compliance, scale
+from . import compliance, scale, sustained
 from .harness import Measurement, measure, ratio_of_rounds, rotated, summarize
 from .stacks import Backends, Floor, MemplaneStack, Peer
 
@@ -41,7 +41,10 @@ Op = Callable[[int], object]
 System = Callable[[str], tuple[list[Op], list[Op]]]
 
 
-def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
+def run_all(*, quick: bool, only: list[str], stacks: bool = True,
+            others: bool = True) -> dict[str, dict[str, Any]]:
+    """The write/read cases of each stack (``stacks``), and the erase, export and scale cases
+    (``others``), as ``only`` selects them."""
     console = Console(stderr=True, width=180)
     results: dict[str, dict[str, Any]] = {}
     table = Table(title=f"memplane vs floors (ops/s, median of {ROUNDS} rounds; "
@@ -51,7 +54,7 @@ def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
         table.add_column(column, justify="right" if column != "case" else "left")
     backends = Backends()
     try:
-        for database, bucket in MATRIX:
+        for database, bucket in MATRIX if stacks else []:
             stack_name = f"{database}+{bucket}"
             if only and not any(stack_name.startswith(p) or p in stack_name for p in only):
                 continue
@@ -75,6 +78,8 @@ def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
                         results[name] = entry
                         _case_row(table, name, entry)
                     console.print(f"done {stack_name} c{concurrency}")
+                if stack_name in sustained.STACKS:
+                    results |= sustained.run(server_stack, stack_name, quick=quick)
             finally:
                 floor.close()
                 bare.close()
@@ -83,18 +88,18 @@ def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
                 stack.close()
                 server_stack.close()
                 floor_stack.close()
-        if not only or "erase" in only:
+        if others and (not only or "erase" in only):
             erased = compliance.erase_case(2_000 if quick else 10_000)
             results |= erased
             _rows(table, erased)
-        for backend in compliance.EXPORT_BACKENDS:  # --only export, or export-s3 …
+        for backend in compliance.EXPORT_BACKENDS if others else ():  # --only export, -s3 …
             if not only or "export" in only or f"export-{backend}" in only:
                 # 1 GiB in full; --quick: 200 MiB locally, 64 MiB on the emulators.
                 exported = compliance.export_case(
                     (200 if backend == "local" else 64) if quick else 1024, backend=backend)
                 results |= exported
                 _rows(table, exported)
-        if not only or any("scale".startswith(p) for p in only):
+        if others and (not only or any("scale".startswith(p) for p in only)):
             scaled = scale.run(backends, quick=quick)
             results |= scaled
             for name, r in scaled.items():
@@ -106,7 +111,8 @@ def run_all(*, quick: bool, only: list[str]) -> dict[str, dict[str, Any]]:
             console.print(scale.explain_text(scaled))
     finally:
         backends.close()
-    console.print(table)
+    if table.row_count:
+        console.print(table)
     return results
 
 

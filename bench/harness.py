@@ -7,7 +7,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 
@@ -17,10 +17,24 @@ class Measurement:
     seconds: float
     p50_ms: float
     p99_ms: float
+    # A sustained measurement's: how long after the last operation the server settled (its
+    # indexing and sealing of what the operations wrote done); 0 for the others.
+    settle_seconds: float = 0.0
 
     @property
     def per_second(self) -> float:
+        """Operations per second of the timed operations alone."""
         return self.ops / self.seconds if self.seconds else 0.0
+
+    @property
+    def sustained_per_second(self) -> float:
+        """Operations per second until the server settled: the background work they caused
+        counted in their time."""
+        total = self.seconds + self.settle_seconds
+        return self.ops / total if total else 0.0
+
+    def settled(self, settle_seconds: float) -> Measurement:
+        return replace(self, settle_seconds=settle_seconds)
 
 
 def measure(op: Callable[[int], object], ops: int, concurrency: int,
@@ -124,12 +138,17 @@ def summarize(values: Sequence[float]) -> Summary:
     return Summary(statistics.median(values), min(values), max(values))
 
 
-def ratio_of_rounds(numerator: Sequence[Measurement],
-                    denominator: Sequence[Measurement]) -> Summary:
+def ratio_of_rounds(numerator: Sequence[Measurement], denominator: Sequence[Measurement],
+                    *, scale: float = 1.0, sustained: bool = False) -> Summary:
     """numerator/denominator throughput round by round (both ran in the same round, so they
-    share its noise), summarized over the rounds."""
-    return summarize([n.per_second / d.per_second
-                      for n, d in zip(numerator, denominator, strict=True) if d.per_second])
+    share its noise), summarized over the rounds. ``scale`` multiplies each ratio (items per
+    operation when the two sides' operations carry different numbers of items);
+    ``sustained`` compares throughput until the server settled."""
+    def rate(m: Measurement) -> float:
+        return m.sustained_per_second if sustained else m.per_second
+
+    return summarize([rate(n) / rate(d) * scale
+                      for n, d in zip(numerator, denominator, strict=True) if rate(d)])
 
 
 def ratio_of_rounds_values(numerator: Sequence[float],

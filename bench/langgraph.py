@@ -10,8 +10,10 @@ store is made with ``semantic=False``: like PostgresStore without an index, it e
 nothing. Every
 thread has its own client / store / saver (its own connection). The two sides alternate over
 :data:`ROUNDS` rounds; the table gives the median round and the spread of the per-round
-ratios. Bars (printed, never asserted): a checkpoint step's p50 latency within 3x
-PostgresSaver's; batched puts at least 1.0x PostgresStore's items/s."""
+ratios. memplane's server, the HTTP floor and the peer each have a database of their own.
+Bars (``bench/bars.py``, never asserted): a checkpoint step and batched puts each at least
+0.8x the HTTP floor doing the same work (median of per-round ratios); the ratios to
+PostgresSaver and PostgresStore are information."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from .batch import _dsn
+from .batch import _dsn, analyze_dsn
 from .harness import (
     Measurement,
     alternate,
@@ -42,6 +44,7 @@ BATCH = 50
 STEPS = 10
 SEARCH_ITEMS = 20
 ROUNDS = 3
+BARRED = ("checkpoint-step", "store-batch-put")  # each >= 0.8x the HTTP floor (bench/bars.py)
 CONCURRENCY = (1, 16)
 Op = Callable[[int], object]
 
@@ -160,10 +163,14 @@ def run(*, quick: bool) -> dict[str, dict[str, Any]]:
     results: dict[str, dict[str, Any]] = {}
     backends = Backends()
     stack = MemplaneStack(backends, "postgres", "local")
+    # the floor on a database (and tenant) of its own: memplane's sealer and indexer never
+    # work on its rows, nor during its rounds on rows of their own left over
+    floor_stack = MemplaneStack(backends, "postgres", "local")
     threads = max(CONCURRENCY)
     with ExitStack() as resources:
         resources.callback(backends.close)
         resources.callback(stack.close)
+        resources.callback(floor_stack.close)
         dsn = _dsn(backends)
         peer_stores = [resources.enter_context(PostgresStore.from_conn_string(dsn))
                        for _ in range(threads)]
@@ -172,7 +179,7 @@ def run(*, quick: bool) -> dict[str, dict[str, Any]]:
         peer_stores[0].setup()
         peer_savers[0].setup()
         stack.serve()
-        stack.serve_floor()
+        floor_stack.serve_floor()
         with memplane.Client(stack.base_url, ADMIN_KEY) as admin:
             agent_key = admin.keys.create(role="agent", name="bench agent").api_key
         clients = [resources.enter_context(memplane.Client(stack.base_url, agent_key))
@@ -180,12 +187,16 @@ def run(*, quick: bool) -> dict[str, dict[str, Any]]:
         ours_stores = [MemplaneStore(c, semantic=False) for c in clients]
         ours_savers = [MemplaneCheckpointer(c, user_id=f"bench-{t}")
                        for t, c in enumerate(clients)]
-        floor_clients = [resources.enter_context(stack.floor_client()) for _ in range(threads)]
+        floor_clients = [resources.enter_context(floor_stack.floor_client())
+                         for _ in range(threads)]
         for t in range(threads):
             _seed_store(ours_stores[t], t)
             _seed_store(peer_stores[t], t)
             _seed_floor(floor_clients[t], t)
+        stack.settle()
         stack.analyze()
+        floor_stack.analyze()
+        analyze_dsn(dsn)
 
         for case in ("store-put", "store-batch-put", "store-get", "store-search",
                      "checkpoint-step"):
@@ -236,10 +247,9 @@ def _report(table: Table, case: str, concurrency: int,
     floor_ratio = ratio_of_rounds(floors, runs["peer"]) if floors else None
     floor_latency = ratio_of_rounds_values([m.p50_ms for m in floors],
                                            [m.p50_ms for m in runs["peer"]]) if floors else None
-    if case == "checkpoint-step":
-        bar = f"p50 <= 3x: {'met' if latency.median <= 3 else 'MISSED'}"
-    elif case == "store-batch-put":
-        bar = f">= 1.0x: {'met' if ratio.median >= 1.0 else 'MISSED'}"
+    vs_floor = ratio_of_rounds(runs["memplane"], floors) if floors else None
+    if vs_floor is not None and case in BARRED:
+        bar = f"{vs_floor.median:.2f} ÷ floor: {'met' if vs_floor.median >= 0.8 else 'MISSED'}"
     else:
         bar = "-"
     unit = "items/s" if items > 1 else ("steps/s" if case == "checkpoint-step" else "ops/s")
@@ -260,4 +270,5 @@ def _report(table: Table, case: str, concurrency: int,
                    "p50_ms": round(ours_p50, 2), "peer_p50_ms": round(peer_p50, 2),
                    "floor_p50_ms": round(floor_p50, 2) if floor_p50 is not None else None,
                    "p50_ratio": latency.json(),
+                   "vs_floor": vs_floor.json() if vs_floor else None,
                    "floor_p50_vs_peer": floor_latency.json() if floor_latency else None}}

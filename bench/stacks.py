@@ -124,11 +124,12 @@ class MemplaneStack:
     def analyze(self) -> None:
         analyze(self.runtime.engine)
 
-    def settle(self, timeout: float = 120.0) -> None:
+    def settle(self, timeout: float = 120.0, poll: float = 0.05) -> None:
         """Wait until the server's background work on what the rounds wrote is done: every
         memory's vector made and every audit row sealed. The indexer and the sealer work
         after a write is answered; left to run during the next round, their CPU would fall
-        on whatever is measured then (a floor, the peer) instead of on memplane."""
+        on whatever is measured then (a floor, the peer) instead of on memplane. ``poll``: the
+        seconds between checks (the sustained case times this wait)."""
         deadline = time.monotonic() + timeout
         while True:
             with self.runtime.sessions() as session:
@@ -141,7 +142,7 @@ class MemplaneStack:
                 raise TimeoutError(f"the server's background work was not done after "
                                    f"{timeout:.0f} s (memories to index: {waiting is not None}"
                                    f", audit rows to seal: {unsealed is not None})")
-            time.sleep(0.05)
+            time.sleep(poll)
 
     def serve(self) -> str:
         """``memplane serve`` in its own process (uvicorn, ``WORKERS`` workers: one unless
@@ -206,17 +207,18 @@ def _start(command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[by
 
 class Floor:
     """The same work done the best direct way: the adapter call plus the one SQL statement
-    it needs, on the same driver path and with the same audit group commit as memplane.
+    it needs, on the same driver path and audited the same way as memplane.
 
     For memplane a write or a read is not done until its audit row is durable (I6), so the
     floor records each access too. A write: on PostgreSQL one statement that upserts the
     pointer and appends its audit row, run straight on the psycopg connection in autocommit
     (``db.direct``, memplane's hot path), committed on its own; on SQLite, which has no
     data-modifying WITH, the same two statements in one write transaction. A read: the
-    lookup (on PostgreSQL through ``db.direct``), the object fetched and its SHA-256
-    compared, then its audit row through an ``AuditBatcher`` (concurrent reads share one
-    commit, as memplane's do). ``audit=False`` gives the bare floor (no audit row at all)
-    for reference.
+    lookup, the object fetched and its SHA-256 compared, and its audit row: on PostgreSQL
+    appended by the lookup itself (one statement through ``db.direct``, one round trip,
+    committed before the fetch, as memplane's read of a known address), on SQLite through an
+    ``AuditBatcher`` after the check (concurrent reads share one commit, as memplane's do).
+    ``audit=False`` gives the bare floor (no audit row at all) for reference.
     """
 
     def __init__(self, engine: Engine | MemplaneStack, bucket_url: str = "",
@@ -238,7 +240,8 @@ class Floor:
         # SQLite writes take the write lock up front, as memplane's do
         self.writer = engine if self.postgres else engine.execution_options(
             sqlite_begin="IMMEDIATE")
-        self.batcher = AuditBatcher(engine) if audit else None
+        # SQLite's reads group-commit their audit rows; PostgreSQL's lookup appends its own
+        self.batcher = AuditBatcher(engine) if audit and not self.postgres else None
         self.prefix = f"floor/{uuid.uuid4().hex}"
 
     @classmethod
@@ -288,13 +291,18 @@ class Floor:
 
     def get(self, key: str) -> bytes:
         params = {"k": f"{self.prefix}/{key}"}
-        if self.postgres:
+        if self.postgres and self.audit:  # one round trip: the lookup appends the read's row
+            ((path, sha),) = direct.run(self.engine, _FLOOR_LOOKUP_AUDITED,
+                                        params | self._audit(key))
+        elif self.postgres:
             ((path, sha),) = direct.run(self.engine, _FLOOR_LOOKUP, params)
         else:
             with self.engine.connect() as conn:
                 path, sha = conn.execute(_FLOOR_LOOKUP, params).one()
         data = self.adapter.get(path)
         if hashlib.sha256(data).hexdigest() != sha:
+            if self.postgres and self.audit:  # the read's row went in: log its failure too
+                direct.run(self.engine, _FLOOR_READ_FAILED, self._audit(key))
             raise AssertionError("floor read a different object")
         if self.batcher is not None:
             self.batcher.record(self.tenant, "key", "floor", "read", detail=key)
@@ -320,6 +328,14 @@ _FLOOR_UPSERT_AUDITED = text(
     "ON CONFLICT (key) DO UPDATE SET path = excluded.path, sha = excluded.sha, "
     "size = excluded.size RETURNING key) "
     + _AUDIT_COLUMNS + "SELECT CAST(:t AS uuid), 'key', 'floor', 'write', true, :d, :at FROM up")
+# PostgreSQL's read, as memplane's hot path reads a known address (READ_LOGGED_POSTGRES): the
+# lookup appends the read's audit row in the same statement, committed before the fetch.
+_FLOOR_LOOKUP_AUDITED = text(
+    "WITH found AS (SELECT path, sha FROM bench_floor WHERE key = :k), aud AS ("
+    + _AUDIT_COLUMNS + "SELECT CAST(:t AS uuid), 'key', 'floor', 'read', true, :d, :at "
+    "FROM found) SELECT path, sha FROM found").bindparams(*_AUDIT_TYPES)
+_FLOOR_READ_FAILED = text(_AUDIT_COLUMNS + "VALUES (:t, 'key', 'floor', 'read', false, :d, :at)"
+                          ).bindparams(*_AUDIT_TYPES)
 
 def op_factory(fn: Callable[[str], Any], prefix: str) -> Callable[[int], Any]:
     return lambda i: fn(f"{prefix}{i}")

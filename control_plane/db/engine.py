@@ -55,7 +55,8 @@ def make_engine(url: str, *, pool_size: int = 20, sqlite_synchronous: str = "FUL
     # The pool hands out the connection returned last (LIFO): one request at a time keeps
     # reusing one server process, warm, with its statements prepared and their plans made.
     # Handed out in turn (FIFO), a burst's ten connections served the following requests
-    # each a tenth of the time: a warm search took ~0.7 ms longer (docs/performance.md).
+    # each a tenth of the time: a warm search took ~0.7 ms longer
+    # (docs/performance/warm-search-postgresql.md).
     # Connections older than pool_recycle are replaced when next checked out, either way;
     # with pre_ping, one the server or a proxy closed meanwhile is replaced too.
     # The pool keeps pool_size connections; a peak opens up to half as many again, each closed
@@ -163,7 +164,7 @@ class SqliteWriters:
     seconds while half took under 40 ms, and a writer can lose every race until the busy
     timeout fails it. Queued on a lock, each starts as soon as the one before it ends:
     throughput is the same, a write's wait is about the queue ahead of it (p99 2 s → 0.45 s,
-    p50 40 → 130 ms, docs/performance.md).
+    p50 40 → 130 ms, docs/performance/http-overhead.md).
 
     With ``shared`` (a file beside the database), the turn is also taken across processes:
     after the process's own lock, an exclusive ``flock`` on that file, polled every

@@ -6,7 +6,7 @@ by default; its extra threads then wait in a spin loop between products, taking 
 the request threads (the search's own SQL, the audit commit), and on a busy machine the
 product itself waits until each helper thread is scheduled again. Measured on a 2-core
 machine under load: the product of a warm search took 10–34 ms with two threads and 1–1.4 ms
-with one (docs/performance.md, "Warm search"). One thread per product, parallelism from the
+with one (docs/performance/warm-search.md). One thread per product, parallelism from the
 requests, is the usual setting for a server.
 
 numpy exposes no call for it; threadpoolctl finds the BLAS library numpy loaded (OpenBLAS,

@@ -86,3 +86,22 @@ def test_ratios_pair_rounds_and_summaries_give_median_and_spread() -> None:
                                                    "spread": 0.0}
     summary = summarize([3.0, 1.0, 2.0])
     assert (summary.median, summary.low, summary.high, summary.spread) == (2.0, 1.0, 3.0, 1.0)
+
+
+def test_a_sustained_rate_counts_the_settle_tail_and_the_answered_rate_does_not() -> None:
+    m = Measurement(300, 1.0, 0, 0).settled(0.5)
+    assert (m.per_second, m.sustained_per_second, m.settle_seconds) == (300.0, 200.0, 0.5)
+    assert Measurement(10, 0.0, 0, 0).sustained_per_second == 0.0
+
+
+def test_ratios_can_scale_items_and_compare_sustained_rates() -> None:
+    # batches of 100 items: 10 batches/s against 500 single items/s is 2.0x in items
+    batches = [Measurement(10, 1.0, 0, 0), Measurement(10, 2.0, 0, 0)]
+    singles = [Measurement(500, 1.0, 0, 0), Measurement(500, 4.0, 0, 0)]
+    assert ratio_of_rounds(batches, singles, scale=100).json() == {
+        "median": 3.0, "min": 2.0, "max": 4.0, "spread": 0.667}
+    # answered alike, but one side's tail doubles its time: 0.5x sustained
+    tailed = [Measurement(100, 1.0, 0, 0).settled(1.0)]
+    plain = [Measurement(100, 1.0, 0, 0).settled(0.0)]
+    assert ratio_of_rounds(tailed, plain).median == 1.0
+    assert ratio_of_rounds(tailed, plain, sustained=True).median == 0.5

@@ -40,3 +40,29 @@ def test_settle_waits_for_every_vector_and_every_seal(stack: MemplaneStack) -> N
     with runtime.sessions() as session:
         assert audit.seal_all(session) >= 1
     stack.settle(timeout=0.2)  # nothing left: returns at once
+
+
+def test_a_write_sent_unsearchable_leaves_the_indexer_nothing_to_do(
+        stack: MemplaneStack) -> None:
+    """The sustained case's "without search": the same write, ``searchable: false``, waits
+    for its sealing only; a searchable one waits for its vector too."""
+    from control_plane.addresses import MemoryAddress, Scope
+    from control_plane.memories import service as memories
+    from control_plane.memories.schemas import MemoryMeta
+
+    runtime = stack.runtime
+    with runtime.sessions() as session:
+        memories.set_value(session, runtime.plane, stack.actor,
+                           MemoryAddress.parse(Scope.user, "bench", "plain"),
+                           {"text": "never embedded"}, MemoryMeta(searchable=False))
+    with pytest.raises(TimeoutError) as waited:
+        stack.settle(timeout=0.1, poll=0.01)
+    assert "memories to index: False, audit rows to seal: True" in str(waited.value)
+    with runtime.sessions() as session:
+        assert audit.seal_all(session) >= 1
+    stack.settle(timeout=0.2, poll=0.01)
+
+    stack.set("indexed", {"text": "embedded"})
+    with pytest.raises(TimeoutError) as waited:
+        stack.settle(timeout=0.1, poll=0.01)
+    assert "memories to index: True" in str(waited.value)
