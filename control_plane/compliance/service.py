@@ -74,8 +74,10 @@ def start_export(session: Session, actor: Actor, user_id: str, fmt: str) -> Job:
         # tenant free to proceed.
         session.execute(select(Tenant.id).where(Tenant.id == actor.tenant_id)
                         .with_for_update(key_share=True))
-        if (session.get(SubjectErasure, (actor.tenant_id, subject)) is not None
-                or jobs_repo.active_for_subject(session, actor.tenant_id, "erase", subject)):
+        # A dry run deletes nothing, so only a real erasure makes an export pointless.
+        erasing = [job for job in jobs_repo.all_active_for_subject(
+            session, actor.tenant_id, "erase", subject) if not job.params.get("dry_run")]
+        if session.get(SubjectErasure, (actor.tenant_id, subject)) is not None or erasing:
             raise Conflict("an erasure of this subject is queued or running; an export would "
                            "find nothing to export")
         running = jobs_repo.active_for_subject(session, actor.tenant_id, "export", subject)

@@ -28,6 +28,15 @@ def active_for_subject(session: Session, tenant_id: uuid.UUID, kind: str,
     )
 
 
+def all_active_for_subject(session: Session, tenant_id: uuid.UUID, kind: str,
+                           subject: str) -> list[Job]:
+    return list(session.scalars(
+        select(Job).where(Job.tenant_id == tenant_id, Job.kind == kind, Job.subject == subject,
+                          Job.state.in_(("queued", "running")))
+        .order_by(Job.created_at)
+    ))
+
+
 def for_subject(session: Session, tenant_id: uuid.UUID, kind: str,
                 subject: str) -> list[Job]:
     return list(session.scalars(

@@ -277,6 +277,31 @@ def test_a_second_export_of_a_subject_returns_the_job_already_queued_or_running(
         assert fresh.id != first.json()["id"] and fresh.state == "queued"
 
 
+def test_a_queued_dry_run_does_not_block_an_export_but_a_queued_erasure_does(
+        tenant: Tenant) -> None:
+    """A dry run deletes nothing, so the subject's data is still there to export; a real
+    erasure would leave nothing, so the export is refused while one is queued."""
+    _write(tenant, "user-cy", 1)
+    with tenant.client() as client, tenant.stack.http(tenant.admin_key) as http:
+        plan = client.memory.erase_user("user-cy", dry_run=True)
+        assert plan.state == "queued"
+        export = http.post("/v1/subjects/user-cy/export")
+        assert export.status_code == 202, export.text
+        assert export.json()["state"] == "queued" and export.json()["id"] != plan.id
+
+        erasure = client.memory.erase_user("user-dee")
+        assert erasure.state == "queued"
+        refused = http.post("/v1/subjects/user-dee/export")
+        assert refused.status_code == 409
+        assert refused.json()["detail"] == ("an erasure of this subject is queued or running; "
+                                            "an export would find nothing to export")
+    with tenant.stack.runtime.sessions() as session:
+        begin_write(session)
+        for job in session.scalars(select(Job).where(Job.tenant_id == tenant.id)).all():
+            job.state = "failed"  # leave nothing runnable behind for the next test
+        session.commit()
+
+
 def test_the_cli_downloads_a_finished_export_and_says_clearly_when_it_expired(
         tenant: Tenant, tmp_path: Path) -> None:
     from typer.testing import CliRunner
