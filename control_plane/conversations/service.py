@@ -49,6 +49,7 @@ from ..memories.schemas import MemoryMeta
 from ..plane.data_plane import DataPlane
 from ..search import drop as search_drop
 from ..settings import Settings
+from ..tenants.access import ensure_in_scopes
 from ..tenants.access import ensure_visible as access_check
 from . import repository as repo
 from . import tokens
@@ -118,7 +119,10 @@ def add_message(session: Session, plane: DataPlane, settings: Settings, actor: A
                  private=(conversation_id, spec.user_id)):
         address = address_of(conversation_id)
         conversation_id = address.scope_ref
-        check_access(session, actor, access, conversation_id, "write")
+        # A message names its conversation: outside the key's scopes it is refused plainly
+        # (403), as a write on the other layers is; reads still answer as missing.
+        ensure_in_scopes(session, actor, access, "conversation", conversation_id,
+                         operation="write", what="conversation")
         if access.agent_id is not None:
             if spec.agent_id not in (None, access.agent_id):
                 raise Forbidden(f"this key writes as agent {access.agent_id!r}; leave "

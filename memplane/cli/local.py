@@ -194,13 +194,15 @@ def open_runtime(settings: Settings) -> Runtime:
 
 @contextmanager
 def _runtime(migrate: bool | None = None, *, database_only: bool = False,
-             bucket: bool = False) -> Iterator[Runtime]:
+             bucket: bool = False, upgrading: bool = False) -> Iterator[Runtime]:
+    """``upgrading``: the caller migrates the database itself (``db upgrade``), so it need
+    not be migrated yet and is not migrated on opening."""
     from storage_adapters.registry import MissingExtra
 
     settings = load_settings()
     check_data_dir(settings, database_only=database_only)
-    preflight(settings, must_be_migrated=not (migrate if migrate is not None
-                                              else settings.embedded), bucket=bucket)
+    preflight(settings, must_be_migrated=not upgrading and not (
+        migrate if migrate is not None else settings.embedded), bucket=bucket)
     say_where(settings)
     runtime = open_runtime(settings)
     try:
@@ -264,7 +266,7 @@ def db_upgrade() -> None:
     """Apply every pending migration to the configured database."""
     from control_plane.db.migrate import applied_count
 
-    with _runtime(migrate=False, database_only=True) as runtime:
+    with _runtime(migrate=False, database_only=True, upgrading=True) as runtime:
         before, total = applied_count(runtime.engine)
         runtime.migrate()
         after, _ = applied_count(runtime.engine)

@@ -85,7 +85,7 @@ def test_serve_before_db_upgrade_names_the_command_then_upgrade_lets_it_by(
     refused(done, f"the database at {url} is not migrated: run `memplane db upgrade`")
     upgraded = run(tmp_path, "db", "upgrade", MEMPLANE_DATABASE_URL=url)
     assert upgraded.returncode == 0, upgraded.stderr[-3000:]
-    assert upgraded.stdout.startswith("database at revision ")
+    assert upgraded.stdout.startswith("database migrations: 0 → ")
 
 
 def test_the_password_is_masked_when_the_url_is_shown(tmp_path: Path,

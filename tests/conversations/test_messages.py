@@ -207,9 +207,12 @@ def test_roles_scoped_keys_and_idempotency(tenant: Tenant) -> None:
         write = http.post(f"/v1/conversations/{conv}/messages",
                           json={"role": "user", "content": "x"})
     assert mine["conversation"]["agent_id"] == "conv-bot"
-    assert refused.status_code == 404
-    assert refused.json()["detail"] == f"no conversation {other!r}"
-    assert hidden.status_code == 404
+    assert refused.status_code == 403  # a write names its address: refused plainly
+    assert refused.json()["detail"] == (
+        f"this key's scopes do not include conversation/{other}: write there with a key "
+        "whose scopes list it (an admin sets a key's scopes when creating it)")
+    assert hidden.status_code == 404  # a read answers as missing
+    assert hidden.json()["detail"] == f"no conversation {other!r}"
     assert (first.status_code, retry.status_code) == (201, 201)
     assert retry.headers["Idempotent-Replayed"] == "true"
     assert retry.json() == first.json()
