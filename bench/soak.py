@@ -340,38 +340,29 @@ class Soak:
         deadline = time.monotonic() + READBACK_BUDGET_S
         found: dict[tuple[int, str, str], tuple[int, Any]] = {}
         local = threading.local()
-
-        def client(tenant: int) -> httpx.Client:
-            mine: dict[int, httpx.Client] = local.clients
-            if tenant not in mine:
-                auth = {"Authorization": f"Bearer {self.keys[tenant]}"}
-                mine[tenant] = httpx.Client(base_url=self.server.base_url, timeout=60,
-                                            headers=auth)
-            return mine[tenant]
+        opened: list[httpx.Client] = []
+        opened_lock = threading.Lock()
 
         def read_chunk(tenant: int, addresses: list[tuple[str, str]]) -> None:
-            answers = self._batch_get(client(tenant), addresses, deadline)
+            # One client per thread, each request with its tenant's key: a client per tenant
+            # and thread would hold hundreds of connections for nothing.
+            if not hasattr(local, "http"):
+                local.http = httpx.Client(base_url=self.server.base_url, timeout=60)
+                with opened_lock:
+                    opened.append(local.http)
+            answers = self._batch_get(local.http, self.keys[tenant], addresses, deadline)
             for (ref, key), answer in zip(addresses, answers, strict=True):
                 found[(tenant, ref, key)] = answer
-
-        opened: list[dict[int, httpx.Client]] = []
-
-        def tracked(tenant: int, addresses: list[tuple[str, str]]) -> None:
-            if "clients" not in local.__dict__:
-                local.clients = {}
-                opened.append(local.clients)
-            read_chunk(tenant, addresses)
 
         started = time.monotonic()
         try:
             with ThreadPoolExecutor(READBACK_THREADS) as pool:
-                for future in [pool.submit(tracked, tenant, addresses)
+                for future in [pool.submit(read_chunk, tenant, addresses)
                                for tenant, addresses in chunks]:
                     future.result()
         finally:
-            for clients in opened:
-                for http in clients.values():
-                    http.close()
+            for http in opened:
+                http.close()
         wrong = missing = unchecked = erased_left = 0
         for (tenant, key), n in acked:
             status, value = found.get((tenant, "soak", key), (0, None))
@@ -390,7 +381,7 @@ class Soak:
                 "unchecked": unchecked, "seconds": round(time.monotonic() - started, 1),
                 "erased_checked": len(erased), "erased_still_there": erased_left}
 
-    def _batch_get(self, http: httpx.Client, addresses: list[tuple[str, str]],
+    def _batch_get(self, http: httpx.Client, key: str, addresses: list[tuple[str, str]],
                    deadline: float) -> list[tuple[int, Any]]:
         """(status, value) per address, in order; status 0 when no answer came at all."""
         answers: list[tuple[int, Any]] = [(0, None)] * len(addresses)
@@ -401,7 +392,8 @@ class Soak:
             ops = [{"op": "get", "scope": "user", "scope_ref": addresses[i][0],
                     "key": addresses[i][1]} for i in todo]
             try:
-                r = http.post("/v1/memories:batch", json={"operations": ops})
+                r = http.post("/v1/memories:batch", json={"operations": ops},
+                              headers={"Authorization": f"Bearer {key}"})
             except httpx.HTTPError:
                 continue
             if r.status_code != 200:
@@ -462,7 +454,8 @@ class Soak:
             "readback": readback, "rss_kb": {"warm": rss_warm, "end": rss_end,
                                               "growth": round(growth, 4)},
             "processes": self.figures["processes"],
-            "fds": {"baseline": fds_base, "end": fds_end},
+            "fds": {"baseline": fds_base, "end": fds_end,
+                    "driver": len(os.listdir("/proc/self/fd"))},
             "connections": {"baseline": conns_base, "end": conns_end},
             "bars": bars,
         }
