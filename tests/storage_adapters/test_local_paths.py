@@ -16,6 +16,7 @@ import pytest
 from storage_adapters import local as local_module
 from storage_adapters import localdirs, localfiles
 from storage_adapters.base import InvalidPath, StorageUnavailable
+from storage_adapters.bounded import ObjectTooLarge
 from storage_adapters.local import LocalAdapter
 
 
@@ -214,3 +215,65 @@ def test_a_listing_by_prefix_finds_a_match_after_names_that_do_not_match(
     for path in ("p/a-1", "p/b-1", "p/b-2", "p/c-1", "q/b-1"):
         adapter.put(path, b"x")
     assert [info.path for info in adapter.list("p/b")] == ["p/b-1", "p/b-2"]
+
+
+def test_a_path_the_file_system_cannot_open_is_storage_unavailable(tmp_path: Path) -> None:
+    """Not every failure to open is "no such object": a symlink loop (ELOOP) is the disk's
+    fault, answered as the bucket being unavailable, never as a missing object."""
+    adapter = LocalAdapter(tmp_path / "b", fsync=False)
+    adapter.put("t/k/v1", b"1")
+    loop = adapter.root / "t/k/loop"
+    loop.symlink_to(loop)
+    with pytest.raises(StorageUnavailable, match="local read failed"):
+        adapter.get("t/k/loop")
+    with pytest.raises(StorageUnavailable, match="local read failed"):
+        list(adapter.iter_chunks("t/k/loop"))
+
+
+def test_a_read_bounded_at_the_objects_exact_size_returns_all_of_it(tmp_path: Path) -> None:
+    adapter = LocalAdapter(tmp_path / "b", fsync=False)
+    adapter.put("t/one", b"x")
+    adapter.put("t/two", b"xy")
+    assert adapter.get("t/one", max_bytes=1) == b"x"
+    assert adapter.get("t/two", max_bytes=2) == b"xy"
+    with pytest.raises(ObjectTooLarge):
+        adapter.get("t/two", max_bytes=1)
+
+
+def test_a_delete_the_file_system_refuses_is_storage_unavailable(tmp_path: Path) -> None:
+    adapter = LocalAdapter(tmp_path / "b", fsync=False)
+    adapter.put("t/k/v1", b"1")
+    with pytest.raises(StorageUnavailable, match="local delete failed"):
+        adapter.delete_many(["t/k"])  # a directory: unlink is refused (EISDIR)
+    assert adapter.get("t/k/v1") == b"1"
+
+
+def test_a_directory_pruned_by_another_delete_before_the_flush_is_no_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    adapter = LocalAdapter(tmp_path / "b")
+    adapter.put("t/k/v1", b"1")
+    adapter.put("t/k/v2", b"2")
+
+    def pruned_meanwhile(paths: list[str]) -> None:
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(local_module, "fsync_all", pruned_meanwhile)
+    assert adapter.delete_many(["t/k/v1"]) == 1
+    assert [info.path for info in adapter.list("t/")] == ["t/k/v2"]
+
+
+def test_a_listing_skips_a_file_deleted_while_it_walks_and_lists_the_rest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    adapter = LocalAdapter(tmp_path / "b", fsync=False)
+    for path in ("p/a", "p/b", "p/c"):
+        adapter.put(path, b"x")
+    gone = str(adapter.root / "p/a")
+    real_stat = os.stat
+
+    def stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if str(path) == gone:
+            raise FileNotFoundError(2, "No such file or directory", gone)
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    assert [info.path for info in adapter.list("p/")] == ["p/b", "p/c"]
