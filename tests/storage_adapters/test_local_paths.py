@@ -163,6 +163,13 @@ def test_a_put_fsyncs_the_parent_of_every_directory_it_made(
     made = [root, root / "t", root / "t/memories", root / "t/memories/user",
             root / "t/memories/user/u1"]
     assert sorted(fsyncs.of(*made)) == sorted(p.stat().st_ino for p in made)
+
+    # Into a tree that partly exists: only the parents of the directories it made, and the
+    # object's own directory — none of the existing ones above them.
+    fsyncs.inodes.clear()
+    adapter.put("t/memories/team/T1/v1.json", b"beside")
+    made = [root / "t/memories", root / "t/memories/team", root / "t/memories/team/T1"]
+    assert sorted(fsyncs.of(root, root / "t", *made)) == sorted(p.stat().st_ino for p in made)
     assert adapter.get("t/memories/user/u1/v1.json") == b"deep"
 
 
@@ -277,3 +284,23 @@ def test_a_listing_skips_a_file_deleted_while_it_walks_and_lists_the_rest(
 
     monkeypatch.setattr(os, "stat", stat)
     assert [info.path for info in adapter.list("p/")] == ["p/b", "p/c"]
+
+
+def test_a_batch_on_a_bucket_without_fsync_flushes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    adapter = LocalAdapter(tmp_path / "b", fsync=False)
+    adapter.put("warm", b"finds O_TMPFILE")
+    flushes: list[int] = []
+    if localfiles.syncfs is not None:
+        real_syncfs = localfiles.syncfs
+
+        def syncfs(fd: int) -> int:
+            flushes.append(fd)
+            return int(real_syncfs(fd))
+
+        monkeypatch.setattr(localfiles, "syncfs", syncfs)
+    fsyncs = Fsyncs(monkeypatch)
+    assert adapter.put_many([("t/a", b"1"), ("t/b", b"2")]) == [None, None]
+
+    assert (flushes, fsyncs.inodes) == ([], [])
+    assert [adapter.get("t/a"), adapter.get("t/b")] == [b"1", b"2"]
