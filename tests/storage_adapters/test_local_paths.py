@@ -304,3 +304,27 @@ def test_a_batch_on_a_bucket_without_fsync_flushes_nothing(
 
     assert (flushes, fsyncs.inodes) == ([], [])
     assert [adapter.get("t/a"), adapter.get("t/b")] == [b"1", b"2"]
+
+
+def test_a_stale_temporary_removed_by_someone_else_meanwhile_does_not_stop_the_sweep(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two sweeps (two replicas' orphan GC) may race: the file one of them is about to
+    remove is gone; it goes on with the others."""
+    adapter = LocalAdapter(tmp_path / "b", fsync=False)
+    tmp = adapter.root / ".memplane-tmp"
+    for n in range(4):
+        (tmp / f"killed-{n}").write_bytes(b"partial")
+        os.utime(tmp / f"killed-{n}", (1_000_000, 1_000_000))
+    real_unlink = os.unlink
+    raced: list[str] = []
+
+    def unlink(path: Any, *args: Any, **kwargs: Any) -> None:
+        if not raced:  # the other sweep removes the first file just before this one does
+            raced.append(str(path))
+            real_unlink(path)
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    assert adapter.remove_stale_temporaries(time.time()) == 3
+    assert list(tmp.iterdir()) == [] and len(raced) == 1
