@@ -328,3 +328,26 @@ def test_a_stale_temporary_removed_by_someone_else_meanwhile_does_not_stop_the_s
     monkeypatch.setattr(os, "unlink", unlink)
     assert adapter.remove_stale_temporaries(time.time()) == 3
     assert list(tmp.iterdir()) == [] and len(raced) == 1
+
+
+def test_a_delete_whose_flush_fails_is_storage_unavailable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Until its directory is flushed a deleted object may come back after a crash: a failed
+    flush is reported, never taken for a durable delete."""
+    adapter = LocalAdapter(tmp_path / "b")
+    adapter.put("t/k/v1", b"1")
+    adapter.put("t/k/v2", b"2")
+
+    def failing_disk(paths: list[str]) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(local_module, "fsync_all", failing_disk)
+    with pytest.raises(StorageUnavailable, match="local delete failed: Input/output error"):
+        adapter.delete_many(["t/k/v1"])
+
+
+def test_a_bucket_directory_opened_again_keeps_its_objects(tmp_path: Path) -> None:
+    """A restart opens the same directory: its temporary directory is already there."""
+    LocalAdapter(tmp_path / "b", fsync=False).put("t/k/v1", b"kept")
+    again = LocalAdapter(tmp_path / "b", fsync=False)
+    assert again.get("t/k/v1") == b"kept"
