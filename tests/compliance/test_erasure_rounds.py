@@ -15,7 +15,7 @@ from sqlalchemy import select
 from control_plane.compliance import service as compliance
 from control_plane.compliance.erasure_walk import ErasureWalk
 from control_plane.db.models import Job, SubjectErasure
-from tests.retention.helpers import event, own_world, pointers, put
+from tests.retention.helpers import event, objects, own_world, pointers, put
 from tests.support.service import ServiceWorld
 
 
@@ -29,8 +29,8 @@ def lone_world(database: str, request: pytest.FixtureRequest,
 
 
 def _in_flight_write(world: ServiceWorld, subject: str, n: int) -> None:
-    """A memory and an event of the subject that checked the block before it was set: the
-    block row is lifted for them alone, then put back as it was."""
+    """A memory, an event and an orphan object of the subject, from writes that checked the
+    block before it was set: the block row is lifted for them alone, then put back."""
     with world.runtime.sessions() as session:
         block = session.get(SubjectErasure, (world.tenant_id, subject))
         assert block is not None
@@ -39,6 +39,10 @@ def _in_flight_write(world: ServiceWorld, subject: str, n: int) -> None:
         session.commit()
     put(world, "user", subject, f"late-{n}")
     event(world, datetime.now(UTC), scope="user", ref=subject)
+    # and an object whose pointer never committed (the writer died after its put)
+    with world.runtime.sessions() as session:
+        target = world.runtime.plane.active(session, world.tenant_id)
+    target.adapter.put(target.path(f"memories/user/{subject}/orphan-{n}/v.json"), b"{}")
     with world.runtime.sessions() as session:
         session.add(SubjectErasure(**saved))
         session.commit()
@@ -82,3 +86,4 @@ def test_a_write_that_comes_back_is_deleted_by_the_next_round(
     assert (job.state, rounds) == ("completed", 3), job.error
     assert job.result is not None and job.result["receipt_id"]
     assert set(pointers(lone_world)) == set()
+    assert objects(lone_world, "memories/user/u-late") == set()
