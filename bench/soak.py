@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,10 @@ ADMIN_KEY = "mp_soak_" + secrets.token_hex(12)
 RSS_GROWTH_BAR = 0.10
 FD_SLACK = 8
 CONN_SLACK = 0
+READBACK_CHUNK = 250  # gets per batch request
+READBACK_THREADS = 4  # batch requests in flight
+READBACK_TRIES = 4  # a get the server could not answer is asked again
+READBACK_BUDGET_S = 600.0  # the whole read-back; what is unread by then fails the bar
 SETTLE_S = 2.0  # after a backend returns, requests started this soon may still see it away
 KINDS = ("write", "overwrite", "read", "search", "event", "export", "erase")
 WEIGHTS = (25, 25, 25, 10, 10, 3, 2)
@@ -106,7 +111,8 @@ class Soak:
                "MEMPLANE_RECEIPT_SIGNING_KEY": RECEIPT_KEY,
                "MEMPLANE_DATA_DIR": str(self.root), "MEMPLANE_ADMIN_KEY": ADMIN_KEY,
                "MEMPLANE_DEFAULT_BUCKET_URL": f"s3://{config['bucket']}?{urlencode(query)}"}
-        self.server = ServerProcess(env).start(timeout=120)
+        self.log = self.root / "server.log"  # the server's own output, kept for a failed bar
+        self.server = ServerProcess(env, output=self.log).start(timeout=120)
         with httpx.Client(base_url=self.server.base_url, timeout=30,
                           headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as http:
             for i in range(self.tenants_n):
@@ -126,11 +132,34 @@ class Soak:
         assert self.server.process is not None
         return self.server.process.pid
 
+    def _tree(self) -> list[int]:
+        """The server's process and every descendant it spawned (none today: ``memplane
+        serve`` is one process), so a worker or helper process would be measured too."""
+        pids, i = [self.pid], 0
+        while i < len(pids):
+            for task in Path(f"/proc/{pids[i]}/task").glob("*/children"):
+                try:
+                    pids += [int(c) for c in task.read_text().split()]
+                except OSError:  # the task ended meanwhile
+                    pass
+            i += 1
+        return pids
+
     def rss_kb(self) -> int:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        raise RuntimeError("no VmRSS")
+        """VmRSS summed over the server and its descendants (``_tree``)."""
+        total = 0
+        for pid in self._tree():
+            try:
+                lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+            except OSError:  # a child that ended between the listing and the read
+                continue
+            total += sum(int(line.split()[1]) for line in lines if line.startswith("VmRSS:"))
+        if not total:
+            raise RuntimeError("no VmRSS")
+        return total
+
+    def processes(self) -> int:
+        return len(self._tree())
 
     def fds(self) -> int:
         return len(os.listdir(f"/proc/{self.pid}/fd"))
@@ -248,6 +277,7 @@ class Soak:
 
     def _run(self) -> dict[str, Any]:
         total, begin = self.seconds, time.monotonic()
+        self.begin = begin
         warm_end = begin + 0.2 * total
         bucket_at, bucket_for = begin + 0.35 * total, max(5.0, 0.08 * total)
         db_at, db_for = begin + 0.6 * total, max(3.0, 0.03 * total)
@@ -257,6 +287,7 @@ class Soak:
             worker.start()
         self._sleep_until(warm_end)
         rss_warm, fds_base, conns_base = self.rss_kb(), self.fds(), self.connections()
+        self.figures["processes"] = {"warm": self.processes()}
         self._sleep_until(bucket_at)
         window = Window("bucket", time.monotonic())
         self.windows.append(window)
@@ -276,6 +307,7 @@ class Soak:
         for worker in workers:
             worker.join(timeout=180)
         rss_end = self.rss_kb()
+        self.figures["processes"]["end"] = self.processes()
         readback = self._read_back()
         time.sleep(3)  # connections the pool let go of are gone from pg_stat_activity
         fds_end, conns_end = self.fds(), self.connections()
@@ -286,27 +318,90 @@ class Soak:
         while (left := at - time.monotonic()) > 0:
             time.sleep(min(left, 0.5))
 
-    def _read_back(self) -> dict[str, int]:
-        wrong = missing = checked = erased_left = 0
-        clients = [httpx.Client(base_url=self.server.base_url, timeout=30,
-                                headers={"Authorization": f"Bearer {key}"}) for key in self.keys]
+    def _read_back(self) -> dict[str, Any]:
+        """Every acknowledged write and every erased subject, read back through the batch API:
+        per tenant, chunks of ``READBACK_CHUNK`` gets on ``READBACK_THREADS`` clients at once,
+        within ``READBACK_BUDGET_S``. The check stays exact: a get the batch could not answer
+        (5xx, no answer) is asked again with the rest of its chunk still unread, up to
+        ``READBACK_TRIES`` times; a key still unread when the budget is spent counts as
+        ``unchecked`` and fails the bar."""
+        with self.ledger.lock:
+            acked = sorted(self.ledger.acked.items())
+            maybe = {k: set(v) for k, v in self.ledger.maybe.items()}
+            erased = list(self.ledger.erased)
+        wanted: dict[int, list[tuple[str, str]]] = {}
+        for (tenant, key), _ in acked:
+            wanted.setdefault(tenant, []).append(("soak", key))
+        for tenant, subject in erased:
+            wanted.setdefault(tenant, []).append((subject, "k"))
+        chunks = [(tenant, addresses[i:i + READBACK_CHUNK])
+                  for tenant, addresses in sorted(wanted.items())
+                  for i in range(0, len(addresses), READBACK_CHUNK)]
+        deadline = time.monotonic() + READBACK_BUDGET_S
+        found: dict[tuple[int, str, str], tuple[int, Any]] = {}
+        local = threading.local()
+        opened: list[httpx.Client] = []
+        opened_lock = threading.Lock()
+
+        def read_chunk(tenant: int, addresses: list[tuple[str, str]]) -> None:
+            # One client per thread, each request with its tenant's key: a client per tenant
+            # and thread would hold hundreds of connections for nothing.
+            if not hasattr(local, "http"):
+                local.http = httpx.Client(base_url=self.server.base_url, timeout=60)
+                with opened_lock:
+                    opened.append(local.http)
+            answers = self._batch_get(local.http, self.keys[tenant], addresses, deadline)
+            for (ref, key), answer in zip(addresses, answers, strict=True):
+                found[(tenant, ref, key)] = answer
+
+        started = time.monotonic()
         try:
-            for (tenant, key), n in sorted(self.ledger.acked.items()):
-                checked += 1
-                r = clients[tenant].get(f"/v1/memories/user/soak/{key}")
-                if r.status_code != 200:
-                    missing += 1
-                    continue
-                allowed = {n} | {m for m in self.ledger.maybe.get((tenant, key), ()) if m > n}
-                wrong += r.json()["value"]["n"] not in allowed
-            for tenant, subject in self.ledger.erased:
-                erased_left += clients[tenant].get(
-                    f"/v1/memories/user/{subject}/k").status_code != 404
+            with ThreadPoolExecutor(READBACK_THREADS) as pool:
+                for future in [pool.submit(read_chunk, tenant, addresses)
+                               for tenant, addresses in chunks]:
+                    future.result()
         finally:
-            for client in clients:
-                client.close()
-        return {"checked": checked, "missing": missing, "wrong": wrong,
-                "erased_checked": len(self.ledger.erased), "erased_still_there": erased_left}
+            for http in opened:
+                http.close()
+        wrong = missing = unchecked = erased_left = 0
+        for (tenant, key), n in acked:
+            status, value = found.get((tenant, "soak", key), (0, None))
+            if status == 0:
+                unchecked += 1
+            elif status != 200:
+                missing += 1
+            else:
+                allowed = {n} | {m for m in maybe.get((tenant, key), ()) if m > n}
+                wrong += not (isinstance(value, dict) and value.get("n") in allowed)
+        for tenant, subject in erased:
+            status, _ = found.get((tenant, subject, "k"), (0, None))
+            unchecked += status == 0
+            erased_left += status not in (0, 404)
+        return {"checked": len(acked), "missing": missing, "wrong": wrong,
+                "unchecked": unchecked, "seconds": round(time.monotonic() - started, 1),
+                "erased_checked": len(erased), "erased_still_there": erased_left}
+
+    def _batch_get(self, http: httpx.Client, key: str, addresses: list[tuple[str, str]],
+                   deadline: float) -> list[tuple[int, Any]]:
+        """(status, value) per address, in order; status 0 when no answer came at all."""
+        answers: list[tuple[int, Any]] = [(0, None)] * len(addresses)
+        todo = list(range(len(addresses)))
+        for _ in range(READBACK_TRIES):
+            if not todo or time.monotonic() >= deadline:
+                break
+            ops = [{"op": "get", "scope": "user", "scope_ref": addresses[i][0],
+                    "key": addresses[i][1]} for i in todo]
+            try:
+                r = http.post("/v1/memories:batch", json={"operations": ops},
+                              headers={"Authorization": f"Bearer {key}"})
+            except httpx.HTTPError:
+                continue
+            if r.status_code != 200:
+                continue
+            for i, result in zip(todo, r.json()["results"], strict=True):
+                answers[i] = (int(result["status"]), result.get("value"))
+            todo = [i for i in todo if answers[i][0] >= 500]  # a 5xx after every try: missing
+        return answers
 
     def _classify(self, op: Op) -> str:
         """``ok``, ``window`` (a refusal the window allows) or ``error``."""
@@ -325,7 +420,7 @@ class Soak:
         return "error"
 
     def _figures(self, elapsed: float, rss_warm: int, rss_end: int, fds_base: int, fds_end: int,
-                 conns_base: int, conns_end: int, readback: dict[str, int]) -> dict[str, Any]:
+                 conns_base: int, conns_end: int, readback: dict[str, Any]) -> dict[str, Any]:
         by_kind = Counter(op.kind for op in self.ledger.ops)
         classes = Counter(self._classify(op) for op in self.ledger.ops)
         errors = [op for op in self.ledger.ops if self._classify(op) == "error"]
@@ -336,7 +431,8 @@ class Soak:
         bars = {
             "no error outside the windows": not errors,
             "no 500 anywhere": all(op.status < 500 or op.status == 503 for op in self.ledger.ops),
-            "every acknowledged write read back": readback["missing"] == readback["wrong"] == 0,
+            "every acknowledged write read back": readback["missing"] == readback["wrong"]
+            == readback["unchecked"] == 0,
             "every erased subject gone": readback["erased_still_there"] == 0,
             f"RSS growth after warm-up < {RSS_GROWTH_BAR:.0%}": growth < RSS_GROWTH_BAR,
             f"fds back to baseline (+ {FD_SLACK} at most)": fds_end <= fds_base + FD_SLACK,
@@ -346,13 +442,20 @@ class Soak:
             "seconds": round(elapsed, 1), "tenants": self.tenants_n, "threads": self.threads_n,
             "operations": dict(sorted(by_kind.items())), "outcomes": dict(classes),
             "refused_in_windows": dict(refused),
-            "windows": [{"name": w.name, "seconds": round(w.end - w.start, 1)}
+            "windows": [{"name": w.name, "at": round(w.start - self.begin, 1),
+                         "seconds": round(w.end - w.start, 1)}
                         for w in self.windows],
+            "first_errors": [{"op": f"{op.kind}:{op.status}:{op.error}",
+                              "at": round(op.started - self.begin, 1),
+                              "seconds": round(op.ended - op.started, 1)} for op in errors[:5]],
+            "server_log": str(self.log),
             "errors": Counter(f"{op.kind}:{op.status}:{op.error}" for op in errors)
             .most_common(10),
             "readback": readback, "rss_kb": {"warm": rss_warm, "end": rss_end,
                                               "growth": round(growth, 4)},
-            "fds": {"baseline": fds_base, "end": fds_end},
+            "processes": self.figures["processes"],
+            "fds": {"baseline": fds_base, "end": fds_end,
+                    "driver": len(os.listdir("/proc/self/fd"))},
             "connections": {"baseline": conns_base, "end": conns_end},
             "bars": bars,
         }
@@ -369,6 +472,9 @@ def report(minutes: float) -> int:
     import json
 
     figures = run(minutes)
+    out = Path(__file__).parent / "results"
+    out.mkdir(exist_ok=True)
+    (out / "soak.json").write_text(json.dumps({"minutes": minutes} | figures, indent=1))
     print(json.dumps({k: v for k, v in figures.items() if k != "bars"}, indent=1))
     for name, passed in figures["bars"].items():
         print(f"{'PASS' if passed else 'FAIL'}  {name}")

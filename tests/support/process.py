@@ -170,10 +170,11 @@ class TcpProxy:
                 continue
             with self._lock:
                 self._conns |= {client, upstream}
+            pumps = [2]  # the pair is closed by the second of its pumps to end
             for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+                threading.Thread(target=self._pump, args=(a, b, pumps), daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, pumps: list[int]) -> None:
         try:
             while data := src.recv(65536):
                 dst.sendall(data)
@@ -183,3 +184,11 @@ class TcpProxy:
             for sock in (src, dst):
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
+            with self._lock:
+                pumps[0] -= 1
+                last = pumps[0] == 0
+                if last:  # else a long soak runs out of file descriptors
+                    self._conns -= {src, dst}
+            if last:
+                src.close()
+                dst.close()
