@@ -46,6 +46,7 @@ from .base import (
     IntegrityError,
     ObjectExists,
     ObjectInfo,
+    holds_exactly,
     read_block,
     rechunk,
     timed_probe,
@@ -68,6 +69,8 @@ class AzureAdapter(AzureListing):
                 content_settings=ContentSettings(content_type="application/octet-stream",
                                                  content_md5=bytearray(md5)))
         except ResourceExistsError:
+            if holds_exactly(self, path, data):
+                return  # a retry found its own first attempt, whose answer was lost
             raise ObjectExists(path) from None
         except AzureError as exc:
             self._raise(exc, path)

@@ -6,7 +6,8 @@ the adapter is rooted at one bucket, container or directory and never sees anyth
 Normalised semantics, identical on every backend, so services never branch on the backend:
 
 - ``get``/``head`` of a missing object raise :class:`ObjectNotFound` (a ``FileNotFoundError``);
-- ``put`` is create-only: an existing object raises :class:`ObjectExists`;
+- ``put`` is create-only: an existing object raises :class:`ObjectExists` (on a network
+  backend, unless it holds exactly the bytes put: a retry found its own first attempt);
 - ``delete_many`` of missing objects succeeds (deletes are idempotent);
 - a backend that cannot be reached raises :class:`StorageUnavailable`;
 - rejected credentials raise :class:`StorageAuthError`;
@@ -385,6 +386,17 @@ class BatchAdapter(Protocol):
     def put_many(self, items: Sequence[tuple[str, bytes]]) -> list[StorageError | None]:
         """``put`` of each ``(path, data)``; per item None (stored, durable) or the error
         ``put`` would have raised."""
+
+
+def holds_exactly(adapter: StorageAdapter, path: str, data: bytes) -> bool:
+    """Whether ``path`` already holds exactly ``data``. A network backend's create-only put
+    whose answer was lost (a read timeout) is retried by its client, and the retry finds the
+    first attempt's object: that is the put done, not a conflict. Read only on that rare
+    path, bounded at ``len(data)``; anything but the same bytes is the conflict it seems."""
+    try:
+        return adapter.get(path, max_bytes=len(data)) == data
+    except StorageError:
+        return False
 
 
 def put_file(adapter: StorageAdapter, path: str, file: BinaryIO) -> None:

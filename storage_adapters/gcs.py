@@ -39,6 +39,7 @@ from .base import (
     ObjectExists,
     ObjectInfo,
     StorageError,
+    holds_exactly,
     read_block,
     rechunk,
     timed_probe,
@@ -59,6 +60,8 @@ class GCSAdapter(GCSListing):
                 data, content_type="application/octet-stream", if_generation_match=0,
                 checksum="crc32c", retry=self._retry, timeout=self._timeout)
         except gexc.PreconditionFailed:
+            if holds_exactly(self, path, data):
+                return  # a retry found its own first attempt, whose answer was lost
             raise ObjectExists(path) from None
         except Exception as exc:
             self._raise(exc, path)

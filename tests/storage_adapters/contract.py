@@ -205,6 +205,21 @@ class RemoteContract(AdapterContract):
                 call()
 
 
+    def test_a_put_that_finds_its_own_bytes_is_done_and_other_bytes_are_refused(
+            self, adapter: StorageAdapter) -> None:
+        """The client retries a create-only put whose answer was lost (a read timeout), and
+        the retry finds the first attempt's object: the same bytes are the put done, not a
+        conflict (the soak saw 500s from it); other bytes are still refused."""
+        adapter.put("retried/key", b"exactly these bytes")
+        adapter.stats.reset()
+        adapter.put("retried/key", b"exactly these bytes")
+        assert dict(adapter.stats.counts) == {"put": 1, "get": 1}
+        for other in (b"exactly these byteS", b"exactly these bytes and more", b"exactly"):
+            with pytest.raises(ObjectExists):
+                adapter.put("retried/key", other)
+        assert adapter.get("retried/key") == b"exactly these bytes"
+
+
 def assert_auth_error_hides(call: Callable[[], object], *secrets: str) -> None:
     with pytest.raises(StorageAuthError) as info:
         call()
