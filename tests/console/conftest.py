@@ -56,8 +56,11 @@ def axe_source() -> str:
     return (CONSOLE / "node_modules" / "axe-core" / "axe.min.js").read_text()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Chromium for one module's tests. Not for the session: while Playwright's sync API is
+    open it holds a running event loop on the main thread, and every later test of the
+    same worker that starts one (``asyncio.run``: the async SDK's) would fail."""
     executable = chromium_path()
     if executable is None or not Path(executable).exists():
         _missing("Chromium is not installed (apt-get install chromium)")
