@@ -1,121 +1,54 @@
-// Erasure receipts verified in the browser, with Web Crypto only (Ed25519 and SHA-256): the
-// same checks as `memplane receipt verify` (memplane/_receipts.py, memplane/cli/transparency.py).
+// Erasure receipts verified in the browser by the TypeScript SDK's own code
+// (sdks/typescript/src/receipts.ts, tlog.ts, transparency.ts; Web Crypto only): the same
+// checks as `memplane receipt verify`. This module words each check for the page.
 //
-// 1. The signature: Ed25519 over the canonical form — the receipt without `signature`, JSON
-//    with keys sorted at every level, no whitespace, non-ASCII as UTF-8 — by the server's
-//    receipt key (GET /v1/receipts/public-key), whose id (SHA-256 of the raw key, 16 hex)
-//    is the receipt's key_id.
+// 1. The signature: Ed25519 over the canonical form by the server's receipt key
+//    (GET /v1/receipts/public-key), whose id (SHA-256 of the raw key, 16 hex) is the key_id.
 // 2. The transparency log, when the receipt carries `transparency`: its checkpoint (a C2SP
 //    signed note) signed by the log's key (GET /v1/audit/verifier-key, the same key), of the
 //    receipt's tenant; each proven row's RFC 9162 inclusion proof against the checkpoint's
 //    root; each row naming the receipt's job; the rows the receipt names among them.
-import type { Bytes } from "./bytes";
+import { ed25519FromPem, fromBase64 } from "../../sdks/typescript/src/encoding.js";
+import { publicKeyId, RECEIPT_FORMAT, verifyReceipt as signedBy } from "../../sdks/typescript/src/receipts.js";
+import { NoteError, verifierFromPem } from "../../sdks/typescript/src/tlog.js";
+import { TransparencyError, verifyTransparency } from "../../sdks/typescript/src/transparency.js";
 
 export interface Verdict {
   ok: boolean;
   lines: string[];   // what was checked, in order; the first failure ends it
 }
 
-const encoder = new TextEncoder();
-
-type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-
-// JSON.stringify writes strings, numbers, booleans and null as Python's json.dumps(...,
-// ensure_ascii=False) does for what receipts hold (integers, no floats).
-export function canonical(value: Json): string {
-  if (Array.isArray(value)) return "[" + value.map(canonical).join(",") + "]";
-  if (value !== null && typeof value === "object") {
-    const keys = Object.keys(value).sort(byCodePoint);
-    return "{" + keys.map((key) => JSON.stringify(key) + ":" + canonical(value[key])).join(",") + "}";
-  }
-  return JSON.stringify(value);
-}
-
-function byCodePoint(a: string, b: string): number {
-  const x = Array.from(a, (c) => c.codePointAt(0) ?? 0);
-  const y = Array.from(b, (c) => c.codePointAt(0) ?? 0);
-  for (let i = 0; i < Math.min(x.length, y.length); i += 1) {
-    if (x[i] !== y[i]) return x[i] - y[i];
-  }
-  return x.length - y.length;
-}
-
-export function base64(text: string): Bytes {
-  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text) || text.length % 4 !== 0) {
-    throw new Error("not base64");
-  }
-  return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
-}
-
-function hex(bytes: Bytes): string {
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-async function sha256(...parts: Bytes[]): Promise<Bytes> {
-  const size = parts.reduce((n, p) => n + p.length, 0);
-  const all = new Uint8Array(size);
-  let at = 0;
-  for (const part of parts) { all.set(part, at); at += part.length; }
-  return new Uint8Array(await crypto.subtle.digest("SHA-256", all));
-}
-
-function equal(a: Bytes, b: Bytes): boolean {
-  return a.length === b.length && a.every((byte, i) => byte === b[i]);
-}
-
-// An Ed25519 SubjectPublicKeyInfo is this 12-byte prefix and the 32-byte key.
-const SPKI_PREFIX = Uint8Array.from([0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00]);
-
-export function rawPublicKey(pem: string): Bytes {
-  const body = pem.replace(/-----(BEGIN|END) PUBLIC KEY-----/g, "").replace(/\s+/g, "");
-  const der = base64(body);
-  if (der.length !== 44 || !equal(der.slice(0, 12), SPKI_PREFIX)) {
-    throw new Error("the server's receipt key is not an Ed25519 public key");
-  }
-  return der.slice(12);
-}
-
-async function ed25519(raw: Bytes, signature: Bytes, message: Bytes): Promise<boolean> {
-  const key = await crypto.subtle.importKey("raw", raw, { name: "Ed25519" }, false, ["verify"]);
-  return await crypto.subtle.verify({ name: "Ed25519" }, key, signature, message);
-}
-
 export async function verifyReceipt(text: string, pem: string, verifierKey: string | null): Promise<Verdict> {
   const lines: string[] = [];
   const fail = (why: string): Verdict => ({ ok: false, lines: [...lines, why] });
-  let receipt: { [key: string]: Json };
+  let receipt: Record<string, unknown>;
   try {
-    const parsed = JSON.parse(text) as Json;
+    const parsed = JSON.parse(text) as unknown;
     if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
       return fail("The receipt is not a JSON object.");
     }
-    receipt = parsed;
+    receipt = parsed as Record<string, unknown>;
   } catch {
     return fail("The receipt is not valid JSON: it was altered in transit or in storage.");
   }
-  if (receipt.format !== "memplane-erasure-receipt/1") {
+  if (receipt.format !== RECEIPT_FORMAT) {
     return fail("The receipt does not name the format memplane-erasure-receipt/1.");
   }
-  let raw: Bytes;
   try {
-    raw = rawPublicKey(pem);
-  } catch (error) {
-    return fail(error instanceof Error ? error.message : String(error));
+    ed25519FromPem(pem);
+  } catch {
+    return fail("the server's receipt key is not an Ed25519 public key");
   }
-  const keyId = hex(await sha256(raw)).slice(0, 16);
+  const keyId = await publicKeyId(pem);
   if (receipt.key_id !== keyId) {
     return fail(`The receipt names signing key ${String(receipt.key_id)}, not the server's key ${keyId}.`);
   }
-  let signature: Bytes;
-  try {
-    signature = base64(String(receipt.signature ?? ""));
-  } catch {
+  if (fromBase64(String(receipt.signature ?? "")) === null) {
     return fail("The receipt's signature is not base64.");
   }
-  const unsigned = Object.fromEntries(Object.entries(receipt).filter(([k]) => k !== "signature"));
   let signed = false;
   try {
-    signed = await ed25519(raw, signature, encoder.encode(canonical(unsigned)));
+    signed = await signedBy({ ...receipt, signature: String(receipt.signature ?? "") }, pem);
   } catch {
     signed = false;
   }
@@ -128,120 +61,60 @@ export async function verifyReceipt(text: string, pem: string, verifierKey: stri
     return { ok: true, lines };
   }
   try {
-    lines.push(await checkTransparency(receipt, raw, verifierKey));
+    lines.push(await checkTransparency(receipt, pem, verifierKey));
   } catch (error) {
     return fail(error instanceof Error ? error.message : String(error));
   }
   return { ok: true, lines };
 }
 
-// --- the transparency log ---------------------------------------------------------------
-
-const DASH = "\u2014";
-
-async function noteKeyId(name: string, raw: Bytes): Promise<Bytes> {
-  return (await sha256(encoder.encode(name + "\n"), Uint8Array.of(0x01), raw)).slice(0, 4);
-}
-
-// The checkpoint's text, when the log's key signed it (every line under its name must verify).
-async function verifyNote(note: string, name: string, raw: Bytes): Promise<string> {
-  const cut = note.lastIndexOf("\n\n");
-  if (cut < 0 || !note.endsWith("\n")) throw new Error("The receipt's checkpoint is not a signed note.");
-  const text = note.slice(0, cut + 1);
-  const id = await noteKeyId(name, raw);
-  let checked = 0;
-  for (const line of note.slice(cut + 2).split("\n").slice(0, -1)) {
-    const fields = line.split(" ");
-    if (fields.length !== 3 || fields[0] !== DASH) throw new Error("The checkpoint's signature lines are malformed.");
-    if (fields[1] !== name) continue;
-    const blob = base64(fields[2]);
-    if (!equal(blob.slice(0, 4), id)) continue;
-    if (!await ed25519(raw, blob.slice(4), encoder.encode(text))) {
-      throw new Error(`The checkpoint's signature by ${name} does not verify: it was altered.`);
-    }
-    checked += 1;
-  }
-  if (checked === 0) throw new Error(`The checkpoint carries no signature of the log's key ${name}.`);
-  return text;
-}
+// --- the transparency log: the SDK's verifyTransparency, its refusals in the page's words ---
 
 function verifierName(verifierKey: string | null, checkpoint: string): string {
   if (verifierKey) return verifierKey.trim().split("+")[0];
   return checkpoint.split("/")[0] || "memplane";
 }
 
-async function leafHash(leaf: Bytes): Promise<Bytes> {
-  return await sha256(Uint8Array.of(0x00), leaf);
-}
-
-async function nodeHash(left: Bytes, right: Bytes): Promise<Bytes> {
-  return await sha256(Uint8Array.of(0x01), left, right);
-}
-
-// RFC 9162 §2.1.3.2 (BigInt: tree sizes may pass 2^32).
-export async function verifyInclusion(hash: Bytes, index: bigint, size: bigint,
-                                      proof: Bytes[], root: Bytes): Promise<boolean> {
-  if (index < 0n || index >= size || proof.some((p) => p.length !== 32)) return false;
-  let fn = index;
-  let sn = size - 1n;
-  let r = hash;
-  for (const p of proof) {
-    if (sn === 0n) return false;
-    if ((fn & 1n) === 1n || fn === sn) {
-      r = await nodeHash(p, r);
-      while ((fn & 1n) === 0n && fn !== 0n) { fn >>= 1n; sn >>= 1n; }
-    } else {
-      r = await nodeHash(r, p);
-    }
-    fn >>= 1n;
-    sn >>= 1n;
+function noteRefusal(note: NoteError | null, name: string): string {
+  switch (note?.problem) {
+    case "unsigned": return `The checkpoint carries no signature of the log's key ${name}.`;
+    case "forged": return `The checkpoint's signature by ${name} does not verify: it was altered.`;
+    case "lines": case "key": return "The checkpoint's signature lines are malformed.";
+    case "checkpoint": return "The checkpoint's tree size is malformed.";
+    default: return "The receipt's checkpoint is not a signed note.";
   }
-  return sn === 0n && equal(r, root);
 }
 
-async function checkTransparency(receipt: { [key: string]: Json }, raw: Bytes,
+function refusal(error: TransparencyError, name: string, job: string): string {
+  const seq = String(error.seq);
+  switch (error.check) {
+    case "checkpoint": return noteRefusal(error.note, name);
+    case "tenant": return `The checkpoint is of the log ${String(error.origin)}, not of the receipt's tenant.`;
+    case "proof": return "A proof in the receipt is not {seq, leaf, hashes}.";
+    case "inclusion":
+      return `The inclusion proof of audit row ${seq} does not verify against the checkpoint of ${String(error.treeSize)} rows.`;
+    case "job": return `Audit row ${seq}, proven in the log, is not a row of job ${job}.`;
+    case "empty": return "The receipt's transparency block proves no row.";
+    case "named": return `Audit row ${seq}, which the receipt names, has no inclusion proof.`;
+    default: return "The receipt's transparency block has no checkpoint.";
+  }
+}
+
+async function checkTransparency(receipt: Record<string, unknown>, pem: string,
                                  verifierKey: string | null): Promise<string> {
-  const block = receipt.transparency as { checkpoint?: string; proofs?: Json[] } | null;
+  const block = receipt.transparency as { checkpoint?: unknown } | null;
   if (block === null || typeof block !== "object" || typeof block.checkpoint !== "string") {
     throw new Error("The receipt's transparency block has no checkpoint.");
   }
   const name = verifierName(verifierKey, block.checkpoint);
-  const text = await verifyNote(block.checkpoint, name, raw);
-  const [origin, sizeText, rootText] = text.split("\n");
-  if (!/^(0|[1-9][0-9]{0,19})$/.test(sizeText ?? "")) throw new Error("The checkpoint's tree size is malformed.");
-  const size = BigInt(sizeText);
-  const root = base64(rootText ?? "");
-  if (!origin.endsWith(`/audit/${String(receipt.tenant_id)}`)) {
-    throw new Error(`The checkpoint is of the log ${origin}, not of the receipt's tenant.`);
-  }
   const job = String(receipt.job_id);
-  const proven: number[] = [];
-  for (const item of block.proofs ?? []) {
-    const proof = item as { seq?: Json; leaf?: Json; hashes?: Json };
-    if (typeof proof.seq !== "number" || !Number.isInteger(proof.seq) || proof.seq < 1
-        || typeof proof.leaf !== "string" || !Array.isArray(proof.hashes)) {
-      throw new Error("A proof in the receipt is not {seq, leaf, hashes}.");
-    }
-    const leaf = base64(proof.leaf);
-    const hashes = proof.hashes.map((h) => base64(String(h)));
-    if (!await verifyInclusion(await leafHash(leaf), BigInt(proof.seq - 1), size, hashes, root)) {
-      throw new Error(`The inclusion proof of audit row ${proof.seq} does not verify against the checkpoint of ${size} rows.`);
-    }
-    let row: { seq?: unknown; detail?: unknown } | null = null;
-    try { row = JSON.parse(new TextDecoder().decode(leaf)) as { seq?: unknown; detail?: unknown }; } catch { row = null; }
-    const detail = row?.detail;
-    if (row === null || row.seq !== proof.seq || typeof detail !== "string"
-        || !(detail === `job ${job}` || detail.startsWith(`job ${job}:`))) {
-      throw new Error(`Audit row ${proof.seq}, proven in the log, is not a row of job ${job}.`);
-    }
-    proven.push(proof.seq);
+  let proven;
+  try {
+    proven = await verifyTransparency(receipt, verifierFromPem(name, pem));
+  } catch (error) {
+    if (error instanceof TransparencyError) throw new Error(refusal(error, name, job));
+    if (error instanceof NoteError) throw new Error(noteRefusal(error, name));
+    throw error;
   }
-  if (proven.length === 0) throw new Error("The receipt's transparency block proves no row.");
-  const audit = receipt.audit as { first_seq?: Json; last_seq?: Json } | null;
-  for (const seq of [audit?.first_seq, audit?.last_seq]) {
-    if (typeof seq === "number" && !proven.includes(seq)) {
-      throw new Error(`Audit row ${seq}, which the receipt names, has no inclusion proof.`);
-    }
-  }
-  return `Audit rows ${proven.join(", ")} of job ${job} proven by RFC 9162 inclusion proofs in checkpoint ${size} of ${origin}, whose signature was checked in this browser.`;
+  return `Audit rows ${proven.rows.join(", ")} of job ${job} proven by RFC 9162 inclusion proofs in checkpoint ${proven.treeSize} of ${proven.origin}, whose signature was checked in this browser.`;
 }

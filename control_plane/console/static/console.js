@@ -474,60 +474,403 @@
     return current;
   }
 
-  // src/verify.ts
-  var encoder = new TextEncoder();
-  function canonical(value) {
-    if (Array.isArray(value)) return "[" + value.map(canonical).join(",") + "]";
-    if (value !== null && typeof value === "object") {
-      const keys = Object.keys(value).sort(byCodePoint);
-      return "{" + keys.map((key) => JSON.stringify(key) + ":" + canonical(value[key])).join(",") + "}";
+  // ../sdks/typescript/src/encoding.ts
+  function utf8(text) {
+    return new TextEncoder().encode(text);
+  }
+  function concat(...parts) {
+    const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+    let at = 0;
+    for (const part of parts) {
+      out.set(part, at);
+      at += part.length;
     }
-    return JSON.stringify(value);
+    return out;
+  }
+  function equalBytes(a, b) {
+    if (a.length !== b.length) return false;
+    let diff = 0;
+    for (let i = 0; i < a.length; i++) diff |= (a[i] ?? 0) ^ (b[i] ?? 0);
+    return diff === 0;
+  }
+  var B64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+  function fromBase64(text) {
+    if (typeof text !== "string" || !B64.test(text)) return null;
+    const binary = atob(text);
+    const out = new Uint8Array(binary.length);
+    for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i);
+    return out;
+  }
+  function toHex(bytes) {
+    return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  }
+  async function sha256(data) {
+    return new Uint8Array(await crypto.subtle.digest("SHA-256", data));
+  }
+  function ed25519FromPem(pem) {
+    const body = pem.replace(/-----(BEGIN|END) PUBLIC KEY-----/g, "").replace(/\s+/g, "");
+    const der = fromBase64(body);
+    const prefix = [48, 42, 48, 5, 6, 3, 43, 101, 112, 3, 33, 0];
+    if (!der || der.length !== 44 || !prefix.every((b, i) => der[i] === b)) {
+      throw new TypeError("the public key is not an Ed25519 key in PEM (SubjectPublicKeyInfo)");
+    }
+    return der.subarray(12);
+  }
+  async function ed25519Verify(raw, signature, message2) {
+    if (signature.length !== 64 || raw.length !== 32) return false;
+    const key = await crypto.subtle.importKey(
+      "raw",
+      raw,
+      { name: "Ed25519" },
+      false,
+      ["verify"]
+    );
+    return crypto.subtle.verify(
+      { name: "Ed25519" },
+      key,
+      signature,
+      message2
+    );
+  }
+
+  // ../sdks/typescript/src/receipts.ts
+  var RECEIPT_FORMAT = "memplane-erasure-receipt/1";
+  function canonicalReceipt(receipt) {
+    const unsigned = {};
+    for (const [name, value] of Object.entries(receipt)) {
+      if (name !== "signature") unsigned[name] = value;
+    }
+    return utf8(canonicalJson(unsigned));
+  }
+  function canonicalJson(value) {
+    if (value === null) return "null";
+    if (typeof value === "boolean") return value ? "true" : "false";
+    if (typeof value === "number") return pythonNumber(value);
+    if (typeof value === "string") return JSON.stringify(value);
+    if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+    if (typeof value === "object") {
+      const names = Object.keys(value).filter((k) => value[k] !== void 0);
+      names.sort(byCodePoint);
+      return `{${names.map((k) => `${JSON.stringify(k)}:${canonicalJson(
+        value[k]
+      )}`).join(",")}}`;
+    }
+    throw new TypeError(`a signed document holds no ${typeof value}`);
   }
   function byCodePoint(a, b) {
     const x = Array.from(a, (c) => c.codePointAt(0) ?? 0);
     const y = Array.from(b, (c) => c.codePointAt(0) ?? 0);
-    for (let i = 0; i < Math.min(x.length, y.length); i += 1) {
-      if (x[i] !== y[i]) return x[i] - y[i];
+    for (let i = 0; i < Math.min(x.length, y.length); i++) {
+      if (x[i] !== y[i]) return (x[i] ?? 0) - (y[i] ?? 0);
     }
     return x.length - y.length;
   }
-  function base64(text) {
-    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text) || text.length % 4 !== 0) {
-      throw new Error("not base64");
+  function pythonNumber(value) {
+    if (!Number.isFinite(value)) throw new TypeError("a signed document holds no NaN or Infinity");
+    if (Number.isInteger(value) && Math.abs(value) < 2 ** 53) return String(value);
+    const [mantissa = "", exp = "0"] = value.toExponential().split("e");
+    const exponent = Number(exp);
+    if (exponent < -4 || exponent >= 16) {
+      const e = Math.abs(exponent).toString().padStart(2, "0");
+      return `${mantissa}e${exponent < 0 ? "-" : "+"}${e}`;
     }
-    return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+    const text = String(value);
+    return text.includes(".") ? text : `${text}.0`;
   }
-  function hex(bytes) {
-    return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  async function publicKeyId(publicKeyPem) {
+    return toHex(await sha256(ed25519FromPem(publicKeyPem))).slice(0, 16);
   }
-  async function sha256(...parts) {
-    const size = parts.reduce((n, p) => n + p.length, 0);
-    const all = new Uint8Array(size);
-    let at = 0;
-    for (const part of parts) {
-      all.set(part, at);
-      at += part.length;
+  async function verifyReceipt(receipt, publicKeyPem) {
+    return verifySigned(receipt, publicKeyPem, RECEIPT_FORMAT);
+  }
+  async function verifySigned(body, publicKeyPem, format) {
+    const raw = ed25519FromPem(publicKeyPem);
+    const signature = body["signature"];
+    if (typeof signature !== "string" || body["format"] !== format) return false;
+    if (body["key_id"] !== toHex(await sha256(raw)).slice(0, 16)) return false;
+    const bytes = fromBase64(signature);
+    if (!bytes) return false;
+    let message2;
+    try {
+      message2 = canonicalReceipt(body);
+    } catch {
+      return false;
     }
-    return new Uint8Array(await crypto.subtle.digest("SHA-256", all));
+    return ed25519Verify(raw, bytes, message2);
   }
-  function equal(a, b) {
-    return a.length === b.length && a.every((byte, i) => byte === b[i]);
-  }
-  var SPKI_PREFIX = Uint8Array.from([48, 42, 48, 5, 6, 3, 43, 101, 112, 3, 33, 0]);
-  function rawPublicKey(pem) {
-    const body = pem.replace(/-----(BEGIN|END) PUBLIC KEY-----/g, "").replace(/\s+/g, "");
-    const der = base64(body);
-    if (der.length !== 44 || !equal(der.slice(0, 12), SPKI_PREFIX)) {
-      throw new Error("the server's receipt key is not an Ed25519 public key");
+
+  // ../sdks/typescript/src/tlog.ts
+  var HASH_SIZE = 32;
+  var DASH = "—";
+  var ED25519 = 1;
+  var MAX_NOTE_BYTES = 1 << 20;
+  var MAX_SIGNATURES = 100;
+  var CONTROL = /[\x00-\x09\x0b-\x1f]/;
+  var NoteError = class extends Error {
+    problem;
+    constructor(message2, problem = "format") {
+      super(message2);
+      this.name = "NoteError";
+      this.problem = problem;
     }
-    return der.slice(12);
+  };
+  async function leafHash(leaf) {
+    return sha256(concat(new Uint8Array([0]), leaf));
   }
-  async function ed25519(raw, signature, message2) {
-    const key = await crypto.subtle.importKey("raw", raw, { name: "Ed25519" }, false, ["verify"]);
-    return await crypto.subtle.verify({ name: "Ed25519" }, key, signature, message2);
+  async function nodeHash(left, right) {
+    return sha256(concat(new Uint8Array([1]), left, right));
   }
-  async function verifyReceipt(text, pem, verifierKey) {
+  async function verifyInclusion(leaf, index, size, proof, root) {
+    if (!(index >= 0 && index < size) || [leaf, ...proof].some((p) => p.length !== HASH_SIZE)) {
+      return false;
+    }
+    let fn = BigInt(index);
+    let sn = BigInt(size - 1);
+    let r = leaf;
+    for (const p of proof) {
+      if (sn === 0n) return false;
+      if (fn & 1n || fn === sn) {
+        r = await nodeHash(p, r);
+        while (!(fn & 1n) && fn) {
+          fn >>= 1n;
+          sn >>= 1n;
+        }
+      } else {
+        r = await nodeHash(r, p);
+      }
+      fn >>= 1n;
+      sn >>= 1n;
+    }
+    return sn === 0n && equalBytes(r, root);
+  }
+  function checkName(name) {
+    if (!name || /\s/.test(name) || name.includes("+")) {
+      throw new NoteError("a key name must be non-empty, without spaces or '+'", "key");
+    }
+  }
+  async function keyId(verifier) {
+    checkName(verifier.name);
+    const digest = await sha256(concat(
+      utf8(`${verifier.name}
+`),
+      new Uint8Array([verifier.kind]),
+      verifier.publicKey
+    ));
+    return digest.subarray(0, 4);
+  }
+  async function parseVerifier(text) {
+    const trimmed = text.trim();
+    const first = trimmed.indexOf("+");
+    const second = first < 0 ? -1 : trimmed.indexOf("+", first + 1);
+    if (first < 0 || second < 0) throw new NoteError(
+      "a verifier key reads <name>+<key id>+<base64 key>",
+      "key"
+    );
+    const name = trimmed.slice(0, first);
+    const hexId = trimmed.slice(first + 1, second);
+    const raw = fromBase64(trimmed.slice(second + 1));
+    if (!raw || !/^[0-9a-fA-F]{8}$/.test(hexId)) {
+      throw new NoteError("the verifier key's id or key is not hex / base64", "key");
+    }
+    if (raw.length !== 33 || raw[0] !== ED25519 && raw[0] !== 4) {
+      throw new NoteError("the verifier key is not an Ed25519 key", "key");
+    }
+    const verifier = { name, publicKey: raw.subarray(1), kind: raw[0] };
+    if (toHex(await keyId(verifier)) !== hexId.toLowerCase()) {
+      throw new NoteError("the verifier key's id does not match its name and key", "key");
+    }
+    return verifier;
+  }
+  function verifierFromPem(name, publicKeyPem) {
+    return { name, publicKey: ed25519FromPem(publicKeyPem), kind: ED25519 };
+  }
+  function parseNote(note) {
+    if (utf8(note).length > MAX_NOTE_BYTES) throw new NoteError("the note is too long");
+    if (CONTROL.test(note)) throw new NoteError("a note holds no ASCII control character but newline");
+    const cut = note.lastIndexOf("\n\n");
+    if (cut < 0 || !note.endsWith("\n")) {
+      throw new NoteError("a note is text, a blank line, then signature lines");
+    }
+    const text = note.slice(0, cut + 1);
+    const lines = note.slice(cut + 2).split("\n").slice(0, -1);
+    if (lines.length > MAX_SIGNATURES) throw new NoteError(
+      "the note carries too many signatures",
+      "lines"
+    );
+    const signatures = lines.map((line) => {
+      const fields = line.split(" ");
+      if (fields.length !== 3 || fields[0] !== DASH) {
+        throw new NoteError("a signature line reads '— <name> <base64>'", "lines");
+      }
+      checkName(fields[1]);
+      const blob = fromBase64(fields[2]);
+      if (!blob) throw new NoteError("a signature is not base64", "lines");
+      if (blob.length < 5) throw new NoteError("a signature is too short", "lines");
+      return { name: fields[1], keyId: blob.subarray(0, 4), payload: blob.subarray(4) };
+    });
+    if (!signatures.length) throw new NoteError("the note carries no signature", "unsigned");
+    return { text, signatures };
+  }
+  async function openNote(note, verifier) {
+    const parsed = parseNote(note);
+    const id = await keyId(verifier);
+    const mine = parsed.signatures.filter((s) => s.name === verifier.name && equalBytes(s.keyId, id));
+    if (!mine.length) throw new NoteError(
+      `the note carries no signature of ${verifier.name}`,
+      "unsigned"
+    );
+    for (const s of mine) {
+      if (!await ed25519Verify(verifier.publicKey, s.payload, utf8(parsed.text))) {
+        throw new NoteError(`the signature of ${verifier.name} does not verify`, "forged");
+      }
+    }
+    return parsed.text;
+  }
+  function parseCheckpoint(text) {
+    const lines = text.split("\n");
+    if (lines.length < 4 || lines[lines.length - 1] !== "" || !lines[0]) {
+      throw new NoteError(
+        "a checkpoint reads its origin, size and root hash, one a line",
+        "checkpoint"
+      );
+    }
+    if (lines.slice(0, -1).includes("")) throw new NoteError(
+      "a checkpoint holds no empty line",
+      "checkpoint"
+    );
+    const [origin, size, encoded] = lines;
+    if (!/^(0|[1-9][0-9]{0,19})$/.test(size) || BigInt(size) > 2n ** 64n - 1n) {
+      throw new NoteError("a checkpoint's size is a decimal number below 2^64", "checkpoint");
+    }
+    if (BigInt(size) > BigInt(Number.MAX_SAFE_INTEGER)) {
+      throw new NoteError(
+        "a checkpoint's size is beyond what this verifier counts (2^53)",
+        "checkpoint"
+      );
+    }
+    const root = fromBase64(encoded);
+    if (!root) throw new NoteError("a checkpoint's root hash is not base64", "checkpoint");
+    if (root.length !== HASH_SIZE) throw new NoteError(
+      "a checkpoint's root hash is not 32 bytes",
+      "checkpoint"
+    );
+    return { origin, size: Number(size), root, extensions: lines.slice(3, -1) };
+  }
+  async function openCheckpoint(note, verifier) {
+    const key = typeof verifier === "string" ? await parseVerifier(verifier) : verifier;
+    return parseCheckpoint(await openNote(note, key));
+  }
+
+  // ../sdks/typescript/src/transparency.ts
+  var TransparencyError = class extends Error {
+    check;
+    /** The audit row the failed check is about, when it is about one. */
+    seq;
+    /** The checkpoint's origin and size, once its signature verified. */
+    origin;
+    treeSize;
+    /** Why the checkpoint was refused, when it was. */
+    note;
+    constructor(message2, check = "block", detail = {}) {
+      super(message2);
+      this.name = "TransparencyError";
+      this.check = check;
+      this.seq = detail.seq ?? null;
+      this.origin = detail.origin ?? null;
+      this.treeSize = detail.treeSize ?? null;
+      this.note = detail.note ?? null;
+    }
+  };
+  async function verifyTransparency(document2, verifierKey) {
+    const verifier = typeof verifierKey === "string" ? await parseVerifier(verifierKey) : verifierKey;
+    const block = document2["transparency"];
+    if (typeof block !== "object" || block === null || Array.isArray(block)) {
+      throw new TransparencyError("the document carries no transparency proofs");
+    }
+    const { checkpoint: note, proofs } = block;
+    let checkpoint;
+    try {
+      checkpoint = await openCheckpoint(String(note), verifier);
+    } catch (error) {
+      if (!(error instanceof NoteError)) throw error;
+      throw new TransparencyError(
+        `its checkpoint does not carry a valid signature of the log's key ${verifier.name} (${error.message}): it was altered or signed by another key`,
+        "checkpoint",
+        { note: error }
+      );
+    }
+    const tenant = document2["tenant_id"];
+    const job = document2["job_id"];
+    if (!checkpoint.origin.endsWith(`/audit/${String(tenant)}`)) {
+      throw new TransparencyError(`its checkpoint is of the log ${checkpoint.origin}, not of the document's tenant ${String(tenant)}`, "tenant", { origin: checkpoint.origin });
+    }
+    const proven = [];
+    for (const item of Array.isArray(proofs) ? proofs : []) {
+      const { seq, leaf, hashes } = proofItem(item);
+      if (!await verifyInclusion(
+        await leafHash(leaf),
+        seq - 1,
+        checkpoint.size,
+        hashes,
+        checkpoint.root
+      )) {
+        throw new TransparencyError(
+          `the inclusion proof of row ${seq} does not verify against the checkpoint of ${checkpoint.size} rows: the row or its proof was altered`,
+          "inclusion",
+          { seq, treeSize: checkpoint.size }
+        );
+      }
+      let row;
+      try {
+        row = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(leaf));
+      } catch {
+        row = null;
+      }
+      const fields = typeof row === "object" && row !== null ? row : null;
+      const detail = fields?.["detail"];
+      if (!fields || fields["seq"] !== seq || typeof detail !== "string" || !(detail === `job ${String(job)}` || detail.startsWith(`job ${String(job)}:`))) {
+        throw new TransparencyError(
+          `row ${seq}, proven in the log, is not a row of job ${String(job)}`,
+          "job",
+          { seq }
+        );
+      }
+      proven.push(seq);
+    }
+    if (!proven.length) throw new TransparencyError(
+      "the document's transparency block proves no row",
+      "empty"
+    );
+    const audit = document2["audit"];
+    if (typeof audit === "object" && audit !== null) {
+      for (const name of ["first_seq", "last_seq"]) {
+        const seq = audit[name];
+        if (seq !== void 0 && seq !== null && !proven.includes(seq)) {
+          throw new TransparencyError(`row ${String(seq)}, which the receipt names, has no inclusion proof`, "named", { seq });
+        }
+      }
+    }
+    return { origin: checkpoint.origin, treeSize: checkpoint.size, rows: proven };
+  }
+  function proofItem(item) {
+    const bad = () => new TransparencyError(
+      "a proof in the document is not {seq, leaf, hashes} in base64",
+      "proof"
+    );
+    if (typeof item !== "object" || item === null) throw bad();
+    const { seq, leaf, hashes } = item;
+    const leafBytes = typeof leaf === "string" ? fromBase64(leaf) : null;
+    if (!leafBytes || !Array.isArray(hashes)) throw bad();
+    const hashBytes = hashes.map((h2) => typeof h2 === "string" ? fromBase64(h2) : null);
+    if (hashBytes.some((h2) => h2 === null)) throw bad();
+    if (typeof seq !== "number" || !Number.isInteger(seq) || seq < 1) {
+      throw new TransparencyError("a proof in the document names no row", "proof");
+    }
+    return { seq, leaf: leafBytes, hashes: hashBytes };
+  }
+
+  // src/verify.ts
+  async function verifyReceipt2(text, pem, verifierKey) {
     const lines = [];
     const fail = (why) => ({ ok: false, lines: [...lines, why] });
     let receipt;
@@ -540,148 +883,98 @@
     } catch {
       return fail("The receipt is not valid JSON: it was altered in transit or in storage.");
     }
-    if (receipt.format !== "memplane-erasure-receipt/1") {
+    if (receipt.format !== RECEIPT_FORMAT) {
       return fail("The receipt does not name the format memplane-erasure-receipt/1.");
     }
-    let raw;
     try {
-      raw = rawPublicKey(pem);
-    } catch (error) {
-      return fail(error instanceof Error ? error.message : String(error));
-    }
-    const keyId = hex(await sha256(raw)).slice(0, 16);
-    if (receipt.key_id !== keyId) {
-      return fail(`The receipt names signing key ${String(receipt.key_id)}, not the server's key ${keyId}.`);
-    }
-    let signature;
-    try {
-      signature = base64(String(receipt.signature ?? ""));
+      ed25519FromPem(pem);
     } catch {
+      return fail("the server's receipt key is not an Ed25519 public key");
+    }
+    const keyId2 = await publicKeyId(pem);
+    if (receipt.key_id !== keyId2) {
+      return fail(`The receipt names signing key ${String(receipt.key_id)}, not the server's key ${keyId2}.`);
+    }
+    if (fromBase64(String(receipt.signature ?? "")) === null) {
       return fail("The receipt's signature is not base64.");
     }
-    const unsigned = Object.fromEntries(Object.entries(receipt).filter(([k]) => k !== "signature"));
     let signed = false;
     try {
-      signed = await ed25519(raw, signature, encoder.encode(canonical(unsigned)));
+      signed = await verifyReceipt({ ...receipt, signature: String(receipt.signature ?? "") }, pem);
     } catch {
       signed = false;
     }
     if (!signed) {
       return fail("The Ed25519 signature does not match the receipt: it was changed after signing, or signed by another key.");
     }
-    lines.push(`Ed25519 signature by key ${keyId} checked in this browser.`);
+    lines.push(`Ed25519 signature by key ${keyId2} checked in this browser.`);
     if (!("transparency" in receipt)) {
       lines.push("The receipt carries no transparency-log proofs (issued before receipts did).");
       return { ok: true, lines };
     }
     try {
-      lines.push(await checkTransparency(receipt, raw, verifierKey));
+      lines.push(await checkTransparency(receipt, pem, verifierKey));
     } catch (error) {
       return fail(error instanceof Error ? error.message : String(error));
     }
     return { ok: true, lines };
   }
-  var DASH = "—";
-  async function noteKeyId(name, raw) {
-    return (await sha256(encoder.encode(name + "\n"), Uint8Array.of(1), raw)).slice(0, 4);
-  }
-  async function verifyNote(note, name, raw) {
-    const cut = note.lastIndexOf("\n\n");
-    if (cut < 0 || !note.endsWith("\n")) throw new Error("The receipt's checkpoint is not a signed note.");
-    const text = note.slice(0, cut + 1);
-    const id = await noteKeyId(name, raw);
-    let checked = 0;
-    for (const line of note.slice(cut + 2).split("\n").slice(0, -1)) {
-      const fields = line.split(" ");
-      if (fields.length !== 3 || fields[0] !== DASH) throw new Error("The checkpoint's signature lines are malformed.");
-      if (fields[1] !== name) continue;
-      const blob = base64(fields[2]);
-      if (!equal(blob.slice(0, 4), id)) continue;
-      if (!await ed25519(raw, blob.slice(4), encoder.encode(text))) {
-        throw new Error(`The checkpoint's signature by ${name} does not verify: it was altered.`);
-      }
-      checked += 1;
-    }
-    if (checked === 0) throw new Error(`The checkpoint carries no signature of the log's key ${name}.`);
-    return text;
-  }
   function verifierName(verifierKey, checkpoint) {
     if (verifierKey) return verifierKey.trim().split("+")[0];
     return checkpoint.split("/")[0] || "memplane";
   }
-  async function leafHash(leaf) {
-    return await sha256(Uint8Array.of(0), leaf);
-  }
-  async function nodeHash(left, right) {
-    return await sha256(Uint8Array.of(1), left, right);
-  }
-  async function verifyInclusion(hash, index, size, proof, root) {
-    if (index < 0n || index >= size || proof.some((p) => p.length !== 32)) return false;
-    let fn = index;
-    let sn = size - 1n;
-    let r = hash;
-    for (const p of proof) {
-      if (sn === 0n) return false;
-      if ((fn & 1n) === 1n || fn === sn) {
-        r = await nodeHash(p, r);
-        while ((fn & 1n) === 0n && fn !== 0n) {
-          fn >>= 1n;
-          sn >>= 1n;
-        }
-      } else {
-        r = await nodeHash(r, p);
-      }
-      fn >>= 1n;
-      sn >>= 1n;
+  function noteRefusal(note, name) {
+    switch (note?.problem) {
+      case "unsigned":
+        return `The checkpoint carries no signature of the log's key ${name}.`;
+      case "forged":
+        return `The checkpoint's signature by ${name} does not verify: it was altered.`;
+      case "lines":
+      case "key":
+        return "The checkpoint's signature lines are malformed.";
+      case "checkpoint":
+        return "The checkpoint's tree size is malformed.";
+      default:
+        return "The receipt's checkpoint is not a signed note.";
     }
-    return sn === 0n && equal(r, root);
   }
-  async function checkTransparency(receipt, raw, verifierKey) {
+  function refusal2(error, name, job) {
+    const seq = String(error.seq);
+    switch (error.check) {
+      case "checkpoint":
+        return noteRefusal(error.note, name);
+      case "tenant":
+        return `The checkpoint is of the log ${String(error.origin)}, not of the receipt's tenant.`;
+      case "proof":
+        return "A proof in the receipt is not {seq, leaf, hashes}.";
+      case "inclusion":
+        return `The inclusion proof of audit row ${seq} does not verify against the checkpoint of ${String(error.treeSize)} rows.`;
+      case "job":
+        return `Audit row ${seq}, proven in the log, is not a row of job ${job}.`;
+      case "empty":
+        return "The receipt's transparency block proves no row.";
+      case "named":
+        return `Audit row ${seq}, which the receipt names, has no inclusion proof.`;
+      default:
+        return "The receipt's transparency block has no checkpoint.";
+    }
+  }
+  async function checkTransparency(receipt, pem, verifierKey) {
     const block = receipt.transparency;
     if (block === null || typeof block !== "object" || typeof block.checkpoint !== "string") {
       throw new Error("The receipt's transparency block has no checkpoint.");
     }
     const name = verifierName(verifierKey, block.checkpoint);
-    const text = await verifyNote(block.checkpoint, name, raw);
-    const [origin, sizeText, rootText] = text.split("\n");
-    if (!/^(0|[1-9][0-9]{0,19})$/.test(sizeText ?? "")) throw new Error("The checkpoint's tree size is malformed.");
-    const size = BigInt(sizeText);
-    const root = base64(rootText ?? "");
-    if (!origin.endsWith(`/audit/${String(receipt.tenant_id)}`)) {
-      throw new Error(`The checkpoint is of the log ${origin}, not of the receipt's tenant.`);
-    }
     const job = String(receipt.job_id);
-    const proven = [];
-    for (const item of block.proofs ?? []) {
-      const proof = item;
-      if (typeof proof.seq !== "number" || !Number.isInteger(proof.seq) || proof.seq < 1 || typeof proof.leaf !== "string" || !Array.isArray(proof.hashes)) {
-        throw new Error("A proof in the receipt is not {seq, leaf, hashes}.");
-      }
-      const leaf = base64(proof.leaf);
-      const hashes = proof.hashes.map((h2) => base64(String(h2)));
-      if (!await verifyInclusion(await leafHash(leaf), BigInt(proof.seq - 1), size, hashes, root)) {
-        throw new Error(`The inclusion proof of audit row ${proof.seq} does not verify against the checkpoint of ${size} rows.`);
-      }
-      let row = null;
-      try {
-        row = JSON.parse(new TextDecoder().decode(leaf));
-      } catch {
-        row = null;
-      }
-      const detail = row?.detail;
-      if (row === null || row.seq !== proof.seq || typeof detail !== "string" || !(detail === `job ${job}` || detail.startsWith(`job ${job}:`))) {
-        throw new Error(`Audit row ${proof.seq}, proven in the log, is not a row of job ${job}.`);
-      }
-      proven.push(proof.seq);
+    let proven;
+    try {
+      proven = await verifyTransparency(receipt, verifierFromPem(name, pem));
+    } catch (error) {
+      if (error instanceof TransparencyError) throw new Error(refusal2(error, name, job));
+      if (error instanceof NoteError) throw new Error(noteRefusal(error, name));
+      throw error;
     }
-    if (proven.length === 0) throw new Error("The receipt's transparency block proves no row.");
-    const audit = receipt.audit;
-    for (const seq of [audit?.first_seq, audit?.last_seq]) {
-      if (typeof seq === "number" && !proven.includes(seq)) {
-        throw new Error(`Audit row ${seq}, which the receipt names, has no inclusion proof.`);
-      }
-    }
-    return `Audit rows ${proven.join(", ")} of job ${job} proven by RFC 9162 inclusion proofs in checkpoint ${size} of ${origin}, whose signature was checked in this browser.`;
+    return `Audit rows ${proven.rows.join(", ")} of job ${job} proven by RFC 9162 inclusion proofs in checkpoint ${proven.treeSize} of ${proven.origin}, whose signature was checked in this browser.`;
   }
 
   // src/erasure.ts
@@ -823,7 +1116,7 @@
       clear(box, errorBox(message(error)));
       return;
     }
-    const verdict = await verifyReceipt(text, pem, verifier);
+    const verdict = await verifyReceipt2(text, pem, verifier);
     let receipt = {};
     try {
       receipt = JSON.parse(text);
@@ -870,69 +1163,120 @@
     announce(verdict.ok ? "Receipt verified" : "Receipt NOT verified");
   }
 
-  // src/zip.ts
-  function u16(data, at) {
-    return data.getUint16(at, true);
-  }
-  function u32(data, at) {
-    return data.getUint32(at, true);
-  }
-  async function readFile(archive, name) {
-    const view = new DataView(archive.buffer, archive.byteOffset, archive.byteLength);
+  // ../sdks/typescript/src/errors.ts
+  var MemplaneError = class extends Error {
+    constructor(message2, options) {
+      super(message2, options);
+      this.name = new.target.name;
+    }
+  };
+  var InvalidResponse = class extends MemplaneError {
+  };
+
+  // ../sdks/typescript/src/zip.ts
+  var ZipEntryError = class extends InvalidResponse {
+    problem;
+    method;
+    constructor(message2, problem, method = null) {
+      super(message2);
+      this.problem = problem;
+      this.method = method;
+    }
+  };
+  var EOCD = 101010256;
+  var EOCD64_LOCATOR = 117853008;
+  var CENTRAL = 33639248;
+  var LOCAL = 67324752;
+  async function readZipEntry(zip, name) {
+    const view = new DataView(zip.buffer, zip.byteOffset, zip.byteLength);
     let end = -1;
-    for (let at2 = archive.length - 22; at2 >= Math.max(0, archive.length - 65557); at2 -= 1) {
-      if (u32(view, at2) === 101010256) {
-        end = at2;
+    for (let i = zip.length - 22; i >= Math.max(0, zip.length - 22 - 65535); i--) {
+      if (view.getUint32(i, true) === EOCD) {
+        end = i;
         break;
       }
     }
-    if (end < 0) throw new Error("The download is not a ZIP archive.");
-    let entries = u16(view, end + 10);
-    let at = u32(view, end + 16);
-    if (entries === 65535 || at === 4294967295) {
-      const locator = end - 20;
-      if (locator < 0 || u32(view, locator) !== 117853008) throw new Error("The ZIP64 archive has no locator.");
-      const record = Number(view.getBigUint64(locator + 8, true));
-      entries = Number(view.getBigUint64(record + 32, true));
-      at = Number(view.getBigUint64(record + 48, true));
+    if (end < 0) throw new ZipEntryError(
+      "the export is not a ZIP archive (no end record)",
+      "not-zip"
+    );
+    let count = view.getUint16(end + 10, true);
+    let offset = view.getUint32(end + 16, true);
+    if ((count === 65535 || offset === 4294967295) && end >= 20 && view.getUint32(end - 20, true) === EOCD64_LOCATOR) {
+      const record = Number(view.getBigUint64(end - 12, true));
+      count = Number(view.getBigUint64(record + 32, true));
+      offset = Number(view.getBigUint64(record + 48, true));
     }
-    const decoder = new TextDecoder();
-    for (let i = 0; i < entries; i += 1) {
-      if (u32(view, at) !== 33639248) throw new Error("The ZIP's directory is damaged.");
-      const method = u16(view, at + 10);
-      let compressed = u32(view, at + 20);
-      const nameLength = u16(view, at + 28);
-      const extraLength = u16(view, at + 30);
-      const commentLength = u16(view, at + 32);
-      let local = u32(view, at + 42);
-      const entryName = decoder.decode(archive.subarray(at + 46, at + 46 + nameLength));
-      if (entryName === name) {
-        let extra = at + 46 + nameLength;
-        const stop = extra + extraLength;
-        while (extra + 4 <= stop) {
-          const tag = u16(view, extra);
-          const length = u16(view, extra + 2);
-          if (tag === 1) {
-            let field2 = extra + 4;
-            if (u32(view, at + 24) === 4294967295) field2 += 8;
-            if (compressed === 4294967295) {
-              compressed = Number(view.getBigUint64(field2, true));
-              field2 += 8;
-            }
-            if (local === 4294967295) local = Number(view.getBigUint64(field2, true));
-          }
-          extra += 4 + length;
+    const wanted = new TextEncoder().encode(name);
+    for (let i = 0; i < count; i++) {
+      if (view.getUint32(offset, true) !== CENTRAL) break;
+      const method = view.getUint16(offset + 10, true);
+      let compressed = view.getUint32(offset + 20, true);
+      const nameLength = view.getUint16(offset + 28, true);
+      const extraLength = view.getUint16(offset + 30, true);
+      const commentLength = view.getUint16(offset + 32, true);
+      let local = view.getUint32(offset + 42, true);
+      const entryName = zip.subarray(offset + 46, offset + 46 + nameLength);
+      if (equal(entryName, wanted)) {
+        if (compressed === 4294967295 || local === 4294967295) {
+          [compressed, local] = zip64Sizes(
+            view,
+            offset + 46 + nameLength,
+            extraLength,
+            compressed,
+            local,
+            view.getUint32(offset + 24, true)
+          );
         }
-        const start = local + 30 + u16(view, local + 26) + u16(view, local + 28);
-        const data = archive.slice(start, start + compressed);
+        if (view.getUint32(local, true) !== LOCAL) break;
+        const start = local + 30 + view.getUint16(local + 26, true) + view.getUint16(local + 28, true);
+        const data = zip.subarray(start, start + compressed);
         if (method === 0) return data;
-        if (method !== 8) throw new Error(`The archive's ${name} uses compression method ${method}.`);
-        const stream = new Blob([data]).stream().pipeThrough(new DecompressionStream("deflate-raw"));
-        return new Uint8Array(await new Response(stream).arrayBuffer());
+        if (method === 8) return inflateRaw(data);
+        throw new ZipEntryError(`${name} in the export uses ZIP method ${method}`, "method", method);
       }
-      at += 46 + nameLength + extraLength + commentLength;
+      offset += 46 + nameLength + extraLength + commentLength;
     }
-    throw new Error(`The archive holds no ${name}.`);
+    throw new ZipEntryError(`the export holds no ${name}`, "missing");
+  }
+  function zip64Sizes(view, at, length, compressed, local, uncompressed) {
+    for (let p = at; p + 4 <= at + length; ) {
+      const id = view.getUint16(p, true);
+      const size = view.getUint16(p + 2, true);
+      if (id === 1) {
+        let q = p + 4;
+        if (uncompressed === 4294967295) q += 8;
+        if (compressed === 4294967295) {
+          compressed = Number(view.getBigUint64(q, true));
+          q += 8;
+        }
+        if (local === 4294967295) local = Number(view.getBigUint64(q, true));
+        break;
+      }
+      p += 4 + size;
+    }
+    return [compressed, local];
+  }
+  function equal(a, b) {
+    return a.length === b.length && a.every((byte, i) => byte === b[i]);
+  }
+  async function inflateRaw(data) {
+    const stream = new Blob([data]).stream().pipeThrough(new DecompressionStream("deflate-raw"));
+    return new Uint8Array(await new Response(stream).arrayBuffer());
+  }
+
+  // src/zip.ts
+  async function readFile(archive, name) {
+    try {
+      return new Uint8Array(await readZipEntry(archive, name));
+    } catch (error) {
+      if (!(error instanceof ZipEntryError)) throw error;
+      if (error.problem === "not-zip") throw new Error("The download is not a ZIP archive.");
+      if (error.problem === "method") {
+        throw new Error(`The archive's ${name} uses compression method ${String(error.method)}.`);
+      }
+      throw new Error(`The archive holds no ${name}.`);
+    }
   }
 
   // src/export.ts

@@ -23,7 +23,7 @@ export {
   NoteError, leafHash, openCheckpoint, openNote, parseCheckpoint, parseVerifier,
   verifierFromPem, verifyConsistency, verifyInclusion,
 } from "./tlog.js";
-export type { Checkpoint, Verifier } from "./tlog.js";
+export type { Checkpoint, NoteProblem, Verifier } from "./tlog.js";
 export { TransparencyError, receiptVerifier, verifyTransparency } from "./transparency.js";
-export type { TransparencyProven } from "./transparency.js";
+export type { TransparencyCheck, TransparencyProven } from "./transparency.js";
 export { fromBase64, toBase64 } from "./encoding.js";

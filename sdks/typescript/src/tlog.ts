@@ -14,11 +14,20 @@ const MAX_NOTE_BYTES = 1 << 20;
 const MAX_SIGNATURES = 100;
 const CONTROL = /[\x00-\x09\x0b-\x1f]/;
 
+/**
+ * What is wrong with a note: not a signed note at all, a malformed signature line, no
+ * signature of the key, a signature that does not verify, or a malformed checkpoint or key.
+ */
+export type NoteProblem = "format" | "lines" | "unsigned" | "forged" | "checkpoint" | "key";
+
 /** A note, key or checkpoint that is not well-formed, or a signature that does not verify. */
 export class NoteError extends Error {
-  constructor(message: string) {
+  readonly problem: NoteProblem;
+
+  constructor(message: string, problem: NoteProblem = "format") {
     super(message);
     this.name = "NoteError";
+    this.problem = problem;
   }
 }
 
@@ -106,7 +115,7 @@ export interface Verifier {
 
 function checkName(name: string): void {
   if (!name || /\s/.test(name) || name.includes("+")) {
-    throw new NoteError("a key name must be non-empty, without spaces or '+'");
+    throw new NoteError("a key name must be non-empty, without spaces or '+'", "key");
   }
 }
 
@@ -122,19 +131,20 @@ export async function parseVerifier(text: string): Promise<Verifier> {
   const trimmed = text.trim();
   const first = trimmed.indexOf("+");
   const second = first < 0 ? -1 : trimmed.indexOf("+", first + 1);
-  if (first < 0 || second < 0) throw new NoteError("a verifier key reads <name>+<key id>+<base64 key>");
+  if (first < 0 || second < 0) throw new NoteError("a verifier key reads <name>+<key id>+<base64 key>",
+    "key");
   const name = trimmed.slice(0, first);
   const hexId = trimmed.slice(first + 1, second);
   const raw = fromBase64(trimmed.slice(second + 1));
   if (!raw || !/^[0-9a-fA-F]{8}$/.test(hexId)) {
-    throw new NoteError("the verifier key's id or key is not hex / base64");
+    throw new NoteError("the verifier key's id or key is not hex / base64", "key");
   }
   if (raw.length !== 33 || (raw[0] !== ED25519 && raw[0] !== 0x04)) {
-    throw new NoteError("the verifier key is not an Ed25519 key");
+    throw new NoteError("the verifier key is not an Ed25519 key", "key");
   }
   const verifier = { name, publicKey: raw.subarray(1), kind: raw[0] as number };
   if (toHex(await keyId(verifier)) !== hexId.toLowerCase()) {
-    throw new NoteError("the verifier key's id does not match its name and key");
+    throw new NoteError("the verifier key's id does not match its name and key", "key");
   }
   return verifier;
 }
@@ -159,19 +169,20 @@ function parseNote(note: string): { text: string; signatures: Signature[] } {
   }
   const text = note.slice(0, cut + 1);
   const lines = note.slice(cut + 2).split("\n").slice(0, -1);
-  if (lines.length > MAX_SIGNATURES) throw new NoteError("the note carries too many signatures");
+  if (lines.length > MAX_SIGNATURES) throw new NoteError("the note carries too many signatures",
+    "lines");
   const signatures = lines.map((line) => {
     const fields = line.split(" ");
     if (fields.length !== 3 || fields[0] !== DASH) {
-      throw new NoteError("a signature line reads '— <name> <base64>'");
+      throw new NoteError("a signature line reads '— <name> <base64>'", "lines");
     }
     checkName(fields[1] as string);
     const blob = fromBase64(fields[2] as string);
-    if (!blob) throw new NoteError("a signature is not base64");
-    if (blob.length < 5) throw new NoteError("a signature is too short");
+    if (!blob) throw new NoteError("a signature is not base64", "lines");
+    if (blob.length < 5) throw new NoteError("a signature is too short", "lines");
     return { name: fields[1] as string, keyId: blob.subarray(0, 4), payload: blob.subarray(4) };
   });
-  if (!signatures.length) throw new NoteError("the note carries no signature");
+  if (!signatures.length) throw new NoteError("the note carries no signature", "unsigned");
   return { text, signatures };
 }
 
@@ -180,10 +191,11 @@ export async function openNote(note: string, verifier: Verifier): Promise<string
   const parsed = parseNote(note);
   const id = await keyId(verifier);
   const mine = parsed.signatures.filter((s) => s.name === verifier.name && equalBytes(s.keyId, id));
-  if (!mine.length) throw new NoteError(`the note carries no signature of ${verifier.name}`);
+  if (!mine.length) throw new NoteError(`the note carries no signature of ${verifier.name}`,
+    "unsigned");
   for (const s of mine) {
     if (!(await ed25519Verify(verifier.publicKey, s.payload, utf8(parsed.text)))) {
-      throw new NoteError(`the signature of ${verifier.name} does not verify`);
+      throw new NoteError(`the signature of ${verifier.name} does not verify`, "forged");
     }
   }
   return parsed.text;
@@ -200,19 +212,23 @@ export interface Checkpoint {
 export function parseCheckpoint(text: string): Checkpoint {
   const lines = text.split("\n");
   if (lines.length < 4 || lines[lines.length - 1] !== "" || !lines[0]) {
-    throw new NoteError("a checkpoint reads its origin, size and root hash, one a line");
+    throw new NoteError("a checkpoint reads its origin, size and root hash, one a line",
+      "checkpoint");
   }
-  if (lines.slice(0, -1).includes("")) throw new NoteError("a checkpoint holds no empty line");
+  if (lines.slice(0, -1).includes("")) throw new NoteError("a checkpoint holds no empty line",
+    "checkpoint");
   const [origin, size, encoded] = lines as [string, string, string];
   if (!/^(0|[1-9][0-9]{0,19})$/.test(size) || BigInt(size) > 2n ** 64n - 1n) {
-    throw new NoteError("a checkpoint's size is a decimal number below 2^64");
+    throw new NoteError("a checkpoint's size is a decimal number below 2^64", "checkpoint");
   }
   if (BigInt(size) > BigInt(Number.MAX_SAFE_INTEGER)) {
-    throw new NoteError("a checkpoint's size is beyond what this verifier counts (2^53)");
+    throw new NoteError("a checkpoint's size is beyond what this verifier counts (2^53)",
+      "checkpoint");
   }
   const root = fromBase64(encoded);
-  if (!root) throw new NoteError("a checkpoint's root hash is not base64");
-  if (root.length !== HASH_SIZE) throw new NoteError("a checkpoint's root hash is not 32 bytes");
+  if (!root) throw new NoteError("a checkpoint's root hash is not base64", "checkpoint");
+  if (root.length !== HASH_SIZE) throw new NoteError("a checkpoint's root hash is not 32 bytes",
+    "checkpoint");
   return { origin, size: Number(size), root, extensions: lines.slice(3, -1) };
 }
 

@@ -17,11 +17,33 @@ export interface TransparencyProven {
   rows: number[];
 }
 
+/**
+ * Which check failed: no block, the checkpoint's note (`note` says how), another tenant's log,
+ * a malformed proof, an inclusion proof, a row of another job, no row, a named row unproven.
+ */
+export type TransparencyCheck =
+  "block" | "checkpoint" | "tenant" | "proof" | "inclusion" | "job" | "empty" | "named";
+
 /** The thrown error's message says what is wrong (altered, another key, another tenant …). */
 export class TransparencyError extends Error {
-  constructor(message: string) {
+  readonly check: TransparencyCheck;
+  /** The audit row the failed check is about, when it is about one. */
+  readonly seq: number | null;
+  /** The checkpoint's origin and size, once its signature verified. */
+  readonly origin: string | null;
+  readonly treeSize: number | null;
+  /** Why the checkpoint was refused, when it was. */
+  readonly note: NoteError | null;
+
+  constructor(message: string, check: TransparencyCheck = "block",
+              detail: { seq?: number; origin?: string; treeSize?: number; note?: NoteError } = {}) {
     super(message);
     this.name = "TransparencyError";
+    this.check = check;
+    this.seq = detail.seq ?? null;
+    this.origin = detail.origin ?? null;
+    this.treeSize = detail.treeSize ?? null;
+    this.note = detail.note ?? null;
   }
 }
 
@@ -45,13 +67,14 @@ export async function verifyTransparency(document: Record<string, unknown>,
   } catch (error) {
     if (!(error instanceof NoteError)) throw error;
     throw new TransparencyError(`its checkpoint does not carry a valid signature of the log's ` +
-      `key ${verifier.name} (${error.message}): it was altered or signed by another key`);
+      `key ${verifier.name} (${error.message}): it was altered or signed by another key`,
+      "checkpoint", { note: error });
   }
   const tenant = document["tenant_id"];
   const job = document["job_id"];
   if (!checkpoint.origin.endsWith(`/audit/${String(tenant)}`)) {
     throw new TransparencyError(`its checkpoint is of the log ${checkpoint.origin}, not of the ` +
-      `document's tenant ${String(tenant)}`);
+      `document's tenant ${String(tenant)}`, "tenant", { origin: checkpoint.origin });
   }
   const proven: number[] = [];
   for (const item of Array.isArray(proofs) ? proofs : []) {
@@ -59,7 +82,8 @@ export async function verifyTransparency(document: Record<string, unknown>,
     if (!(await verifyInclusion(await leafHash(leaf), seq - 1, checkpoint.size, hashes,
       checkpoint.root))) {
       throw new TransparencyError(`the inclusion proof of row ${seq} does not verify against ` +
-        `the checkpoint of ${checkpoint.size} rows: the row or its proof was altered`);
+        `the checkpoint of ${checkpoint.size} rows: the row or its proof was altered`, "inclusion",
+        { seq, treeSize: checkpoint.size });
     }
     let row: unknown;
     try {
@@ -71,18 +95,20 @@ export async function verifyTransparency(document: Record<string, unknown>,
     const detail = fields?.["detail"];
     if (!fields || fields["seq"] !== seq || typeof detail !== "string" ||
         !(detail === `job ${String(job)}` || detail.startsWith(`job ${String(job)}:`))) {
-      throw new TransparencyError(`row ${seq}, proven in the log, is not a row of job ${String(job)}`);
+      throw new TransparencyError(`row ${seq}, proven in the log, is not a row of job ${String(job)}`,
+        "job", { seq });
     }
     proven.push(seq);
   }
-  if (!proven.length) throw new TransparencyError("the document's transparency block proves no row");
+  if (!proven.length) throw new TransparencyError("the document's transparency block proves no row",
+    "empty");
   const audit = document["audit"];
   if (typeof audit === "object" && audit !== null) {
     for (const name of ["first_seq", "last_seq"]) {
       const seq = (audit as Record<string, unknown>)[name];
       if (seq !== undefined && seq !== null && !proven.includes(seq as number)) {
         throw new TransparencyError(`row ${String(seq)}, which the receipt names, has no ` +
-          "inclusion proof");
+          "inclusion proof", "named", { seq: seq as number });
       }
     }
   }
@@ -97,7 +123,8 @@ export function receiptVerifier(document: Record<string, unknown>, publicKeyPem:
 }
 
 function proofItem(item: unknown): { seq: number; leaf: Uint8Array; hashes: Uint8Array[] } {
-  const bad = () => new TransparencyError("a proof in the document is not {seq, leaf, hashes} in base64");
+  const bad = () => new TransparencyError("a proof in the document is not {seq, leaf, hashes} in base64",
+    "proof");
   if (typeof item !== "object" || item === null) throw bad();
   const { seq, leaf, hashes } = item as Record<string, unknown>;
   const leafBytes = typeof leaf === "string" ? fromBase64(leaf) : null;
@@ -105,7 +132,7 @@ function proofItem(item: unknown): { seq: number; leaf: Uint8Array; hashes: Uint
   const hashBytes = hashes.map((h) => (typeof h === "string" ? fromBase64(h) : null));
   if (hashBytes.some((h) => h === null)) throw bad();
   if (typeof seq !== "number" || !Number.isInteger(seq) || seq < 1) {
-    throw new TransparencyError("a proof in the document names no row");
+    throw new TransparencyError("a proof in the document names no row", "proof");
   }
   return { seq, leaf: leafBytes, hashes: hashBytes as Uint8Array[] };
 }

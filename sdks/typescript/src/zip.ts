@@ -4,6 +4,21 @@
  */
 import { InvalidResponse } from "./errors.js";
 
+/** Why the entry could not be read: not a ZIP, no such entry, or a compression it does not read. */
+export type ZipProblem = "not-zip" | "missing" | "method";
+
+/** An InvalidResponse that also says which of the ZipProblems it is (and the method, if that). */
+export class ZipEntryError extends InvalidResponse {
+  readonly problem: ZipProblem;
+  readonly method: number | null;
+
+  constructor(message: string, problem: ZipProblem, method: number | null = null) {
+    super(message);
+    this.problem = problem;
+    this.method = method;
+  }
+}
+
 const EOCD = 0x06054b50;
 const EOCD64_LOCATOR = 0x07064b50;
 const CENTRAL = 0x02014b50;
@@ -18,7 +33,8 @@ export async function readZipEntry(zip: Uint8Array, name: string): Promise<Uint8
       break;
     }
   }
-  if (end < 0) throw new InvalidResponse("the export is not a ZIP archive (no end record)");
+  if (end < 0) throw new ZipEntryError("the export is not a ZIP archive (no end record)",
+    "not-zip");
   let count = view.getUint16(end + 10, true);
   let offset = view.getUint32(end + 16, true);
   if ((count === 0xffff || offset === 0xffffffff) && end >= 20 &&
@@ -47,11 +63,11 @@ export async function readZipEntry(zip: Uint8Array, name: string): Promise<Uint8
       const data = zip.subarray(start, start + compressed);
       if (method === 0) return data;
       if (method === 8) return inflateRaw(data);
-      throw new InvalidResponse(`${name} in the export uses ZIP method ${method}`);
+      throw new ZipEntryError(`${name} in the export uses ZIP method ${method}`, "method", method);
     }
     offset += 46 + nameLength + extraLength + commentLength;
   }
-  throw new InvalidResponse(`the export holds no ${name}`);
+  throw new ZipEntryError(`the export holds no ${name}`, "missing");
 }
 
 function zip64Sizes(view: DataView, at: number, length: number, compressed: number,
