@@ -115,9 +115,15 @@ def _run_all(tmp: Path, settings: dict[str, str]) -> dict[int, str]:
             # curl -s prints a refusal's body and succeeds: an answer naming an error fails.
             assert '"error"' not in outputs[block.line], (block.line, outputs[block.line])
         _check(outputs, f"http://localhost:{settings['PORT']}")
-        return outputs
     finally:
         _kill(groups)
+    # A new user sees no traceback: not from a block, nor from the server the quickstart
+    # left running in the background (its log went to the same terminal).
+    for n in range(len(groups)):
+        for name in (f"block{n}.out", f"block{n}.err"):
+            text = (tmp / name).read_text()
+            assert "Traceback" not in text, (name, text[-3000:])
+    return outputs
 
 
 def _check(outputs: dict[int, str], url: str) -> None:
