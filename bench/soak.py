@@ -35,7 +35,10 @@ from tests.support.service import RECEIPT_KEY
 ADMIN_KEY = "mp_soak_" + secrets.token_hex(12)
 RSS_GROWTH_BAR = 0.10
 FD_SLACK = 8
-CONN_SLACK = 0
+# A connection pool may hold one or two more idle connections at the end than at the end of
+# warm-up (after the database restart it reconnects on demand); a leak grows with the run, far
+# past this, as the fds' slack above.
+CONN_SLACK = 2
 READBACK_CHUNK = 250  # gets per batch request
 READBACK_THREADS = 4  # batch requests in flight
 READBACK_TRIES = 4  # a get the server could not answer is asked again
@@ -436,7 +439,8 @@ class Soak:
             "every erased subject gone": readback["erased_still_there"] == 0,
             f"RSS growth after warm-up < {RSS_GROWTH_BAR:.0%}": growth < RSS_GROWTH_BAR,
             f"fds back to baseline (+ {FD_SLACK} at most)": fds_end <= fds_base + FD_SLACK,
-            "PostgreSQL connections back to baseline": conns_end <= conns_base + CONN_SLACK,
+            f"PostgreSQL connections back to baseline (+ {CONN_SLACK} at most)":
+                conns_end <= conns_base + CONN_SLACK,
         }
         return {
             "seconds": round(elapsed, 1), "tenants": self.tenants_n, "threads": self.threads_n,
