@@ -57,8 +57,9 @@ class Claims:
         fresh = session.scalars(
             select(P).where(P.id.in_(held), index_rows.wants_vector())
             .order_by(P.updated_at)).all()
+        fresh = index_rows.snapshots(session, fresh)
         session.commit()
-        return list(fresh)
+        return fresh
 
     def release(self) -> None:
         """End the claim's transaction (its advisory locks go) and return its connection."""

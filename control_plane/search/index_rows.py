@@ -38,6 +38,16 @@ def needing_vectors(session: Session, since: datetime | None, limit: int,
     return session.scalars(needing_vectors_query(since, limit, skip)).all()
 
 
+def snapshots(session: Session, pointers: Sequence[MemoryPointer]) -> list[MemoryPointer]:
+    """The pointers as read, taken out of ``session``: a later commit neither expires them
+    (which would read each one again, a query per pointer) nor makes one deleted meanwhile
+    fail the round (``ObjectDeletedError``). The indexer only reads them; what it records goes
+    through ``mark_vectors``, which checks each pointer is still at the content it read."""
+    for pointer in pointers:
+        session.expunge(pointer)
+    return list(pointers)
+
+
 def needing_vectors_query(since: datetime | None, limit: int,
                           skip: Sequence[uuid.UUID] = ()) -> Any:
     """``needing_vectors``' statement: an index scan of the partial index on

@@ -91,7 +91,8 @@ def index_round(session: Session, plane: DataPlane, runtime: Runtime | Settings,
     skip = skip if skip is not None else set()
     pool = cache.pool() if cache is not None else None
     if claims is None:
-        pointers = list(index_rows.needing_vectors(session, since, batch, sorted(skip)))
+        pointers = index_rows.snapshots(
+            session, index_rows.needing_vectors(session, since, batch, sorted(skip)))
         session.commit()
         return _index(session, plane, runtime, cache, pool, pointers, compact_after, skip)
     try:

@@ -3,6 +3,8 @@ through a bucket outage and a PostgreSQL restart; every bar of the long soak hol
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bench.soak import Soak
@@ -10,12 +12,26 @@ from bench.soak import Soak
 pytestmark = pytest.mark.slow
 
 
+def _log_tail(path: str, lines: int = 60) -> str:
+    """The server log's warnings and errors (its last ``lines``), for a failed bar."""
+    try:
+        text = Path(path).read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no server log)"
+    flagged = [line[:600] for line in text
+               if '"level": "error"' in line or '"level": "warning"' in line]
+    return "\n".join(flagged[-lines:])
+
+
 @pytest.mark.timeout(600)
 def test_a_short_soak_through_a_bucket_outage_and_a_database_restart_meets_every_bar() -> None:
     soak = Soak(minutes=1.25, tenants=8, threads=4)
     figures = soak.run()
 
-    assert figures["bars"] == {name: True for name in figures["bars"]}, figures
+    # a failed bar shows its evidence first: the errors, then the server's log around them
+    assert figures["bars"] == {name: True for name in figures["bars"]}, (
+        figures["bars"], figures["first_errors"], figures["errors"], figures["windows"],
+        figures["readback"], _log_tail(figures["server_log"]), figures)
     ops = figures["operations"]
     # the mix ran: every kind of work was done, and both outages were seen by the load
     assert all(ops.get(kind, 0) > 0 for kind in ("write", "overwrite", "read", "search",

@@ -243,16 +243,16 @@ def test_tiered_compaction_keeps_segments_bounded_and_rows_whole(world: ServiceW
     assert found.hits[0].key == "k137"
 
 
-def test_a_tenant_whose_bucket_fails_never_holds_up_the_others(world: ServiceWorld) -> None:
+def _broken_tenant(world: ServiceWorld) -> uuid.UUID:
     """A tenant whose stored bucket credentials no longer decrypt (a server key changed, a
-    config restored from elsewhere) is skipped for the pass; every other tenant is indexed."""
+    config restored from elsewhere), with 3 pointers waiting for vectors, older than any
+    other: they come first in every batch."""
     from datetime import timedelta
 
     from control_plane.db.base import new_id, utcnow
     from control_plane.db.models import StorageConfig
     from control_plane.tenants.service import create_tenant
 
-    _drain(world)  # what earlier tests on this database left unindexed
     with world.runtime.sessions() as session:
         broken, _ = create_tenant(session, f"broken-{uuid.uuid4().hex[:6]}")
         config = StorageConfig(id=new_id(), tenant_id=broken.id, storage_type="s3",
@@ -261,7 +261,7 @@ def test_a_tenant_whose_bucket_fails_never_holds_up_the_others(world: ServiceWor
                                is_active=True)
         session.add(config)
         session.flush()
-        stale = utcnow() - timedelta(days=1)  # oldest first: it comes first in every batch
+        stale = utcnow() - timedelta(days=1)
         for i in range(3):
             session.add(MemoryPointer(
                 id=new_id(), tenant_id=broken.id, scope_type="agent", scope_ref="x",
@@ -270,6 +270,20 @@ def test_a_tenant_whose_bucket_fails_never_holds_up_the_others(world: ServiceWor
                 content_size=1, sync_status="synced", version=1, has_embeddings=False,
                 created_at=stale, updated_at=stale))
         session.commit()
+        return broken.id
+
+
+def _drop_pointers(world: ServiceWorld, tenant_id: uuid.UUID) -> None:
+    with world.runtime.sessions() as session:
+        session.execute(MemoryPointer.__table__.delete().where(
+            MemoryPointer.tenant_id == tenant_id))
+        session.commit()
+
+
+def test_a_tenant_whose_bucket_fails_never_holds_up_the_others(world: ServiceWorld) -> None:
+    """A tenant whose bucket fails is skipped for the pass; every other tenant is indexed."""
+    _drain(world)  # what earlier tests on this database left unindexed
+    broken_id = _broken_tenant(world)
     try:
         _write(world, 2, ref="healthy")
         report = _drain(world, batch=2)
@@ -278,15 +292,12 @@ def test_a_tenant_whose_bucket_fails_never_holds_up_the_others(world: ServiceWor
         with world.runtime.sessions() as session:
             ready = {(p.scope_ref, p.key): p.has_embeddings for p in session.scalars(
                 select(MemoryPointer).where(
-                    MemoryPointer.tenant_id.in_([world.tenant_id, broken.id]),
+                    MemoryPointer.tenant_id.in_([world.tenant_id, broken_id]),
                     MemoryPointer.scope_ref.in_(["healthy", "x"])))}
         assert ready == {("healthy", "k0"): True, ("healthy", "k1"): True,
                          ("x", "k0"): False, ("x", "k1"): False, ("x", "k2"): False}
     finally:
-        with world.runtime.sessions() as session:
-            session.execute(MemoryPointer.__table__.delete().where(
-                MemoryPointer.tenant_id == broken.id))
-            session.commit()
+        _drop_pointers(world, broken_id)
 
 
 def test_vectors_are_recorded_only_for_pointers_still_at_their_content(
@@ -322,3 +333,47 @@ def test_vectors_are_recorded_only_for_pointers_still_at_their_content(
     assert after["k0"] == (True, "model-x", before["k0"][2] + VECTOR_SUFFIX)
     assert after["k1"][1] != "model-x"
     assert after["k2"][1] != "model-x"
+
+
+def test_a_pointer_deleted_after_the_round_read_it_is_skipped_and_the_rest_embedded(
+        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An erasure or delete that removes a pointer between the indexer's read of the
+    pointers waiting for vectors and their embedding (forced here: the row goes right after
+    that read) leaves the round to embed the others; the gone one is not recorded. The
+    round's first tenant fails (its bucket), and the rollback that follows must not make
+    the round read its other pointers again, the gone one included."""
+    from control_plane.search import index_rows
+
+    _drain(world)
+    broken_id = _broken_tenant(world)
+    _write(world, 4, ref="race")
+    with world.runtime.sessions() as session:
+        ids = {p.key: p.id for p in session.scalars(
+            select(MemoryPointer).where(MemoryPointer.tenant_id == world.tenant_id,
+                                        MemoryPointer.scope_ref == "race"))}
+    read = index_rows.needing_vectors
+    deleted: list[uuid.UUID] = []
+
+    def read_then_delete(session: Any, *args: Any, **kwargs: Any) -> Sequence[MemoryPointer]:
+        found = read(session, *args, **kwargs)
+        if not deleted and any(p.id == ids["k2"] for p in found):
+            with world.runtime.sessions() as other:
+                other.execute(MemoryPointer.__table__.delete()
+                              .where(MemoryPointer.id == ids["k2"]))
+                other.commit()
+            deleted.append(ids["k2"])
+        return found
+
+    monkeypatch.setattr(index_rows, "needing_vectors", read_then_delete)
+    try:
+        report = _drain(world)
+    finally:
+        _drop_pointers(world, broken_id)
+    with world.runtime.sessions() as session:
+        embedded = {p.key: p.has_embeddings for p in session.scalars(
+            select(MemoryPointer).where(MemoryPointer.tenant_id == world.tenant_id,
+                                        MemoryPointer.scope_ref == "race"))}
+
+    assert deleted == [ids["k2"]]
+    assert embedded == {"k0": True, "k1": True, "k3": True}
+    assert (report.embedded, report.skipped, report.failed_tenants) == (3, 1, 1)
