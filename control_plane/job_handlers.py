@@ -87,7 +87,8 @@ class JobWorker(Worker):
     def __init__(self, sessions: sessionmaker[Session], plane: DataPlane, settings: Settings,
                  *, owner: str | None = None, handlers: dict[str, Handler] | None = None,
                  lease_seconds: float | None = None, clock: Clock = utcnow,
-                 pause: Pause = wait_on_event, monotonic: Monotonic = time.monotonic) -> None:
+                 pause: Pause = wait_on_event, monotonic: Monotonic = time.monotonic,
+                 chores: bool = True) -> None:
         super().__init__(sessions, plane, settings, owner=owner,
                          handlers=handlers if handlers is not None else handlers_by_kind(),
                          lease_seconds=lease_seconds, clock=clock, pause=pause,
@@ -97,7 +98,8 @@ class JobWorker(Worker):
         self.retention_runs = DailyRuns(parse_schedule(settings.retention_schedule,
                                                        "MEMPLANE_RETENTION_SCHEDULE"),
                                         retention_schedule.queue_daily_runs, "retention")
-        self.chores = (
+        # A process's other job threads leave the chores to its first one.
+        self.chores = () if not chores else (
             Chore(self.expire_exports, "could not delete expired export archives; retrying "
                   "later", every=EXPIRY_SWEEP_SECONDS),
             Chore(self.purge_idempotency, "could not purge expired idempotency answers; "

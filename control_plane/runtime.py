@@ -36,6 +36,7 @@ from .testhooks import pause_from_env
 if TYPE_CHECKING:
     from .background import BackgroundProcess
     from .deps import Services
+    from .jobs.worker import Handler
     from .search.foreground import ForegroundActivity, ServerActivity, SharedClock
     from .search.service import Searching
     from .storage_config.router import Running as StorageRunning
@@ -193,16 +194,20 @@ class Runtime:
         thread.start()
         self._threads.append(thread)
 
-    def start_worker(self) -> None:
-        """A job worker thread (export, erase) for the embedded default; production runs
-        ``memplane worker`` processes instead and sets MEMPLANE_RUN_JOBS=false."""
+    def start_worker(self, handlers: dict[str, Handler] | None = None) -> None:
+        """MEMPLANE_JOB_THREADS job worker threads (export, erase, …) for the embedded
+        default; production runs ``memplane worker`` processes instead and sets
+        MEMPLANE_RUN_JOBS=false. The first does the chores between jobs; ``handlers``
+        (tests) replace the server's."""
         from .job_handlers import JobWorker
 
-        worker = JobWorker(self.sessions, self.plane, self.settings)
-        thread = threading.Thread(target=worker.run_forever, args=(self._stop,),
-                                  name="memplane-job-worker", daemon=True)
-        thread.start()
-        self._threads.append(thread)
+        for i in range(self.settings.job_threads):
+            worker = JobWorker(self.sessions, self.plane, self.settings, handlers=handlers,
+                               chores=i == 0)
+            thread = threading.Thread(target=worker.run_forever, args=(self._stop,),
+                                      name=f"memplane-job-worker-{i}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
 
     def _seal_loop(self) -> None:
         from .db.statistics import FirstAnalyze

@@ -159,6 +159,11 @@ class Settings(BaseSettings):
     # Compliance jobs (export, erase); see control_plane/jobs/worker.py.
     run_jobs: bool = Field(True, description="Run a job worker thread inside the server "
                            "(with run_background); turn off when `memplane worker` runs them.")
+    job_threads: int = Field(
+        2, ge=1, le=64, description="Jobs a process runs side by side (`memplane serve` with "
+        "run_jobs, each `memplane worker`): a long export of one tenant leaves the others "
+        "to run another tenant's erasure meanwhile. Each running job holds a database "
+        "connection for its steps.")
     job_lease_seconds: float = Field(30.0, gt=0)
     job_poll_interval_seconds: float = Field(0.5, gt=0)
     job_max_attempts: int = Field(3, ge=1)

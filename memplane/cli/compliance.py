@@ -313,6 +313,12 @@ def worker(
             runtime.start_indexer()  # stopped by the runtime's close
         console.print(f"memplane worker {job_worker.owner} waiting for jobs")
         stop = threading.Event()
+        # MEMPLANE_JOB_THREADS jobs side by side: this thread's worker does the chores too
+        for _ in range(runtime.settings.job_threads - 1):
+            threading.Thread(target=JobWorker(runtime.sessions, runtime.plane,
+                                              runtime.settings, lease_seconds=lease_seconds,
+                                              chores=False).run_forever,
+                             args=(stop,), name="memplane-job-worker", daemon=True).start()
         try:
             job_worker.run_forever(stop)
         except KeyboardInterrupt:
