@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from control_plane.compactor import selection
 from control_plane.compactor import service as compactor
 from control_plane.compliance import service as compliance
 from control_plane.compliance.erasure_walk import ErasureWalk
 from control_plane.db.models import Compaction, ErasureReceipt, Job, SubjectErasure
 from control_plane.identity import Actor
-from tests.retention.helpers import event, objects, own_world, pointers, put
+from tests.retention.helpers import event, event_rows, objects, own_world, pointers, put
 from tests.support.service import ServiceWorld
 
 
@@ -59,14 +60,18 @@ def _late_write(world: ServiceWorld, subject: str, n: int) -> None:
         target.adapter.put(target.path(f"memories/user/{subject}/orphan-{n}/v.json"), b"{}")
 
 
-def _late_compaction(world: ServiceWorld, subject: str) -> None:
-    """The compactor folds the subject's events into an entry, as a run that read them
-    before the block and committed after it."""
-    with _unblocked(world, subject), world.runtime.sessions() as session:
-        counts = compactor.compact_tenant(
-            session, world.runtime.plane, world.runtime.settings, world.tenant_id,
-            actor=Actor(world.tenant_id, "system", "test-compactor")).as_dict()
-    assert (counts["entries_written"], counts["events_compressed"]) == (1, 3)
+def _late_compaction(world: ServiceWorld, subject: str, *, mixed: bool) -> None:
+    """The compactor folds the bucket's events into entries, as a run that read them before
+    the block and committed after it. ``mixed``: as the compactor did before each subject's
+    events got an entry of their own, one entry for every subject of the bucket."""
+    with _unblocked(world, subject), pytest.MonkeyPatch.context() as patch:
+        if mixed:
+            patch.setattr(selection, "by_subject", lambda events, _sizes: [list(events)])
+        with world.runtime.sessions() as session:
+            counts = compactor.compact_tenant(
+                session, world.runtime.plane, world.runtime.settings, world.tenant_id,
+                actor=Actor(world.tenant_id, "system", "test-compactor")).as_dict()
+    assert (counts["entries_written"], counts["events_compressed"]) == (1 if mixed else 2, 6)
 
 
 def _erase(world: ServiceWorld, monkeypatch: pytest.MonkeyPatch, subject: str, *,
@@ -158,15 +163,17 @@ def test_writes_that_keep_coming_back_fail_the_erasure_after_three_rounds(
     assert objects(lone_world, "memories/user/u-busy") == set()
 
 
+@pytest.mark.parametrize("mixed", [False, True], ids=["own-entry", "mixed-entry"])
 def test_a_compactor_entry_that_comes_back_is_deleted_by_the_next_round(
-        lone_world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+        lone_world: ServiceWorld, monkeypatch: pytest.MonkeyPatch, mixed: bool) -> None:
     old = datetime.now(UTC) - timedelta(days=120)  # due for compaction (default: 90 days)
-    for minutes in range(3):  # the default least number of events for a bucket
+    for minutes in range(3):  # the default least number of events for a bucket, each
         event(lone_world, old + timedelta(minutes=minutes), user_id="u-folded")
+        event(lone_world, old + timedelta(minutes=minutes), user_id="u-bystander")
 
     def compaction_after_the_first_compactor_step(n: int) -> None:
         if n == 1:
-            _late_compaction(lone_world, "u-folded")
+            _late_compaction(lone_world, "u-folded", mixed=mixed)
 
     job, rounds = _erase(lone_world, monkeypatch, "u-folded", after="delete_pointers",
                          inject=compaction_after_the_first_compactor_step)
@@ -174,10 +181,21 @@ def test_a_compactor_entry_that_comes_back_is_deleted_by_the_next_round(
     assert (job.state, job.attempts, rounds) == ("completed", 1, 2), job.error
     assert job.result is not None
     counts = job.result["counts"]
-    assert (counts["compactor_entries"], counts["events"], counts["pointers"]) == (1, 3, 0)
+    # the second round's compactor step found the entry (not the pointer step, which
+    # would count it as a memory and release no other subject's events)
+    assert (counts["compactor_entries"], counts["compactor_events_released"],
+            counts["events"], counts["pointers"]) == (1, 3 if mixed else 0, 3, 0)
     with lone_world.runtime.sessions() as session:
-        left = session.scalar(select(func.count()).select_from(Compaction).where(
-            Compaction.tenant_id == lone_world.tenant_id))
-    assert left == 0
-    assert set(pointers(lone_world)) == set()
-    assert objects(lone_world, "memories/entity/ent_acme") == set()
+        left = session.scalars(select(Compaction.id).where(
+            Compaction.tenant_id == lone_world.tenant_id)).all()
+    bystander_entries = [p for p in pointers(lone_world).values()
+                         if p.subject_user_id == "u-bystander"]
+    assert sorted(left) == sorted(p.id for p in bystander_entries)
+    assert len(left) == (0 if mixed else 1)
+    assert set(pointers(lone_world)) == {str(p.id) for p in bystander_entries}
+    assert objects(lone_world, "memories/entity/ent_acme") == {
+        p.storage_path for p in bystander_entries}
+    remaining = event_rows(lone_world)
+    assert {e.subject_user_id for e in remaining} == {"u-bystander"}
+    # released for the next run to fold again, or still folded in their own entry
+    assert all((e.compressed_at is None) == mixed for e in remaining)
