@@ -246,6 +246,8 @@ class ErasureWalk:
             self.session.commit()
             self.ctx.checkpoint("after_event_batch")
         begin_write(self.session)
+        self.ctx.save(events_done=True)
+        self.session.commit()
 
     # 4
     def sweep(self) -> None:

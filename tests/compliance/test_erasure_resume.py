@@ -101,3 +101,46 @@ def test_a_killed_erasure_is_taken_over_and_counts_once(
     with world.runtime.sessions() as session:
         memories.set_value(session, world.runtime.plane, world.actor,
                            MemoryAddress.parse(Scope.user, SUBJECT, "after"), 1, MemoryMeta())
+
+
+def test_a_finished_erasure_whose_worker_died_before_recording_it_answers_its_result(
+        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The handler returned (receipt stored, result saved in the job's progress) but its
+    worker died before marking the job completed: the worker taking it over answers the
+    saved result, and runs no step again."""
+    write_subject(world, SUBJECT, 12)
+    clock = ManualWallClock()
+    with world.runtime.sessions() as session:
+        queued = compliance.start_erasure(session, world.actor, SUBJECT, dry_run=False)
+    first = _worker(world, "first", clock)
+
+    def dies_before_recording(*_args: object, **_outcome: object) -> None:
+        raise SimulatedCrash("job recorded")
+
+    monkeypatch.setattr(first, "_finish", dies_before_recording)
+    with pytest.raises(SimulatedCrash):
+        first.run_once()
+    stopped = job(world, queued.id)
+    assert stopped.state == "running"
+    saved = stopped.progress["result"]
+    assert saved["receipt_id"] == stopped.progress["receipt_id"]
+    erase_rows_before = _erase_rows(world)
+
+    clock.advance(LEASE + 1)  # the dead worker's lease runs out
+    assert _worker(world, "second", clock).run_once() == queued.id
+
+    finished = job(world, queued.id)
+    assert (finished.state, finished.attempts) == ("completed", 2), finished.error
+    assert finished.result == saved
+    assert finished.progress == stopped.progress  # no step saved anything again
+    assert _erase_rows(world) == erase_rows_before
+    with world.runtime.sessions() as session:
+        receipts = session.scalars(select(ErasureReceipt.id).where(
+            ErasureReceipt.tenant_id == world.tenant_id)).all()
+    assert [str(r) for r in receipts] == [saved["receipt_id"]]
+
+
+def _erase_rows(world: ServiceWorld) -> int:
+    with world.runtime.sessions() as session:
+        return int(session.scalar(select(func.count()).select_from(AccessLog).where(
+            AccessLog.tenant_id == world.tenant_id, AccessLog.operation == "erase")) or 0)

@@ -160,7 +160,11 @@ def test_erasure_leaves_no_row_or_object_naming_the_subject(tenant: Tenant) -> N
         _ok(http.delete(f"/v1/conversations/{conv_deleted}"))
         _ok(http.delete(f"/v1/memories/conversation/{conv_cleared}"))
 
-        with tenant.stack.engine.begin() as conn:
+        # A write transaction from its start (SQLite: BEGIN IMMEDIATE, in the server's queue
+        # of writers): a read then a write could meet a commit of the server's background
+        # work in between and fail at once with "database is locked".
+        with tenant.stack.engine.connect() as conn, \
+                conn.execution_options(sqlite_begin="IMMEDIATE").begin():
             config_id = conn.scalar(select(StorageConfig.id).where(
                 StorageConfig.tenant_id == tenant.id))
             tombstones = {
