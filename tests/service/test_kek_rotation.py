@@ -78,14 +78,14 @@ def _material(world: ServiceWorld) -> int:
     return sum(ref.startswith(f"local:{world.tenant_id}:") for ref in ring_file._read())
 
 
-def test_a_rotation_rewraps_every_live_key_in_batches_of_500_without_changing_it(
+def test_a_rotation_rewraps_every_live_key_in_batches_of_500_without_changing_them(
         world: ServiceWorld) -> None:
     ring = keyring(world.runtime)
     _write(world.runtime, world.actor, "u0", "first")
     v1 = _versions(world.runtime, world.tenant_id)[1]
     raw: dict[uuid.UUID, bytes] = {}
     with world.runtime.sessions() as session:
-        for n in range(499):  # 500 live keys with the written one, and a shredded one
+        for n in range(500):  # 501 live keys with the written one, and a shredded one
             key_id, key = new_id(), os.urandom(32)
             raw[key_id] = key
             session.add(SubjectKey(id=key_id, tenant_id=world.tenant_id, scope_type="user",
@@ -98,19 +98,20 @@ def test_a_rotation_rewraps_every_live_key_in_batches_of_500_without_changing_it
         session.commit()
         report = rotate_kek(session, ring, world.actor)
     assert (report.tenant_id, report.from_versions, report.to_version, report.provider,
-            report.rewrapped) == (world.tenant_id, [1], 2, "local", 500)
+            report.rewrapped) == (world.tenant_id, [1], 2, "local", 501)
     with pytest.raises(FrozenInstanceError):
         report.rewrapped = 0  # type: ignore[misc]
     assert _rotation_details(world.runtime, world.tenant_id) == [
         "KEK version 2 (local) is now current",
-        "re-wrapped 500 subject key(s) under KEK version 2"]
+        "re-wrapped 500 subject key(s) under KEK version 2",
+        "re-wrapped 1 subject key(s) under KEK version 2"]
     v2 = _versions(world.runtime, world.tenant_id)[2]
     ring.cache.forget(list(raw))
     with world.runtime.sessions() as session:
         rows = list(session.scalars(select(SubjectKey)
                                     .where(SubjectKey.tenant_id == world.tenant_id)))
         assert sorted((r.kek_version_id == v2.id, r.wrapped_key is None) for r in rows) == (
-            [(False, True)] + [(True, False)] * 500)
+            [(False, True)] + [(True, False)] * 501)
         for row in rows:
             if row.id in raw:  # the same key, wrapped anew
                 assert keys.unwrap(session, ring, row) == raw[row.id]
