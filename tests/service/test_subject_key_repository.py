@@ -253,13 +253,15 @@ def test_retiring_a_subjects_scopes_shreds_and_renames_the_unused_ones_of_that_t
         assert kek_a is not None and kek_b is not None
         service_keys = _scope_keys(session, a)
         b_before = _scope_keys(session, b)
+    in_use = [_key(world, a, kek_a.id, "conversation", ref) for ref in ("c-mem", "c-evt")]
     free = _key(world, a, kek_a.id, "conversation", "c-free")
     free_old = _key(world, a, kek_a.id, "conversation", "c-free", destroyed=True)
     other = _key(world, a, kek_a.id, "conversation", "c-other")
     typed = _key(world, a, kek_a.id, "conversation", "c-typed")
     user_free = _key(world, a, kek_a.id, "user", "c-free")
     b_free = _key(world, b, kek_b.id, "conversation", "c-free")
-    keep = {key_id: _row(world, key_id) for key_id in [*service_keys, user_free, b_free]}
+    keep = {key_id: _row(world, key_id) for key_id in [*service_keys, *in_use, user_free,
+                                                       b_free]}
     refs = ["c-mem", "c-evt", "c-free", "c-other", "c-typed"]
     now = utcnow()
     with world.runtime.sessions() as session:
