@@ -203,13 +203,13 @@ def test_a_rotation_refuses_a_provider_or_key_ref_this_server_cannot_use(
 
 @pytest.mark.databases("sqlite")
 def test_kms_keys_a_tenant_may_not_use_or_that_cannot_wrap_are_refused(
-        moto_server: MotoServer, tmp_path: Path) -> None:
+        database: str, moto_server: MotoServer, tmp_path: Path) -> None:
     kms = boto3.client("kms", endpoint_url=moto_server.endpoint, region_name=MOTO_REGION,
                        aws_access_key_id=MOTO_KEY_ID, aws_secret_access_key=MOTO_SECRET)
     first = kms.create_key(Description="memplane test KEK")["KeyMetadata"]["Arn"]
     other = kms.create_key(Description="a key tenants may not use")["KeyMetadata"]["Arn"]
     missing = first.rsplit("/", 1)[0] + "/" + str(uuid.uuid4())
-    settings = make_settings("sqlite", tmp_path, kek_provider="aws-kms", kek_aws_key_id=first,
+    settings = make_settings(database, tmp_path, kek_provider="aws-kms", kek_aws_key_id=first,
                              kek_aws_region=MOTO_REGION,
                              kek_aws_endpoint_url=moto_server.endpoint,
                              kek_aws_access_key_id=MOTO_KEY_ID,
