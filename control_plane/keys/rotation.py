@@ -8,6 +8,7 @@ subject key is wrapped by.
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from dataclasses import dataclass
 
@@ -65,10 +66,18 @@ def rotate_kek(session: Session, ring: Keyring, actor: Actor, *,
     before = [k.version for k in repo.kek_versions(session, tenant_id) if k.retired_at is None]
     session.commit()
     ref = key_ref or chosen.create(tenant_id)
+    new_version_id = new_id()
+    # One wrap before the version is saved: a key that cannot wrap (missing, disabled, no
+    # permission) must never become current, or every new subject's write would fail.
+    try:
+        chosen.wrap(ref, secrets.token_bytes(32), wrap_context(tenant_id, new_version_id))
+    except KeyUnavailable as exc:
+        raise KeyServiceUnavailable(f"the new KEK cannot wrap keys ({exc}); the tenant stays "
+                                    "on its current KEK version") from None
     begin_write(session)
     version = repo.next_kek_version(session, tenant_id)
-    new = KekVersion(id=new_id(), tenant_id=tenant_id, version=version, provider=chosen.name,
-                     key_ref=ref, created_at=utcnow())
+    new = KekVersion(id=new_version_id, tenant_id=tenant_id, version=version,
+                     provider=chosen.name, key_ref=ref, created_at=utcnow())
     session.add(new)
     audit.record(session, actor, "kek_rotate", detail=f"KEK version {version} "
                  f"({chosen.name}) is now current")

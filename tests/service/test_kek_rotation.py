@@ -236,13 +236,16 @@ def test_kms_keys_a_tenant_may_not_use_or_that_cannot_wrap_are_refused(
                 rotate_kek(session, ring, actor, key_ref=missing)
             assert unavailable.value.detail == (
                 "the new KEK cannot wrap keys (KMS could not wrap a subject key: "
-                "NotFoundException)")
+                "NotFoundException); the tenant stays on its current KEK version")
+            # nothing was saved: version 1 stays current, and new subjects' writes work
+            assert sorted(_versions(runtime, tenant.id)) == [1]
+            _write(runtime, actor, "u2", "after the refused rotation")
             # Run again with a key that works, the rotation finishes.
             report = rotate_kek(session, ring, actor, key_ref=first)
         assert (report.from_versions, report.to_version, report.provider,
-                report.rewrapped) == ([1, 2], 3, "aws-kms", 1)
+                report.rewrapped) == ([1], 2, "aws-kms", 2)
         assert [(v, k.key_ref) for v, k in sorted(_versions(runtime, tenant.id).items())] == [
-            (1, first), (2, missing), (3, first)]
+            (1, first), (2, first)]
         ring.cache.forget(list(ring.cache._items))
         assert _read(runtime, actor, "u1") == "via kms"
     finally:
