@@ -69,6 +69,7 @@ class Op:
     status: int  # 0: no HTTP answer
     error: str = ""
     retry_after: bool = False
+    detail: str = ""  # a failed job's error, as GET /v1/jobs/{id} gives it
 
 
 @dataclass
@@ -192,13 +193,29 @@ class Soak:
     def at_rest(self) -> tuple[int, int]:
         """``connections()`` once the load has stopped: the most connections and the fewest
         left in a transaction over ``REST_SAMPLES`` looks (a background round may be in one
-        at any single look; a leaked session is in one at every look)."""
+        at any single look; a leaked session is in one at every look). The last statement of
+        each connection still in a transaction at the last look goes to the figures."""
         looks = []
         for i in range(REST_SAMPLES):
             if i:
                 time.sleep(0.5)
             looks.append(self.connections())
+        self.figures["in_transaction"] = self.in_transaction()
         return max(n for n, _ in looks), min(t for _, t in looks)
+
+    def in_transaction(self) -> list[dict[str, Any]]:
+        """The server's connections inside a transaction: how long, and their last
+        statement (SQL with its parameters as placeholders, never their values)."""
+        import psycopg
+
+        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{self.pg.port}/postgres",
+                             autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT state, extract(epoch FROM now() - xact_start), left(query, 300) "
+                "FROM pg_stat_activity WHERE datname = %s AND xact_start IS NOT NULL "
+                "AND pid <> pg_backend_pid()", (self.db_name,)).fetchall()
+        return [{"state": state, "seconds": round(float(age), 1), "query": query}
+                for state, age, query in rows]
 
     # --- the load ---------------------------------------------------------------------------
     def _call(self, kind: str, fn: Any) -> httpx.Response | None:
@@ -224,15 +241,16 @@ class Soak:
         response = self._call(kind + "-request", post)
         if response is None or response.status_code != 202:
             return False
-        job_id, state = response.json()["id"], "queued"
+        job_id, state, why = response.json()["id"], "queued", ""
         deadline = time.monotonic() + 120
         while state in ("queued", "running") and time.monotonic() < deadline:
             time.sleep(0.2)
             polled = self._call(kind + "-poll", lambda: http.get(f"/v1/jobs/{job_id}"))
             if polled is not None and polled.status_code == 200:
-                state = polled.json()["state"]
+                state, why = polled.json()["state"], polled.json().get("error") or ""
         self.ledger.add(Op(kind, started, time.monotonic(), 200 if state == "completed" else 0,
-                           "" if state == "completed" else f"job {state}"))
+                           "" if state == "completed" else f"job {state}",
+                           detail=why[:200]))
         return state == "completed"
 
     def _worker(self, t: int) -> None:
@@ -475,7 +493,7 @@ class Soak:
             "windows": [{"name": w.name, "at": round(w.start - self.begin, 1),
                          "seconds": round(w.end - w.start, 1)}
                         for w in self.windows],
-            "first_errors": [{"op": f"{op.kind}:{op.status}:{op.error}",
+            "first_errors": [{"op": f"{op.kind}:{op.status}:{op.error}", "detail": op.detail,
                               "at": round(op.started - self.begin, 1),
                               "seconds": round(op.ended - op.started, 1)} for op in errors[:5]],
             "server_log": str(self.log),
@@ -487,7 +505,8 @@ class Soak:
             "fds": {"baseline": fds_base, "end": fds_end,
                     "driver": len(os.listdir("/proc/self/fd"))},
             "connections": {"warm": conns_base, "end": conns_end[0],
-                            "in_transaction_at_rest": conns_end[1]},
+                            "in_transaction_at_rest": conns_end[1],
+                            "in_transaction": self.figures.get("in_transaction", [])},
             "bars": bars,
         }
 

@@ -50,6 +50,12 @@ class Settings(BaseSettings):
         "default."
     )
     create_default_tenant: bool = True
+    keep_alive_seconds: int = Field(
+        75, ge=1, le=3600, description="How long the server keeps an idle client connection "
+        "open. Keep it above the idle timeout of any proxy or load balancer in front (AWS "
+        "ALB: 60 s) and of the clients (the Python SDK, httpx: 5 s): the side that closes an "
+        "idle connection must be the one that would reuse it, or a request sent as the "
+        "server closes fails with no answer.")
     max_body_bytes: int = Field(10 * 1024 * 1024, ge=1024)
     max_object_bytes: int = Field(
         64 * 1024 * 1024, ge=1024, description="Largest value one memory may hold once "

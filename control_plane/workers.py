@@ -82,7 +82,8 @@ def serve(settings: Settings, host: str, port: int, workers: int) -> None:
                       if settings.run_background else None)
         try:
             uvicorn.run("control_plane.workers:worker_app", factory=True, host=host,
-                        port=port, workers=workers, access_log=False, log_config=None)
+                        port=port, workers=workers, access_log=False, log_config=None,
+                        timeout_keep_alive=settings.keep_alive_seconds)
         finally:
             if background is not None:
                 background.close()

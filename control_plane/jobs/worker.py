@@ -54,6 +54,19 @@ Pause = Callable[[threading.Event, float], bool]
 _CLAIM_ROUNDS = 1000
 
 
+def _causes(error: BaseException) -> str:
+    """The error's type and its causes' (``StorageUnavailable <- ReadTimeoutError``): names
+    only, never a message, which may name a path or a bucket."""
+    names: list[str] = []
+    seen: set[int] = set()
+    at: BaseException | None = error
+    while at is not None and id(at) not in seen and len(names) < 4:
+        seen.add(id(at))
+        names.append(type(at).__name__)
+        at = at.__cause__ or at.__context__
+    return " <- ".join(names)
+
+
 def wait_on_event(stop: threading.Event, seconds: float) -> bool:
     return stop.wait(seconds)
 
@@ -209,7 +222,7 @@ class Worker:
                            else "retried")
                 session.rollback()
                 log.warning("job %s attempt %d failed: %s", job.id, job.attempts,
-                            type(error).__name__)
+                            _causes(error))
                 self._finish(session, job, error=error)
             else:
                 raise error  # a crash test's stop: as if the process died here

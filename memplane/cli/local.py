@@ -259,7 +259,8 @@ def serve(
         app = create_app(settings, background_process=True)
     except MissingExtra as exc:
         missing_extra(exc)
-    uvicorn.run(app, host=host, port=port, access_log=False, log_config=None)
+    uvicorn.run(app, host=host, port=port, access_log=False, log_config=None,
+                timeout_keep_alive=settings.keep_alive_seconds)
 
 
 def db_upgrade() -> None:

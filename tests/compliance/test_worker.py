@@ -78,6 +78,26 @@ def test_a_failing_job_is_retried_then_marked_failed(world: ServiceWorld) -> Non
     assert failed.result == {"error": "ValueError: bucket said no"}
 
 
+def test_a_failed_attempt_is_logged_with_its_causes_names_and_no_message(
+        world: ServiceWorld, caplog: pytest.LogCaptureFixture) -> None:
+    """The warning names the error and what caused it (a storage error's cause tells a
+    timeout from a dropped connection), never a message: one may name a path or a bucket."""
+    def broken(ctx: JobContext) -> dict[str, Any]:
+        try:
+            raise TimeoutError("s3://secret-bucket/tenants/x timed out")
+        except TimeoutError as exc:
+            raise ConnectionError("tenants/x/memories/k.json unreachable") from exc
+
+    queued = _enqueue(world)
+    worker = JobWorker(world.runtime.sessions, world.runtime.plane,
+                       world.runtime.settings.model_copy(update={"job_max_attempts": 1}),
+                       handlers={"probe": broken})
+    with caplog.at_level("WARNING", logger="control_plane.jobs.worker"):
+        _drain(worker)
+    lines = [r.getMessage() for r in caplog.records if r.name == "control_plane.jobs.worker"]
+    assert lines == [f"job {queued.id} attempt 1 failed: ConnectionError <- TimeoutError"]
+
+
 def test_progress_saved_by_one_attempt_is_seen_by_the_next(world: ServiceWorld) -> None:
     seen: list[dict[str, Any]] = []
 

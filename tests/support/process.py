@@ -168,6 +168,10 @@ class TcpProxy:
             except OSError:
                 client.close()
                 continue
+            # The 5 s was for the connect only: left on, a backend slower than that to answer
+            # one call (a long listing on a loaded machine) had the proxy drop the connection,
+            # which the client saw as the bucket failing outside any outage.
+            upstream.settimeout(None)
             with self._lock:
                 self._conns |= {client, upstream}
             pumps = [2]  # the pair is closed by the second of its pumps to end
