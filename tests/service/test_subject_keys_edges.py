@@ -1,0 +1,310 @@
+"""Subject keys at their edges: what a handle shows, the context an object is sealed under,
+the refusals of ``open_object`` and ``SubjectKeyOpener``, an unreachable KEK, and the
+creation loop when another writer or a rotation gets in between (forced at the named step)."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from sqlalchemy import select, update
+
+from control_plane.db.models import AccessLog, SubjectKey
+from control_plane.errors import Conflict, KeyServiceUnavailable
+from control_plane.keys import subject_keys as keys
+from control_plane.keys.rotation import retire_keks, rotate_kek
+from control_plane.plane.kek_providers import KeyUnavailable
+from control_plane.plane.keyring import Keyring
+from storage_adapters import envelope
+from storage_adapters.envelope import DecryptionError
+from tests.support.crypto import keyring, tampered
+from tests.support.service import ServiceWorld
+
+U1 = ("user", "u1")
+
+
+@pytest.fixture
+def ring(world: ServiceWorld) -> Iterator[Keyring]:
+    ring = keyring(world.runtime)
+    enabled = ring.enabled
+    try:
+        yield ring
+    finally:
+        ring.enabled = enabled
+
+
+@pytest.fixture
+def at_step(monkeypatch: pytest.MonkeyPatch) -> dict[str, Callable[[], None]]:
+    table: dict[str, Callable[[], None]] = {}
+
+    def checkpoint(step: str) -> None:
+        action = table.pop(step, None)
+        if action is not None:
+            action()
+
+    monkeypatch.setattr(keys, "checkpoint", checkpoint)
+    return table
+
+
+def _create(world: ServiceWorld, ring: Keyring,
+            subject: tuple[str, str] = U1) -> keys.SubjectKeyHandle:
+    with world.runtime.sessions() as session:
+        return keys.key_for_write(session, ring, world.tenant_id, subject)
+
+
+def _rows(world: ServiceWorld, subject: tuple[str, str] = U1) -> list[SubjectKey]:
+    with world.runtime.sessions() as session:
+        return list(session.scalars(select(SubjectKey).where(
+            SubjectKey.tenant_id == world.tenant_id, SubjectKey.scope_type == subject[0],
+            SubjectKey.scope_ref == subject[1])))
+
+
+def _wrapped(row: SubjectKey) -> bytes:
+    assert row.wrapped_key is not None
+    return bytes(row.wrapped_key)
+
+
+def _details(world: ServiceWorld, operation: str) -> list[str]:
+    with world.runtime.sessions() as session:
+        return [r.detail for r in session.scalars(select(AccessLog).where(
+            AccessLog.tenant_id == world.tenant_id, AccessLog.operation == operation)
+            .order_by(AccessLog.id))]
+
+
+def _open(world: ServiceWorld, ring: Keyring, path: str, pointer_id: uuid.UUID, blob: bytes,
+          live: tuple[uuid.UUID, bytes, uuid.UUID] | None = None) -> bytes:
+    with world.runtime.sessions() as session:
+        return keys.open_object(session, ring, world.tenant_id, path, pointer_id, blob, live)
+
+
+def test_a_new_key_names_its_subject_is_frozen_and_never_shows_its_bytes(
+        world: ServiceWorld, ring: Keyring) -> None:
+    handle = _create(world, ring)
+    [row] = _rows(world)
+    assert (handle.id, handle.subject, handle.scope_type, handle.scope_ref) == (
+        row.id, U1, "user", "u1")
+    assert len(handle.key) == 32
+    assert repr(handle) == (f"SubjectKeyHandle(id={handle.id!r}, scope_type='user', "
+                            "scope_ref='u1')")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        handle.key = b"\0" * 32  # type: ignore[misc]
+    # The audit row names the scope type and KEK version, never the subject's id.
+    assert _details(world, "kek_create") == ["KEK version created with provider local"]
+    assert _details(world, "key_create") == [f"subject key {handle.id} for user (KEK v1)"]
+    # Asked again, the same key; nothing new created or audited.
+    again = _create(world, ring)
+    assert (again.id, again.key, again.subject) == (handle.id, handle.key, U1)
+    assert len(_details(world, "key_create")) == 1
+
+
+def test_a_looked_up_key_names_the_subject_it_was_looked_up_for(
+        world: ServiceWorld, ring: Keyring) -> None:
+    made = _create(world, ring, ("agent", "bot"))
+    [row] = _rows(world, ("agent", "bot"))
+    ring.cache.forget([made.id])
+    with world.runtime.sessions() as session:
+        handle = keys.handle_of(session, ring, world.tenant_id, row.id, ("agent", "bot"),
+                                _wrapped(row), row.kek_version_id)
+        active = keys.active_key(session, ring, world.tenant_id, ("agent", "bot"))
+        none = keys.active_key(session, ring, world.tenant_id, ("agent", "other"))
+    assert (handle.id, handle.scope_type, handle.scope_ref, handle.key) == (
+        made.id, "agent", "bot", made.key)
+    assert active is not None and (active.id, active.subject, active.key) == (
+        made.id, ("agent", "bot"), made.key)
+    assert none is None
+
+
+@pytest.mark.parametrize("path, version_id", [
+    ("p/memories/user/u1/k/0190a1b2-c3d4.json", "0190a1b2-c3d4"),
+    ("p/events/user/u1/2026/12/e-7", "e-7"),
+    ("v1.json", "v1"),
+], ids=["memory", "no-suffix", "top-level"])
+def test_an_object_is_sealed_under_its_tenant_path_version_and_pointer(
+        world: ServiceWorld, ring: Keyring, path: str, version_id: str) -> None:
+    """The envelope's context is ``associated_data(tenant, path, version id, pointer)``, the
+    version id being the object's name without ``.json``: anything else that opens these
+    objects (a restore, another replica's version) must agree on it byte for byte."""
+    handle = _create(world, ring)
+    pointer_id = uuid.uuid4()
+    sealed = keys.seal_object(ring, world.tenant_id, handle, path, pointer_id, b"plain")
+    context = envelope.associated_data(world.tenant_id, path, version_id, pointer_id)
+    assert envelope.open_sealed(sealed, subject_key=handle.key, context=context) == b"plain"
+    assert _open(world, ring, path, pointer_id, sealed) == b"plain"
+    with pytest.raises(DecryptionError):
+        _open(world, ring, path, uuid.uuid4(), sealed)  # another pointer's context
+
+
+def test_without_encryption_or_a_key_objects_are_stored_and_served_as_they_are(
+        world: ServiceWorld, ring: Keyring) -> None:
+    handle = _create(world, ring)
+    pointer_id = uuid.uuid4()
+    assert keys.seal_object(ring, world.tenant_id, None, "a/b.json", pointer_id, b"x") == b"x"
+    with pytest.raises(DecryptionError) as refused:
+        _open(world, ring, "a/b.json", pointer_id, b'{"plain": true}')
+    assert str(refused.value) == ("the object is not encrypted, but every object written "
+                                  "with encryption on is (replaced outside memplane?)")
+    ring.enabled = False
+    assert keys.seal_object(ring, world.tenant_id, handle, "a/b.json", pointer_id, b"x") == b"x"
+    assert _open(world, ring, "a/b.json", pointer_id, b'{"plain": true}') == b'{"plain": true}'
+
+
+def test_an_object_under_a_key_the_tenant_does_not_have_is_refused(
+        world: ServiceWorld, ring: Keyring) -> None:
+    stranger = keys.SubjectKeyHandle(uuid.uuid4(), "user", "u1", envelope.new_key())
+    pointer_id = uuid.uuid4()
+    sealed = keys.seal_object(ring, world.tenant_id, stranger, "a/b.json", pointer_id, b"x")
+    with pytest.raises(DecryptionError) as refused:
+        _open(world, ring, "a/b.json", pointer_id, sealed)
+    assert str(refused.value) == "the object was encrypted under a key this tenant does not have"
+    with world.runtime.sessions() as session, pytest.raises(DecryptionError):
+        keys.key_to_open(session, ring, world.tenant_id, stranger.id)
+
+
+def test_a_wrapped_key_edited_in_the_database_is_refused_as_not_unwrapping(
+        world: ServiceWorld, ring: Keyring) -> None:
+    handle = _create(world, ring)
+    pointer_id = uuid.uuid4()
+    sealed = keys.seal_object(ring, world.tenant_id, handle, "a/b.json", pointer_id, b"x")
+    [row] = _rows(world)
+    with world.runtime.sessions() as session:
+        session.execute(update(SubjectKey).where(SubjectKey.id == row.id)
+                        .values(wrapped_key=tampered(_wrapped(row))))
+        session.commit()
+    ring.cache.forget([handle.id])
+    with pytest.raises(DecryptionError) as refused:
+        _open(world, ring, "a/b.json", pointer_id, sealed)
+    assert str(refused.value) == ("the subject key's wrapped form does not unwrap with its "
+                                  "KEK (edited in the database?)")
+
+
+def test_the_callers_live_key_opens_its_objects_after_a_cache_miss(
+        world: ServiceWorld, ring: Keyring) -> None:
+    handle = _create(world, ring)
+    other = _create(world, ring, ("user", "u2"))
+    pointer_id = uuid.uuid4()
+    sealed = keys.seal_object(ring, world.tenant_id, handle, "a/b.json", pointer_id, b"x")
+    [row] = _rows(world)
+    [other_row] = _rows(world, ("user", "u2"))
+    ring.cache.forget([handle.id, other.id])
+    live = (row.id, _wrapped(row), row.kek_version_id)
+    assert _open(world, ring, "a/b.json", pointer_id, sealed, live) == b"x"
+    ring.cache.forget([handle.id])
+    # A live key of another subject: the object's own key is looked up instead.
+    elsewhere = (other_row.id, _wrapped(other_row), other_row.kek_version_id)
+    assert _open(world, ring, "a/b.json", pointer_id, sealed, elsewhere) == b"x"
+
+
+def test_the_audit_logs_opener_answers_none_for_unknown_or_destroyed_keys(
+        world: ServiceWorld, ring: Keyring) -> None:
+    handle = _create(world, ring)
+    ring.cache.forget([handle.id])
+    with world.runtime.sessions() as session:
+        assert keys.SubjectKeyOpener(ring).unwrapped(session, world.tenant_id,
+                                                     handle.id) == handle.key
+        assert keys.SubjectKeyOpener(ring).unwrapped(session, world.tenant_id,
+                                                     uuid.uuid4()) is None
+        assert keys.SubjectKeyOpener(ring).unwrapped(session, uuid.uuid4(), handle.id) is None
+        with pytest.raises(KeyServiceUnavailable) as refused:
+            keys.SubjectKeyOpener(None).unwrapped(session, world.tenant_id, handle.id)
+        assert refused.value.detail == "this process has no keyring to unwrap subject keys"
+    with world.runtime.sessions() as session:
+        assert keys.shred_subject(session, world.tenant_id, "u1") == 1
+    with world.runtime.sessions() as session:
+        assert keys.SubjectKeyOpener(ring).unwrapped(session, world.tenant_id,
+                                                     handle.id) is None
+        assert keys.SubjectKeyOpener(None).unwrapped(session, world.tenant_id,
+                                                     handle.id) is None
+
+
+def test_an_unreachable_kek_is_key_service_unavailable_for_writes_and_reads(
+        world: ServiceWorld, ring: Keyring, monkeypatch: pytest.MonkeyPatch) -> None:
+    handle = _create(world, ring)
+    pointer_id = uuid.uuid4()
+    sealed = keys.seal_object(ring, world.tenant_id, handle, "a/b.json", pointer_id, b"x")
+    provider = ring.provider("local")
+
+    def down(*args: object) -> bytes:
+        raise KeyUnavailable("KMS unreachable")
+
+    monkeypatch.setattr(provider, "wrap", down)
+    monkeypatch.setattr(provider, "unwrap", down)
+    with pytest.raises(KeyServiceUnavailable) as refused:
+        _create(world, ring, ("user", "u2"))
+    assert refused.value.detail == ("the tenant's key-encryption key is unavailable "
+                                    "(KMS unreachable); retry later")
+    assert _rows(world, ("user", "u2")) == []
+    ring.cache.forget([handle.id])
+    with pytest.raises(KeyServiceUnavailable) as refused:
+        _open(world, ring, "a/b.json", pointer_id, sealed)
+    assert refused.value.detail == ("the tenant's key-encryption key is unavailable "
+                                    "(KMS unreachable); retry later")
+    monkeypatch.undo()
+    assert _open(world, ring, "a/b.json", pointer_id, sealed) == b"x"
+
+
+def test_a_key_rewrapped_meanwhile_under_an_unreachable_kek_is_unavailable(
+        world: ServiceWorld, ring: Keyring, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader holding the row from before a rotation: the old KEK is gone, and the new one
+    cannot be reached either. Unavailable (retry), not "destroyed" or "damaged"."""
+    handle = _create(world, ring)
+    pointer_id = uuid.uuid4()
+    sealed = keys.seal_object(ring, world.tenant_id, handle, "a/b.json", pointer_id, b"x")
+    [before] = _rows(world)
+    with world.runtime.sessions() as session:
+        rotate_kek(session, ring, world.actor)
+    with world.runtime.sessions() as session:
+        assert retire_keks(session, ring, world.actor).retired == [1]
+    provider = ring.provider("local")
+    original = provider.unwrap
+    calls: list[bytes] = []
+
+    def only_the_old_form(key_ref: str, blob: bytes, context: bytes) -> bytes:
+        calls.append(blob)
+        if blob == _wrapped(before):
+            return original(key_ref, blob, context)  # the retired KEK is gone: raises
+        raise KeyUnavailable("KMS unreachable")
+
+    monkeypatch.setattr(provider, "unwrap", only_the_old_form)
+    ring.cache.forget([handle.id])
+    live = (before.id, _wrapped(before), before.kek_version_id)
+    with pytest.raises(KeyServiceUnavailable):
+        _open(world, ring, "a/b.json", pointer_id, sealed, live)
+    [after] = _rows(world)
+    assert calls == [_wrapped(before), _wrapped(after)]
+    monkeypatch.undo()
+    assert _open(world, ring, "a/b.json", pointer_id, sealed, live) == b"x"
+
+
+def test_a_key_another_writer_creates_meanwhile_is_the_one_returned(
+        world: ServiceWorld, ring: Keyring, at_step: dict[str, Callable[[], None]]) -> None:
+    theirs: list[keys.SubjectKeyHandle] = []
+    at_step["key-wrapped"] = lambda: theirs.append(_create(world, ring))
+    mine = _create(world, ring)
+    [row] = _rows(world)
+    assert (mine.id, mine.key, mine.subject) == (theirs[0].id, theirs[0].key, U1)
+    assert row.id == mine.id
+    assert _details(world, "key_create") == [f"subject key {mine.id} for user (KEK v1)"]
+
+
+def test_a_key_whose_kek_is_retired_at_every_attempt_gives_up_after_five(
+        world: ServiceWorld, ring: Keyring, at_step: dict[str, Callable[[], None]]) -> None:
+    _create(world, ring, ("user", "bystander"))  # KEK v1 exists
+    attempts: list[int] = []
+
+    def rotate_and_retire() -> None:
+        attempts.append(len(attempts) + 1)
+        with world.runtime.sessions() as session:
+            rotate_kek(session, ring, world.actor)
+        with world.runtime.sessions() as session:
+            retire_keks(session, ring, world.actor)
+        at_step["key-wrapped"] = rotate_and_retire
+
+    at_step["key-wrapped"] = rotate_and_retire
+    with pytest.raises(Conflict) as refused:
+        _create(world, ring)
+    assert refused.value.detail == ("the subject's key kept changing while it was being "
+                                    "created; retry")
+    assert attempts == [1, 2, 3, 4, 5]
+    assert _rows(world) == []
