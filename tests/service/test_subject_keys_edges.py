@@ -5,6 +5,7 @@ creation loop when another writer or a rotation gets in between (forced at the n
 from __future__ import annotations
 
 import dataclasses
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -308,3 +309,72 @@ def test_a_key_whose_kek_is_retired_at_every_attempt_gives_up_after_five(
                                     "created; retry")
     assert attempts == [1, 2, 3, 4, 5]
     assert _rows(world) == []
+
+
+def _twins(world: ServiceWorld, ring: Keyring,
+           subjects: tuple[tuple[str, str], tuple[str, str]]) -> list[keys.SubjectKeyHandle]:
+    """``key_for_write`` for two subjects at once, each in a thread and session of its own;
+    the caller's barrier makes them meet at the step it chose."""
+    done: dict[int, keys.SubjectKeyHandle] = {}
+    failed: list[BaseException] = []
+
+    def run(n: int) -> None:
+        try:
+            done[n] = _create(world, ring, subjects[n])
+        except BaseException as exc:  # reported below, with the other thread's outcome
+            failed.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert failed == []
+    return [done[0], done[1]]
+
+
+def _barrier_for_the_first(two: int, action: Callable[..., object]) -> Callable[..., object]:
+    barrier, calls = threading.Barrier(two, timeout=20), []
+
+    def meet(*args: object) -> object:
+        calls.append(args)
+        if len(calls) <= two:
+            barrier.wait()
+        return action(*args)
+
+    return meet
+
+
+def test_two_writers_creating_one_subjects_key_at_once_get_the_same_key(
+        world: ServiceWorld, ring: Keyring, database: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both have wrapped a new key when they meet; the first to commit wins. On PostgreSQL
+    the second's insert fails on the unique index of live keys, on SQLite (writers queue)
+    it sees the first's row: either way it answers the winner's key."""
+    _create(world, ring, ("user", "bystander"))  # the KEK exists
+    monkeypatch.setattr(keys, "checkpoint", _barrier_for_the_first(2, lambda step: None))
+    first, second = _twins(world, ring, (U1, U1))
+    [row] = _rows(world)
+    assert first.id == second.id == row.id
+    assert first.key == second.key
+    assert _details(world, "key_create")[1:] == [f"subject key {row.id} for user (KEK v1)"]
+
+
+def test_two_writers_making_a_tenants_first_kek_at_once_both_get_keys(
+        world: ServiceWorld, ring: Keyring, database: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both found no KEK and each had its provider make one when they meet. On PostgreSQL
+    the second's version 1 fails on (tenant, version) and it takes the first's KEK; on
+    SQLite it queues behind the first and numbers its own KEK 2, the current one."""
+    provider = ring.provider("local")
+    monkeypatch.setattr(provider, "create", _barrier_for_the_first(2, provider.create))
+    made = _twins(world, ring, (U1, ("user", "u2")))
+    with world.runtime.sessions() as session:
+        versions = [k.version for k in keys.repo.kek_versions(session, world.tenant_id)]
+    assert versions == ([1, 2] if database == "sqlite" else [1])
+    assert len(_details(world, "kek_create")) == len(versions)
+    ring.cache.forget([h.id for h in made])
+    for handle, subject in zip(made, (U1, ("user", "u2")), strict=True):
+        with world.runtime.sessions() as session:
+            again = keys.active_key(session, ring, world.tenant_id, subject)
+        assert again is not None and (again.id, again.key) == (handle.id, handle.key)
