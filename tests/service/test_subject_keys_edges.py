@@ -225,8 +225,10 @@ def test_an_unreachable_kek_is_key_service_unavailable_for_writes_and_reads(
     pointer_id = uuid.uuid4()
     sealed = keys.seal_object(ring, world.tenant_id, handle, "a/b.json", pointer_id, b"x")
     provider = ring.provider("local")
+    calls: list[object] = []
 
     def down(*args: object) -> bytes:
+        calls.append(args)
         raise KeyUnavailable("KMS unreachable")
 
     monkeypatch.setattr(provider, "wrap", down)
@@ -237,10 +239,12 @@ def test_an_unreachable_kek_is_key_service_unavailable_for_writes_and_reads(
                                     "(KMS unreachable); retry later")
     assert _rows(world, ("user", "u2")) == []
     ring.cache.forget([handle.id])
+    calls.clear()
     with pytest.raises(KeyServiceUnavailable) as refused:
         _open(world, ring, "a/b.json", pointer_id, sealed)
     assert refused.value.detail == ("the tenant's key-encryption key is unavailable "
                                     "(KMS unreachable); retry later")
+    assert len(calls) == 1  # nothing was re-wrapped meanwhile: the KMS is not asked twice
     monkeypatch.undo()
     assert _open(world, ring, "a/b.json", pointer_id, sealed) == b"x"
 
