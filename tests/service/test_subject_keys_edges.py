@@ -282,6 +282,34 @@ def test_a_key_rewrapped_meanwhile_under_an_unreachable_kek_is_unavailable(
     assert _open(world, ring, "a/b.json", pointer_id, sealed, live) == b"x"
 
 
+def test_a_key_shredded_while_a_reader_held_it_and_the_kms_is_down_is_unavailable(
+        world: ServiceWorld, ring: Keyring, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader's row is from before the shred; its KEK does not answer, and the key's row
+    now has no wrapped form to fall back on: unavailable (retry, and the retry sees the
+    key destroyed), never a crash on the missing form."""
+    handle = _create(world, ring)
+    pointer_id = uuid.uuid4()
+    sealed = keys.seal_object(ring, world.tenant_id, handle, "a/b.json", pointer_id, b"x")
+    [row] = _rows(world)
+    live = (row.id, _wrapped(row), row.kek_version_id)
+    with world.runtime.sessions() as session:
+        assert keys.shred_subject(session, world.tenant_id, "u1") == 1
+
+    def down(*args: object) -> bytes:
+        raise KeyUnavailable("KMS unreachable")
+
+    monkeypatch.setattr(ring.provider("local"), "unwrap", down)
+    ring.cache.forget([handle.id])
+    with pytest.raises(KeyServiceUnavailable) as refused:
+        _open(world, ring, "a/b.json", pointer_id, sealed, live)
+    assert refused.value.detail == ("the tenant's key-encryption key is unavailable "
+                                    "(KMS unreachable); retry later")
+    monkeypatch.undo()
+    with pytest.raises(DecryptionError) as destroyed:
+        _open(world, ring, "a/b.json", pointer_id, sealed)
+    assert "destroyed (crypto-shredded)" in str(destroyed.value)
+
+
 def test_a_key_another_writer_creates_meanwhile_is_the_one_returned(
         world: ServiceWorld, ring: Keyring, at_step: dict[str, Callable[[], None]]) -> None:
     theirs: list[keys.SubjectKeyHandle] = []
@@ -340,23 +368,45 @@ def _twins(world: ServiceWorld, ring: Keyring,
 def _barrier_for_the_first(two: int, action: Callable[..., object]) -> Callable[..., object]:
     barrier, calls = threading.Barrier(two, timeout=20), []
 
-    def meet(*args: object) -> object:
+    def meet(*args: object, **kwargs: object) -> object:
         calls.append(args)
         if len(calls) <= two:
             barrier.wait()
-        return action(*args)
+        return action(*args, **kwargs)
 
     return meet
+
+
+def _meet(monkeypatch: pytest.MonkeyPatch, database: str, operation: str,
+          before_the_write: tuple[object, str, Callable[..., object]]) -> None:
+    """Where the two writers meet. On PostgreSQL inside their write transactions, at the
+    audit row written just before the commit: both have checked and inserted, so the second
+    commit fails on the unique index. On SQLite a write transaction holds the database, so
+    they meet just before it (``before_the_write``: object, attribute, original)."""
+    if database == "sqlite":
+        owner, name, original = before_the_write
+        monkeypatch.setattr(owner, name, _barrier_for_the_first(2, original))
+        return
+    record: Callable[..., object] = keys.audit.record
+    meet = _barrier_for_the_first(2, record)
+
+    def record_and_meet(session: object, actor: object, op: str, *args: object,
+                        **kwargs: object) -> object:
+        if op == operation:
+            return meet(session, actor, op, *args, **kwargs)
+        return record(session, actor, op, *args, **kwargs)
+
+    monkeypatch.setattr(keys.audit, "record", record_and_meet)
 
 
 def test_two_writers_creating_one_subjects_key_at_once_get_the_same_key(
         world: ServiceWorld, ring: Keyring, database: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both have wrapped a new key when they meet; the first to commit wins. On PostgreSQL
-    the second's insert fails on the unique index of live keys, on SQLite (writers queue)
-    it sees the first's row: either way it answers the winner's key."""
+    """Both have wrapped a new key; the first to commit wins. On PostgreSQL the second's
+    insert fails on the unique index of live keys, on SQLite (writers queue) it sees the
+    first's row: either way it answers the winner's key."""
     _create(world, ring, ("user", "bystander"))  # the KEK exists
-    monkeypatch.setattr(keys, "checkpoint", _barrier_for_the_first(2, lambda step: None))
+    _meet(monkeypatch, database, "key_create", (keys, "checkpoint", lambda step: None))
     first, second = _twins(world, ring, (U1, U1))
     [row] = _rows(world)
     assert first.id == second.id == row.id
@@ -367,11 +417,11 @@ def test_two_writers_creating_one_subjects_key_at_once_get_the_same_key(
 def test_two_writers_making_a_tenants_first_kek_at_once_both_get_keys(
         world: ServiceWorld, ring: Keyring, database: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both found no KEK and each had its provider make one when they meet. On PostgreSQL
-    the second's version 1 fails on (tenant, version) and it takes the first's KEK; on
-    SQLite it queues behind the first and numbers its own KEK 2, the current one."""
+    """Both found no KEK. On PostgreSQL both number theirs 1 and the second's commit fails
+    on (tenant, version): it takes the first's KEK. On SQLite the second queues behind the
+    first and numbers its own KEK 2, the current one."""
     provider = ring.provider("local")
-    monkeypatch.setattr(provider, "create", _barrier_for_the_first(2, provider.create))
+    _meet(monkeypatch, database, "kek_create", (provider, "create", provider.create))
     made = _twins(world, ring, (U1, ("user", "u2")))
     with world.runtime.sessions() as session:
         versions = [k.version for k in keys.repo.kek_versions(session, world.tenant_id)]
