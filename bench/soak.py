@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import secrets
 import tempfile
 import threading
@@ -28,6 +29,7 @@ import httpx
 
 from control_plane.db.engine import make_engine
 from control_plane.db.migrate import upgrade
+from control_plane.db.models import WANTS_VECTOR
 from tests.support.emulators import MotoServer, new_s3_bucket
 from tests.support.postgres import PostgresCluster
 from tests.support.process import ServerProcess, TcpProxy
@@ -49,6 +51,10 @@ READBACK_BUDGET_S = 600.0  # the whole read-back; what is unread by then fails t
 SETTLE_S = 2.0  # after a backend returns, requests started this soon may still see it away
 KINDS = ("write", "overwrite", "read", "search", "event", "export", "erase")
 WEIGHTS = (25, 25, 25, 10, 10, 3, 2)
+# moto's log line of a failed ListObjectVersions under an erased subject's prefix
+# (werkzeug colours the line: escape codes around the request)
+_MOTO_VERSIONS_500 = re.compile(r'GET /[^ ?]+\?versions&prefix=tenants/[^/ ]+/'
+                                r'(?:memories|events)/user/(gone-\d+-\d+)/[^"]*" 500 ')
 
 
 @dataclass
@@ -70,6 +76,7 @@ class Op:
     error: str = ""
     retry_after: bool = False
     detail: str = ""  # a failed job's error, as GET /v1/jobs/{id} gives it
+    subject: str = ""  # an erasure's data subject
 
 
 @dataclass
@@ -107,13 +114,15 @@ class Soak:
         config = new_s3_bucket(self.moto)
         self.proxy = TcpProxy(self.moto.port)
         query = {k: v for k, v in config.items() if k not in ("bucket", "endpoint_url")}
-        # One attempt per call, so an outage is seen at once; the proxy's cut refuses and
-        # drops connections, so a call fails at once in it whatever its timeouts. Out of it, a
-        # call to moto through the proxy (both in Python, on a loaded machine) can take
-        # seconds: a read timeout of 3 s turned such calls into 503s after the bucket came
-        # back (10 in the 20-minute run of 2026-12-05, each taking 3-6 s).
+        # The proxy's cut refuses and drops connections, so in it a call fails at once
+        # whatever its timeouts. Out of it, a call to moto through the proxy (both in Python,
+        # on a loaded machine) can take seconds: a read timeout of 3 s turned such calls into
+        # 503s after the bucket came back (10 in the 20-minute run of 2026-12-05). Two
+        # attempts, the adapter's default: moto's ListObjectVersions deep-copies the whole
+        # bucket and fails with a 500 when a write lands meanwhile (moto 5.2.5, a TypeError),
+        # which a client retries as it retries any S3 500; with one attempt, erasures failed.
         query |= {"endpoint_url": self.proxy.endpoint, "connect_timeout": 2,
-                  "read_timeout": 15, "max_attempts": 1}
+                  "read_timeout": 15, "max_attempts": 2}
         self.db_name = f"soak_{secrets.token_hex(4)}"
         url = self.pg.create_database(self.db_name)
         engine = make_engine(url)
@@ -203,6 +212,25 @@ class Soak:
         self.figures["in_transaction"] = self.in_transaction()
         return max(n for n, _ in looks), min(t for _, t in looks)
 
+    def _settle(self, budget_s: float = 180.0) -> float:
+        """Wait until the server's background work has caught up (no memory waits for its
+        vector, no job is queued or running), at most ``budget_s``: the connection bars look
+        at a server at rest, not at an indexer round holding its claim's transaction."""
+        import psycopg
+
+        started = time.monotonic()
+        url = f"postgresql://postgres@127.0.0.1:{self.pg.port}/{self.db_name}"
+        with psycopg.connect(url, autocommit=True) as conn:
+            while time.monotonic() - started < budget_s:
+                row = conn.execute(
+                    f"SELECT (SELECT count(*) FROM memory_pointers WHERE {WANTS_VECTOR}), "
+                    "(SELECT count(*) FROM jobs WHERE state IN ('queued', 'running'))"
+                ).fetchone()
+                if row is not None and row[0] == row[1] == 0:
+                    break
+                time.sleep(1.0)
+        return round(time.monotonic() - started, 1)
+
     def in_transaction(self) -> list[dict[str, Any]]:
         """The server's connections inside a transaction: how long, and their last
         statement (SQL with its parameters as placeholders, never their values)."""
@@ -235,7 +263,7 @@ class Soak:
                            "Retry-After" in response.headers))
         return response
 
-    def _job(self, kind: str, http: httpx.Client, post: Any) -> bool:
+    def _job(self, kind: str, http: httpx.Client, post: Any, subject: str = "") -> bool:
         """A job from its request to its end, recorded as one operation over that span."""
         started = time.monotonic()
         response = self._call(kind + "-request", post)
@@ -250,7 +278,7 @@ class Soak:
                 state, why = polled.json()["state"], polled.json().get("error") or ""
         self.ledger.add(Op(kind, started, time.monotonic(), 200 if state == "completed" else 0,
                            "" if state == "completed" else f"job {state}",
-                           detail=why[:200]))
+                           detail=why[:200], subject=subject))
         return state == "completed"
 
     def _worker(self, t: int) -> None:
@@ -308,7 +336,7 @@ class Soak:
         if put is None or put.status_code != 200:
             return
         if self._job("erase", http, lambda: http.post(f"/v1/subjects/{subject}/erase",
-                                                      json={})):
+                                                      json={}), subject):
             with self.ledger.lock:
                 self.ledger.erased.append((tenant, subject))
 
@@ -354,6 +382,7 @@ class Soak:
         rss_end = self.rss_kb()
         self.figures["processes"]["end"] = self.processes()
         readback = self._read_back()
+        self.figures["settled_s"] = self._settle()
         time.sleep(3)  # connections the pool let go of are gone from pg_stat_activity
         fds_end, conns_end = self.fds(), self.at_rest()
         return self._figures(time.monotonic() - begin, rss_warm, rss_end, fds_base, fds_end,
@@ -448,10 +477,26 @@ class Soak:
             todo = [i for i in todo if answers[i][0] >= 500]  # a 5xx after every try: missing
         return answers
 
+    def _moto_faults(self) -> set[str]:
+        """The erasure subjects whose listing of versions moto itself failed (a 500 with its
+        ``TypeError`` in ``list_object_versions``: moto 5.2.5 deep-copies the whole bucket's
+        keys while other requests change them), read from moto's own log."""
+        try:
+            log = self.moto.log_path.read_text(errors="replace")
+        except OSError:
+            return set()
+        if "TypeError: 'NoneType' object is not iterable" not in log:
+            return set()
+        return set(_MOTO_VERSIONS_500.findall(log))
+
     def _classify(self, op: Op) -> str:
-        """``ok``, ``window`` (a refusal the window allows) or ``error``."""
+        """``ok``, ``window`` (a refusal the window allows), ``emulator`` (an erasure that
+        failed while moto answered its listings with moto's own 500) or ``error``."""
         if 200 <= op.status < 300 or (op.status == 404 and op.kind == "read"):
             return "ok"
+        if op.subject and op.subject in self.moto_faults and \
+                op.detail.startswith("storage_unavailable"):
+            return "emulator"
         for window in self.windows:
             if window.holds(op.started) or window.holds(op.ended) or (
                     op.started < window.start and op.ended > window.end):
@@ -464,9 +509,12 @@ class Soak:
                     return "window"
         return "error"
 
+    moto_faults: set[str] = set()
+
     def _figures(self, elapsed: float, rss_warm: int, rss_end: int, fds_base: int, fds_end: int,
                  conns_base: int, conns_end: tuple[int, int],
                  readback: dict[str, Any]) -> dict[str, Any]:
+        self.moto_faults = self._moto_faults()
         by_kind = Counter(op.kind for op in self.ledger.ops)
         classes = Counter(self._classify(op) for op in self.ledger.ops)
         errors = [op for op in self.ledger.ops if self._classify(op) == "error"]
@@ -504,6 +552,7 @@ class Soak:
             "processes": self.figures["processes"],
             "fds": {"baseline": fds_base, "end": fds_end,
                     "driver": len(os.listdir("/proc/self/fd"))},
+            "settled_s": self.figures.get("settled_s"),
             "connections": {"warm": conns_base, "end": conns_end[0],
                             "in_transaction_at_rest": conns_end[1],
                             "in_transaction": self.figures.get("in_transaction", [])},
