@@ -18,7 +18,6 @@ from control_plane.addresses import MemoryAddress, Scope
 from control_plane.compliance import service as compliance
 from control_plane.db.models import ErasureReceipt, KekVersion, MemoryPointer, SubjectKey
 from control_plane.job_handlers import JobWorker
-from control_plane.keys import subject_keys as keys
 from control_plane.keys.rotation import RetireReport, RotationReport, retire_keks, rotate_kek
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
@@ -53,20 +52,6 @@ def _rotate_and_retire(world: ServiceWorld) -> tuple[RotationReport, RetireRepor
     _forget_all(world)  # as on another replica: nothing of the old keys in memory
     return rotated, retired
 
-
-@pytest.fixture
-def at_step(monkeypatch: pytest.MonkeyPatch) -> dict[str, Callable[[], None]]:
-    """Named step -> what runs there, once (popped before it runs: the action may itself
-    pass the same step)."""
-    table: dict[str, Callable[[], None]] = {}
-
-    def checkpoint(step: str) -> None:
-        action = table.pop(step, None)
-        if action is not None:
-            action()
-
-    monkeypatch.setattr(keys, "checkpoint", checkpoint)
-    return table
 
 
 def _versions(world: ServiceWorld) -> list[tuple[int, bool]]:

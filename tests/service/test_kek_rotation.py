@@ -10,7 +10,6 @@ import uuid
 from dataclasses import FrozenInstanceError
 from pathlib import Path
 
-import boto3
 import pytest
 from sqlalchemy import select
 
@@ -28,8 +27,9 @@ from control_plane.plane.keyring import Keyring
 from control_plane.runtime import Runtime
 from control_plane.tenants.service import create_tenant
 from tests.support.crypto import keyring
-from tests.support.emulators import MOTO_KEY_ID, MOTO_REGION, MOTO_SECRET, MotoServer
-from tests.support.service import ServiceWorld, make_settings
+from tests.support.emulators import MotoServer
+from tests.support.kms import kms_settings, new_kms_key
+from tests.support.service import ServiceWorld
 
 
 def _write(runtime: Runtime, actor: Actor, user: str, value: object) -> None:
@@ -204,18 +204,10 @@ def test_a_rotation_refuses_a_provider_or_key_ref_this_server_cannot_use(
 @pytest.mark.databases("sqlite")
 def test_kms_keys_a_tenant_may_not_use_or_that_cannot_wrap_are_refused(
         database: str, moto_server: MotoServer, tmp_path: Path) -> None:
-    kms = boto3.client("kms", endpoint_url=moto_server.endpoint, region_name=MOTO_REGION,
-                       aws_access_key_id=MOTO_KEY_ID, aws_secret_access_key=MOTO_SECRET)
-    first = kms.create_key(Description="memplane test KEK")["KeyMetadata"]["Arn"]
-    other = kms.create_key(Description="a key tenants may not use")["KeyMetadata"]["Arn"]
+    first = new_kms_key(moto_server, "memplane test KEK")
+    other = new_kms_key(moto_server, "a key tenants may not use")
     missing = first.rsplit("/", 1)[0] + "/" + str(uuid.uuid4())
-    settings = make_settings(database, tmp_path, kek_provider="aws-kms", kek_aws_key_id=first,
-                             kek_aws_region=MOTO_REGION,
-                             kek_aws_endpoint_url=moto_server.endpoint,
-                             kek_aws_access_key_id=MOTO_KEY_ID,
-                             kek_aws_secret_access_key=MOTO_SECRET,
-                             kek_aws_allowed_key_refs=[first, missing])
-    runtime = Runtime(settings)
+    runtime = Runtime(kms_settings(database, tmp_path, moto_server, first, [first, missing]))
     runtime.migrate()
     try:
         with runtime.sessions() as session:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import boto3
 import pytest
 from sqlalchemy import select
 
@@ -17,24 +16,16 @@ from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
 from control_plane.tenants.service import create_tenant
-from tests.support.emulators import MOTO_KEY_ID, MOTO_REGION, MOTO_SECRET, MotoServer
-from tests.support.service import make_settings
+from tests.support.emulators import MotoServer
+from tests.support.kms import kms_settings, new_kms_key
 
 
 def test_kms_wraps_subject_keys_and_rotation_moves_to_another_kms_key(
         moto_server: MotoServer, tmp_path: Path) -> None:
-    kms = boto3.client("kms", endpoint_url=moto_server.endpoint, region_name=MOTO_REGION,
-                       aws_access_key_id=MOTO_KEY_ID, aws_secret_access_key=MOTO_SECRET)
-    first = kms.create_key(Description="memplane test KEK")["KeyMetadata"]["Arn"]
-    second = kms.create_key(Description="memplane test KEK 2")["KeyMetadata"]["Arn"]
-    settings = make_settings("sqlite", tmp_path, kek_provider="aws-kms", kek_aws_key_id=first,
-                             kek_aws_region=MOTO_REGION,
-                             kek_aws_endpoint_url=moto_server.endpoint,
-                             kek_aws_access_key_id=MOTO_KEY_ID,
-                             kek_aws_secret_access_key=MOTO_SECRET,
-                             # The operator lets tenants move to the second key.
-                             kek_aws_allowed_key_refs=[first, second])
-    runtime = Runtime(settings)
+    first = new_kms_key(moto_server, "memplane test KEK")
+    second = new_kms_key(moto_server, "memplane test KEK 2")
+    # The operator lets tenants move to the second key.
+    runtime = Runtime(kms_settings("sqlite", tmp_path, moto_server, first, [first, second]))
     runtime.migrate()
     try:
         with runtime.sessions() as session:

@@ -36,18 +36,6 @@ def ring(world: ServiceWorld) -> Iterator[Keyring]:
         ring.enabled = enabled
 
 
-@pytest.fixture
-def at_step(monkeypatch: pytest.MonkeyPatch) -> dict[str, Callable[[], None]]:
-    table: dict[str, Callable[[], None]] = {}
-
-    def checkpoint(step: str) -> None:
-        action = table.pop(step, None)
-        if action is not None:
-            action()
-
-    monkeypatch.setattr(keys, "checkpoint", checkpoint)
-    return table
-
 
 def _create(world: ServiceWorld, ring: Keyring,
             subject: tuple[str, str] = U1) -> keys.SubjectKeyHandle:
