@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import secrets
 import tempfile
 import threading
@@ -29,21 +28,16 @@ import httpx
 
 from control_plane.db.engine import make_engine
 from control_plane.db.migrate import upgrade
-from control_plane.db.models import WANTS_VECTOR
 from tests.support.emulators import MotoServer, new_s3_bucket
 from tests.support.postgres import PostgresCluster
 from tests.support.process import ServerProcess, TcpProxy
 from tests.support.service import RECEIPT_KEY
 
+from .soak_probes import ENGINE_PROCESSES, POOL_SIZE, ServerProbes
+
 ADMIN_KEY = "mp_soak_" + secrets.token_hex(12)
 RSS_GROWTH_BAR = 0.10
 FD_SLACK = 8
-# The server's pool size in the soak. Its two processes with a database engine (the server
-# and its background process) keep at most this many idle connections each once the load has
-# stopped (a peak's extra ones are closed when returned), whatever the run's peak was.
-POOL_SIZE = 10
-ENGINE_PROCESSES = 2
-REST_SAMPLES = 6  # pg_stat_activity looked at this many times, 0.5 s apart, at rest
 READBACK_CHUNK = 250  # gets per batch request
 READBACK_THREADS = 4  # batch requests in flight
 READBACK_TRIES = 4  # a get the server could not answer is asked again
@@ -51,10 +45,6 @@ READBACK_BUDGET_S = 600.0  # the whole read-back; what is unread by then fails t
 SETTLE_S = 2.0  # after a backend returns, requests started this soon may still see it away
 KINDS = ("write", "overwrite", "read", "search", "event", "export", "erase")
 WEIGHTS = (25, 25, 25, 10, 10, 3, 2)
-# moto's log line of a failed ListObjectVersions under an erased subject's prefix
-# (werkzeug colours the line: escape codes around the request)
-_MOTO_VERSIONS_500 = re.compile(r'GET /[^ ?]+\?versions&prefix=tenants/[^/ ]+/'
-                                r'(?:memories|events)/user/(gone-\d+-\d+)/[^"]*" 500 ')
 
 
 @dataclass
@@ -135,6 +125,7 @@ class Soak:
                "MEMPLANE_DEFAULT_BUCKET_URL": f"s3://{config['bucket']}?{urlencode(query)}"}
         self.log = self.root / "server.log"  # the server's own output, kept for a failed bar
         self.server = ServerProcess(env, output=self.log).start(timeout=120)
+        self.probes = ServerProbes(self.server, self.pg, self.db_name, self.moto)
         with httpx.Client(base_url=self.server.base_url, timeout=30,
                           headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as http:
             for i in range(self.tenants_n):
@@ -148,102 +139,6 @@ class Soak:
                 stop()
             except Exception:  # noqa: BLE001 - tearing down, the figures are taken
                 pass
-
-    @property
-    def pid(self) -> int:
-        assert self.server.process is not None
-        return self.server.process.pid
-
-    def _tree(self) -> list[int]:
-        """The server's process and every descendant it spawned (none today: ``memplane
-        serve`` is one process), so a worker or helper process would be measured too."""
-        pids, i = [self.pid], 0
-        while i < len(pids):
-            for task in Path(f"/proc/{pids[i]}/task").glob("*/children"):
-                try:
-                    pids += [int(c) for c in task.read_text().split()]
-                except OSError:  # the task ended meanwhile
-                    pass
-            i += 1
-        return pids
-
-    def rss_kb(self) -> int:
-        """VmRSS summed over the server and its descendants (``_tree``)."""
-        total = 0
-        for pid in self._tree():
-            try:
-                lines = Path(f"/proc/{pid}/status").read_text().splitlines()
-            except OSError:  # a child that ended between the listing and the read
-                continue
-            total += sum(int(line.split()[1]) for line in lines if line.startswith("VmRSS:"))
-        if not total:
-            raise RuntimeError("no VmRSS")
-        return total
-
-    def processes(self) -> int:
-        return len(self._tree())
-
-    def fds(self) -> int:
-        return len(os.listdir(f"/proc/{self.pid}/fd"))
-
-    def connections(self) -> tuple[int, int]:
-        """The server's connections to its database: all of them, and those inside a
-        transaction they are not running a statement of (``idle in transaction``: a session
-        never closed holds one)."""
-        import psycopg
-
-        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{self.pg.port}/postgres",
-                             autocommit=True) as conn:
-            row = conn.execute(
-                "SELECT count(*), count(*) FILTER (WHERE state LIKE 'idle in transaction%%') "
-                "FROM pg_stat_activity WHERE datname = %s", (self.db_name,)).fetchone()
-        return (int(row[0]), int(row[1])) if row else (0, 0)
-
-    def at_rest(self) -> tuple[int, int]:
-        """``connections()`` once the load has stopped: the most connections and the fewest
-        left in a transaction over ``REST_SAMPLES`` looks (a background round may be in one
-        at any single look; a leaked session is in one at every look). The last statement of
-        each connection still in a transaction at the last look goes to the figures."""
-        looks = []
-        for i in range(REST_SAMPLES):
-            if i:
-                time.sleep(0.5)
-            looks.append(self.connections())
-        self.figures["in_transaction"] = self.in_transaction()
-        return max(n for n, _ in looks), min(t for _, t in looks)
-
-    def _settle(self, budget_s: float = 180.0) -> float:
-        """Wait until the server's background work has caught up (no memory waits for its
-        vector, no job is queued or running), at most ``budget_s``: the connection bars look
-        at a server at rest, not at an indexer round holding its claim's transaction."""
-        import psycopg
-
-        started = time.monotonic()
-        url = f"postgresql://postgres@127.0.0.1:{self.pg.port}/{self.db_name}"
-        with psycopg.connect(url, autocommit=True) as conn:
-            while time.monotonic() - started < budget_s:
-                row = conn.execute(
-                    f"SELECT (SELECT count(*) FROM memory_pointers WHERE {WANTS_VECTOR}), "
-                    "(SELECT count(*) FROM jobs WHERE state IN ('queued', 'running'))"
-                ).fetchone()
-                if row is not None and row[0] == row[1] == 0:
-                    break
-                time.sleep(1.0)
-        return round(time.monotonic() - started, 1)
-
-    def in_transaction(self) -> list[dict[str, Any]]:
-        """The server's connections inside a transaction: how long, and their last
-        statement (SQL with its parameters as placeholders, never their values)."""
-        import psycopg
-
-        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{self.pg.port}/postgres",
-                             autocommit=True) as conn:
-            rows = conn.execute(
-                "SELECT state, extract(epoch FROM now() - xact_start), left(query, 300) "
-                "FROM pg_stat_activity WHERE datname = %s AND xact_start IS NOT NULL "
-                "AND pid <> pg_backend_pid()", (self.db_name,)).fetchall()
-        return [{"state": state, "seconds": round(float(age), 1), "query": query}
-                for state, age, query in rows]
 
     # --- the load ---------------------------------------------------------------------------
     def _call(self, kind: str, fn: Any) -> httpx.Response | None:
@@ -359,8 +254,9 @@ class Soak:
         for worker in workers:
             worker.start()
         self._sleep_until(warm_end)
-        rss_warm, fds_base, (conns_base, _) = self.rss_kb(), self.fds(), self.connections()
-        self.figures["processes"] = {"warm": self.processes()}
+        probes = self.probes
+        rss_warm, fds_base, (conns_base, _) = probes.rss_kb(), probes.fds(), probes.connections()
+        self.figures["processes"] = {"warm": self.probes.processes()}
         self._sleep_until(bucket_at)
         window = Window("bucket", time.monotonic())
         self.windows.append(window)
@@ -379,12 +275,12 @@ class Soak:
         self.stop.set()
         for worker in workers:
             worker.join(timeout=180)
-        rss_end = self.rss_kb()
-        self.figures["processes"]["end"] = self.processes()
+        rss_end = self.probes.rss_kb()
+        self.figures["processes"]["end"] = self.probes.processes()
         readback = self._read_back()
-        self.figures["settled_s"] = self._settle()
+        self.figures["settled_s"] = self.probes.settle()
         time.sleep(3)  # connections the pool let go of are gone from pg_stat_activity
-        fds_end, conns_end = self.fds(), self.at_rest()
+        fds_end, conns_end = self.probes.fds(), self.probes.at_rest()
         return self._figures(time.monotonic() - begin, rss_warm, rss_end, fds_base, fds_end,
                              conns_base, conns_end, readback)
 
@@ -477,18 +373,6 @@ class Soak:
             todo = [i for i in todo if answers[i][0] >= 500]  # a 5xx after every try: missing
         return answers
 
-    def _moto_faults(self) -> set[str]:
-        """The erasure subjects whose listing of versions moto itself failed (a 500 with its
-        ``TypeError`` in ``list_object_versions``: moto 5.2.5 deep-copies the whole bucket's
-        keys while other requests change them), read from moto's own log."""
-        try:
-            log = self.moto.log_path.read_text(errors="replace")
-        except OSError:
-            return set()
-        if "TypeError: 'NoneType' object is not iterable" not in log:
-            return set()
-        return set(_MOTO_VERSIONS_500.findall(log))
-
     def _classify(self, op: Op) -> str:
         """``ok``, ``window`` (a refusal the window allows), ``emulator`` (an erasure that
         failed while moto answered its listings with moto's own 500) or ``error``."""
@@ -514,7 +398,7 @@ class Soak:
     def _figures(self, elapsed: float, rss_warm: int, rss_end: int, fds_base: int, fds_end: int,
                  conns_base: int, conns_end: tuple[int, int],
                  readback: dict[str, Any]) -> dict[str, Any]:
-        self.moto_faults = self._moto_faults()
+        self.moto_faults = self.probes.moto_faults()
         by_kind = Counter(op.kind for op in self.ledger.ops)
         classes = Counter(self._classify(op) for op in self.ledger.ops)
         errors = [op for op in self.ledger.ops if self._classify(op) == "error"]
@@ -555,7 +439,7 @@ class Soak:
             "settled_s": self.figures.get("settled_s"),
             "connections": {"warm": conns_base, "end": conns_end[0],
                             "in_transaction_at_rest": conns_end[1],
-                            "in_transaction": self.figures.get("in_transaction", [])},
+                            "in_transaction": self.probes.last_in_transaction},
             "bars": bars,
         }
 

@@ -1,0 +1,142 @@
+"""What the soak measures of the server it runs (bench/soak.py): the memory, processes and
+files of the server's process tree, its PostgreSQL connections at rest, and moto's own
+faults, read from moto's log."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from control_plane.db.models import WANTS_VECTOR
+from tests.support.emulators import MotoServer
+from tests.support.postgres import PostgresCluster
+from tests.support.process import ServerProcess
+
+# The server's pool size in the soak. Its two processes with a database engine (the server
+# and its background process) keep at most this many idle connections each once the load has
+# stopped (a peak's extra ones are closed when returned), whatever the run's peak was.
+POOL_SIZE = 10
+ENGINE_PROCESSES = 2
+REST_SAMPLES = 6  # pg_stat_activity looked at this many times, 0.5 s apart, at rest
+# moto's log line of a failed ListObjectVersions under an erased subject's prefix
+# (werkzeug colours the line: escape codes around the request)
+_MOTO_VERSIONS_500 = re.compile(r'GET /[^ ?]+\?versions&prefix=tenants/[^/ ]+/'
+                                r'(?:memories|events)/user/(gone-\d+-\d+)/[^"]*" 500 ')
+
+
+class ServerProbes:
+    def __init__(self, server: ServerProcess, pg: PostgresCluster, db_name: str,
+                 moto: MotoServer) -> None:
+        self.server, self.pg, self.db_name, self.moto = server, pg, db_name, moto
+        self.last_in_transaction: list[dict[str, Any]] = []
+
+    @property
+    def pid(self) -> int:
+        assert self.server.process is not None
+        return self.server.process.pid
+
+    def _tree(self) -> list[int]:
+        """The server's process and every descendant it spawned (none today: ``memplane
+        serve`` is one process), so a worker or helper process would be measured too."""
+        pids, i = [self.pid], 0
+        while i < len(pids):
+            for task in Path(f"/proc/{pids[i]}/task").glob("*/children"):
+                try:
+                    pids += [int(c) for c in task.read_text().split()]
+                except OSError:  # the task ended meanwhile
+                    pass
+            i += 1
+        return pids
+
+    def rss_kb(self) -> int:
+        """VmRSS summed over the server and its descendants (``_tree``)."""
+        total = 0
+        for pid in self._tree():
+            try:
+                lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+            except OSError:  # a child that ended between the listing and the read
+                continue
+            total += sum(int(line.split()[1]) for line in lines if line.startswith("VmRSS:"))
+        if not total:
+            raise RuntimeError("no VmRSS")
+        return total
+
+    def processes(self) -> int:
+        return len(self._tree())
+
+    def fds(self) -> int:
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
+
+    def connections(self) -> tuple[int, int]:
+        """The server's connections to its database: all of them, and those inside a
+        transaction they are not running a statement of (``idle in transaction``: a session
+        never closed holds one)."""
+        import psycopg
+
+        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{self.pg.port}/postgres",
+                             autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT count(*), count(*) FILTER (WHERE state LIKE 'idle in transaction%%') "
+                "FROM pg_stat_activity WHERE datname = %s", (self.db_name,)).fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+    def at_rest(self) -> tuple[int, int]:
+        """``connections()`` once the load has stopped: the most connections and the fewest
+        left in a transaction over ``REST_SAMPLES`` looks (a background round may be in one
+        at any single look; a leaked session is in one at every look). The last statement of
+        each connection still in a transaction at the last look goes to the figures."""
+        looks = []
+        for i in range(REST_SAMPLES):
+            if i:
+                time.sleep(0.5)
+            looks.append(self.connections())
+        self.last_in_transaction = self.in_transaction()
+        return max(n for n, _ in looks), min(t for _, t in looks)
+
+    def settle(self, budget_s: float = 180.0) -> float:
+        """Wait until the server's background work has caught up (no memory waits for its
+        vector, no job is queued or running), at most ``budget_s``: the connection bars look
+        at a server at rest, not at an indexer round holding its claim's transaction."""
+        import psycopg
+
+        started = time.monotonic()
+        url = f"postgresql://postgres@127.0.0.1:{self.pg.port}/{self.db_name}"
+        with psycopg.connect(url, autocommit=True) as conn:
+            while time.monotonic() - started < budget_s:
+                row = conn.execute(
+                    f"SELECT (SELECT count(*) FROM memory_pointers WHERE {WANTS_VECTOR}), "
+                    "(SELECT count(*) FROM jobs WHERE state IN ('queued', 'running'))"
+                ).fetchone()
+                if row is not None and row[0] == row[1] == 0:
+                    break
+                time.sleep(1.0)
+        return round(time.monotonic() - started, 1)
+
+    def in_transaction(self) -> list[dict[str, Any]]:
+        """The server's connections inside a transaction: how long, and their last
+        statement (SQL with its parameters as placeholders, never their values)."""
+        import psycopg
+
+        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{self.pg.port}/postgres",
+                             autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT state, extract(epoch FROM now() - xact_start), left(query, 300) "
+                "FROM pg_stat_activity WHERE datname = %s AND xact_start IS NOT NULL "
+                "AND pid <> pg_backend_pid()", (self.db_name,)).fetchall()
+        return [{"state": state, "seconds": round(float(age), 1), "query": query}
+                for state, age, query in rows]
+
+    def moto_faults(self) -> set[str]:
+        """The erasure subjects whose listing of versions moto itself failed (a 500 with its
+        ``TypeError`` in ``list_object_versions``: moto 5.2.5 deep-copies the whole bucket's
+        keys while other requests change them), read from moto's own log."""
+        try:
+            log = self.moto.log_path.read_text(errors="replace")
+        except OSError:
+            return set()
+        if "TypeError: 'NoneType' object is not iterable" not in log:
+            return set()
+        return set(_MOTO_VERSIONS_500.findall(log))
