@@ -29,7 +29,7 @@ def _erasing(world: ServiceWorld, user_id: str) -> str:
     return str(job_id)
 
 
-def _rows(world: ServiceWorld) -> list[tuple[str, str, str | None, str]]:
+def _rows(world: ServiceWorld) -> list[tuple[str, str | None, str | None, str]]:
     with world.runtime.sessions() as session:
         return [(p.scope_ref, p.key, p.subject_user_id, p.sync_status) for p in session.scalars(
             select(MemoryPointer).where(MemoryPointer.tenant_id == world.tenant_id))]

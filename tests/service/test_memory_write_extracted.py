@@ -18,7 +18,7 @@ from tests.support.service import ServiceWorld
 VALUE = f"pay with {CARD}"
 
 
-def _pointers(world: ServiceWorld) -> list[tuple[str, list[str] | None]]:
+def _pointers(world: ServiceWorld) -> list[tuple[str | None, list[str]]]:
     with world.runtime.sessions() as session:
         return [(p.key, p.tags) for p in session.scalars(
             select(MemoryPointer).where(MemoryPointer.tenant_id == world.tenant_id))]
