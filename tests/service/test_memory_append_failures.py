@@ -127,3 +127,27 @@ def test_an_append_whose_row_keeps_changing_gives_up_after_four_looks(
     assert len(looks) == 4
     assert _objects(world) == before
     assert world.read(address) == ["first"]
+
+
+def test_an_append_meeting_the_unique_index_again_on_its_second_try_gives_up(
+        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second unique violation (the row created again, or a twin's idempotency key) with
+    no first answer to replay: 409 after two tries, each try's object deleted."""
+    from control_plane.errors import Conflict
+    from control_plane.memories import write
+
+    address = MemoryAddress.parse(Scope.user, "u-unique-again", "log")
+    tries: list[int] = []
+
+    def violated(*_: object) -> None:
+        tries.append(1)
+        raise sa_exc.IntegrityError("INSERT", {}, Exception("duplicate key value"))
+
+    monkeypatch.setattr(write, "save", violated)
+    with world.runtime.sessions() as session, pytest.raises(Conflict) as refused:
+        memories.append_value(session, world.runtime.plane, world.actor, address, "item",
+                              MemoryMeta())
+    assert refused.value.detail == ("the memory was written concurrently by another "
+                                    "request; retry")
+    assert len(tries) == 2
+    assert _objects(world) == set()
