@@ -7,8 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from control_plane.addresses import MemoryAddress, Scope
+from control_plane.db.models import MemoryPointer
 from control_plane.errors import PayloadTooLarge
 from control_plane.memories import service as memories
 from control_plane.memories.api import serialise
@@ -58,3 +60,29 @@ def test_an_append_one_byte_over_the_limit_is_refused_and_keeps_the_list(
         _append(world, address, "b")
     assert refused.value.detail == TOO_LARGE.format(size=size, limit=size - 1)
     assert world.read(address) == stored
+
+
+@pytest.mark.parametrize(("stored", "grown"), [([], [2]), ([1], [1, 2])],
+                         ids=["empty", "one-item"])
+def test_an_append_over_the_limit_is_refused_before_the_list_is_read(
+        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch, stored: list[int],
+        grown: list[int]) -> None:
+    """The new size is known from the row: the refusal reads nothing from the bucket, so a
+    list whose object has gone missing is refused as too large, not reported corrupt."""
+    address = _seeded(world, f"unread-{len(stored)}", stored)
+    with world.runtime.sessions() as session:
+        pointer = session.scalars(select(MemoryPointer).where(
+            MemoryPointer.tenant_id == world.tenant_id,
+            MemoryPointer.key == address.key)).one()
+        target = world.runtime.plane.by_id(session, pointer.storage_config_id)
+        path = pointer.storage_path
+    target.adapter.delete_many([path])
+    size = len(serialise(grown))
+    monkeypatch.setattr(world.runtime.plane, "max_object_bytes", size - 1)
+    with pytest.raises(PayloadTooLarge) as refused:
+        _append(world, address, 2)
+    assert refused.value.detail == TOO_LARGE.format(size=size, limit=size - 1)
+    with world.runtime.sessions() as session:
+        assert session.scalars(select(MemoryPointer.sync_status).where(
+            MemoryPointer.tenant_id == world.tenant_id,
+            MemoryPointer.key == address.key)).all() == ["synced"]
