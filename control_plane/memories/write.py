@@ -44,7 +44,7 @@ from .read import fetch_locked
 from .schemas import MemoryMeta
 from .shared import ensure_in_scope, expired
 from .write_fast import write_fast
-from .write_general import bind, binds, put, save, write_general
+from .write_general import Rebind, bind, binds, put, save, write_general
 
 
 def as_agent(access: Access, meta: MemoryMeta) -> MemoryMeta:
@@ -149,6 +149,12 @@ def append_value(session: Session, plane: DataPlane, actor: Actor, address: Memo
                 replay = replay_of(session, actor, idem)
                 if replay is not None:
                     return replay
+                continue
+            except Rebind:
+                # The subject's key was destroyed, or orphan GC marked the new object, since
+                # the lookup: that object is never adopted; start over with a new one.
+                session.rollback()
+                delete_quietly(target, [path])
                 continue
             except CommitUncertain as exc:
                 session.rollback()
