@@ -59,7 +59,7 @@ def _page(world: ServiceWorld, cursor: str | None, order: str, limit: int = 2,
     with world.runtime.sessions() as session:
         rows, after = read.list_pointers(session, world.actor, cursor=cursor, limit=limit,
                                          order=order, batcher=batcher, **args)
-    return [p.key for p in rows], after
+    return [str(p.key) for p in rows], after
 
 
 def _list_rows(world: ServiceWorld) -> list[str]:
