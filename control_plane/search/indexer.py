@@ -51,6 +51,7 @@ from ..embedders import EmbedderFailed
 from ..embedders.service import embedder_for
 from ..errors import DomainError
 from ..plane.data_plane import DataPlane
+from ..plane.kek_providers import WrongKey
 from ..plane.shared_pool import SharedPool
 from . import index_rows
 from .claims import Claims
@@ -120,7 +121,9 @@ def _index(session: Session, plane: DataPlane, runtime: Runtime | Settings,
             skip.add(tenant_id)
             report.failed_tenants += 1
             continue
-        except (DomainError, storage.StorageError) as exc:
+        except (DomainError, storage.StorageError, WrongKey) as exc:
+            # (WrongKey: a subject key of the tenant's that its KEK refuses, damaged in the
+            # database or restored from elsewhere; the tenant's reads refuse it too)
             session.rollback()
             log.warning("indexing a tenant's memories failed (%s); retrying later",
                         type(exc).__name__)

@@ -158,11 +158,11 @@ def test_indexer_threads_follow_the_jobs(tmp_path: Path) -> None:
     # worker a thread of the server.
     served = threads(separate=True)
     served_unindexed = threads(separate=True, embed_on_write=False)
+    jobs = ["memplane-job-worker-0", "memplane-job-worker-1"]  # MEMPLANE_JOB_THREADS: 2
     assert api_replica == (["memplane-audit-sealer"], False)
-    assert embedded == (["memplane-audit-sealer", "memplane-job-worker",
-                         "memplane-search-indexer"], False)
-    assert unindexed == (["memplane-audit-sealer", "memplane-job-worker"], False)
-    assert served == (["memplane-job-worker"], True)
+    assert embedded == (["memplane-audit-sealer", *jobs, "memplane-search-indexer"], False)
+    assert unindexed == (["memplane-audit-sealer", *jobs], False)
+    assert served == (jobs, True)
     assert served_unindexed == unindexed
 
 

@@ -377,3 +377,45 @@ def test_a_pointer_deleted_after_the_round_read_it_is_skipped_and_the_rest_embed
     assert deleted == [ids["k2"]]
     assert embedded == {"k0": True, "k1": True, "k3": True}
     assert (report.embedded, report.skipped, report.failed_tenants) == (3, 1, 1)
+
+
+def test_a_tenant_whose_subject_key_its_kek_refuses_never_holds_up_the_others(
+        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A subject key its KEK refuses (``WrongKey``: damaged in the database, restored from
+    elsewhere) when the round writes the tenant's segment: that tenant is skipped for the
+    pass like one whose bucket fails, and every other tenant is indexed. (A round used to
+    fail whole on it, every round again, so no tenant was indexed any more.)"""
+    from control_plane.identity import Actor
+    from control_plane.keys import subject_keys
+    from control_plane.plane.kek_providers import WrongKey
+    from control_plane.tenants.service import create_tenant
+
+    _drain(world)
+    with world.runtime.sessions() as session:
+        damaged, _ = create_tenant(session, f"damaged-{uuid.uuid4().hex[:6]}")
+        memories.set_value(session, world.runtime.plane, Actor(damaged.id, "api", "test"),
+                           MemoryAddress.parse(Scope.user, "u-damaged", "k"), "a note",
+                           MemoryMeta())
+    key_for_write = subject_keys.key_for_write
+
+    def refused_for_damaged(session: Any, ring: Any, tenant_id: uuid.UUID,
+                            subject: Any) -> Any:
+        if tenant_id == damaged.id:
+            raise WrongKey("a subject key did not unwrap with its KEK")
+        return key_for_write(session, ring, tenant_id, subject)
+
+    monkeypatch.setattr(subject_keys, "key_for_write", refused_for_damaged)
+    try:
+        _write(world, 2, ref="beside-damaged")
+        report = _drain(world)
+        with world.runtime.sessions() as session:
+            ready = {(p.scope_ref, p.key): p.has_embeddings for p in session.scalars(
+                select(MemoryPointer).where(
+                    MemoryPointer.tenant_id.in_([world.tenant_id, damaged.id]),
+                    MemoryPointer.scope_ref.in_(["beside-damaged", "u-damaged"])))}
+    finally:
+        _drop_pointers(world, damaged.id)
+
+    assert report.failed_tenants == 1
+    assert ready == {("beside-damaged", "k0"): True, ("beside-damaged", "k1"): True,
+                     ("u-damaged", "k"): False}
