@@ -29,9 +29,7 @@ import ast
 import sys
 from functools import lru_cache
 from pathlib import Path
-
-from cosmic_ray.work_db import WorkDB, use_db
-from cosmic_ray.work_item import WorkerOutcome, WorkResult
+from typing import Any
 
 PLAIN_DECORATORS = {
     "staticmethod", "classmethod", "property", "setter", "deleter", "getter",
@@ -60,7 +58,8 @@ def _is_plain_dataclass(cls: ast.ClassDef) -> bool:
 
 
 def unevaluated_annotations(tree: ast.Module) -> list[Span]:
-    """The spans of the annotations in ``tree`` that nothing evaluates (rules above)."""
+    """The spans of the annotations in ``tree`` that nothing evaluates (rules above), in
+    source order."""
     future = any(isinstance(n, ast.ImportFrom) and n.module == "__future__"
                  and any(a.name == "annotations" for a in n.names) for n in tree.body)
     spans: list[Span] = []
@@ -89,7 +88,7 @@ def unevaluated_annotations(tree: ast.Module) -> list[Span]:
                     child, (ast.If, ast.Try)))
 
     visit(tree, False, False, True)
-    return spans
+    return sorted(spans)
 
 
 def _inside(inner: Span, outer: Span) -> bool:
@@ -101,8 +100,11 @@ def _spans_of(path: Path) -> list[Span]:
     return unevaluated_annotations(ast.parse(path.read_text()))
 
 
-def filter_session(db: WorkDB) -> int:
-    """Mark every pending mutant inside an unevaluated annotation; return how many."""
+def filter_session(db: Any) -> int:
+    """Mark every pending mutant of a cosmic-ray ``WorkDB`` inside an unevaluated annotation;
+    return how many."""
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
     done = {job_id for job_id, _ in db.results}
     marked = 0
     for item in db.work_items:
@@ -121,6 +123,8 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print(__doc__.splitlines()[0], file=sys.stderr)
         return 2
+    from cosmic_ray.work_db import WorkDB, use_db
+
     with use_db(argv[0], WorkDB.Mode.open) as db:
         marked = filter_session(db)
     print(f"{marked} mutants only change an annotation nothing evaluates: not run")

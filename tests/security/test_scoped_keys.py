@@ -262,6 +262,8 @@ def test_audit_records_accessor_type_and_agent_id(tenant: Tenant) -> None:
         assert http.put("/v1/memories/team/T123/k", json={"value": 2}).status_code == 200
         assert http.get("/v1/memories/team/T123/k").status_code == 200
         assert http.get("/v1/memories/team/T999/k").status_code == 404
+        refused = http.put("/v1/memories/team/T999/k", json={"value": 3})
+        assert refused.status_code == 403, refused.text
         assert http.get("/v1/pointers").status_code == 200
     with tenant.stack.http(plain_agent.api_key) as http:
         assert http.get("/v1/memories/team/T999/k").status_code == 200
@@ -280,6 +282,7 @@ def test_audit_records_accessor_type_and_agent_id(tenant: Tenant) -> None:
             ("agent", "support-bot", "write", True, written["id"]),
             ("agent", "support-bot", "read", True, written["id"]),
             ("agent", "support-bot", "read", False, None),
+            ("agent", "support-bot", "write", False, None),  # one row for the refusal
             ("agent", "support-bot", "list", True, None),
         ]
         denied = http.get("/v1/audit", params={"accessor_id": f"key:{scoped.id}",
@@ -291,6 +294,7 @@ def test_audit_records_accessor_type_and_agent_id(tenant: Tenant) -> None:
             ("api", None, "read", True)]
         admin_rows = rows(operation="write")
         assert [r[:2] for r in admin_rows] == [("api", None), ("api", None),
+                                               ("agent", "support-bot"),
                                                ("agent", "support-bot"),
                                                ("agent", "support-bot")]
         system_rows = rows(operation="tenant_create")
@@ -307,7 +311,7 @@ def test_audit_records_accessor_type_and_agent_id(tenant: Tenant) -> None:
         sealed = session.scalars(select(AccessLog).where(
             AccessLog.tenant_id == tenant.id, AccessLog.accessor_id == f"key:{scoped.id}")
             .order_by(AccessLog.seq)).all()
-        assert [r.agent_id for r in sealed] == ["support-bot"] * 5
+        assert [r.agent_id for r in sealed] == ["support-bot"] * 6
         for row in sealed:
             assert row.prev_hash is not None
             assert chain_hash(row.prev_hash, row) == row.row_hash
