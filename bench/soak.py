@@ -67,6 +67,7 @@ class Op:
     retry_after: bool = False
     detail: str = ""  # a failed job's error, as GET /v1/jobs/{id} gives it
     subject: str = ""  # an erasure's data subject
+    request_id: str = ""  # the X-Request-ID it was sent with (the server logs it)
 
 
 @dataclass
@@ -95,6 +96,8 @@ class Soak:
         self.stop = threading.Event()
         self.keys: list[str] = []
         self.figures: dict[str, Any] = {}
+        self.sent = threading.local()  # the request id of the thread's last request
+        self.sent_n = 0
 
     # --- backends and server -------------------------------------------------------------
     def _start(self) -> None:
@@ -141,12 +144,21 @@ class Soak:
                 pass
 
     # --- the load ---------------------------------------------------------------------------
+    def _stamp(self, request: httpx.Request) -> None:
+        """Each request goes with an id of its own, which the server's slow-request warning
+        names: a request the client gave up on shows whether the server ever finished it."""
+        with self.ledger.lock:
+            self.sent_n += 1
+            self.sent.request_id = request.headers["X-Request-ID"] = f"soak-{self.sent_n}"
+
     def _call(self, kind: str, fn: Any) -> httpx.Response | None:
         started = time.monotonic()
+        self.sent.request_id = ""
         try:
             response: httpx.Response = fn()
         except httpx.HTTPError as exc:
-            self.ledger.add(Op(kind, started, time.monotonic(), 0, type(exc).__name__))
+            self.ledger.add(Op(kind, started, time.monotonic(), 0, type(exc).__name__,
+                               request_id=self.sent.request_id))
             return None
         error = ""
         if response.status_code >= 400:
@@ -179,7 +191,8 @@ class Soak:
     def _worker(self, t: int) -> None:
         rng = random.Random(self.seed * 1000 + t)
         clients = [httpx.Client(base_url=self.server.base_url, timeout=20,
-                                headers={"Authorization": f"Bearer {key}"})
+                                headers={"Authorization": f"Bearer {key}"},
+                                event_hooks={"request": [self._stamp]})
                    for key in self.keys]
         n = 0
         try:
@@ -429,6 +442,8 @@ class Soak:
                               "at": round(op.started - self.begin, 1),
                               "seconds": round(op.ended - op.started, 1)} for op in errors[:5]],
             "server_log": str(self.log),
+            "slow_requests": self.probes.slow_requests(
+                [op.request_id for op in errors if op.status == 0 and op.request_id]),
             "errors": Counter(f"{op.kind}:{op.status}:{op.error}" for op in errors)
             .most_common(10),
             "readback": readback, "rss_kb": {"warm": rss_warm, "end": rss_end,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -140,3 +141,33 @@ class ServerProbes:
         if "TypeError: 'NoneType' object is not iterable" not in log:
             return set()
         return set(_MOTO_VERSIONS_500.findall(log))
+
+    def slow_requests(self, gave_up: list[str]) -> dict[str, Any]:
+        """The server's ``slow request`` warnings (``MEMPLANE_SLOW_REQUEST_SECONDS``, 5 s by
+        default), read from its log: how many, the slowest, per route; and of the requests
+        the client gave up on (``gave_up``, their request ids), those the server finished
+        late and how long each took there. One it never logged was still running at the end,
+        or never reached the server."""
+        import json
+
+        output = self.server.output
+        lines = output.read_text(errors="replace").splitlines() if output else []
+        slow = []
+        for line in lines:
+            if '"slow request"' in line:
+                try:
+                    slow.append(json.loads(line))
+                except ValueError:
+                    continue
+        routes = Counter(f"{r.get('method')} {r.get('route')}" for r in slow)
+        by_id = {r.get("request_id"): r for r in slow}
+        return {
+            "count": len(slow),
+            "max_ms": max((float(r.get("duration_ms", 0)) for r in slow), default=0.0),
+            "routes": dict(routes.most_common(8)),
+            "client_gave_up": len(gave_up),
+            "finished_late": [{"request_id": i, "route": by_id[i].get("route"),
+                               "status": by_id[i].get("status"),
+                               "duration_ms": by_id[i].get("duration_ms")}
+                              for i in gave_up if i in by_id],
+        }

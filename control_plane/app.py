@@ -117,7 +117,7 @@ def create_app(settings: Settings | None = None, *, background_process: bool = F
     token = settings.metrics_token.get_secret_value() if settings.metrics_token else None
     app.add_middleware(RequestContext, metrics=app.state.metrics,
                        max_body_bytes=settings.max_body_bytes, metrics_token=token,
-                       gate=check_key)
+                       gate=check_key, slow_seconds=settings.slow_request_seconds)
     if (hook := pid_header_from_env()) is not None:  # tests of several workers only
         app.add_middleware(hook)
     _add_routes(app, ROUTERS)

@@ -56,6 +56,11 @@ class Settings(BaseSettings):
         "ALB: 60 s) and of the clients (the Python SDK, httpx: 5 s): the side that closes an "
         "idle connection must be the one that would reuse it, or a request sent as the "
         "server closes fails with no answer.")
+    slow_request_seconds: float = Field(
+        5.0, gt=0, description="A request that takes at least this long is logged as a "
+        "warning (method, route template, status, duration and request id; never a path's "
+        "values or a body), so a stall shows at the default log level with the id a client "
+        "can quote.")
     max_body_bytes: int = Field(10 * 1024 * 1024, ge=1024)
     max_object_bytes: int = Field(
         64 * 1024 * 1024, ge=1024, description="Largest value one memory may hold once "
@@ -456,10 +461,11 @@ class Settings(BaseSettings):
         return self
 
 
-# MEMPLANE_* names that are read, but not as server settings: the SDK's and CLI's, the
+# MEMPLANE_* names that are read, but not as server settings: the CLI's options (each
+# option's envvar; tests/unit/test_cli_envvars.py holds the list to the CLI), the SDK's, the
 # examples', the test suite's.
-_OTHER_NAMES = frozenset({"MEMPLANE_URL", "MEMPLANE_API_KEY", "MEMPLANE_BUCKET_DIR",
-                          "MEMPLANE_HYPOTHESIS_PROFILE"})
+_CLI_NAMES = frozenset({"MEMPLANE_URL", "MEMPLANE_API_KEY", "MEMPLANE_WORKERS"})
+_OTHER_NAMES = _CLI_NAMES | {"MEMPLANE_BUCKET_DIR", "MEMPLANE_HYPOTHESIS_PROFILE"}
 _OTHER_PREFIXES = ("MEMPLANE_TEST_", "MEMPLANE_FUZZ_", "MEMPLANE_README_")
 
 
@@ -473,14 +479,18 @@ def unknown_setting_warnings(environ: dict[str, str]) -> list[str]:
 
     known = {f"MEMPLANE_{name.upper()}" for name in Settings.model_fields}
     known |= {f"MEMPLANE_{name.upper()}_FILE" for name in FILE_SETTINGS}
+    known |= _CLI_NAMES
     sentences = []
     for name in sorted(environ):
         upper = name.upper()
         if (not upper.startswith("MEMPLANE_") or upper in known or upper in _OTHER_NAMES
                 or upper.startswith(_OTHER_PREFIXES)):
             continue
-        nearest = difflib.get_close_matches(upper, sorted(known), n=1, cutoff=0.75)
-        hint = (f"did you mean {nearest[0]}?" if nearest
+        # Compared without the shared prefix, which alone would make MEMPLANE_ZZZ "close".
+        nearest = difflib.get_close_matches(upper.removeprefix("MEMPLANE_"),
+                                            sorted(k.removeprefix("MEMPLANE_") for k in known),
+                                            n=1, cutoff=0.75)
+        hint = (f"did you mean MEMPLANE_{nearest[0]}?" if nearest
                 else "the README's Configuration table lists every setting")
         sentences.append(f"{name} is not a memplane setting and is ignored; {hint}")
     return sentences

@@ -42,8 +42,10 @@ class RequestContext:
     """
 
     def __init__(self, app: ASGIApp, *, metrics: Metrics, max_body_bytes: int,
-                 metrics_token: str | None = None, gate: Gate | None = None) -> None:
+                 metrics_token: str | None = None, gate: Gate | None = None,
+                 slow_seconds: float = 5.0) -> None:
         self.app = app
+        self.slow_seconds = slow_seconds
         self.gate = gate  # checks the API key before the body is read (key_gate.py)
         self.metrics = metrics
         self.max_body_bytes = max_body_bytes
@@ -105,10 +107,12 @@ class RequestContext:
             method = scope.get("method", "")
             self.metrics.requests.labels(method, template, str(status)).inc()
             self.metrics.latency.labels(method, template).observe(elapsed)
-            access_log.info("request", extra={
-                "method": method, "route": template, "status": status,
-                "duration_ms": round(elapsed * 1000, 2),
-            })
+            fields = {"method": method, "route": template, "status": status,
+                      "duration_ms": round(elapsed * 1000, 2)}
+            if elapsed >= self.slow_seconds:  # at the default level, with the request id
+                access_log.warning("slow request", extra=fields)
+            else:
+                access_log.info("request", extra=fields)
             request_id_var.reset(token)
 
     def _refuse_metrics(self, scope: Scope) -> _Refusal | None:
