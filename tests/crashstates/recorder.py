@@ -6,7 +6,8 @@ While a ``Recorder`` is installed, the ``os`` calls a local bucket's writes are 
 through a layer that appends each successful call under the bucket root to a log, in the
 order the calls completed (one lock serialises them). Between them the log holds the
 database's commits (a copy of the SQLite file each time its ``data_version`` moved) and the
-workload's own marks (a request sent, a request acknowledged).
+workload's own marks (a request sent, a request acknowledged). On PostgreSQL the commits
+are copies of its tables (pgsnap.py).
 
 Why here and not strace: the log names inodes, not descriptors (an ``O_TMPFILE`` file linked
 through ``/proc/self/fd`` is one inode from its open to its name), needs no package and no
@@ -23,7 +24,7 @@ import sqlite3
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from storage_adapters import localfiles
 
@@ -52,16 +53,48 @@ class Log:
     root: str
     initial_files: dict[str, bytes]
     initial_dirs: set[str]
-    snapshots: list[Path]
+    snapshots: list[Any]  # a SQLite file's copy (Path) or a pgsnap.Snapshot
     ops: list[Op] = field(default_factory=list)
 
 
-class Recorder:
-    def __init__(self, root: Path, database: Path, snapshots: Path) -> None:
-        self.root = os.path.realpath(root)
-        self.database = database
+class Commits(Protocol):
+    def poll(self) -> Any:
+        """A copy of the database if a commit completed since the last poll, else None."""
+
+    def close(self) -> None: ...
+
+
+class SqliteCommits:
+    """A copy of the SQLite file each time its ``PRAGMA data_version`` moved."""
+
+    def __init__(self, database: Path, snapshots: Path) -> None:
         self.snap_dir = snapshots
         snapshots.mkdir(parents=True, exist_ok=True)
+        self._monitor = sqlite3.connect(str(database), check_same_thread=False)
+        self._version: int | None = None
+        self.count = 0
+
+    def poll(self) -> Path | None:
+        version = self._monitor.execute("PRAGMA data_version").fetchone()[0]
+        if version == self._version:
+            return None
+        self._version = version
+        target = self.snap_dir / f"db-{self.count}.sqlite"
+        self.count += 1
+        copy = sqlite3.connect(str(target))
+        with copy:
+            self._monitor.backup(copy)
+        copy.close()
+        return target
+
+    def close(self) -> None:
+        self._monitor.close()
+
+
+class Recorder:
+    def __init__(self, root: Path, commits: Commits) -> None:
+        self.root = os.path.realpath(root)
+        self.commits = commits
         self.lock = threading.RLock()
         self.fds: dict[int, tuple[str, Any]] = {}  # fd -> ("inode", id, offset) | ("dir", path)
         self.offsets: dict[int, int] = {}
@@ -71,22 +104,14 @@ class Recorder:
         files, dirs = self._scan()
         self.names = {p: self._inode() for p in sorted(files)}
         self.log = Log(self.root, files, dirs, [])
-        self._monitor = sqlite3.connect(str(database), check_same_thread=False)
-        self._version: int | None = None
         self._db_check()
 
     # -- the database side ------------------------------------------------------------------
     def _db_check(self) -> None:
-        version = self._monitor.execute("PRAGMA data_version").fetchone()[0]
-        if version == self._version:
+        snapshot = self.commits.poll()
+        if snapshot is None:
             return
-        self._version = version
-        target = self.snap_dir / f"db-{len(self.log.snapshots)}.sqlite"
-        copy = sqlite3.connect(str(target))
-        with copy:
-            self._monitor.backup(copy)
-        copy.close()
-        self.log.snapshots.append(target)
+        self.log.snapshots.append(snapshot)
         self.log.ops.append(Op("db", snap=len(self.log.snapshots) - 1))
 
     def mark(self, kind: str, key: str, value: str | None) -> None:
@@ -135,7 +160,7 @@ class Recorder:
                 setattr(os, name, self.real[name])
             localfiles.syncfs = self.real["syncfs"]
             self._db_check()
-            self._monitor.close()
+            self.commits.close()
 
     def _open(self, path: Any, flags: int, mode: int = 0o777, *, dir_fd: Any = None) -> int:
         mine = self._mine(path)

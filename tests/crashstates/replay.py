@@ -1,10 +1,12 @@
 """Replay a crash state onto the data directory, reconcile twice, check the invariants.
 
 The state is written where the deployment's data directory was (its storage configuration
-names the bucket by absolute path): the bucket tree the crash left, the SQLite file as last
-committed before the crash, the key files as they were (written once at start-up, before
-the log). Then the reconciler runs twice — ``reconcile`` and ``collect_orphans``, what
-``memplane reconcile`` runs, with a grace period of zero — and the invariants are checked:
+names the bucket by absolute path): the bucket tree the crash left, the database as last
+committed before the crash (the SQLite file's copy, or on PostgreSQL the copied rows written
+back into the deployment's own database, pgsnap.py), the key files as they were (written
+once at start-up, before the log). Then the reconciler runs twice — ``reconcile`` and
+``collect_orphans``, what ``memplane reconcile`` runs, with a grace period of zero — and the
+invariants are checked:
 
 - I2 no acknowledged write lost: each key reads its last acknowledged value, or a value sent
   after it (a request in flight at the crash may have committed); a key whose last
@@ -36,9 +38,10 @@ from control_plane.integrity import reconcile as rec
 from control_plane.keys import subject_keys as keys
 from control_plane.memories import read as reads
 from control_plane.runtime import Runtime
+from control_plane.settings import Settings
 from storage_adapters.base import StorageError
-from tests.support.service import make_settings
 
+from . import pgsnap
 from .model import CrashState
 from .recorder import Log
 
@@ -69,16 +72,22 @@ def expectations(log: Log, point: int) -> dict[str, Expectation]:
     return found
 
 
-def restore(state: CrashState, log: Log, data_dir: Path, keep: Path) -> None:
+def restore(state: CrashState, log: Log, data_dir: Path, keep: Path,
+            settings: Settings) -> None:
     """Write the crash state over ``data_dir`` (``keep``: its files other than the bucket
-    and the database, saved when the log began)."""
+    and the database, saved when the log began) and the database as of its last commit
+    (on PostgreSQL into the deployment's own database, emptied first)."""
     shutil.rmtree(data_dir)
     shutil.copytree(keep, data_dir)
     for d in state.dirs:
         os.makedirs(d, exist_ok=True)
     for path, data in state.files:
         Path(path).write_bytes(data)
-    shutil.copyfile(log.snapshots[state.snap], data_dir / "memplane.db")
+    snapshot = log.snapshots[state.snap]
+    if isinstance(snapshot, pgsnap.Snapshot):
+        pgsnap.restore(snapshot, settings.resolved_database_url)
+    else:
+        shutil.copyfile(snapshot, data_dir / "memplane.db")
 
 
 def reconcile_twice(runtime: Runtime) -> list[str]:
@@ -167,9 +176,10 @@ def check_exports_and_checkpoints(runtime: Runtime, tenant_id: uuid.UUID, log: L
 
 
 def replay(state: CrashState, log: Log, data_dir: Path, keep: Path,
-           tenant_id: uuid.UUID) -> list[str]:
-    restore(state, log, data_dir, keep)
-    runtime = Runtime(make_settings("sqlite", data_dir))
+           tenant_id: uuid.UUID, settings: Settings) -> list[str]:
+    """``settings``: the recorded deployment's (its database, bucket and keys)."""
+    restore(state, log, data_dir, keep, settings)
+    runtime = Runtime(settings)
     try:
         errors = [f"reconcile: {e}" for e in reconcile_twice(runtime)]
         return errors + check(runtime, tenant_id, expectations(log, state.point),

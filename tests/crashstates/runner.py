@@ -17,10 +17,12 @@ import httpx
 from control_plane.audit import checkpoints
 from control_plane.audit import service as audit
 from control_plane.integrity import reconcile as rec
+from control_plane.settings import Settings
 from tests.support.service import BOOTSTRAP_KEY, ServerThread, make_settings
 
+from . import pgsnap
 from .model import crash_states
-from .recorder import Log, Recorder
+from .recorder import Commits, Log, Recorder, SqliteCommits
 from .replay import SCOPE_REF, replay
 
 # ("put", address, value) | ("delete", address) | ("gc",) | ("export", user) | ("checkpoint",)
@@ -53,12 +55,16 @@ class Outcome:
     workload: str
     operations: int = 0
     states: int = 0
+    commits: int = 0  # copies of the database the log holds
     findings: dict[str, list[str]] = field(default_factory=dict)  # finding -> crash states
 
 
-def record(steps: Sequence[Step], work: Path) -> tuple[Log, uuid.UUID]:
+def record(steps: Sequence[Step], work: Path, database: str = "sqlite"
+           ) -> tuple[Log, uuid.UUID, Settings]:
+    """``database``: "sqlite" (the embedded default) or the URL of a migrated PostgreSQL
+    database of its own (the replays write into it afterwards)."""
     data_dir = work / "data"
-    settings = make_settings("sqlite", data_dir, audit_seal_interval_seconds=3600)
+    settings = make_settings(database, data_dir, audit_seal_interval_seconds=3600)
     server = ServerThread(settings).start()
     try:
         base = f"http://127.0.0.1:{server.port}"
@@ -77,7 +83,9 @@ def record(steps: Sequence[Step], work: Path) -> tuple[Log, uuid.UUID]:
             old = time.time() - 3600
             os.utime(data_dir / "bucket" / orphan, (old, old))
         os.sync()
-        recorder = Recorder(data_dir / "bucket", data_dir / "memplane.db", work / "snaps")
+        commits: Commits = (SqliteCommits(data_dir / "memplane.db", work / "snaps")
+                            if database == "sqlite" else pgsnap.PostgresCommits(database))
+        recorder = Recorder(data_dir / "bucket", commits)
         recorder.install()
         try:
             with httpx.Client(base_url=base, timeout=30, headers={
@@ -92,7 +100,7 @@ def record(steps: Sequence[Step], work: Path) -> tuple[Log, uuid.UUID]:
     shutil.copytree(data_dir, keep, ignore=lambda d, names: [
         n for n in names if n == "bucket" or n.startswith("memplane.db")]
         if Path(d) == data_dir else [])
-    return recorder.log, tenant_id
+    return recorder.log, tenant_id, settings
 
 
 def _step(step: Step, http: httpx.Client, recorder: Recorder, runtime: Any,
@@ -127,14 +135,18 @@ def _step(step: Step, http: httpx.Client, recorder: Recorder, runtime: Any,
             rec.collect_orphans(session, runtime.plane, grace_seconds=0)
 
 
-def explore(name: str, steps: Sequence[Step], work: Path) -> Outcome:
-    log, tenant_id = record(steps, work)
+def explore(name: str, steps: Sequence[Step], work: Path, database: str = "sqlite"
+            ) -> Outcome:
+    log, tenant_id, settings = record(steps, work, database)
+    if database != "sqlite":
+        pgsnap.without_flush_waits(database)
     outcome = Outcome(name, operations=sum(1 for op in log.ops
-                                           if op.kind not in ("db", "sent", "ack")))
+                                           if op.kind not in ("db", "sent", "ack")),
+                      commits=len(log.snapshots))
     data_dir, keep = work / "data", work / "keep"
     for state in crash_states(log):
         outcome.states += 1
-        for finding in replay(state, log, data_dir, keep, tenant_id):
+        for finding in replay(state, log, data_dir, keep, tenant_id, settings):
             outcome.findings.setdefault(finding, []).append(
                 f"point {state.point}: {state.how}")
     return outcome

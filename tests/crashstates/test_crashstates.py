@@ -1,38 +1,76 @@
 """Crash states, explored (tests/crashstates/model.py): every state POSIX allows after a
 crash at any point of each workload's recorded file-system operations is replayed and
-reconciled, and the invariants hold in each. Then one test per finding the exploration
-made, each on the crash state that showed it."""
+reconciled, and the invariants hold in each, with the control plane on SQLite and on
+PostgreSQL (the durable server: the model takes a commit as durable once answered). Then one
+test per finding the exploration made, each on the crash state that showed it."""
 
 from __future__ import annotations
 
 import sqlite3
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 
 from control_plane.addresses import MemoryAddress, Scope
 from control_plane.audit import checkpoints
 from control_plane.audit import service as audit
+from control_plane.db.engine import make_engine
+from control_plane.db.migrate import upgrade
 from control_plane.db.models import AuditHead, GcCandidate
 from control_plane.integrity import reconcile
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
 from storage_adapters.local import LocalAdapter
+from tests.support.postgres import ExternalPostgres, PostgresCluster
 from tests.support.service import ServiceWorld, SimulatedCrash
 
+from . import pgsnap
 from .model import crash_states
-from .recorder import Recorder
+from .recorder import Recorder, SqliteCommits
 from .runner import WORKLOADS, explore
 
 
+@pytest.fixture(scope="module")
+def pg_template(durable_postgres: PostgresCluster | ExternalPostgres) -> str:
+    """A migrated database on the durable server, cloned for each workload."""
+    url = durable_postgres.create_database()
+    engine = make_engine(url)
+    try:
+        upgrade(engine)
+        with engine.connect() as connection:
+            shown = {name: connection.execute(text(f"SHOW {name}")).scalar()
+                     for name in ("fsync", "synchronous_commit")}
+    finally:
+        engine.dispose()
+    assert shown == {"fsync": "on", "synchronous_commit": "on"}  # the model's premise
+    return url
+
+
+@pytest.fixture
+def control_plane(request: pytest.FixtureRequest) -> Iterator[str]:
+    """"sqlite", or a fresh PostgreSQL database of the workload's own (dropped after)."""
+    if request.param == "sqlite":
+        yield "sqlite"
+        return
+    url = pgsnap.clone(request.getfixturevalue("pg_template"))
+    try:
+        yield url
+    finally:
+        pgsnap.drop(url)
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("control_plane", ["sqlite", pytest.param(
+    "postgres", marks=pytest.mark.postgres)], indirect=True)
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_every_crash_state_of_the_workload_reconciles_to_the_invariants(
-        name: str, tmp_path: Path) -> None:
-    outcome = explore(name, WORKLOADS[name], tmp_path)
+        name: str, control_plane: str, tmp_path: Path) -> None:
+    outcome = explore(name, WORKLOADS[name], tmp_path, control_plane)
     assert outcome.operations >= 5  # the recording saw the workload's bucket operations
+    assert outcome.commits >= 2  # and the database's commits between them
     assert outcome.states >= 10
     assert outcome.findings == {}
 
@@ -41,7 +79,7 @@ def _recorded(tmp_path: Path) -> tuple[LocalAdapter, Recorder]:
     database = tmp_path / "empty.sqlite"
     sqlite3.connect(database).close()
     adapter = LocalAdapter(tmp_path / "bucket")
-    recorder = Recorder(tmp_path / "bucket", database, tmp_path / "snaps")
+    recorder = Recorder(tmp_path / "bucket", SqliteCommits(database, tmp_path / "snaps"))
     recorder.install()
     return adapter, recorder
 
