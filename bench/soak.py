@@ -101,7 +101,11 @@ class Soak:
 
     # --- backends and server -------------------------------------------------------------
     def _start(self) -> None:
-        self.pg = PostgresCluster(durable=True).start()
+        # What PostgreSQL itself saw of a stall: statements over 1 s, lock waits over 1 s, and
+        # each checkpoint with its write and sync times (the figures' ``database_log``).
+        self.pg = PostgresCluster(durable=True, settings=(
+            "log_min_duration_statement=1000", "log_lock_waits=on", "deadlock_timeout=1s",
+            "log_checkpoints=on")).start()
         self.moto = MotoServer()
         self.moto.start()
         config = new_s3_bucket(self.moto)
@@ -444,6 +448,7 @@ class Soak:
             "server_log": str(self.log),
             "slow_requests": self.probes.slow_requests(
                 [op.request_id for op in errors if op.status == 0 and op.request_id]),
+            "database_log": self.probes.database_log(),
             "errors": Counter(f"{op.kind}:{op.status}:{op.error}" for op in errors)
             .most_common(10),
             "readback": readback, "rss_kb": {"warm": rss_warm, "end": rss_end,

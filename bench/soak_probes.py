@@ -171,3 +171,37 @@ class ServerProbes:
                                "duration_ms": by_id[i].get("duration_ms")}
                               for i in gave_up if i in by_id],
         }
+
+    def database_log(self) -> dict[str, Any]:
+        """What PostgreSQL logged of slowness (the soak starts it with
+        ``log_min_duration_statement=1000``, ``log_lock_waits`` after 1 s and
+        ``log_checkpoints``): statements over 1 s (count, slowest, the commonest first words;
+        never their parameters), lock waits over 1 s, and the checkpoints' longest sync and
+        total times. Commits that waited on the WAL's flush show as slow ``COMMIT``s."""
+        try:
+            lines = self.pg.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return {}
+        statements: list[tuple[float, str]] = []
+        syncs, totals, waits = [], [], 0
+        for line in lines:
+            if (m := _PG_DURATION.search(line)) is not None:
+                statements.append((float(m[1]), " ".join(m[2].split()[:4])[:60]))
+            elif "still waiting for" in line:
+                waits += 1
+            elif (c := _PG_CHECKPOINT.search(line)) is not None:
+                syncs.append(float(c[1]))
+                totals.append(float(c[2]))
+        return {
+            "slow_statements": len(statements),
+            "slowest_ms": max((ms for ms, _ in statements), default=0.0),
+            "statements": dict(Counter(text for _, text in statements).most_common(6)),
+            "lock_waits": waits,
+            "checkpoints": len(syncs),
+            "checkpoint_sync_max_s": max(syncs, default=0.0),
+            "checkpoint_total_max_s": max(totals, default=0.0),
+        }
+
+
+_PG_DURATION = re.compile(r"duration: ([\d.]+) ms\s+(?:statement|execute [^:]*): (.*)")
+_PG_CHECKPOINT = re.compile(r"checkpoint complete:.* sync=([\d.]+) s, total=([\d.]+) s")

@@ -38,8 +38,11 @@ class PostgresCluster:
     """``durable=False`` (the default, for speed) turns off fsync and synchronous commit, so a
     crash of this server can lose its last commits: tests that crash PostgreSQL need durable."""
 
-    def __init__(self, *, durable: bool = False) -> None:
+    def __init__(self, *, durable: bool = False, settings: tuple[str, ...] = ()) -> None:
+        """``settings``: more ``name=value`` server settings (the soak logs its slow
+        statements, lock waits and checkpoints with them)."""
         self.durable = durable
+        self.settings = settings
         self.port = free_port()
         self.root = Path(tempfile.mkdtemp(prefix="memplane-pg-"))
         self.data = self.root / "data"
@@ -64,9 +67,15 @@ class PostgresCluster:
             options += " -c fsync=on -c synchronous_commit=on -c full_page_writes=on"
         else:
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        options += "".join(f" -c {setting}" for setting in self.settings)
         self._run(_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"), "-w",
                   "-o", options, "start")
         return self
+
+    @property
+    def log_path(self) -> Path:
+        """The server's own log (``pg_ctl -l``)."""
+        return self.root / "log"
 
     def halt(self) -> None:
         """Stop the server at once, as a crash would; the data stays for resume()."""
