@@ -7,12 +7,15 @@ and the session's transaction before and after."""
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
 from sqlalchemy import exc as sa_exc
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text, update
 
 from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.base import new_id, utcnow
@@ -239,3 +242,56 @@ def test_a_batch_answers_in_the_order_of_its_requests(world: ServiceWorld) -> No
         r.pointer_id for r in requests]
     with pytest.raises(dataclasses.FrozenInstanceError):
         outcomes[0].blocked_by = new_id()  # type: ignore[misc]
+
+
+def _lock_waiters(world: ServiceWorld) -> int:
+    with world.runtime.engine.connect() as conn:
+        return conn.scalar(text(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock'")) or 0
+
+
+def _until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 60  # only a hang waits this long
+    while not condition():
+        assert time.monotonic() < deadline, "the batch never queued on the row lock"
+        time.sleep(0.02)
+
+
+@pytest.mark.databases("postgres")
+def test_two_batches_naming_the_same_rows_in_opposite_orders_lock_them_in_one_order(
+        world: ServiceWorld) -> None:
+    """A holds row ``a``; batch 1 (``a``, ``b``) queues on it, then batch 2 (``b``, ``a``).
+    Both lock in address order, so batch 2 also queues on ``a`` holding nothing, and once A
+    lets go both land; locking ``b`` first would deadlock it with batch 1."""
+    a, b = (MemoryAddress.parse(Scope.user, "u1", key) for key in ("a", "b"))
+    ids = {}
+    for address in (a, b):
+        created = _commit(world, _request(world, address))
+        assert created.pointer is not None
+        ids[address] = created.pointer.id
+    outcomes: dict[int, list[WriteOutcome]] = {}
+    errors: list[BaseException] = []
+
+    def batch(n: int, order: tuple[MemoryAddress, ...]) -> None:
+        try:
+            with world.runtime.sessions() as session:
+                outcomes[n] = hotpath_commit.commit_writes(
+                    session, [_request(world, address) for address in order])
+        except BaseException as exc:  # reported by the test below
+            errors.append(exc)
+
+    with world.runtime.engine.connect() as holder:
+        holder.execute(select(MemoryPointer.id).where(MemoryPointer.id == ids[a])
+                       .with_for_update())
+        threads = [threading.Thread(target=batch, args=(1, (a, b))),
+                   threading.Thread(target=batch, args=(2, (b, a)))]
+        for n, thread in enumerate(threads, start=1):
+            thread.start()
+            _until(lambda n=n: _lock_waiters(world) >= n)  # type: ignore[misc]
+        holder.rollback()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    assert [[o.pointer is not None for o in outcomes[n]] for n in (1, 2)] == [[True] * 2] * 2
+    assert [_row(world, ids[x])["version"] for x in (a, b)] == [3, 3]  # type: ignore[index]
