@@ -242,6 +242,22 @@ def test_a_batch_answers_in_the_order_of_its_requests(world: ServiceWorld) -> No
         r.pointer_id for r in requests]
     with pytest.raises(dataclasses.FrozenInstanceError):
         outcomes[0].blocked_by = new_id()  # type: ignore[misc]
+    one = _request(world, MemoryAddress.parse(Scope.user, "u3", "only"))
+    with world.runtime.sessions() as session:  # a batch of one
+        assert [o.pointer.id if o.pointer else None
+                for o in hotpath_commit.commit_writes(session, [one])] == [one.pointer_id]
+
+
+@pytest.mark.databases("postgres")
+def test_a_batch_statement_takes_one_tenants_writes_only(world: ServiceWorld) -> None:
+    with world.runtime.sessions() as session:
+        other, _ = create_tenant(session, f"t-{uuid.uuid4().hex[:8]}")
+    mine = _request(world, MemoryAddress.parse(Scope.user, "u1", "k"))
+    theirs = dataclasses.replace(mine, tenant_id=other.id, pointer_id=new_id())
+    before = _pointers(world)
+    with world.runtime.sessions() as session, pytest.raises(ValueError):
+        hotpath_commit.commit_writes(session, [mine, theirs])
+    assert _pointers(world) == before
 
 
 def _lock_waiters(world: ServiceWorld) -> int:
