@@ -31,6 +31,7 @@ from sqlalchemy import (
     case,
     func,
     literal,
+    literal_column,
     select,
     text,
     tuple_,
@@ -74,7 +75,7 @@ def _live_key_of(subject_user: Any) -> Any:
                 K.c.scope_ref == func.coalesce(subject_user, SCOPE_REF))
 
 
-_one = select(literal(1).label("one")).subquery("one")
+_one = select(literal_column("1").label("one")).subquery("one")
 _write_subject = func.coalesce(META_USER, P.c.subject_user_id)
 _blocked = (select(E.c.job_id)
             .where(E.c.tenant_id == TENANT,
@@ -104,6 +105,10 @@ class KeyRow:
     scope_ref: str
     wrapped_key: bytes | None
     kek_version_id: uuid.UUID
+
+
+# What a read's lookup finds at an address: the pointer, and its subject's live key (if any).
+Found = tuple[MemoryPointer, KeyRow | None]
 
 
 @dataclass(frozen=True)
@@ -166,11 +171,11 @@ def _write_lookup(row: Any) -> WriteLookup:
 
 
 def lookup_for_read(session: Session, tenant_id: uuid.UUID,
-                    address: MemoryAddress) -> tuple[MemoryPointer, KeyRow | None] | None:
+                    address: MemoryAddress) -> Found | None:
     rows = one_statement(session, LOOKUP_READ, address_params(tenant_id, address))
     if not rows:
         return None
-    row = rows[0]
+    (row,) = rows  # the address is unique
     key = None if row.key_id is None else KeyRow(row.key_id, "", "", bytes(row.wrapped_key),
                                                  row.kek_version_id)
     return pointer_of(row), key
@@ -228,7 +233,7 @@ class ReadRow:
 
 def lookup_for_read_logged(session: Session, tenant_id: uuid.UUID, address: MemoryAddress,
                            expected_key: uuid.UUID | None, row: ReadRow
-                           ) -> tuple[tuple[MemoryPointer, KeyRow | None] | None, bool]:
+                           ) -> tuple[Found | None, bool]:
     """``lookup_for_read`` that also appends the read's audit row when it can (see
     ``READ_LOGGED_POSTGRES``): the lookup, and whether the row went in. PostgreSQL only."""
     rows = one_statement(session, READ_LOGGED_POSTGRES, address_params(tenant_id, address) | {
@@ -237,7 +242,7 @@ def lookup_for_read_logged(session: Session, tenant_id: uuid.UUID, address: Memo
         "v_detail": row.detail[:2000], "v_request_id": row.request_id, "v_now": row.now})
     if not rows:
         return None, False
-    found = rows[0]
+    (found,) = rows  # the address is unique
     key = None if found.key_id is None else KeyRow(found.key_id, "", "",
                                                    bytes(found.wrapped_key),
                                                    found.kek_version_id)
@@ -252,10 +257,10 @@ _BATCH_KEY = and_(K.c.tenant_id == P.c.tenant_id, K.c.destroyed_at.is_(None),
 
 def lookup_many_for_read(session: Session, tenant_id: uuid.UUID,
                          addresses: list[MemoryAddress]
-                         ) -> dict[MemoryAddress, tuple[MemoryPointer, KeyRow | None]]:
+                         ) -> dict[MemoryAddress, Found]:
     """``lookup_for_read`` for many addresses (a batch's gets) in one statement; an address
     without a pointer is absent from the answer."""
-    found: dict[MemoryAddress, tuple[MemoryPointer, KeyRow | None]] = {}
+    found: dict[MemoryAddress, Found] = {}
     if not addresses:
         return found
     statement = (select(P, K.c.id.label("key_id"), K.c.wrapped_key, K.c.kek_version_id)

@@ -274,7 +274,7 @@ def _write_sqlite(conn: Connection, params: dict[str, Any]) -> WriteOutcome:
         updated = direct.execute_sqlite(conn, _SQLITE_UPDATE, params)
         if not updated:
             return WriteOutcome(None, None, None)
-        row = updated[0]
+        (row,) = updated  # by its id: one row
         superseded = (check.storage_config_id, check.storage_path)
     direct.execute_sqlite(conn, _SQLITE_AUDIT, {
         "tenant_id": params["v_tenant"], "pointer_id": row.id,

@@ -176,4 +176,5 @@ def write_rows(requests: Sequence[WriteRequest]) -> dict[str, Any]:
             "now": r.now.isoformat(), "accessor_type": r.accessor_type,
             "accessor_id": r.accessor_id, "accessor_agent": r.accessor_agent_id,
             "request_id": r.request_id, "existed": r.existed})
-    return {"v_tenant": requests[0].tenant_id, "v_rows": direct.json_text(rows)}
+    (tenant_id,) = {r.tenant_id for r in requests}  # one tenant's: its id guards every row
+    return {"v_tenant": tenant_id, "v_rows": direct.json_text(rows)}
