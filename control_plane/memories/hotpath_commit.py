@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
     JSON,
     Boolean,
-    Connection,
     String,
     Uuid,
     and_,
@@ -245,22 +245,23 @@ def commit_write(session: Session, request: WriteRequest) -> WriteOutcome:
 
 def _commit_write_sqlite(session: Session, params: dict[str, Any]) -> WriteOutcome:
     """A write transaction of its own (``BEGIN IMMEDIATE``) on a pooled connection, not the
-    session's: the write lock is held for three statements and as little Python as can be."""
+    session's, straight on the driver (``direct.sqlite_write``): the write lock is held for
+    three statements and as little Python as can be."""
     if session.in_transaction():
         session.commit()
-    engine = session.get_bind().engine
-    with engine.connect().execution_options(sqlite_begin="IMMEDIATE") as conn:
-        with conn.begin() as transaction:
-            outcome = _write_sqlite(conn, params)
-            if outcome.pointer is None:
-                transaction.rollback()
+    with direct.sqlite_write(session.get_bind().engine) as transaction:
+        outcome = _write_sqlite(transaction.execute, params)
+        if outcome.pointer is None:
+            transaction.rollback()
     return outcome
 
 
-def _write_sqlite(conn: Connection, params: dict[str, Any]) -> WriteOutcome:
-    """One write's statements in the open write transaction (no commit): the checks in one
-    statement, the row's insert or update, its audit row."""
-    (check,) = direct.execute_sqlite(conn, _SQLITE_CHECK, params)
+def _write_sqlite(execute: Callable[[Any, dict[str, Any]], list[Any]],
+                  params: dict[str, Any]) -> WriteOutcome:
+    """One write's statements in the open write transaction (no commit), each run by
+    ``execute(statement, params)``: the checks in one statement, the row's insert or update,
+    its audit row."""
+    (check,) = execute(_SQLITE_CHECK, params)
     if check.blocked_by is not None:
         return WriteOutcome(None, None, check.blocked_by)
     if check.refused:
@@ -268,15 +269,15 @@ def _write_sqlite(conn: Connection, params: dict[str, Any]) -> WriteOutcome:
     if check.id is None:
         if params["v_existed"]:  # the row the object was sealed for has gone
             return WriteOutcome(None, None, None)
-        (row,) = direct.execute_sqlite(conn, _SQLITE_INSERT, params)
+        (row,) = execute(_SQLITE_INSERT, params)
         superseded = None
     else:
-        updated = direct.execute_sqlite(conn, _SQLITE_UPDATE, params)
+        updated = execute(_SQLITE_UPDATE, params)
         if not updated:
             return WriteOutcome(None, None, None)
         (row,) = updated  # by its id: one row
         superseded = (check.storage_config_id, check.storage_path)
-    direct.execute_sqlite(conn, _SQLITE_AUDIT, {
+    execute(_SQLITE_AUDIT, {
         "tenant_id": params["v_tenant"], "pointer_id": row.id,
         "accessor_type": params["v_accessor_type"], "accessor_id": params["v_accessor_id"],
         "agent_id": params["v_accessor_agent"],
@@ -311,8 +312,12 @@ def commit_writes(session: Session, requests: list[WriteRequest]) -> list[WriteO
         begin_write(session)
         try:
             conn = session.connection()
+
+            def execute(statement: Any, params: dict[str, Any]) -> list[Any]:
+                return direct.execute_sqlite(conn, statement, params)
+
             for i in order:
-                outcomes[i] = _write_sqlite(conn, requests[i].params())
+                outcomes[i] = _write_sqlite(execute, requests[i].params())
             session.commit()
         finally:
             if session.in_transaction():
