@@ -10,18 +10,19 @@ from typing import Any
 
 import pytest
 from pydantic import SecretStr
-from sqlalchemy import insert, update
+from sqlalchemy import insert, select, update
 
 from control_plane.addresses import MemoryAddress, Scope
 from control_plane.audit import checkpoints
 from control_plane.audit import service as audit
 from control_plane.db.base import new_id, utcnow
-from control_plane.db.models import AuditHead, MemoryPointer
+from control_plane.db.models import AuditHead, MemoryPointer, SubjectKey
 from control_plane.integrity.reconcile import ReconcileReport, reconcile
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.observability.metrics import Metrics
-from tests.support.crypto import tampered
+from control_plane.plane.kek_providers import KeyUnavailable
+from tests.support.crypto import keyring, tampered
 from tests.support.service import ServiceWorld
 
 from .helpers import (
@@ -113,6 +114,26 @@ def test_a_pending_write_the_bucket_cannot_answer_for_stays_pending(world: Servi
         assert [r[3] for r in audit_rows(world, "reconcile")] == [fine.id]
     finally:
         loop.unlink()
+
+
+def test_a_pending_write_whose_key_service_is_down_stays_pending(
+        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    where = target(world)
+    waiting = pointer(world, where, "waiting", "pending_write")
+    ring = keyring(world.runtime)
+
+    def down(*args: object) -> bytes:
+        raise KeyUnavailable("KMS unreachable")
+
+    monkeypatch.setattr(ring.provider("local"), "unwrap", down)
+    with world.runtime.sessions() as session:
+        ring.cache.forget(list(session.scalars(select(SubjectKey.id).where(
+            SubjectKey.tenant_id == world.tenant_id))))
+    assert counts(run(world)) == (0, 0, 0, 0, 0, [f"{waiting.id}: KeyServiceUnavailable"])
+    assert statuses(world) == {"waiting": "pending_write"}
+    assert listed(where) == {waiting.storage_path}
+    monkeypatch.undo()
+    assert counts(run(world)) == (1, 0, 0, 0, 0, [])
 
 
 def test_a_pending_write_overwritten_or_removed_meanwhile_is_left_as_its_writer_left_it(
