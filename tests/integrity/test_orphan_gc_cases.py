@@ -224,3 +224,18 @@ def test_what_gc_does_is_counted_in_the_metrics(world: ServiceWorld,
                                                  {"outcome": outcome})
 
     assert (sample("marked"), sample("deleted"), sample("rescued")) == (2.0, 2.0, 1.0)
+
+
+def test_orphans_are_marked_and_swept_in_batches_of_a_thousand(world: ServiceWorld) -> None:
+    where = target(world)
+    folder = file_of(where, where.path("memories/user/u1/z"))
+    folder.mkdir(parents=True)
+    stamp = (utcnow() - 2 * HOUR).timestamp()
+    for n in range(1001):  # written straight into the bucket: a thousand and one crashes
+        (folder / f"{n:04}.json").write_bytes(b"left by a crash")
+        os.utime(folder / f"{n:04}.json", (stamp, stamp))
+    assert gc(world, collect_orphans) == counts(scanned=1001, marked=1001,
+                                                orphans_deleted=1001)
+    assert [r[4].split(" ", 2)[:2] for r in audit_rows(world, "gc_mark", "gc")] == [
+        ["marked", "1000"], ["marked", "1"], ["deleted", "1000"], ["deleted", "1"]]
+    assert listed(where) == set()
