@@ -154,7 +154,10 @@ def _settle_writes(session: Session, plane: DataPlane, before, tenant_id, report
                 continue
             session.commit()
             begin_write(session)
-            row = session.get(MemoryPointer, pointer.id, with_for_update=True)
+            # Read again: the session keeps objects across commits, and a writer may have
+            # overwritten or removed the row since it was listed.
+            row = session.get(MemoryPointer, pointer.id, with_for_update=True,
+                              populate_existing=True)
             if row is None or row.sync_status != "pending_write":
                 session.rollback()
                 continue
