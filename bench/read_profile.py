@@ -168,6 +168,8 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=256)
     parser.add_argument("--pyspy", type=Path)
     args = parser.parse_args()
+    if args.pyspy and not Path(sys.executable).with_name("py-spy").exists():
+        parser.error("--pyspy needs py-spy in this environment: .venv/bin/pip install py-spy")
     backends = Backends()
     stacks = [MemplaneStack(backends, args.database, "local") for _ in range(2)]
     try:
