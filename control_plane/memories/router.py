@@ -26,6 +26,7 @@ from . import batch as batches
 from . import service as memories
 from . import ttl_refresh
 from .batch_gets import check_values_page, listed_values
+from .plain_params import plain_route
 from .schemas import (
     AppendIn,
     Cleared,
@@ -105,7 +106,6 @@ def set_memory(scope: Scope, scope_ref: str, key: str, body: MemoryIn, request: 
                                           access=call.caller.access))
 
 
-@router.get("/v1/memories/{scope}/{scope_ref}/{key}", response_model=MemoryOut)
 def get_memory(scope: Scope, scope_ref: str, key: str, request: Request,
                refresh_ttl: Annotated[bool, Query(description=_REFRESH)] = False) -> Response:
     """Read a memory: the value from the tenant's bucket, verified against the pointer's SHA-256,
@@ -119,6 +119,26 @@ def get_memory(scope: Scope, scope_ref: str, key: str, request: Request,
         if refresh_ttl:
             ttl_refresh.restart_answers(call.session, call.caller.actor.tenant_id, [answer])
     return json_of(answer)
+
+
+_SCOPES = {scope.value: scope for scope in Scope}
+_REFRESH_QUERY = {b"": False, b"refresh_ttl=false": False, b"refresh_ttl=true": True}
+
+
+def _plain_read(request: Request) -> dict[str, object] | None:
+    """A read's parameters when they need no checking beyond the router's match: a known
+    scope, and no query string or only ``refresh_ttl=true|false`` (see plain_params)."""
+    path = request.scope["path_params"]
+    scope = _SCOPES.get(path["scope"])
+    refresh = _REFRESH_QUERY.get(request.scope["query_string"])
+    if scope is None or refresh is None:
+        return None
+    return {"scope": scope, "scope_ref": path["scope_ref"], "key": path["key"],
+            "refresh_ttl": refresh}
+
+
+router.add_api_route("/v1/memories/{scope}/{scope_ref}/{key}", get_memory, methods=["GET"],
+                     response_model=MemoryOut, route_class_override=plain_route(_plain_read))
 
 
 @router.post("/v1/memories/{scope}/{scope_ref}/{key}/append", response_model=PointerOut)

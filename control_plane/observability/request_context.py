@@ -9,6 +9,7 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import unquote
 
 from starlette.concurrency import run_in_threadpool
@@ -26,6 +27,7 @@ _SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 _KEEP_ENCODED = re.compile(r"(%2[fF]|%25)")
 _CHECK_INLINE_BYTES = 256 * 1024
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_SERIES_KEPT = 10_000  # past this (methods made up by clients), labels() is asked each time
 
 
 class RequestContext:
@@ -50,6 +52,7 @@ class RequestContext:
         self.metrics = metrics
         self.max_body_bytes = max_body_bytes
         self._metrics_token = metrics_token.encode() if metrics_token else None
+        self._by_labels: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -57,8 +60,11 @@ class RequestContext:
             return
         raw_path = scope.get("raw_path")
         if raw_path:
-            parts = _KEEP_ENCODED.split(raw_path.decode("latin-1").split("?", 1)[0])
-            scope["path"] = "".join(p if i % 2 else unquote(p) for i, p in enumerate(parts))
+            path = raw_path.decode("latin-1").split("?", 1)[0]
+            if b"%" in raw_path:  # else nothing to decode (what the server made of it too)
+                parts = _KEEP_ENCODED.split(path)
+                path = "".join(p if i % 2 else unquote(p) for i, p in enumerate(parts))
+            scope["path"] = path
         incoming = _header(scope, b"x-request-id")
         request_id = incoming if incoming and _SAFE_REQUEST_ID.match(incoming) \
             else token_bytes(16).hex()
@@ -105,15 +111,33 @@ class RequestContext:
             route = scope.get("route")
             template = getattr(route, "path", "unmatched")
             method = scope.get("method", "")
-            self.metrics.requests.labels(method, template, str(status)).inc()
-            self.metrics.latency.labels(method, template).observe(elapsed)
-            fields = {"method": method, "route": template, "status": status,
-                      "duration_ms": round(elapsed * 1000, 2)}
+            count, latency = self._series(method, template, status)
+            count.inc()
+            latency.observe(elapsed)
             if elapsed >= self.slow_seconds:  # at the default level, with the request id
-                access_log.warning("slow request", extra=fields)
-            else:
-                access_log.info("request", extra=fields)
+                access_log.warning("slow request", extra=self._fields(
+                    method, template, status, elapsed))
+            elif access_log.isEnabledFor(logging.INFO):
+                access_log.info("request", extra=self._fields(method, template, status, elapsed))
             request_id_var.reset(token)
+
+    @staticmethod
+    def _fields(method: str, template: str, status: int, elapsed: float) -> dict[str, Any]:
+        return {"method": method, "route": template, "status": status,
+                "duration_ms": round(elapsed * 1000, 2)}
+
+    def _series(self, method: str, template: str, status: int) -> tuple[Any, Any]:
+        """The request counter's and latency histogram's series of a method, route and
+        status, kept (``labels()`` checks its arguments and takes a lock on every call). As
+        many as prometheus-client keeps itself: one per combination seen."""
+        key = (method, template, status)
+        series = self._by_labels.get(key)
+        if series is None:
+            series = (self.metrics.requests.labels(method, template, str(status)),
+                      self.metrics.latency.labels(method, template))
+            if len(self._by_labels) < _SERIES_KEPT:
+                self._by_labels[key] = series
+        return series
 
     def _refuse_metrics(self, scope: Scope) -> _Refusal | None:
         if self._metrics_token is None or scope.get("path") != "/metrics":

@@ -83,3 +83,35 @@ def test_changes_made_after_a_commit_are_committed_by_the_next(tmp_path: Path) -
     with factory() as session:
         assert session.execute(text("SELECT n FROM k WHERE id = 2")).scalar_one() == 3
     engine.dispose()
+
+
+def test_close_with_nothing_open_releases_nothing_and_the_session_goes_on(
+        tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    session = make_session_factory(engine)()
+    kept_map = session.identity_map
+    session.close()  # nothing open: returns at once, the same (empty) identity map kept
+    assert session.identity_map is kept_map
+    assert session.execute(text("SELECT 1")).scalar_one() == 1  # usable after close
+    assert session.in_transaction()
+    session.close()  # a transaction open: closed as SQLAlchemy closes it
+    assert not session.in_transaction()
+    assert engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+    engine.dispose()
+
+
+def test_close_detaches_the_objects_the_session_holds(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    table = Table("c", MetaData(), Column("id", Integer, primary_key=True))
+
+    class Row:
+        id: int
+
+    registry().map_imperatively(Row, table)
+    session = make_session_factory(engine)()
+    row = Row()
+    session.add(row)  # pending (adding begins a transaction)
+    session.close()
+    assert row not in session
+    assert list(session.new) == []
+    engine.dispose()
