@@ -193,6 +193,23 @@ def test_a_write_in_flight_that_is_never_recorded_is_waited_for_five_seconds(
     assert clock.sleeps == [0.05] * 6  # at 0, 1, … 5 s after the start; at 6 s it gave up
 
 
+def test_a_checkpoint_recorded_after_the_bucket_was_read_is_no_deletion(
+        world: World, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    seqs = _three(world)
+    real = checkpoints.anchors.survey
+
+    def sealer_meanwhile(*args, **kwargs):  # type: ignore[no-untyped-def]
+        found = real(*args, **kwargs)
+        assert world.anchor(at(30)) is True  # the tail, written and recorded
+        return found
+
+    monkeypatch.setattr(checkpoints.anchors, "survey", sealer_meanwhile)
+    report = world.check()
+    assert (report.ok, report.checked, report.last_seq, report.anchored_seq) == (
+        True, 3, seqs[2], seqs[2])
+    assert world.head().anchored_seq > seqs[2] and clock.sleeps == []
+
+
 @pytest.mark.parametrize("created_at", ["at twenty", 20])
 def test_a_checkpoint_whose_time_is_no_time_is_never_waited_for(
         world: World, clock: Clock, created_at: object) -> None:

@@ -93,21 +93,25 @@ def test_a_checkpoint_outside_the_active_place_is_not_settled(world: World) -> N
     assert world.head().anchored_seq < seq
 
 
-def test_a_settle_that_meets_a_new_claim_records_nothing(world: World) -> None:
+@pytest.mark.parametrize("meanwhile", ["claimed", "recorded"])
+def test_a_settle_that_meets_another_sealer_records_nothing(
+        world: World, monkeypatch: pytest.MonkeyPatch, meanwhile: str) -> None:
     seq = _crashed_before_the_record(world)
     real = checkpoints.anchors.survey
 
-    def claimed_meanwhile(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def another_sealer(*args, **kwargs):  # type: ignore[no-untyped-def]
         found = real(*args, **kwargs)
-        world.set_head(anchor_attempted_at=at(12))  # another sealer's claim
+        if meanwhile == "claimed":  # a new attempt: the checkpoint is no longer its write
+            world.set_head(anchor_attempted_at=at(12))
+        else:  # the very checkpoint, recorded by another settle
+            world.set_head(anchored_seq=seq, anchored_at=at(10))
         return found
 
-    checkpoints.anchors.survey = claimed_meanwhile
-    try:
-        assert world.settle() is False
-    finally:
-        checkpoints.anchors.survey = real
-    assert world.head().anchored_seq < seq
+    monkeypatch.setattr(checkpoints.anchors, "survey", another_sealer)
+    assert world.settle() is False
+    head = world.head()
+    assert (head.anchored_seq == seq, head.anchored_at) == (
+        (False, at(0)) if meanwhile == "claimed" else (True, at(10)))
 
 
 # -- moves -----------------------------------------------------------------------------------
