@@ -60,6 +60,27 @@ def test_nothing_is_settled_for_an_unknown_tenant_or_one_never_attempted(world: 
     assert world.settle() is False  # recorded: attempted and finished at the same moment
 
 
+def test_a_head_whose_last_write_was_recorded_is_answered_without_its_bucket(
+        world: World, tmp_path: Path) -> None:
+    own = world.move_to("", storage_type="local",
+                        connection_config={"root": str(tmp_path / "own")})
+    world.append(2)
+    assert world.anchor(at(0)) is True
+    world.append(1)  # rows since: a settle is asked for (reconcile asks for grown heads)
+    with world.sessions() as session:  # the bucket no longer opens with the server key
+        begin_write(session)
+        session.execute(update(StorageConfig).where(StorageConfig.id == own)
+                        .values(credentials_encrypted=b"sealed elsewhere"))
+        session.commit()
+    restarted = Plane(world.settings.resolved_bucket_url)
+    try:
+        with world.sessions() as session:
+            assert checkpoints.settle_unrecorded(session, restarted, world.settings,
+                                                 world.tenant) is False
+    finally:
+        restarted.close()
+
+
 def test_a_checkpoint_signed_at_another_moment_than_the_claim_is_not_settled(world: World
                                                                               ) -> None:
     seq = _crashed_before_the_record(world)
@@ -76,6 +97,29 @@ def test_a_damaged_or_unreadable_checkpoint_is_not_settled(world: World) -> None
     (world.folder() / _name(seq)).write_text("{}")
     assert world.settle() is False
     assert world.head().anchored_seq < seq
+
+
+def test_a_claim_whose_write_failed_leaves_nothing_to_settle(world: World) -> None:
+    world.append(2)
+    world.plane.faults["put:audit/checkpoints/0"] = down
+    assert world.anchor(at(0)) is False
+    del world.plane.faults["put:audit/checkpoints/0"]
+    assert world.files() == []
+    assert world.settle() is False
+    assert (world.head().anchored_seq, world.head().anchor_problem) == (0, "unreachable")
+
+
+def test_nothing_is_settled_while_a_place_a_move_record_names_cannot_be_read(world: World
+                                                                            ) -> None:
+    seq = _crashed_before_the_record(world)
+    gone = f"tenants/{world.tenant}/gone"
+    world.sign_into({**world.body(seq), "seq": 1, "moved_to": world.place(None, gone)},
+                    _name(1, moved=True))
+    world.plane.faults[f"list:{gone}/"] = down
+    assert world.settle() is False
+    assert world.head().anchored_seq < seq
+    del world.plane.faults[f"list:{gone}/"]
+    assert world.settle() is True
 
 
 def test_a_checkpoint_whose_created_at_is_no_time_is_not_settled(world: World) -> None:
