@@ -20,6 +20,8 @@ DEFAULT_SUMMARIZER_HOSTS = ("api.openai.com", "*.openai.azure.com", "api.mistral
 # digits or 22 base64 characters; the README's 64 hex digits also derive the signing key.
 SERVER_KEY_MIN_BYTES = 16
 _PLACEHOLDERS = {"", "changeme", "change-me", "secret", "memplane", "development"}
+# The longest interval a checkpoint setting takes: past it a "since then" underflows datetime.
+_A_YEAR = 365 * 24 * 3600.0
 # Threads the API runs its synchronous routes in (anyio's thread pool; create_app sets it).
 # One tenant's storage calls and waiters together may take at most half of them, all
 # tenants' together fewer than all (storage_threads).
@@ -86,7 +88,7 @@ class Settings(BaseSettings):
         "an existing file.")
     audit_seal_interval_seconds: float = Field(0.5, gt=0)
     audit_checkpoint_seconds: float = Field(
-        60.0, ge=0, description="While audit rows arrive, sign each tenant's chain head and "
+        60.0, ge=0, le=_A_YEAR, description="While audit rows arrive, sign each tenant's chain head and "
         "write it into the tenant's bucket (audit/checkpoints/) at least this often.")
     audit_log_name: str = Field(
         "memplane", pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$", description="Names this "
@@ -94,7 +96,7 @@ class Settings(BaseSettings):
         "'<name>/audit/<tenant id>' and its checkpoints are signed under the key name "
         "'<name>' (a domain name the operator owns keeps origins unique across deployments).")
     audit_tlog_checkpoint_seconds: float = Field(
-        5.0, ge=0, description="While a tenant's audit tree grows, write a signed tlog "
+        5.0, ge=0, le=_A_YEAR, description="While a tenant's audit tree grows, write a signed tlog "
         "checkpoint of it (and the consistency proof from the one before) into the tenant's "
         "bucket (audit/checkpoints/tlog/) at most this often.")
     reconcile_grace_seconds: float = Field(300.0, ge=0)

@@ -117,10 +117,16 @@ def test_a_due_anchor_with_a_recent_attempt_claims_nothing(world: World) -> None
     assert world.head().anchor_attempted_at == at(0)
 
 
-def test_tree_checkpoints_that_fail_do_not_hold_up_the_chains(tmp_path: Path) -> None:
-    # An interval so long that its cutoff falls before the first year: publishing the
-    # tree's checkpoints raises, the chain's are written all the same.
-    for world in make_world(tmp_path, audit_tlog_checkpoint_seconds=1e12):
+def test_tree_checkpoints_that_fail_do_not_hold_up_the_chains(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Publishing the tree's checkpoints raises: the chain's are written all the same.
+    from control_plane.audit import tlog_anchor
+
+    def fails(*args: object, **kwargs: object) -> None:
+        raise OverflowError("the tree's checkpoints failed")
+
+    monkeypatch.setattr(tlog_anchor, "publish_due", fails)
+    for world in make_world(tmp_path):
         seq = world.append(2)
         assert world.due(at(0)) == 1
         assert world.files() == [_name(seq)]
@@ -200,3 +206,19 @@ def test_a_sealer_that_finds_its_head_recorded_meanwhile_leaves_that_record(worl
     assert (head.anchored_seq, head.anchored_at, head.anchor_attempted_at) == (
         seq, at(7), at(7))
     assert world.body(seq)["created_at"] == at(7).isoformat()
+
+
+@pytest.mark.parametrize("name", ["audit_checkpoint_seconds", "audit_tlog_checkpoint_seconds"])
+def test_a_checkpoint_interval_over_a_year_is_refused_at_start(tmp_path: Path,
+                                                              name: str) -> None:
+    """A longer one made "now minus the interval" fall before the year 1: the tree's
+    checkpoints failed every round (logged only), the chain's raised out of the sealer."""
+    from pydantic import ValidationError
+
+    from control_plane.settings import Settings
+
+    assert getattr(Settings(data_dir=tmp_path, **{name: 365 * 24 * 3600}), name) == 31536000
+    with pytest.raises(ValidationError) as refused:
+        Settings(data_dir=tmp_path, **{name: 1e12})
+    [error] = refused.value.errors()
+    assert (error["loc"], error["type"]) == ((name,), "less_than_equal")
