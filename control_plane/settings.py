@@ -88,8 +88,8 @@ class Settings(BaseSettings):
         "an existing file.")
     audit_seal_interval_seconds: float = Field(0.5, gt=0)
     audit_checkpoint_seconds: float = Field(
-        60.0, ge=0, le=_A_YEAR, description="While audit rows arrive, sign each tenant's chain head and "
-        "write it into the tenant's bucket (audit/checkpoints/) at least this often.")
+        60.0, ge=0, le=_A_YEAR, description="While audit rows arrive, sign each tenant's chain "
+        "head and write it into the tenant's bucket (audit/checkpoints/) at least this often.")
     audit_log_name: str = Field(
         "memplane", pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$", description="Names this "
         "deployment's audit transparency logs: a tenant's log has the origin "
