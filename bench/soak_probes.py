@@ -146,19 +146,20 @@ class ServerProbes:
         """The server's ``slow request`` warnings (``MEMPLANE_SLOW_REQUEST_SECONDS``, 5 s by
         default), read from its log: how many, the slowest, per route; and of the requests
         the client gave up on (``gave_up``, their request ids), those the server finished
-        late and how long each took there. One it never logged was still running at the end,
-        or never reached the server."""
+        late and how long each took there (one it never logged was still running at the end,
+        or never reached the server); and the ``event loop late`` warnings."""
         import json
 
         output = self.server.output
         lines = output.read_text(errors="replace").splitlines() if output else []
-        slow = []
+        slow, late = [], []
         for line in lines:
-            if '"slow request"' in line:
-                try:
-                    slow.append(json.loads(line))
-                except ValueError:
-                    continue
+            for marker, into in (('"slow request"', slow), ('"event loop late"', late)):
+                if marker in line:
+                    try:
+                        into.append(json.loads(line))
+                    except ValueError:
+                        continue
         routes = Counter(f"{r.get('method')} {r.get('route')}" for r in slow)
         by_id = {r.get("request_id"): r for r in slow}
         return {
@@ -170,6 +171,12 @@ class ServerProbes:
                                "status": by_id[i].get("status"),
                                "duration_ms": by_id[i].get("duration_ms")}
                               for i in gave_up if i in by_id],
+            # the loop's stalls (observability/loop_lag.py), the longest with the CPU the
+            # process and the loop's thread used while it lasted
+            "loop_late": {"count": len(late), "worst": max(
+                ({k: r.get(k) for k in ("time", "late_ms", "process_cpu_ms",
+                                        "loop_thread_cpu_ms")} for r in late),
+                key=lambda r: float(r["late_ms"] or 0), default=None)},
         }
 
     def database_log(self) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import inspect
 import logging
@@ -38,6 +39,7 @@ from .key_gate import check_key
 from .keys.router import router as keys_router
 from .knowledge.router import router as knowledge_router
 from .memories.router import router as memories_router
+from .observability.loop_lag import LoopWatch
 from .observability.metrics import Metrics
 from .observability.request_context import RequestContext
 from .remember.router import router as remember_router
@@ -96,9 +98,11 @@ def create_app(settings: Settings | None = None, *, background_process: bool = F
         # it a few times a minute under load (~50 µs a request, averaged).
         gc.collect()
         gc.freeze()
+        watch = asyncio.create_task(LoopWatch(app.state.metrics.loop_lag).run())
         try:
             yield
         finally:
+            watch.cancel()
             gc.unfreeze()
             runtime.close()
 

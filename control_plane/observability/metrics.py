@@ -63,6 +63,12 @@ class Metrics:
         self.gc_objects = Counter(
             "memplane_gc_objects", "Objects the orphan GC handled, by outcome (marked, "
             "deleted, rescued)", ["outcome"], registry=self.registry)
+        # How late the event loop's timer woke (observability/loop_lag.py).
+        self.loop_lag = Histogram(
+            "memplane_event_loop_lag_seconds", "How late the event loop woke from a timer "
+            "of 0.25 s: time every request waited on the loop meanwhile",
+            registry=self.registry,
+            buckets=(.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
         self._database = _DatabaseGauges()
         self.registry.register(self._database)
 

@@ -28,6 +28,10 @@ def test_slow_requests_are_counted_and_matched_to_the_ones_the_client_gave_up_on
         '{"level": "warning", "message": "indexing failed", "request_id": null}',
         _line("soak-9", memory, 6001.0, 503),
         _line("soak-12", "/v1/events", 5200.0),
+        json.dumps({"time": "t1", "message": "event loop late", "late_ms": 1200.0,
+                    "process_cpu_ms": 1150.0, "loop_thread_cpu_ms": 1190.5}),
+        json.dumps({"time": "t2", "message": "event loop late", "late_ms": 8600.0,
+                    "process_cpu_ms": 12.0, "loop_thread_cpu_ms": 3.1}),
         '{"message": "slow request", "request_id": "soak-13", ',  # cut short: skipped
     ]) + "\n")
     probes = ServerProbes(cast(Any, SimpleNamespace(output=log)), cast(Any, None), "db",
@@ -38,6 +42,9 @@ def test_slow_requests_are_counted_and_matched_to_the_ones_the_client_gave_up_on
         "client_gave_up": 2,
         "finished_late": [{"request_id": "soak-7", "route": memory, "status": 200,
                            "duration_ms": 21034.5}],
+        "loop_late": {"count": 2, "worst": {"time": "t2", "late_ms": 8600.0,
+                                            "process_cpu_ms": 12.0,
+                                            "loop_thread_cpu_ms": 3.1}},
     }
 
 
