@@ -57,6 +57,18 @@ def _compile(engine: Engine, statement: ClauseElement) -> Compiled:
     return found
 
 
+def pooled_raw(engine: Engine) -> Any:
+    """A pooled connection of ``engine`` (close it to give it back). Unlike ``connect()``,
+    ``raw_connection()`` leaves a driver error unwrapped: it is raised as SQLAlchemy's, as a
+    Session would, so callers tell a lost database from a refused statement the usual way."""
+    dbapi_error = engine.dialect.loaded_dbapi.Error
+    try:
+        return engine.raw_connection()
+    except dbapi_error as exc:
+        raise sa_exc.DBAPIError.instance(None, None, exc, dbapi_error,
+                                         dialect=engine.dialect) from exc
+
+
 def run(engine: Engine, statement: ClauseElement, params: dict[str, Any], *,
         expect: int | None = None) -> list[Any]:
     """Execute ``statement`` with ``params`` in a transaction of its own; its rows. With
@@ -65,11 +77,7 @@ def run(engine: Engine, statement: ClauseElement, params: dict[str, Any], *,
     compiled = _compile(engine, statement)
     values = compiled.construct_params(params)
     dbapi_error = engine.dialect.loaded_dbapi.Error
-    try:
-        raw = engine.raw_connection()  # unlike connect(), leaves driver errors unwrapped
-    except dbapi_error as exc:
-        raise sa_exc.DBAPIError.instance(None, None, exc, dbapi_error,
-                                         dialect=engine.dialect) from exc
+    raw = pooled_raw(engine)
     from psycopg.rows import namedtuple_row  # only PostgreSQL servers get here: [postgres]
 
     driver = raw.driver_connection
@@ -214,12 +222,7 @@ def sqlite_write(engine: Engine) -> Iterator[SqliteWrite]:
     its outcome unknown to the caller)."""
     from .engine import sqlite_writers
 
-    dbapi_error = engine.dialect.loaded_dbapi.Error
-    try:
-        raw = engine.raw_connection()
-    except dbapi_error as exc:
-        raise sa_exc.DBAPIError.instance(None, None, exc, dbapi_error,
-                                         dialect=engine.dialect) from exc
+    raw = pooled_raw(engine)
     driver: Any = raw.driver_connection
     writers = sqlite_writers(engine)
     try:

@@ -34,6 +34,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 
+from ..db.direct import pooled_raw
 from ..db.models import EmbedderConfig, MemoryPointer, RetentionPolicy, SearchSegment
 from ..identity import Access
 
@@ -293,11 +294,7 @@ class LiveQuery:
             values = {**values, **audit}
             sql, make = self._audited_sql()
         dbapi_error = engine.dialect.loaded_dbapi.Error
-        try:
-            raw = engine.raw_connection()
-        except dbapi_error as exc:
-            raise sa_exc.DBAPIError.instance(None, None, exc, dbapi_error,
-                                             dialect=engine.dialect) from exc
+        raw = pooled_raw(engine)
         driver: Any = raw.driver_connection
         postgres = engine.dialect.name == "postgresql"
         try:
