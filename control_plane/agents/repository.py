@@ -15,8 +15,8 @@ def get(session: Session, tenant_id: uuid.UUID, agent_id: str, *,
         lock: bool = False) -> AgentSettings | None:
     query = select(AgentSettings).where(AgentSettings.tenant_id == tenant_id,
                                         AgentSettings.agent_id == agent_id)
-    if lock:
-        query = query.with_for_update()
+    if lock:  # read again: the session keeps objects across commits (expire_on_commit=False)
+        query = query.with_for_update().execution_options(populate_existing=True)
     return session.scalar(query)
 
 

@@ -26,7 +26,8 @@ def find(session: Session, tenant_id: uuid.UUID, scope: str,
          memory_type: str) -> RetentionPolicy | None:
     return session.scalar(select(RetentionPolicy).where(
         RetentionPolicy.tenant_id == tenant_id, RetentionPolicy.scope_type == scope,
-        RetentionPolicy.memory_type == memory_type).with_for_update())
+        RetentionPolicy.memory_type == memory_type).with_for_update()
+        .execution_options(populate_existing=True))  # read again under the lock
 
 
 def due_pointers(session: Session, tenant_id: uuid.UUID, governed: ColumnElement[bool],

@@ -14,8 +14,8 @@ from ..db.models import Team, TeamMember
 def get(session: Session, tenant_id: uuid.UUID, team_id: str, *,
         lock: bool = False) -> Team | None:
     query = select(Team).where(Team.tenant_id == tenant_id, Team.team_id == team_id)
-    if lock:
-        query = query.with_for_update()
+    if lock:  # read again: the session keeps objects across commits (expire_on_commit=False)
+        query = query.with_for_update().execution_options(populate_existing=True)
     return session.scalar(query)
 
 
