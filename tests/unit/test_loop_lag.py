@@ -51,7 +51,8 @@ def test_a_loop_held_by_a_synchronous_call_is_seen_late(
 
     with caplog.at_level(logging.WARNING, logger="control_plane.observability.loop_lag"):
         asyncio.run(main())
-    late = [r for r in caplog.records if r.getMessage() == "event loop late"]
-    assert len(late) == 1
-    assert late[0].late_ms >= 1000  # type: ignore[attr-defined]  # slept 1.3 s, period 0.05
+    # the blocked second shows as a wake at least 1 s late (a loaded machine may add others)
+    late = [r.late_ms for r in caplog.records  # type: ignore[attr-defined]
+            if r.getMessage() == "event loop late"]
+    assert late and max(late) >= 1000
     assert _count(histogram)[0] >= 3
