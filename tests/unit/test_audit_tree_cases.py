@@ -450,3 +450,12 @@ def test_catch_up_onto_tiles_that_disagree_returns_the_size_and_warns_once(
     assert [r.getMessage() for r in caplog.records] == [
         f"the audit tree of tenant {world.tenant} cannot grow: its stored tiles are not "
         "those of its first 266 rows"]
+
+
+def test_a_plain_connection_reads_the_tree_as_a_session_does(world: World) -> None:
+    _build(world, [37])
+    with world.engine.connect() as conn:
+        assert tree.size_of(conn, world.tenant) == 37
+        assert tree.head(conn, world.tenant) == (37, mth(0, 37))
+        assert tree.inclusion(conn, world.tenant, 5, 37) == path(4, 0, 37)
+        assert tree.consistency(conn, world.tenant, 9, 37) == subproof(9, 0, 37, True)
