@@ -18,6 +18,7 @@ from sqlalchemy import delete, select, update
 
 from control_plane.audit import service as audit
 from control_plane.audit import tree
+from control_plane.audit.chain import CHAINED, canonical
 from control_plane.audit.leaves import leaf_bytes
 from control_plane.db.engine import begin_write
 from control_plane.db.models import AccessLog, AuditHead, AuditTile
@@ -396,7 +397,8 @@ def _alter(world: World, at_seq: int, **values: object) -> None:
         session.commit()
 
 
-@pytest.mark.parametrize("change", ["prev_hash", "row_hash", "detail", "gap", "seq"])
+@pytest.mark.parametrize("change", ["prev_hash", "row_hash", "detail", "gap", "seq",
+                                    "relinked"])
 def test_catch_up_stops_below_a_broken_chain_and_warns_once(
         world: World, change: str, caplog: pytest.LogCaptureFixture) -> None:
     _sealed_without_tree(world, 20)
@@ -409,6 +411,19 @@ def test_catch_up_stops_below_a_broken_chain_and_warns_once(
             session.commit()
     elif change == "seq":
         _alter(world, 13, seq=None)
+    elif change == "relinked":  # row 13 gone, row 14 chained onto row 12: a valid link, no 13
+        with world.sessions() as session:
+            begin_write(session)
+            session.execute(delete(AccessLog).where(AccessLog.tenant_id == world.tenant,
+                                                    AccessLog.seq == 13))
+            prev = session.scalar(select(AccessLog.row_hash).where(
+                AccessLog.tenant_id == world.tenant, AccessLog.seq == 12))
+            row = session.execute(select(*CHAINED).where(AccessLog.tenant_id == world.tenant,
+                                                         AccessLog.seq == 14)).one()
+            session.execute(update(AccessLog).where(AccessLog.id == row.id).values(
+                prev_hash=prev, row_hash=hashlib.sha256(prev.encode() + canonical(row))
+                .hexdigest()))
+            session.commit()
     else:
         _alter(world, 13, **{change: "0" * 64 if change != "detail" else "altered"})
     caplog.set_level(logging.WARNING, logger="control_plane.audit.tree")
