@@ -158,6 +158,7 @@ def test_audited_raises_the_original_error_when_its_row_cannot_be_written(
             with audit.audited(session, actor(world), "export"):
                 raise RuntimeError("original")
     assert "could not audit a failed export" in caplog.text
+    assert caplog.records[-1].exc_info is not None  # why the row could not be written
 
 
 class Batcher:

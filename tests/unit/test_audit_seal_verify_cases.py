@@ -5,6 +5,7 @@ SQLite and a local bucket, no server (``checkpoint_world.py``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import uuid
 from base64 import b64encode
@@ -189,6 +190,8 @@ def change(world: World, statement: Any) -> None:
 def test_a_sound_chain_verifies_in_chunks_counting_unsealed_rows(world: World) -> None:
     sealed_world(world, 5)
     add(world, ["late"])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        verify(world).ok = False  # type: ignore[misc]
     for chunk in (1, 2, 5, 6, 5000):
         assert verify(world, chunk) == audit.Verification(True, 5, 1, None, head_seq=5)
     sealed_world(world, 3)
@@ -339,6 +342,8 @@ def test_query_page_seals_first_pages_by_seq_and_audits_itself(world: World) -> 
     assert [(r.seq, r.detail, r.leaf) for r in page] == [
         (row.seq, row.detail, b64encode(leaf_bytes(row)).decode()) for row in rows[:2]]
     assert cursor == encode_cursor({"seq": 2})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        page[0].detail = "shown otherwise"  # type: ignore[misc]
     assert rows[3].operation == "audit_query" and rows[3].detail == "operation=None -> 2"
     assert (rows[3].accessor_id, rows[3].success, rows[3].seq) == ("reader", True, None)
     with world.sessions() as session:
