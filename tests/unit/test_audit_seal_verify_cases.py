@@ -75,7 +75,7 @@ def assert_sealed_in_order(world: World, details: list[str]) -> None:
     prev = GENESIS
     for row in rows:
         assert (row.prev_hash, row.row_hash) == (prev, chain_hash(prev, row))
-        prev = row.row_hash
+        prev = str(row.row_hash)
     head = world.head()
     assert (head.last_seq, head.last_hash, head.tree_size) == (len(rows), prev, len(rows))
     with world.sessions() as session:
@@ -142,7 +142,7 @@ def test_a_tree_that_cannot_catch_up_leaves_the_chain_sealing(world: World) -> N
     rows = chain(world)
     assert [r.seq for r in rows] == [1, 2, 3]
     assert rows[2].prev_hash == rows[1].row_hash
-    assert rows[2].row_hash == chain_hash(rows[1].row_hash, rows[2])
+    assert rows[2].row_hash == chain_hash(str(rows[1].row_hash), rows[2])
     assert (world.head().last_seq, world.head().tree_size) == (3, 0)
 
 
@@ -262,7 +262,7 @@ def test_a_row_inserted_in_the_middle_breaks_the_link(world: World) -> None:
         seq=3, prev_hash=rows[1].row_hash))
     forged.seq = 3
     change(world, update(AccessLog).where(AccessLog.id == forged.id).values(
-        row_hash=chain_hash(rows[1].row_hash, forged)))
+        row_hash=chain_hash(str(rows[1].row_hash), forged)))
     change(world, update(AccessLog).where(AccessLog.seq == 13).values(seq=4))
     assert verify(world) == audit.Verification(
         False, 3, 0, 4, "row 4 does not follow row 3", head_seq=4)
