@@ -198,6 +198,16 @@ def test_a_sound_chain_verifies_in_chunks_counting_unsealed_rows(world: World) -
     assert verify(world, 4) == audit.Verification(True, 9, 0, None, head_seq=9)
 
 
+def test_a_report_without_the_plane_has_every_checkpoint_field_at_zero(world: World) -> None:
+    sealed_world(world, 2)
+    with world.sessions() as session:
+        unknown = audit.verify(session, uuid.uuid4())
+    assert dataclasses.astuple(verify(world)) == (
+        True, 2, 0, None, None, 0, None, None, None, 2, 0, None, None, 0, 0, ())
+    assert dataclasses.astuple(unknown) == (
+        True, 0, 0, None, None, 0, None, None, None, 0, 0, None, None, 0, 0, ())
+
+
 def test_an_empty_chain_and_an_unknown_tenant_verify(world: World) -> None:
     assert verify(world) == audit.Verification(True, 0, 0, None, head_seq=0)
     with world.sessions() as session:
