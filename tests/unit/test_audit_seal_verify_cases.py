@@ -364,6 +364,15 @@ def test_query_page_seals_first_pages_by_seq_and_audits_itself(world: World) -> 
     assert chain(world)[-1].detail == "operation=write -> 1"
 
 
+def test_a_page_that_holds_the_last_rows_exactly_has_no_next_cursor(world: World) -> None:
+    add(world, ["a", "b"])
+    with world.sessions() as session:
+        page, cursor = audit.query_page(
+            session, Actor(world.tenant, "api", "r"), pointer_id=None, accessor_id=None,
+            operation="write", since=None, until=None, cursor=None, limit=2)
+    assert ([r.detail for r in page], cursor) == (["a", "b"], None)
+
+
 def test_query_page_reads_times_without_a_zone_as_utc(world: World) -> None:
     add(world, ["a"])
     when = chain(world)[0].accessed_at.replace(tzinfo=None)
