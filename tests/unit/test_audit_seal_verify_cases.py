@@ -22,7 +22,7 @@ from control_plane.audit import tree
 from control_plane.audit.chain import GENESIS, chain_hash
 from control_plane.audit.leaves import leaf_bytes
 from control_plane.db.engine import begin_write
-from control_plane.db.models import AccessLog, AuditHead, Tenant
+from control_plane.db.models import AccessLog, AuditHead, AuditTile, Tenant
 from control_plane.errors import InvalidInput
 from control_plane.identity import Actor
 from control_plane.kit import encode_cursor
@@ -146,6 +146,20 @@ def test_a_tree_that_cannot_catch_up_leaves_the_chain_sealing(world: World) -> N
     assert (world.head().last_seq, world.head().tree_size) == (3, 0)
 
 
+def test_a_tree_whose_tiles_are_gone_stops_growing_and_the_chain_seals_on(
+        world: World, caplog: pytest.LogCaptureFixture) -> None:
+    add(world, ["a", "b", "c"])
+    with world.sessions() as session:
+        audit.seal(session, world.tenant)
+    change(world, delete(AuditTile).where(AuditTile.tenant_id == world.tenant))
+    add(world, ["d"])
+    with world.sessions() as session:
+        assert audit.seal(session, world.tenant) == 1
+    assert (world.head().last_seq, world.head().tree_size) == (4, 3)
+    assert "was not grown: its tiles disagree with its size" in caplog.text
+    assert verify(world).ok
+
+
 def test_seal_of_a_tenant_without_a_head_seals_nothing(world: World) -> None:
     stranger = headless(world)
     add(world, ["x"], tenant=stranger)
@@ -204,6 +218,9 @@ def test_a_report_without_the_plane_has_every_checkpoint_field_at_zero(world: Wo
         unknown = audit.verify(session, uuid.uuid4())
     assert dataclasses.astuple(verify(world)) == (
         True, 2, 0, None, None, 0, None, None, None, 2, 0, None, None, 0, 0, ())
+    with world.sessions() as session:  # the chain alone unless both are given
+        assert audit.verify(session, world.tenant, settings=world.settings) == verify(world)
+        assert audit.verify(session, world.tenant, plane=world.plane) == verify(world)
     assert dataclasses.astuple(unknown) == (
         True, 0, 0, None, None, 0, None, None, None, 0, 0, None, None, 0, 0, ())
 
