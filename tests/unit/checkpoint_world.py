@@ -222,3 +222,20 @@ def make_world(data_dir: Path, **overrides: Any) -> Iterator[World]:
 
 def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
+
+
+def postgres_cluster() -> Iterator[Any]:
+    """A throwaway PostgreSQL cluster (or ``MEMPLANE_TEST_DATABASE_URL``'s server) for the
+    ``--noconftest`` tests of PostgreSQL-only paths: as a module fixture,
+    ``cluster = pytest.fixture(scope="module")(postgres_cluster)``."""
+    from tests.support.postgres import _session_cluster
+
+    yield from _session_cluster(False, "MEMPLANE_TEST_DATABASE_URL")
+
+
+def postgres_world(cluster: Any, tmp_path: Path) -> Iterator[World]:
+    """A world on a fresh database of ``cluster``: ``world = pytest.fixture(postgres_world)``."""
+    import secrets
+
+    yield from make_world(tmp_path, database_url=cluster.create_database(),
+                          server_key=secrets.token_hex(32))

@@ -6,17 +6,12 @@ Runs with ``--noconftest`` on a throwaway cluster of its own (or
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from sqlalchemy import update
 
 from control_plane.audit import service as audit
 from control_plane.db.models import AccessLog
-from tests.support.postgres import ExternalPostgres, PostgresCluster, _session_cluster
-from tests.unit.checkpoint_world import World, make_world
+from tests.unit.checkpoint_world import World, postgres_cluster, postgres_world
 from tests.unit.test_audit_seal_verify_cases import (
     add,
     assert_sealed_in_order,
@@ -24,16 +19,8 @@ from tests.unit.test_audit_seal_verify_cases import (
     verify,
 )
 
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PostgresCluster | ExternalPostgres]:
-    yield from _session_cluster(False, "MEMPLANE_TEST_DATABASE_URL")
-
-
-@pytest.fixture
-def world(cluster: PostgresCluster | ExternalPostgres, tmp_path: Path) -> Iterator[World]:
-    yield from make_world(tmp_path, database_url=cluster.create_database(),
-                          server_key=secrets.token_hex(32))
+cluster = pytest.fixture(scope="module")(postgres_cluster)
+world = pytest.fixture(postgres_world)
 
 
 def test_rounds_of_links_written_in_one_statement_chain_in_order(world: World) -> None:

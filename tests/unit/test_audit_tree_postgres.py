@@ -5,30 +5,17 @@ and refuses, writing nothing, when the stored tile does not hold the size's hash
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from sqlalchemy import event, update
 
 from control_plane.audit import tree
 from control_plane.db.engine import begin_write
 from control_plane.db.models import AuditHead, AuditTile
-from tests.support.postgres import ExternalPostgres, PostgresCluster, _session_cluster
-from tests.unit.checkpoint_world import World, make_world
+from tests.unit.checkpoint_world import World, postgres_cluster, postgres_world
 from tests.unit.test_audit_tree_cases import LEAVES, _grow, _stored, expected_tiles, mth
 
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PostgresCluster | ExternalPostgres]:
-    yield from _session_cluster(False, "MEMPLANE_TEST_DATABASE_URL")
-
-
-@pytest.fixture
-def world(cluster: PostgresCluster | ExternalPostgres, tmp_path: Path) -> Iterator[World]:
-    yield from make_world(tmp_path, database_url=cluster.create_database(),
-                          server_key=secrets.token_hex(32))
+cluster = pytest.fixture(scope="module")(postgres_cluster)
+world = pytest.fixture(postgres_world)
 
 
 def test_appends_within_a_tile_grow_it_in_one_statement_without_a_read(world: World) -> None:
