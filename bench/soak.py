@@ -1,6 +1,6 @@
 """A bounded soak under faults: mixed work across many tenants on a real ``memplane serve``
-(PostgreSQL, an S3 bucket on moto behind a TCP proxy) through a bucket outage and a
-PostgreSQL restart in the middle.
+(PostgreSQL, each tenant's own S3 bucket on moto behind one TCP proxy) through a bucket
+outage and a PostgreSQL restart in the middle.
 
 Bars: no error outside the outage windows (inside them a 503 only: ``storage_unavailable``
 with Retry-After for the bucket, any 503 for the database); every acknowledged write reads
@@ -129,6 +129,7 @@ class Soak:
                "MEMPLANE_RECEIPT_SIGNING_KEY": RECEIPT_KEY,
                "MEMPLANE_DATA_DIR": str(self.root), "MEMPLANE_ADMIN_KEY": ADMIN_KEY,
                "MEMPLANE_DB_POOL_SIZE": str(POOL_SIZE),
+               "MEMPLANE_ALLOWED_ENDPOINTS": "127.0.0.1/32",  # the tenants' buckets, below
                "MEMPLANE_DEFAULT_BUCKET_URL": f"s3://{config['bucket']}?{urlencode(query)}"}
         self.log = self.root / "server.log"  # the server's own output, kept for a failed bar
         self.server = ServerProcess(env, output=self.log).start(timeout=120)
@@ -139,6 +140,20 @@ class Soak:
                 r = http.post("/v1/tenants", json={"name": f"soak-{i}"})
                 r.raise_for_status()
                 self.keys.append(r.json()["api_key"])
+        # Each tenant brings its own bucket, as enterprise tenants do (all on the one moto,
+        # behind the one proxy the outage cuts). One shared bucket was also unfair to the
+        # emulator: moto's ListObjectVersions deep-copies every version in the bucket, and an
+        # erasure's proof lists versions, so with 50 tenants in one bucket each erasure
+        # copied all of their objects; moto grew past 14 GB within 11 minutes of a 20-minute
+        # run on 2026-12-06. A tenant's bucket has the adapter's own timeouts (a tenant cannot
+        # set them): connect 3 s, read 20 s, two attempts.
+        for key in self.keys:
+            bucket = new_s3_bucket(self.moto)
+            own = bucket | {"endpoint_url": self.proxy.endpoint}
+            r = httpx.put(f"{self.server.base_url}/v1/storage/config", timeout=60,
+                          headers={"Authorization": f"Bearer {key}"},
+                          json={"storage_type": "s3", "connection_config": own})
+            r.raise_for_status()
 
     def _close(self) -> None:
         for stop in (self.server.stop, self.proxy.cut, self.moto.stop, self.pg.stop):
