@@ -29,7 +29,6 @@ from control_plane.keys import subject_keys as keys
 from control_plane.keys.rotation import rotate_kek
 from control_plane.memories import hotpath
 from control_plane.memories import service as memories
-from control_plane.memories.schemas import MemoryMeta
 from control_plane.memories.shared import keyring_of
 from tests.compliance.helpers import job
 from tests.support.service import ServiceWorld
@@ -74,14 +73,6 @@ def race(world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> Iterator[Race]
     world.runtime.plane.checkpoint = world.checkpoint
 
 
-def write(world: ServiceWorld, address: MemoryAddress, value: Any,
-          meta: MemoryMeta | None = None) -> MemoryPointer:
-    with world.runtime.sessions() as session:
-        written = memories.set_value(session, world.runtime.plane, world.actor, address, value,
-                                     meta or MemoryMeta())
-    assert isinstance(written, MemoryPointer)
-    return written
-
 
 def objects(world: ServiceWorld) -> set[str]:
     with world.runtime.sessions() as session:
@@ -123,17 +114,17 @@ def live_key(world: ServiceWorld, subject: tuple[str, str]) -> uuid.UUID:
 def test_a_row_replaced_after_the_put_gets_the_write_on_the_new_row(
         world: ServiceWorld, race: Race) -> None:
     address = MemoryAddress.parse(Scope.agent, "helper", "k")
-    write(world, address, {"v": 0})
-    old = write(world, address, {"v": 1})  # the row is known to this process now
+    world.write(address, {"v": 0})
+    old = world.write(address, {"v": 1})  # the row is known to this process now
     replaced: list[MemoryPointer] = []
 
     def replace() -> None:  # another writer deletes the row and writes a new one
         with world.runtime.sessions() as session:
             memories.delete_value(session, world.runtime.plane, world.actor, address)
-        replaced.append(write(world, address, {"other": True}))
+        replaced.append(world.write(address, {"other": True}))
 
     race.at_put(replace)
-    written = write(world, address, {"v": 2})
+    written = world.write(address, {"v": 2})
     assert race.lookups_at_put == 0  # sealed for the remembered row, before any lookup
     assert race.lookups == 1  # its commit refused the old row's id: looked up, put again
     (new_row,) = replaced
@@ -148,9 +139,9 @@ def test_a_row_replaced_after_the_put_gets_the_write_on_the_new_row(
 def test_a_row_overwritten_after_the_put_is_overwritten_again(
         world: ServiceWorld, race: Race) -> None:
     address = MemoryAddress.parse(Scope.agent, "helper", "k")
-    write(world, address, {"v": 0})
-    race.at_put(lambda: write(world, address, {"other": True}))
-    written = write(world, address, {"v": 1})
+    world.write(address, {"v": 0})
+    race.at_put(lambda: world.write(address, {"other": True}))
+    written = world.write(address, {"v": 1})
     assert (race.lookups_at_put, race.lookups) == (0, 0)  # the same row: one statement
     assert (written.version, written.storage_path) == (3, race.in_flight)
     assert read_cold(world, address) == {"v": 1}  # the last commit wins
@@ -162,8 +153,8 @@ def test_a_subject_key_destroyed_after_the_put_is_not_adopted(
         world: ServiceWorld, race: Race, new_row: bool) -> None:
     first = MemoryAddress.parse(Scope.user, "cy", "a")
     address = MemoryAddress.parse(Scope.user, "cy", "b" if new_row else "a")
-    write(world, first, 1)
-    write(world, first, 2)
+    world.write(first, 1)
+    world.write(first, 2)
     old_key = live_key(world, ("user", "cy"))
 
     def shred() -> None:
@@ -171,7 +162,7 @@ def test_a_subject_key_destroyed_after_the_put_is_not_adopted(
             assert keys.shred_subject(session, world.tenant_id, "cy") == 1
 
     race.at_put(shred)
-    written = write(world, address, 3)
+    written = world.write(address, 3)
     assert race.lookups_at_put == 0
     new_key = live_key(world, ("user", "cy"))
     assert new_key != old_key  # sealed again, under a key made after the shred
@@ -187,8 +178,8 @@ def test_a_subject_key_destroyed_after_the_put_is_not_adopted(
 def test_an_erasure_completed_after_the_put_leaves_only_the_write_made_after_it(
         world: ServiceWorld, race: Race) -> None:
     subject = MemoryAddress.parse(Scope.user, "dee", "a")
-    write(world, subject, 1)
-    write(world, MemoryAddress.parse(Scope.user, "bystander", "a"), 1)
+    world.write(subject, 1)
+    world.write(MemoryAddress.parse(Scope.user, "bystander", "a"), 1)
     late = MemoryAddress.parse(Scope.user, "dee", "late")
     queued: list[uuid.UUID] = []
 
@@ -200,7 +191,7 @@ def test_an_erasure_completed_after_the_put_leaves_only_the_write_made_after_it(
                   owner=f"race-{uuid.uuid4().hex[:6]}").run_once()
 
     race.at_put(erase)
-    written = write(world, late, {"late": True})
+    written = world.write(late, {"late": True})
     assert race.lookups_at_put == 0
     (job_id,) = queued
     assert job(world, job_id).state == "completed"
@@ -214,7 +205,7 @@ def test_an_erasure_completed_after_the_put_leaves_only_the_write_made_after_it(
 def test_a_kek_rotated_after_the_put_commits_the_object_as_sealed(
         world: ServiceWorld, race: Race) -> None:
     address = MemoryAddress.parse(Scope.user, "eve", "k")
-    write(world, address, 1)
+    world.write(address, 1)
     key_before = live_key(world, ("user", "eve"))
     rotated: list[int] = []
 
@@ -224,7 +215,7 @@ def test_a_kek_rotated_after_the_put_commits_the_object_as_sealed(
                                       world.actor).to_version)
 
     race.at_put(rotate)
-    written = write(world, address, 2)
+    written = world.write(address, 2)
     assert rotated == [2]
     assert (race.lookups_at_put, race.lookups) == (0, 0)  # the key is the same: adopted
     assert (written.version, written.storage_path) == (2, race.in_flight)

@@ -16,8 +16,6 @@ from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.base import utcnow
 from control_plane.db.models import MemoryPointer, SubjectKey
 from control_plane.memories import guesses, hotpath
-from control_plane.memories import service as memories
-from control_plane.memories.schemas import MemoryMeta
 from tests.support.service import ServiceWorld
 
 
@@ -35,14 +33,6 @@ def lookups(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[MemoryAddress]]:
     monkeypatch.setattr(hotpath, "lookup_for_write", counted)
     yield seen
 
-
-def _set(world: ServiceWorld, address: MemoryAddress, value: Any,
-         meta: MemoryMeta | None = None) -> MemoryPointer:
-    with world.runtime.sessions() as session:
-        written = memories.set_value(session, world.runtime.plane, world.actor, address, value,
-                                     meta or MemoryMeta())
-    assert isinstance(written, MemoryPointer)
-    return written
 
 
 
@@ -67,10 +57,10 @@ def _named(world: ServiceWorld) -> set[str]:
 def test_writes_after_the_first_of_a_scope_take_no_lookup(
         world: ServiceWorld, lookups: list[MemoryAddress]) -> None:
     first = MemoryAddress.parse(Scope.user, "ada", "a")
-    _set(world, first, 1)  # creates ada's key: the general path, which looks up
+    world.write(first, 1)  # creates ada's key: the general path, which looks up
     assert lookups == [first]
-    overwritten = _set(world, first, 2)  # the row and the key are known
-    new = _set(world, MemoryAddress.parse(Scope.user, "ada", "b"), 3)  # a new row, known key
+    overwritten = world.write(first, 2)  # the row and the key are known
+    new = world.write(MemoryAddress.parse(Scope.user, "ada", "b"), 3)  # a new row, known key
     assert lookups == [first]
     assert (overwritten.version, new.version) == (2, 1)
     assert (world.read(first), world.read(MemoryAddress.parse(Scope.user, "ada", "b"))) == (2, 3)
@@ -80,13 +70,13 @@ def test_writes_after_the_first_of_a_scope_take_no_lookup(
 def test_a_row_deleted_behind_the_process_is_written_anew(
         world: ServiceWorld, lookups: list[MemoryAddress]) -> None:
     address = MemoryAddress.parse(Scope.agent, "helper", "k")
-    old = _set(world, address, {"v": 1})
+    old = world.write(address, {"v": 1})
     with world.runtime.sessions() as session:  # another replica deletes it
         session.execute(delete(MemoryPointer).where(MemoryPointer.id == old.id))
         session.commit()
     lookups.clear()
     puts = _puts(world)
-    written = _set(world, address, {"v": 2})
+    written = world.write(address, {"v": 2})
     # the guess (the old row) was put and failed; looked up, then put and written
     assert (lookups, _puts(world) - puts) == ([address], 2)
     assert written.id != old.id and written.version == 1
@@ -97,15 +87,15 @@ def test_a_row_deleted_behind_the_process_is_written_anew(
 def test_a_row_whose_subject_changed_behind_the_process_is_sealed_for_the_new_one(
         world: ServiceWorld, lookups: list[MemoryAddress]) -> None:
     address = MemoryAddress.parse(Scope.agent, "helper", "pref")
-    _set(world, MemoryAddress.parse(Scope.user, "bo", "warm"), 0)  # bo's key exists
-    old = _set(world, address, {"v": 1})
+    world.write(MemoryAddress.parse(Scope.user, "bo", "warm"), 0)  # bo's key exists
+    old = world.write(address, {"v": 1})
     with world.runtime.sessions() as session:  # another replica tagged it with bo
         session.execute(update(MemoryPointer).where(MemoryPointer.id == old.id)
                         .values(subject_user_id="bo"))
         session.commit()
     lookups.clear()
     puts = _puts(world)
-    written = _set(world, address, {"v": 2})
+    written = world.write(address, {"v": 2})
     assert (lookups, _puts(world) - puts) == ([address], 2)
     assert (written.id, written.version, written.subject_user_id) == (old.id, 2, "bo")
     assert world.read(address) == {"v": 2}  # sealed under bo's key, which the row names
@@ -115,7 +105,7 @@ def test_a_row_whose_subject_changed_behind_the_process_is_sealed_for_the_new_on
 def test_a_key_destroyed_behind_the_process_is_not_sealed_under(
         world: ServiceWorld, lookups: list[MemoryAddress]) -> None:
     first = MemoryAddress.parse(Scope.user, "cy", "a")
-    _set(world, first, 1)
+    world.write(first, 1)
     with world.runtime.sessions() as session:  # another replica shredded cy's key
         session.execute(delete(MemoryPointer).where(MemoryPointer.tenant_id == world.tenant_id))
         (old_key,) = session.execute(update(SubjectKey).where(
@@ -125,7 +115,7 @@ def test_a_key_destroyed_behind_the_process_is_not_sealed_under(
     lookups.clear()
     second = MemoryAddress.parse(Scope.user, "cy", "b")
     puts = _puts(world)
-    _set(world, second, 2)
+    world.write(second, 2)
     assert (lookups, _puts(world) - puts) == ([second], 2)
     with world.runtime.sessions() as session:
         live = session.scalars(select(SubjectKey.id).where(

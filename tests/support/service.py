@@ -222,6 +222,19 @@ class ServiceWorld:
 
         return Actor(self.tenant_id, "api", "test")
 
+    def write(self, address: Any, value: Any, meta: Any = None) -> Any:
+        """The pointer of a value written as the tenant's API key would (``meta``: a
+        ``MemoryMeta``, none by default)."""
+        from control_plane.db.models import MemoryPointer
+        from control_plane.memories import service as memories
+        from control_plane.memories.schemas import MemoryMeta
+
+        with self.runtime.sessions() as session:
+            written = memories.set_value(session, self.runtime.plane, self.actor, address,
+                                         value, meta or MemoryMeta())
+        assert isinstance(written, MemoryPointer)
+        return written
+
     def read(self, address: Any) -> Any:
         """The memory's value, read as the tenant's API key would."""
         from control_plane.memories import service as memories
