@@ -12,18 +12,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select, text, update
+from sqlalchemy import select, text
 
-from control_plane.addresses import MemoryAddress, Scope
 from control_plane.audit import checkpoints
-from control_plane.audit import service as audit
 from control_plane.db.engine import make_engine
 from control_plane.db.migrate import upgrade
 from control_plane.db.models import AuditHead, GcCandidate
 from control_plane.integrity import reconcile
-from control_plane.memories import service as memories
-from control_plane.memories.schemas import MemoryMeta
 from storage_adapters.local import LocalAdapter
+from tests.integrity.helpers import checkpoint_left_unrecorded
 from tests.support.postgres import ExternalPostgres, PostgresCluster
 from tests.support.service import ServiceWorld, SimulatedCrash
 
@@ -150,20 +147,8 @@ def test_a_checkpoint_written_but_not_recorded_is_settled_by_reconcile(
     # Found: a crash between the checkpoint's put and the database's record of it left the
     # bucket a checkpoint ahead, which verification reported as a record set back.
     runtime = world.runtime
+    seq = checkpoint_left_unrecorded(world)
     with runtime.sessions() as session:
-        memories.set_value(session, runtime.plane, world.actor,
-                           MemoryAddress.parse(Scope.agent, "cp", "k"), "v", MemoryMeta())
-    with runtime.sessions() as session:
-        audit.seal(session, world.tenant_id)
-        assert checkpoints.anchor(session, runtime.plane, runtime.settings, world.tenant_id,
-                                  seal=audit.seal)
-        head = session.get(AuditHead, world.tenant_id)
-        assert head is not None
-        seq = head.anchored_seq
-        # The crash state: the claim committed and the checkpoint put, its record lost.
-        session.execute(update(AuditHead).where(AuditHead.tenant_id == world.tenant_id)
-                        .values(anchored_seq=0, anchored_at=None, anchor_config_id=None))
-        session.commit()
         report = reconcile.reconcile(session, runtime.plane, grace_seconds=0,
                                      tenant_id=world.tenant_id, settings=runtime.settings)
         assert report.checkpoints_recorded == 1 and report.errors == []

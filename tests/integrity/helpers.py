@@ -9,10 +9,21 @@ import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
+from control_plane.addresses import MemoryAddress, Scope
+from control_plane.audit import checkpoints
+from control_plane.audit import service as audit
 from control_plane.db.base import new_id, utcnow
-from control_plane.db.models import AccessLog, GcCandidate, MemoryPointer, StorageConfig
+from control_plane.db.models import (
+    AccessLog,
+    AuditHead,
+    GcCandidate,
+    MemoryPointer,
+    StorageConfig,
+)
+from control_plane.memories import service as memories
+from control_plane.memories.schemas import MemoryMeta
 from control_plane.plane.data_plane import Target
 from control_plane.tenants.service import create_tenant
 from storage_adapters.local import LocalAdapter
@@ -131,3 +142,20 @@ def local_config(world: ServiceWorld, root: Path) -> uuid.UUID:
         session.add(config)
         session.commit()
         return config.id
+
+def checkpoint_left_unrecorded(world: ServiceWorld) -> int:
+    """A checkpoint put into the bucket whose record a crash lost (the claim committed, the
+    checkpoint put, the head's record of it set back); returns the sequence it anchored."""
+    runtime = world.runtime
+    with runtime.sessions() as session:
+        memories.set_value(session, runtime.plane, world.actor,
+                           MemoryAddress.parse(Scope.agent, "cp", "k"), "v", MemoryMeta())
+    with runtime.sessions() as session:
+        audit.seal(session, world.tenant_id)
+        assert checkpoints.anchor(session, runtime.plane, runtime.settings, world.tenant_id,
+                                  seal=audit.seal)
+        seq = session.get(AuditHead, world.tenant_id).anchored_seq  # type: ignore[union-attr]
+        session.execute(update(AuditHead).where(AuditHead.tenant_id == world.tenant_id)
+                        .values(anchored_seq=0, anchored_at=None, anchor_config_id=None))
+        session.commit()
+    return int(seq)

@@ -13,8 +13,6 @@ from pydantic import SecretStr
 from sqlalchemy import insert, select, update
 
 from control_plane.addresses import MemoryAddress, Scope
-from control_plane.audit import checkpoints
-from control_plane.audit import service as audit
 from control_plane.db.base import new_id, utcnow
 from control_plane.db.models import AuditHead, MemoryPointer, SubjectKey
 from control_plane.integrity.reconcile import ReconcileReport, reconcile
@@ -28,6 +26,7 @@ from tests.support.service import ServiceWorld
 from .helpers import (
     HOUR,
     audit_rows,
+    checkpoint_left_unrecorded,
     file_of,
     listed,
     local_config,
@@ -253,22 +252,6 @@ def test_what_the_reconciler_settles_is_counted_in_the_metrics(
             sample("delete_completed")) == (1.0, 2.0, 3.0)
 
 
-def _checkpoint_left_unrecorded(world: ServiceWorld) -> int:
-    """A checkpoint put into the bucket whose record a crash lost; returns its row."""
-    runtime = world.runtime
-    with runtime.sessions() as session:
-        memories.set_value(session, runtime.plane, world.actor,
-                           MemoryAddress.parse(Scope.agent, "cp", "k"), "v", MemoryMeta())
-    with runtime.sessions() as session:
-        audit.seal(session, world.tenant_id)
-        assert checkpoints.anchor(session, runtime.plane, runtime.settings, world.tenant_id,
-                                  seal=audit.seal)
-        seq = session.get(AuditHead, world.tenant_id).anchored_seq  # type: ignore[union-attr]
-        session.execute(update(AuditHead).where(AuditHead.tenant_id == world.tenant_id)
-                        .values(anchored_seq=0, anchored_at=None, anchor_config_id=None))
-        session.commit()
-    return int(seq)
-
 
 def _anchored(world: ServiceWorld) -> int:
     with world.runtime.sessions() as session:
@@ -278,7 +261,7 @@ def _anchored(world: ServiceWorld) -> int:
 def test_checkpoints_left_unrecorded_are_settled_only_with_the_signing_settings_and_per_tenant(
         world: ServiceWorld) -> None:
     stranger = other_world(world)
-    mine, theirs = _checkpoint_left_unrecorded(world), _checkpoint_left_unrecorded(stranger)
+    mine, theirs = checkpoint_left_unrecorded(world), checkpoint_left_unrecorded(stranger)
     settings = world.runtime.settings
     assert counts(run(world)) == (0, 0, 0, 0, 0, [])  # without the settings: not looked at
     assert _anchored(world) == 0
@@ -291,7 +274,7 @@ def test_checkpoints_left_unrecorded_are_settled_only_with_the_signing_settings_
 
 def test_a_checkpoint_that_cannot_be_checked_is_an_error_of_the_report(
         world: ServiceWorld) -> None:
-    _checkpoint_left_unrecorded(world)
+    checkpoint_left_unrecorded(world)
     wrong = world.runtime.settings.model_copy(
         update={"receipt_signing_key": SecretStr("not a key")})
     report = run(world, settings=wrong)
