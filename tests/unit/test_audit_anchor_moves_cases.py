@@ -215,3 +215,11 @@ def test_a_larger_size_recorded_meanwhile_is_not_set_back(world: World) -> None:
     world.plane.faults["put:/tlog/checkpoint/"] = another_publisher
     _move(world, last, _place(world, "new"))
     assert world.head().tlog_size == last + 9
+
+
+def test_a_move_after_a_checkpoint_of_one_row_is_proven_from_it(world: World) -> None:
+    world.append(1)
+    with world.sessions() as session:
+        assert tlog_anchor.publish(session, world.plane, world.settings, world.tenant) is True
+    _, _, old, _ = _move(world, 1, _place(world, "new"))
+    assert _tlog(world, old.prefix) == [_cp(2), f"consistency/{1:020d}-{2:020d}"]

@@ -180,6 +180,9 @@ def test_a_chain_in_one_place_and_recorded_moves_are_linked() -> None:
     assert _unlinked(cp(2, A, 0, came=ROOT), cp(2, ROOT, 0, moved_to=A)) is None
     assert _unlinked(cp(2, ROOT, 0), cp(4, ROOT, 2, moved_to=B), cp(4, B, 2, came=ROOT),
                      cp(6, ROOT, 4, moved_to=A), cp(6, A, 4, came=B)) is None
+    # the move record in the place the anchor left, not the root
+    assert _unlinked(cp(2, ROOT, 0), cp(4, ROOT, 2, moved_to=B), cp(4, B, 2, came=ROOT),
+                     cp(6, B, 4, moved_to=A), cp(6, A, 4, came=B)) is None
 
 
 def test_a_checkpoint_elsewhere_without_its_move_record_is_named() -> None:
