@@ -23,7 +23,8 @@ with the valid lines added; :func:`store_cosigned` writes it into the tenant's b
   ``witness_error``, ``bad_cosignature``, ``timeout``, ``unreachable``,
   ``endpoint_not_allowed``) and logged with the witness's host, never its answer. Not in the
   audit log: a row per checkpoint would grow the log and call for the next checkpoint.
-- **Which size.** Each row keeps the tree size the witness last cosigned (or named in a 409).
+- **Which size.** Each row keeps the tree size the witness last cosigned (or named in a 409:
+  a decimal of at most :data:`MAX_KNOWN_SIZE`, else the 409 is kept as a conflict of no size).
   A witness that never cosigned gets ``old 0`` and no proof; one at another size than the
   previous checkpoint gets a proof from its own size when the caller passes ``prove``, else
   the request as given (its 409 is recorded and the next checkpoint catches it up).
@@ -65,6 +66,9 @@ CALL_SECONDS = 10.0
 ANSWER_CAP = 16 * 1024
 COSIGNED_FOLDER = (*FOLDER, "tlog", "cosigned")
 SIZE_DIGITS = 20
+# The largest size a 409 may name and be kept: what the row's column holds (a signed 64-bit
+# integer). A larger one is a conflict of unknown size; kept, it failed the whole collection.
+MAX_KNOWN_SIZE = (1 << 63) - 1
 Prove = Callable[[int, int], Sequence[bytes]]
 
 def endpoint_policy(settings: Settings) -> EndpointPolicy:
@@ -178,7 +182,8 @@ def _ask(policy: EndpointPolicy, asked: _Asked, note_text: str, size: int) -> Ou
         return done("cosigned", size, lines) if lines else done("bad_cosignature")
     if status == 409:
         answer = raw.decode("ascii", "replace").strip()
-        known = int(answer) if (answer.isdigit() and len(answer) <= 20
+        known = int(answer) if (answer.isdigit() and len(answer) <= 19
+                                and int(answer) <= MAX_KNOWN_SIZE
                                 and content_type.startswith(SIZE_TYPE)) else None
         return done("conflict", known)
     codes = {400: "request_refused", 403: "log_key_refused", 404: "origin_unknown",
