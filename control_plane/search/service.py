@@ -140,7 +140,7 @@ def search(session: Session, runtime: Searching, actor: Actor, request: SearchIn
             in_statement = repo.audit_row(actor, f"{detail} -> ", request_id_var.get(),
                                           utcnow(), request.limit)
         audited_by_statement = False
-        for _ in range(_ATTEMPTS):
+        for attempt in range(_ATTEMPTS):
             if state is None:
                 state = _read_state(session, runtime, cache, actor.tenant_id, key,
                                     repo.segment_where(actor.tenant_id, scope, scope_ref,
@@ -152,7 +152,7 @@ def search(session: Session, runtime: Searching, actor: Actor, request: SearchIn
                 raise StorageUnavailable(f"the embedder is unavailable right now "
                                          f"({exc.code}); retry later") from None
             ranked = _rank(session, cache, actor, access, request, segments, query, state,
-                           in_statement)
+                           in_statement, last=attempt == _ATTEMPTS - 1)
             if ranked is not None:
                 hits, audited_by_statement = ranked
                 break
@@ -211,6 +211,20 @@ def _read_state(session: Session, runtime: Searching, cache: SearchCache, tenant
     return state
 
 
+def _current(kept: Any, live: Any, last: bool) -> bool:
+    """Whether a state kept with tokens ``kept`` may rank when the live filter reads
+    ``live``: the same tokens; or, on a search's last attempt, the same embedder and policies
+    and only segments added since (an indexer busy with the tenant's writes would otherwise
+    refuse a search that ranked three times). The ranking then misses the newest memories
+    and shows nothing a removed segment, a policy or another embedder would hide: every hit
+    still passes the live filter at the version its vector was made for."""
+    if kept == live:
+        return True
+    if not (last and isinstance(kept, tuple) and isinstance(live, tuple)):
+        return False
+    return bool(kept[0] == live[0] and kept[1] == live[1] and kept[2] <= live[2])
+
+
 def _tokens(row: Any) -> tuple[Any, frozenset[str], frozenset[str]]:
     embedder = None if row.t_embedder is None else repo.raw_uuid(row.t_embedder)
     return (embedder, repo.token_set(row.t_policies), repo.token_set(row.t_segments))
@@ -260,11 +274,11 @@ def _joined(parts: list[np.ndarray]) -> np.ndarray:
 
 def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
           request: SearchIn, segments: list[Segment], query: np.ndarray,
-          state: SearchState, in_statement: dict[str, Any] | None = None
-          ) -> tuple[list[SearchHit], bool] | None:
+          state: SearchState, in_statement: dict[str, Any] | None = None,
+          last: bool = False) -> tuple[list[SearchHit], bool] | None:
     """The hits, ranked, and whether the live filter's last statement wrote the search's
     audit row (``in_statement``: that row, see ``repo.audit_values``); None if the live
-    filter found ``state`` stale (read it again)."""
+    filter found ``state`` stale (read it again; on the ``last`` attempt, see ``_current``)."""
     now = utcnow()
     scopes = state.scopes
     wrote_audit = False
@@ -294,7 +308,7 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
             in_statement, state.tokens, versions or [], found, final))
         token, rows = repo.live_with_tokens(session, statement, parameters,
                                             request.tags if ids is None else (), audit)
-        if _tokens(token) != state.tokens:
+        if not _current(state.tokens, _tokens(token), last):
             return None
         wrote_audit = audit is not None and token.audited == 1
         return {repo.raw_hex(r.id): r for r in rows}

@@ -202,10 +202,20 @@ def test_a_warm_search_runs_one_statement_and_audits_itself(
     assert uuid.UUID(int=0) not in {h.pointer_id for h in found.hits}
 
 
+# Each look another embedder, other policies, or a segment set of its own (a segment removed
+# every time, never only added): no attempt may rank on what it kept.
+CHANGES = {
+    "segments": lambda row: (None, frozenset(), frozenset({uuid.uuid4().hex})),
+    "policies": lambda row: (None, frozenset({uuid.uuid4().hex}), frozenset({"s"})),
+    "embedder": lambda row: (uuid.uuid4(), frozenset(), frozenset({"s"})),
+}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
 def test_a_state_that_keeps_changing_answers_conflict_and_is_audited(
-        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
     _write(world.runtime, world, FACTS)
-    monkeypatch.setattr(search, "_tokens", lambda row: object())  # never the same twice
+    monkeypatch.setattr(search, "_tokens", CHANGES[change])
     with pytest.raises(Conflict) as refused:
         _search(world.runtime, world, "dog biscuit")
     with world.runtime.sessions() as session:
@@ -216,6 +226,30 @@ def test_a_state_that_keeps_changing_answers_conflict_and_is_audited(
     assert [(r.success, r.detail.endswith("conflict: the search index kept changing during "
                                           "the search; retry")) for r in rows] == [
         (False, True)]
+
+
+def test_an_index_that_only_grows_during_every_attempt_answers_from_the_kept_state(
+        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An indexer committing a new segment of the tenant's while each attempt ranks: the
+    # last attempt answers from what it kept (the newest memories missing) rather than 409.
+    _write(world.runtime, world, FACTS)
+    looks: list[frozenset[str]] = []
+
+    def growing(row: Any) -> tuple[Any, frozenset[str], frozenset[str]]:
+        looks.append(frozenset(str(n) for n in range(len(looks) + 1)))
+        return (None, frozenset(), looks[-1])
+
+    monkeypatch.setattr(search, "_tokens", growing)
+    found = _search(world.runtime, world, "dog biscuit")
+    with world.runtime.sessions() as session:
+        rows = session.execute(select(AccessLog.success, AccessLog.detail).where(
+            AccessLog.tenant_id == world.tenant_id, AccessLog.operation == "search")).all()
+
+    assert found.hits[0].key == "pet"
+    # three states read, each ranked and checked once: the third answered
+    assert len(looks) == 6
+    assert [(r.success, r.detail) for r in rows] == [
+        (True, f"scope=agent ref=(given) user=None type=None tags=0 -> {len(found.hits)}")]
 
 
 def test_a_scope_wide_policy_beside_a_typed_one_is_applied_by_the_search(
