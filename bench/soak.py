@@ -140,13 +140,9 @@ class Soak:
                 r = http.post("/v1/tenants", json={"name": f"soak-{i}"})
                 r.raise_for_status()
                 self.keys.append(r.json()["api_key"])
-        # Each tenant brings its own bucket, as enterprise tenants do (all on the one moto,
-        # behind the one proxy the outage cuts). One shared bucket was also unfair to the
-        # emulator: moto's ListObjectVersions deep-copies every version in the bucket, and an
-        # erasure's proof lists versions, so with 50 tenants in one bucket each erasure
-        # copied all of their objects; moto grew past 14 GB within 11 minutes of a 20-minute
-        # run on 2026-12-06. A tenant's bucket has the adapter's own timeouts (a tenant cannot
-        # set them): connect 3 s, read 20 s, two attempts.
+        # Each tenant brings its own bucket, as enterprise tenants do, on the one moto behind
+        # the one proxy. In one shared bucket each erasure's version listing deep-copied every
+        # tenant's objects in moto (docs/soak.md, 2026-12-06). Timeouts: the adapter's own.
         for key in self.keys:
             bucket = new_s3_bucket(self.moto)
             own = bucket | {"endpoint_url": self.proxy.endpoint}
@@ -288,7 +284,8 @@ class Soak:
         self._sleep_until(warm_end)
         probes = self.probes
         rss_warm, fds_base, (conns_base, _) = probes.rss_kb(), probes.fds(), probes.connections()
-        self.figures["processes"] = {"warm": self.probes.processes()}
+        self.figures["processes"] = {"warm": self.probes.processes(),
+                                     "rss_kb_warm": self.probes.rss_by_process()}
         self._sleep_until(bucket_at)
         window = Window("bucket", time.monotonic())
         self.windows.append(window)
@@ -308,7 +305,8 @@ class Soak:
         for worker in workers:
             worker.join(timeout=180)
         rss_end = self.probes.rss_kb()
-        self.figures["processes"]["end"] = self.probes.processes()
+        self.figures["processes"] |= {"end": self.probes.processes(),
+                                      "rss_kb_end": self.probes.rss_by_process()}
         readback = self._read_back()
         self.figures["settled_s"] = self.probes.settle()
         time.sleep(3)  # connections the pool let go of are gone from pg_stat_activity

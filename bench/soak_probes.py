@@ -68,6 +68,23 @@ class ServerProbes:
     def processes(self) -> int:
         return len(self._tree())
 
+    def rss_by_process(self) -> dict[str, int]:
+        """VmRSS (kB) of each process of ``_tree``, by its role: the server, the background
+        process it spawned, multiprocessing's resource tracker."""
+        found: dict[str, int] = {}
+        for pid in self._tree():
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+            except OSError:
+                continue
+            text = b" ".join(argv).decode(errors="replace")
+            role = ("server" if pid == self.pid else "background" if "spawn_main" in text
+                    else "resource tracker" if "resource_tracker" in text else f"pid {pid}")
+            found[role] = found.get(role, 0) + sum(
+                int(line.split()[1]) for line in lines if line.startswith("VmRSS:"))
+        return found
+
     def fds(self) -> int:
         return len(os.listdir(f"/proc/{self.pid}/fd"))
 
