@@ -95,7 +95,7 @@ def _prepare_guessed(session: Session, plane: DataPlane, actor: Actor,
         raw = ring.cache.get(key_id)
         if raw is None:  # not unwrapped here lately (or forgotten by an erasure)
             return None
-        key = keys.SubjectKeyHandle(key_id, subject[0], subject[1], raw)
+        key = keys.SubjectKeyHandle(key_id, *subject, raw)
     binding = Binding(found.pointer_id or new_id(), key)
     remember_key(actor.tenant_id, address, key_id)
     return put_fast(plane, target, actor, address, payload, meta, found, binding), subject
