@@ -213,16 +213,19 @@ def _read_state(session: Session, runtime: Searching, cache: SearchCache, tenant
 
 def _current(kept: Any, live: Any, last: bool) -> bool:
     """Whether a state kept with tokens ``kept`` may rank when the live filter reads
-    ``live``: the same tokens; or, on a search's last attempt, the same embedder and policies
-    and only segments added since (an indexer busy with the tenant's writes would otherwise
-    refuse a search that ranked three times). The ranking then misses the newest memories
-    and shows nothing a removed segment, a policy or another embedder would hide: every hit
-    still passes the live filter at the version its vector was made for."""
+    ``live``: the same tokens; or, on a search's last attempt, the same embedder and
+    policies, whatever the segments did since (an indexer adding segments of the tenant's
+    writes, a compaction merging them): else a busy tenant's search would be refused after
+    ranking three times. Segments decide only which memories are candidates: every hit still
+    passes the live filter (synced, not expired, not past a kept policy, at the version its
+    vector was made for), so the ranking may miss the newest memories and never shows one
+    that is gone, overwritten, erased or hidden. Policies and the embedder are in the filter
+    and the vectors themselves: a change of either always ranks again."""
     if kept == live:
         return True
     if not (last and isinstance(kept, tuple) and isinstance(live, tuple)):
         return False
-    return bool(kept[0] == live[0] and kept[1] == live[1] and kept[2] <= live[2])
+    return bool(kept[0] == live[0] and kept[1] == live[1])
 
 
 def _tokens(row: Any) -> tuple[Any, frozenset[str], frozenset[str]]:

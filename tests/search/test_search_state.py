@@ -202,10 +202,9 @@ def test_a_warm_search_runs_one_statement_and_audits_itself(
     assert uuid.UUID(int=0) not in {h.pointer_id for h in found.hits}
 
 
-# Each look another embedder, other policies, or a segment set of its own (a segment removed
-# every time, never only added): no attempt may rank on what it kept.
+# Each look another embedder or other policies (both in the live filter and the vectors):
+# no attempt may rank on what it kept.
 CHANGES = {
-    "segments": lambda row: (None, frozenset(), frozenset({uuid.uuid4().hex})),
     "policies": lambda row: (None, frozenset({uuid.uuid4().hex}), frozenset({"s"})),
     "embedder": lambda row: (uuid.uuid4(), frozenset(), frozenset({"s"})),
 }
@@ -228,15 +227,18 @@ def test_a_state_that_keeps_changing_answers_conflict_and_is_audited(
         (False, True)]
 
 
-def test_an_index_that_only_grows_during_every_attempt_answers_from_the_kept_state(
-        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
-    # An indexer committing a new segment of the tenant's while each attempt ranks: the
-    # last attempt answers from what it kept (the newest memories missing) rather than 409.
+@pytest.mark.parametrize("segments", ["added", "replaced"])
+def test_segments_changing_during_every_attempt_answer_from_the_kept_state(
+        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch, segments: str) -> None:
+    # An indexer committing a new segment of the tenant's, or a compaction merging them,
+    # while each attempt ranks: the last attempt answers from what it kept (the newest
+    # memories missing) rather than 409.
     _write(world.runtime, world, FACTS)
     looks: list[frozenset[str]] = []
 
     def growing(row: Any) -> tuple[Any, frozenset[str], frozenset[str]]:
-        looks.append(frozenset(str(n) for n in range(len(looks) + 1)))
+        looks.append(frozenset(str(n) for n in range(len(looks) + 1)) if segments == "added"
+                     else frozenset({uuid.uuid4().hex}))
         return (None, frozenset(), looks[-1])
 
     monkeypatch.setattr(search, "_tokens", growing)
