@@ -66,6 +66,9 @@ def test_ensure_dir_refuses_a_file_in_the_way_at_once(
     assert calls == [str(tmp_path / "taken")]
     localdirs.ensure_dir(str(tmp_path / "made/here"))  # and makes what is missing
     assert (tmp_path / "made/here").is_dir()
+    calls.clear()
+    localdirs.ensure_dir(str(tmp_path / "made/here"))  # one that exists: one call, no error
+    assert calls == [str(tmp_path / "made/here")]
 
 
 @pytest.mark.parametrize("prunes", [63, 64])

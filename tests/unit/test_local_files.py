@@ -133,6 +133,11 @@ def test_linux_has_syncfs_from_its_c_library(tmp_path: Path) -> None:
         assert found(fd) == 0
     finally:
         os.close(fd)
+    # A failure leaves its errno where ctypes.get_errno() reads it (the error put_many
+    # answers), not a stale one.
+    ctypes.set_errno(0)
+    assert found(-1) == -1
+    assert ctypes.get_errno() == errno.EBADF
 
 
 class _NoSyncfs:
