@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import localdirs
 from .base import StorageUnavailable
-from .localfiles import fsync_path, tmp_name
+from .localfiles import fsync_all, tmp_name
 
 CLASS_DIR = ".memplane-class"
 
@@ -35,10 +35,15 @@ class ClassRecords:
         return os.path.isdir(self.dir_text)
 
     def write(self, path: str, storage_class: str, *, durable: bool) -> None:
-        """Record ``storage_class`` for the object at ``path`` (fsynced if ``durable``)."""
+        """Record ``storage_class`` for the object at ``path``. If ``durable``, the record is
+        fsynced before it replaces the previous one, then its directory and the parent of
+        each directory made for it: a new directory's name is durable only once its parent
+        is flushed, and a crash that took the record would leave the database claiming a
+        class the object does not have."""
         record = self.dir / path
         tmp = self._tmp / tmp_name()
         try:
+            made = _missing(record.parent, self.dir.parent)
             localdirs.ensure_dir(str(record.parent))
             with open(tmp, "x", encoding="utf-8") as out:
                 out.write(storage_class)
@@ -47,7 +52,7 @@ class ClassRecords:
                     os.fsync(out.fileno())
             os.replace(tmp, record)
             if durable:
-                fsync_path(record.parent)
+                fsync_all([str(record.parent), *(str(d.parent) for d in made)])
         except OSError as exc:
             raise StorageUnavailable(f"local write failed: {exc.strerror}") from exc
         finally:
@@ -69,3 +74,12 @@ class ClassRecords:
             pass
         except OSError as exc:
             raise StorageUnavailable(f"local delete failed: {exc.strerror}") from exc
+
+
+def _missing(directory: Path, root: Path) -> list[Path]:
+    """``directory`` and its parents below ``root`` that do not exist (yet), deepest first."""
+    missing: list[Path] = []
+    while directory != root and not directory.is_dir():
+        missing.append(directory)
+        directory = directory.parent
+    return missing

@@ -24,17 +24,19 @@ _tmp_count = itertools.count()
 def write_into(fd: int, data: bytes | BinaryIO) -> None:
     """Write bytes, or a file's content copied in chunks (memory bounded at any size)."""
     if isinstance(data, bytes | bytearray | memoryview):
-        os.write(fd, data) if len(data) < (1 << 30) else _write_all(fd, data)
+        _write_all(fd, data)
         return
     while chunk := data.read(CHUNK):
         _write_all(fd, chunk)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """Write all of ``data``: ``write`` may take only a part (a disk filling up, Linux's
+    limit of about 2 GiB a call) and says how much; the rest is written after it (or the
+    next call raises, as on a full disk), so a short write never links a truncated object."""
     view = memoryview(data)
     while view:
-        written = os.write(fd, view)
-        view = view[written:]
+        view = view[os.write(fd, view):]
 
 
 def link_unnamed(fd: int, target: str) -> None:
