@@ -129,6 +129,9 @@ class Soak:
                "MEMPLANE_RECEIPT_SIGNING_KEY": RECEIPT_KEY,
                "MEMPLANE_DATA_DIR": str(self.root), "MEMPLANE_ADMIN_KEY": ADMIN_KEY,
                "MEMPLANE_DB_POOL_SIZE": str(POOL_SIZE),
+               # Full by the end of warm-up, so the RSS bar sees what is not a cache filling
+               # with the soak's growing data (the default holds 1M vectors, ~120 MB here).
+               "MEMPLANE_SEARCH_CACHE_ROWS": "2000",
                "MEMPLANE_ALLOWED_ENDPOINTS": "127.0.0.1/32",  # the tenants' buckets, below
                "MEMPLANE_DEFAULT_BUCKET_URL": f"s3://{config['bucket']}?{urlencode(query)}"}
         self.log = self.root / "server.log"  # the server's own output, kept for a failed bar
