@@ -1,10 +1,14 @@
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
+from control_plane.addresses import MemoryAddress
 from control_plane.keys import subject_keys
+from control_plane.memories import hotpath
 
 
 @pytest.fixture
@@ -20,3 +24,18 @@ def at_step(monkeypatch: pytest.MonkeyPatch) -> dict[str, Callable[[], None]]:
 
     monkeypatch.setattr(subject_keys, "checkpoint", checkpoint)
     return table
+
+
+@pytest.fixture
+def lookups(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[MemoryAddress]]:
+    """The addresses ``lookup_for_write`` was called for (it still runs)."""
+    seen: list[MemoryAddress] = []
+    real = hotpath.lookup_for_write
+
+    def counted(session: Any, tenant_id: uuid.UUID, address: MemoryAddress,
+                meta_user: str | None) -> hotpath.WriteLookup:
+        seen.append(address)
+        return real(session, tenant_id, address, meta_user)
+
+    monkeypatch.setattr(hotpath, "lookup_for_write", counted)
+    yield seen

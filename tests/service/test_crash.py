@@ -43,10 +43,6 @@ def _pointers(world: ServiceWorld) -> list[MemoryPointer]:
                                     .where(MemoryPointer.tenant_id == world.tenant_id)))
 
 
-def _objects(world: ServiceWorld) -> set[str]:
-    with world.runtime.sessions() as session:
-        target = world.runtime.plane.active(session, world.tenant_id)
-    return {info.path for info in target.adapter.list(target.path("memories") + "/")}
 
 
 def _assert_pointer_truth(world: ServiceWorld) -> None:
@@ -67,7 +63,7 @@ def _settle(world: ServiceWorld) -> None:
         sweep_orphans(session, world.runtime.plane, grace_seconds=0, tenant_id=world.tenant_id)
     pointers = _pointers(world)
     assert {p.sync_status for p in pointers} <= {"synced"}
-    assert _objects(world) == {p.storage_path for p in pointers}
+    assert world.objects() == {p.storage_path for p in pointers}
 
 
 @pytest.mark.parametrize("step, survivor", [
@@ -82,9 +78,9 @@ def test_crash_during_overwrite(world: ServiceWorld, step: str, survivor: str) -
         _set(world, "v2")
     _assert_pointer_truth(world)
     assert world.read(ADDRESS) == survivor
-    assert len(_objects(world)) == 2  # the survivor's object and one orphan
+    assert len(world.objects()) == 2  # the survivor's object and one orphan
     _settle(world)
-    assert len(_objects(world)) == 1
+    assert len(world.objects()) == 1
     assert world.read(ADDRESS) == survivor
 
 
@@ -97,7 +93,7 @@ def test_crash_during_first_write_leaves_no_pointer(world: ServiceWorld, step: s
     with pytest.raises(NotFound):
         world.read(ADDRESS)
     _settle(world)
-    assert _objects(world) == set()
+    assert world.objects() == set()
 
 
 @pytest.mark.parametrize("step", ["delete:after_mark", "delete:after_object"])
@@ -112,7 +108,7 @@ def test_crash_during_delete(world: ServiceWorld, step: str) -> None:
     _assert_pointer_truth(world)
     _settle(world)
     assert _pointers(world) == []
-    assert _objects(world) == set()
+    assert world.objects() == set()
 
 
 def test_crash_during_clear_is_finished_by_rerun(world: ServiceWorld) -> None:
@@ -126,7 +122,7 @@ def test_crash_during_clear_is_finished_by_rerun(world: ServiceWorld) -> None:
     with world.runtime.sessions() as session:
         assert memories.clear_scope(session, world.runtime.plane, world.actor, scope) == 4
     assert _pointers(world) == []
-    assert _objects(world) == set()
+    assert world.objects() == set()
 
 
 def test_reconciler_settles_pending_writes_by_asking_the_bucket(world: ServiceWorld) -> None:
@@ -173,14 +169,14 @@ def test_gc_keeps_young_orphans_until_the_grace_period_passes(world: ServiceWorl
         old = collect_orphans(session, world.runtime.plane, grace_seconds=0,
                               tenant_id=world.tenant_id)
         assert (old.marked, old.orphans_deleted) == (1, 1)
-    assert _objects(world) == set()
+    assert world.objects() == set()
 
 
 def test_gc_deletes_a_marked_orphan_only_on_a_later_sweep(world: ServiceWorld) -> None:
     world.crash_at = "write:after_put"
     with pytest.raises(SimulatedCrash):
         _set(world, "orphan")
-    orphan = _objects(world)
+    orphan = world.objects()
     with world.runtime.sessions() as session:
         marked = mark_orphans(session, world.runtime.plane, grace_seconds=0,
                               tenant_id=world.tenant_id)
@@ -188,7 +184,7 @@ def test_gc_deletes_a_marked_orphan_only_on_a_later_sweep(world: ServiceWorld) -
                               tenant_id=world.tenant_id)
     assert (marked.scanned, marked.marked) == (1, 1)
     assert (early.orphans_deleted, early.waiting) == (0, 1)
-    assert _objects(world) == orphan
+    assert world.objects() == orphan
     with world.runtime.sessions() as session:
         again = mark_orphans(session, world.runtime.plane, grace_seconds=0,
                              tenant_id=world.tenant_id)
@@ -196,7 +192,7 @@ def test_gc_deletes_a_marked_orphan_only_on_a_later_sweep(world: ServiceWorld) -
                              tenant_id=world.tenant_id)
     assert again.marked == 0  # already a candidate; its mark time is kept
     assert (late.orphans_deleted, late.waiting) == (1, 0)
-    assert _objects(world) == set()
+    assert world.objects() == set()
 
 
 def test_gc_spares_a_candidate_that_a_pointer_names_by_the_sweep(world: ServiceWorld) -> None:

@@ -50,10 +50,6 @@ def _pointers(world: ServiceWorld) -> list[MemoryPointer]:
                                     .where(MemoryPointer.tenant_id == world.tenant_id)))
 
 
-def _objects(world: ServiceWorld) -> set[str]:
-    with world.runtime.sessions() as session:
-        target = world.runtime.plane.active(session, world.tenant_id)
-    return {info.path for info in target.adapter.list(target.path("memories") + "/")}
 
 
 def _terms(world: ServiceWorld) -> int:
@@ -67,7 +63,7 @@ def _settle(world: ServiceWorld) -> None:
                          tenant_id=world.tenant_id).errors == []
         mark_orphans(session, world.runtime.plane, grace_seconds=0, tenant_id=world.tenant_id)
         sweep_orphans(session, world.runtime.plane, grace_seconds=0, tenant_id=world.tenant_id)
-    assert _objects(world) == {p.storage_path for p in _pointers(world)}
+    assert world.objects() == {p.storage_path for p in _pointers(world)}
 
 
 def test_source_override_pointer_id_and_extra_commit_together(world: ServiceWorld) -> None:
@@ -111,7 +107,7 @@ def test_extra_raising_commits_nothing(world: ServiceWorld) -> None:
     assert _pointers(world) == []
     assert _terms(world) == 0
     assert _count(world, Compaction, Compaction.tenant_id == world.tenant_id) == 0
-    assert _objects(world) == set()  # the object just put was removed (GC would otherwise)
+    assert world.objects() == set()  # the object just put was removed (GC would otherwise)
     failures = _count(world, AccessLog, AccessLog.tenant_id == world.tenant_id,
                       AccessLog.operation == "write", AccessLog.success.is_(False))
     assert failures == 1
@@ -124,7 +120,7 @@ def test_a_taken_pointer_id_is_a_conflict_and_leaves_the_first(world: ServiceWor
                              pointer_id=first.id)
     assert getattr(caught.value, "status_code", None) == 409
     assert [p.id for p in _pointers(world)] == [first.id]
-    assert _objects(world) == {first.storage_path}
+    assert world.objects() == {first.storage_path}
 
 
 @pytest.mark.parametrize("step, exists", [
@@ -139,7 +135,7 @@ def test_crash_during_create_leaves_no_pointer_and_no_terms(
     assert (len(_pointers(world)) == 1) is exists
     assert _terms(world) == 0
     _settle(world)
-    assert _objects(world) == set()
+    assert world.objects() == set()
 
 
 @pytest.mark.parametrize("step, version", [
@@ -199,7 +195,7 @@ def test_concurrent_replaces_leave_one_object_and_the_last_writers_terms(
 
     (pointer,) = _pointers(world)
     assert pointer.version == writers + 1
-    assert _objects(world) == {pointer.storage_path}  # every superseded object deleted
+    assert world.objects() == {pointer.storage_path}  # every superseded object deleted
     winner = pointer.title
     assert winner is not None
     n = winner.removeprefix("title")

@@ -17,19 +17,13 @@ from control_plane.memories.schemas import MemoryMeta
 from tests.support.service import ServiceWorld
 
 
-def _objects(world: ServiceWorld) -> set[str]:
-    with world.runtime.sessions() as session:
-        target = world.runtime.plane.active(session, world.tenant_id)
-    return {info.path for info in target.adapter.list(target.path("memories") + "/")}
-
-
 def test_an_append_for_a_subject_being_erased_is_refused_and_leaves_no_object(
         world: ServiceWorld) -> None:
     address = MemoryAddress.parse(Scope.user, "u-erasing", "log")
     with world.runtime.sessions() as session:
         memories.append_value(session, world.runtime.plane, world.actor, address, "first",
                               MemoryMeta())
-    before = _objects(world)
+    before = world.objects()
     job_id = new_id()
     with world.runtime.sessions() as session:
         session.add(SubjectErasure(tenant_id=world.tenant_id, user_id="u-erasing",
@@ -41,7 +35,7 @@ def test_an_append_for_a_subject_being_erased_is_refused_and_leaves_no_object(
                               MemoryMeta())
     assert (refused.value.status_code, refused.value.extra) == (409, {"job_id": str(job_id)})
     assert len(before) == 1
-    assert _objects(world) == before
+    assert world.objects() == before
     assert world.read(address) == ["first"]
 
 
@@ -51,7 +45,7 @@ def test_an_append_whose_commit_loses_the_connection_raises_that_error_and_keeps
     with world.runtime.sessions() as session:
         memories.append_value(session, world.runtime.plane, world.actor, address, "first",
                               MemoryMeta())
-    before = _objects(world)
+    before = world.objects()
     lost = sa_exc.OperationalError("COMMIT", {}, Exception("server closed the connection"))
     with world.runtime.sessions() as session:
 
@@ -68,7 +62,7 @@ def test_an_append_whose_commit_loses_the_connection_raises_that_error_and_keeps
             memories.append_value(session, world.runtime.plane, world.actor, address,
                                   "second", MemoryMeta())
     assert raised.value is lost
-    after = _objects(world)
+    after = world.objects()
     assert len(before) == 1 and before < after and len(after) == 2
     assert world.read(address) == ["first"]
 
@@ -97,7 +91,7 @@ def test_an_append_whose_first_insert_meets_a_racing_first_write_appends_to_that
     assert raced == ["write:after_put"]
     assert pointer.version == 2  # type: ignore[union-attr]
     assert world.read(address) == ["theirs", "mine"]
-    assert _objects(world) == {pointer.storage_path}  # type: ignore[union-attr]
+    assert world.objects() == {pointer.storage_path}  # type: ignore[union-attr]
 
 
 def test_an_append_whose_row_keeps_changing_gives_up_after_four_looks(
@@ -111,7 +105,7 @@ def test_an_append_whose_row_keeps_changing_gives_up_after_four_looks(
     with world.runtime.sessions() as session:
         memories.append_value(session, world.runtime.plane, world.actor, address, "first",
                               MemoryMeta())
-    before = _objects(world)
+    before = world.objects()
     looks: list[int] = []
 
     def changed(*_: object) -> bool:
@@ -125,7 +119,7 @@ def test_an_append_whose_row_keeps_changing_gives_up_after_four_looks(
     assert refused.value.detail == ("the memory kept changing while it was being appended "
                                     "to; retry")
     assert len(looks) == 4
-    assert _objects(world) == before
+    assert world.objects() == before
     assert world.read(address) == ["first"]
 
 
@@ -150,4 +144,4 @@ def test_an_append_meeting_the_unique_index_again_on_its_second_try_gives_up(
     assert refused.value.detail == ("the memory was written concurrently by another "
                                     "request; retry")
     assert len(tries) == 2
-    assert _objects(world) == set()
+    assert world.objects() == set()

@@ -6,8 +6,6 @@ left, no second lookup)."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,29 +17,8 @@ from control_plane.db.base import new_id, utcnow
 from control_plane.db.engine import begin_write
 from control_plane.db.models import MemoryPointer, SubjectErasure
 from control_plane.errors import SubjectErasureInProgress
-from control_plane.memories import hotpath, hotpath_commit
+from control_plane.memories import hotpath_commit
 from tests.support.service import ServiceWorld
-
-
-@pytest.fixture
-def lookups(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[MemoryAddress]]:
-    """The addresses ``lookup_for_write`` was called for (it still runs)."""
-    seen: list[MemoryAddress] = []
-    real = hotpath.lookup_for_write
-
-    def counted(session: Any, tenant_id: uuid.UUID, address: MemoryAddress,
-                meta_user: str | None) -> hotpath.WriteLookup:
-        seen.append(address)
-        return real(session, tenant_id, address, meta_user)
-
-    monkeypatch.setattr(hotpath, "lookup_for_write", counted)
-    yield seen
-
-
-def _objects(world: ServiceWorld) -> set[str]:
-    with world.runtime.sessions() as session:
-        target = world.runtime.plane.active(session, world.tenant_id)
-    return {info.path for info in target.adapter.list(target.path("memories") + "/")}
 
 
 def _rows(world: ServiceWorld) -> list[tuple[object, ...]]:
@@ -62,14 +39,14 @@ def test_a_commit_that_loses_its_connection_raises_that_error_and_keeps_its_obje
         world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
     address = MemoryAddress.parse(Scope.user, "ada", "a")
     world.write(address, 1)
-    rows, before = _rows(world), _objects(world)
+    rows, before = _rows(world), world.objects()
     lost = sa_exc.OperationalError("UPDATE memory_pointers", {},
                                    ConnectionError("server closed the connection"))
     _failing_commit(monkeypatch, lost)
     with pytest.raises(sa_exc.OperationalError) as raised:
         world.write(address, 2)
     assert raised.value is lost
-    assert len(_objects(world) - before) == 1  # the row may name it: reconcile decides
+    assert len(world.objects() - before) == 1  # the row may name it: reconcile decides
     assert _rows(world) == rows
     monkeypatch.undo()
     assert world.read(address) == 1
@@ -79,13 +56,13 @@ def test_a_commit_that_fails_otherwise_raises_that_error_and_leaves_no_object(
         world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
     address = MemoryAddress.parse(Scope.user, "ada", "a")
     world.write(address, 1)
-    rows, before = _rows(world), _objects(world)
+    rows, before = _rows(world), world.objects()
     broken = RuntimeError("the statement failed")
     _failing_commit(monkeypatch, broken)
     with pytest.raises(RuntimeError) as raised:
         world.write(address, 2)
     assert raised.value is broken
-    assert (_objects(world), _rows(world)) == (before, rows)
+    assert (world.objects(), _rows(world)) == (before, rows)
     monkeypatch.undo()
     assert world.read(address) == 1
 
@@ -95,7 +72,7 @@ def test_an_erasure_begun_after_the_put_is_refused_by_step_3_and_leaves_no_objec
     address = MemoryAddress.parse(Scope.user, "ada", "a")
     world.write(address, 1)
     lookups.clear()
-    rows, before = _rows(world), _objects(world)
+    rows, before = _rows(world), world.objects()
     job = new_id()
     begun: list[str] = []
 
@@ -117,4 +94,4 @@ def test_an_erasure_begun_after_the_put_is_refused_by_step_3_and_leaves_no_objec
         world.runtime.plane.checkpoint = world.checkpoint
     assert refused.value.extra == {"job_id": str(job)}
     assert (begun, lookups) == (["write:after_put"], [])  # refused by the commit itself
-    assert (_objects(world), _rows(world)) == (before, rows)
+    assert (world.objects(), _rows(world)) == (before, rows)

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -30,29 +28,10 @@ from storage_adapters.local import LocalAdapter
 from tests.support.service import ServiceWorld
 
 
-@pytest.fixture
-def lookups(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[MemoryAddress]]:
-    """The addresses ``lookup_for_write`` was called for (it still runs)."""
-    seen: list[MemoryAddress] = []
-    real = hotpath.lookup_for_write
-
-    def counted(session: Any, tenant_id: uuid.UUID, address: MemoryAddress,
-                meta_user: str | None) -> hotpath.WriteLookup:
-        seen.append(address)
-        return real(session, tenant_id, address, meta_user)
-
-    monkeypatch.setattr(hotpath, "lookup_for_write", counted)
-    yield seen
-
-
 def _target(world: ServiceWorld, session: Session, address: MemoryAddress) -> Target:
     return world.runtime.plane.for_memory(session, world.tenant_id, address.scope, None, None)
 
 
-def _objects(world: ServiceWorld) -> set[str]:
-    with world.runtime.sessions() as session:
-        target = world.runtime.plane.active(session, world.tenant_id)
-    return {info.path for info in target.adapter.list(target.path("memories") + "/")}
 
 
 def _named(world: ServiceWorld) -> set[str]:
@@ -100,7 +79,7 @@ def test_a_looked_up_write_commits_a_request_bound_to_the_row_and_its_subjects_k
     meta = MemoryMeta(tags=["b", "a", "b"], importance=4, title="T", ttl_seconds=60,
                       searchable=False)
     request, target = _prepare(world, address, b"2", meta)
-    assert request.path in _objects(world) - _named(world)  # stored, not yet named
+    assert request.path in world.objects() - _named(world)  # stored, not yet named
     assert request.audit_address.startswith(" ") and len(request.audit_address) > 1
     expected = {
         "tenant_id": world.tenant_id, "address": address, "pointer_id": first.id,
@@ -198,7 +177,7 @@ def test_a_row_the_fast_path_saved_is_guessed_by_the_next_write(
     assert lookups == [first]
     assert (again.id, again.version) == (created.id, 2)
     assert world.read(address) == 3
-    assert _objects(world) == _named(world)
+    assert world.objects() == _named(world)
 
 
 def test_on_a_bucket_without_cheap_puts_only_a_known_address_is_guessed(
@@ -213,7 +192,7 @@ def test_on_a_bucket_without_cheap_puts_only_a_known_address_is_guessed(
     world.write(new, 4)
     assert lookups == [known, new]
     assert (world.read(known), world.read(new)) == (3, 4)
-    assert _objects(world) == _named(world)
+    assert world.objects() == _named(world)
 
 
 def test_a_guess_whose_key_the_keyring_no_longer_holds_is_looked_up(
@@ -225,7 +204,7 @@ def test_a_guess_whose_key_the_keyring_no_longer_holds_is_looked_up(
     written = world.write(address, 2)
     assert lookups == [address, address]
     assert written.version == 2 and world.read(address) == 2
-    assert _objects(world) == _named(world)
+    assert world.objects() == _named(world)
 
 
 @pytest.mark.parametrize("guessed", [True, False])

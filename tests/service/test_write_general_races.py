@@ -37,10 +37,6 @@ def _general(world: ServiceWorld, address: MemoryAddress, value: Any,
                                   MemoryMeta(), idem)
 
 
-def _objects(world: ServiceWorld) -> set[str]:
-    with world.runtime.sessions() as session:
-        target = world.runtime.plane.active(session, world.tenant_id)
-    return {info.path for info in target.adapter.list(target.path("memories") + "/")}
 
 
 def _puts(world: ServiceWorld) -> int:
@@ -70,7 +66,7 @@ def _after_put_once(world: ServiceWorld, before: set[str],
 
     def at(step: str) -> None:
         if step == "write:general_after_put" and not seen:
-            (put,) = _objects(world) - before
+            (put,) = world.objects() - before
             seen.append(put)
             action()
 
@@ -87,7 +83,7 @@ def test_a_first_write_by_another_request_meanwhile_is_updated_by_an_object_seal
     [first_put], [other] = seen, theirs
     assert (mine.id, mine.version) == (other.id, 2)  # their row, not the id it was sealed for
     assert first_put not in {mine.storage_path, other.storage_path}
-    assert _objects(world) == {mine.storage_path}
+    assert world.objects() == {mine.storage_path}
     assert world.read(address) == "mine"
 
 
@@ -96,7 +92,7 @@ def test_a_data_subject_changed_meanwhile_gets_the_object_sealed_under_its_key(
     address = MemoryAddress.parse(Scope.agent, "helper-race", "pref")
     world.write(MemoryAddress.parse(Scope.user, "u-new", "warm"), 0)  # u-new's key exists
     old = world.write(address, 1)
-    before = _objects(world)
+    before = world.objects()
 
     def tag_with_u_new() -> None:
         with world.runtime.sessions() as session:
@@ -109,7 +105,7 @@ def test_a_data_subject_changed_meanwhile_gets_the_object_sealed_under_its_key(
     assert (written.id, written.version, written.subject_user_id) == (old.id, 2, "u-new")
     assert _key_of(world, written.storage_path) == _live_keys(world, "u-new")[0]
     assert seen[0] != written.storage_path
-    assert _objects(world) == before - {old.storage_path} | {written.storage_path}
+    assert world.objects() == before - {old.storage_path} | {written.storage_path}
     assert world.read(address) == 2
 
 
@@ -117,7 +113,7 @@ def test_a_subject_key_destroyed_meanwhile_is_not_sealed_under(world: ServiceWor
     address = MemoryAddress.parse(Scope.user, "u-shred", "k")
     old = world.write(address, 1)
     [old_key] = _live_keys(world, "u-shred")
-    before = _objects(world)
+    before = world.objects()
 
     def destroy() -> None:
         with world.runtime.sessions() as session:
@@ -132,7 +128,7 @@ def test_a_subject_key_destroyed_meanwhile_is_not_sealed_under(world: ServiceWor
     assert _key_of(world, written.storage_path) == new_key
     assert (written.id, written.version) == (old.id, 2)
     assert seen[0] != written.storage_path
-    assert _objects(world) == {written.storage_path}
+    assert world.objects() == {written.storage_path}
     assert world.read(address) == 2
 
 
@@ -142,7 +138,7 @@ def test_a_row_that_keeps_changing_gives_up_after_three_tries(
     always): three objects put, each deleted, then 409 with the sentence."""
     address = MemoryAddress.parse(Scope.user, "u-changing", "k")
     old = world.write(address, 1)
-    before, puts = _objects(world), _puts(world)
+    before, puts = world.objects(), _puts(world)
     looks: list[int] = []
 
     def changed(*_: object) -> bool:
@@ -155,7 +151,7 @@ def test_a_row_that_keeps_changing_gives_up_after_three_tries(
     assert refused.value.detail == ("the memory kept changing while it was being written; "
                                     "retry")
     assert (len(looks), _puts(world) - puts) == (3, 3)
-    assert _objects(world) == before
+    assert world.objects() == before
     with world.runtime.sessions() as session:
         pointer = session.get(MemoryPointer, old.id)
         assert pointer is not None
@@ -194,7 +190,7 @@ def test_a_twin_that_commits_first_is_replayed_after_three_tries(world: ServiceW
             answer.response["storage_path"]) == (str(twin.id), 2, twin.storage_path)
     assert len(saves) == 3
     assert _puts(world) - puts == 2  # this request's one object, and the twin's
-    assert _objects(world) == {twin.storage_path}
+    assert world.objects() == {twin.storage_path}
     with world.runtime.sessions() as session:
         pointer = session.get(MemoryPointer, twin.id)
         assert pointer is not None and pointer.version == 2
@@ -204,7 +200,7 @@ def test_a_commit_that_loses_the_connection_raises_that_error_and_keeps_its_obje
         world: ServiceWorld) -> None:
     address = MemoryAddress.parse(Scope.user, "u-lost", "k")
     world.write(address, 1)
-    before = _objects(world)
+    before = world.objects()
     lost = sa_exc.OperationalError("COMMIT", {}, Exception("server closed the connection"))
     with world.runtime.sessions() as session:
 
@@ -221,7 +217,7 @@ def test_a_commit_that_loses_the_connection_raises_that_error_and_keeps_its_obje
             memories.set_value(session, world.runtime.plane, world.actor, address, 2,
                                MemoryMeta(), Idempotency.of("lost", "set", "u-lost/k"))
     assert raised.value is lost
-    after = _objects(world)
+    after = world.objects()
     assert len(before) == 1 and before < after and len(after) == 2  # the row may name it
     assert world.read(address) == 1
 
@@ -233,7 +229,7 @@ def test_a_write_for_a_subject_being_erased_is_refused_and_leaves_no_object(
     mine = MemoryAddress.parse(Scope.user, "u-ref", "k")
     shared = MemoryAddress.parse(Scope.conversation, "u-ref", "k")
     world.write(mine, 1, MemoryMeta(user_id="u-meta"))
-    before = _objects(world)
+    before = world.objects()
     job_id = new_id()
     with world.runtime.sessions() as session:
         session.add(SubjectErasure(tenant_id=world.tenant_id, user_id="u-ref", job_id=job_id,
@@ -242,10 +238,10 @@ def test_a_write_for_a_subject_being_erased_is_refused_and_leaves_no_object(
     with pytest.raises(SubjectErasureInProgress) as refused:
         _general(world, mine, 2)
     assert (refused.value.status_code, refused.value.extra) == (409, {"job_id": str(job_id)})
-    assert _objects(world) == before
+    assert world.objects() == before
     assert world.read(mine) == 1
 
     written = _general(world, shared, 3)
     assert (written.version, written.subject_user_id) == (1, None)
-    assert _objects(world) == before | {written.storage_path}
+    assert world.objects() == before | {written.storage_path}
     assert world.read(shared) == 3

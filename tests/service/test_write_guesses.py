@@ -6,10 +6,7 @@ lands exactly as a looked-up one would, and the object sealed for the wrong gues
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from typing import Any
 
-import pytest
 from sqlalchemy import delete, select, update
 
 from control_plane.addresses import MemoryAddress, Scope
@@ -17,29 +14,6 @@ from control_plane.db.base import utcnow
 from control_plane.db.models import MemoryPointer, SubjectKey
 from control_plane.memories import guesses, hotpath
 from tests.support.service import ServiceWorld
-
-
-@pytest.fixture
-def lookups(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[MemoryAddress]]:
-    """The addresses ``lookup_for_write`` was called for (it still runs)."""
-    seen: list[MemoryAddress] = []
-    real = hotpath.lookup_for_write
-
-    def counted(session: Any, tenant_id: uuid.UUID, address: MemoryAddress,
-                meta_user: str | None) -> hotpath.WriteLookup:
-        seen.append(address)
-        return real(session, tenant_id, address, meta_user)
-
-    monkeypatch.setattr(hotpath, "lookup_for_write", counted)
-    yield seen
-
-
-
-
-def _objects(world: ServiceWorld) -> set[str]:
-    with world.runtime.sessions() as session:
-        target = world.runtime.plane.active(session, world.tenant_id)
-    return {info.path for info in target.adapter.list(target.path("memories") + "/")}
 
 
 def _puts(world: ServiceWorld) -> int:
@@ -64,7 +38,7 @@ def test_writes_after_the_first_of_a_scope_take_no_lookup(
     assert lookups == [first]
     assert (overwritten.version, new.version) == (2, 1)
     assert (world.read(first), world.read(MemoryAddress.parse(Scope.user, "ada", "b"))) == (2, 3)
-    assert _objects(world) == _named(world)  # superseded objects went, nothing else left
+    assert world.objects() == _named(world)  # superseded objects went, nothing else left
 
 
 def test_a_row_deleted_behind_the_process_is_written_anew(
@@ -81,7 +55,7 @@ def test_a_row_deleted_behind_the_process_is_written_anew(
     assert (lookups, _puts(world) - puts) == ([address], 2)
     assert written.id != old.id and written.version == 1
     assert world.read(address) == {"v": 2}
-    assert _objects(world) - {old.storage_path} == _named(world)
+    assert world.objects() - {old.storage_path} == _named(world)
 
 
 def test_a_row_whose_subject_changed_behind_the_process_is_sealed_for_the_new_one(
@@ -99,7 +73,7 @@ def test_a_row_whose_subject_changed_behind_the_process_is_sealed_for_the_new_on
     assert (lookups, _puts(world) - puts) == ([address], 2)
     assert (written.id, written.version, written.subject_user_id) == (old.id, 2, "bo")
     assert world.read(address) == {"v": 2}  # sealed under bo's key, which the row names
-    assert _objects(world) == _named(world)
+    assert world.objects() == _named(world)
 
 
 def test_a_key_destroyed_behind_the_process_is_not_sealed_under(
@@ -123,7 +97,7 @@ def test_a_key_destroyed_behind_the_process_is_not_sealed_under(
             SubjectKey.destroyed_at.is_(None))).all()
     assert len(live) == 1 and live[0] != old_key
     assert world.read(second) == 2
-    assert _objects(world) - {p for p in _objects(world) if "/cy/a/" in p} == _named(world)
+    assert world.objects() - {p for p in world.objects() if "/cy/a/" in p} == _named(world)
 
 
 def test_a_new_address_is_guessed_only_on_a_bucket_of_cheap_puts() -> None:

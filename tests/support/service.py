@@ -235,6 +235,12 @@ class ServiceWorld:
         assert isinstance(written, MemoryPointer)
         return written
 
+    def objects(self) -> set[str]:
+        """The paths of the memory objects in the tenant's active bucket."""
+        with self.runtime.sessions() as session:
+            target = self.runtime.plane.active(session, self.tenant_id)
+        return {info.path for info in target.adapter.list(target.path("memories") + "/")}
+
     def read(self, address: Any) -> Any:
         """The memory's value, read as the tenant's API key would."""
         from control_plane.memories import service as memories
