@@ -15,7 +15,7 @@ import pytest
 
 from storage_adapters import local as local_module
 from storage_adapters import localdirs, localfiles
-from storage_adapters.base import InvalidPath, StorageUnavailable
+from storage_adapters.base import InvalidPath, ObjectNotFound, StorageUnavailable
 from storage_adapters.bounded import ObjectTooLarge
 from storage_adapters.local import LocalAdapter
 
@@ -351,3 +351,20 @@ def test_a_bucket_directory_opened_again_keeps_its_objects(tmp_path: Path) -> No
     LocalAdapter(tmp_path / "b", fsync=False).put("t/k/v1", b"kept")
     again = LocalAdapter(tmp_path / "b", fsync=False)
     assert again.get("t/k/v1") == b"kept"
+
+
+def test_a_key_under_an_object_or_naming_a_directory_is_not_found(tmp_path: Path) -> None:
+    """``a/b`` when ``a`` is an object (the file system says NotADirectoryError) and ``d``
+    when ``d/x`` is one (IsADirectoryError): no such object, not an unavailable bucket."""
+    adapter = LocalAdapter(tmp_path)
+    adapter.put("a", b"one")
+    adapter.put("d/x", b"two")
+    for key in ("a/b", "d"):
+        with pytest.raises(ObjectNotFound):
+            adapter.get(key)
+        with pytest.raises(ObjectNotFound):
+            b"".join(adapter.iter_chunks(key))
+    with pytest.raises(ObjectNotFound):
+        adapter.head("a/b")
+    assert adapter.delete_many(["a/b"]) == 1  # every key asked counts
+    assert (adapter.get("a"), adapter.get("d/x")) == (b"one", b"two")
