@@ -20,6 +20,7 @@ import pytest
 from sqlalchemy import exc as sa_exc
 
 from control_plane.audit import batcher as batcher_module
+from control_plane.audit import service as audit
 from control_plane.audit.batcher import AuditBatcher
 from control_plane.kit import request_id_var
 from tests.unit.batcher_steps import (
@@ -40,6 +41,7 @@ def world(tmp_path: Path) -> Iterator[World]:
     yield from make_world(tmp_path)
 
 
+# ``steps``, ``batcher`` and ``at`` serve ``test_audit_batcher_postgres.py`` too, on its world.
 @pytest.fixture
 def steps(monkeypatch: pytest.MonkeyPatch) -> Steps:
     s = Steps()
@@ -135,11 +137,18 @@ def test_the_leader_hands_off_to_the_first_queued_read_and_every_read_waits_for_
          None),
         (world.tenant, None, None, "api", "reader", None, "read", True, "f3", None, at, None)]
     assert (batcher._leading, batcher._queue) == (False, [])
+    # The sealer chains the rows as they landed, and the chain over them verifies.
+    with world.sessions() as session:
+        assert audit.seal(session, world.tenant) == 4
+        assert audit.verify(session, world.tenant).ok
+    assert [row[-1] for row in all_rows(world)] == [1, 2, 3, 4]
 
 
-def test_a_refused_batch_fails_every_read_in_it_and_the_next_starts_on_a_fresh_connection(
-        world: World, batcher: AuditBatcher, steps: Steps,
-        caplog: pytest.LogCaptureFixture) -> None:
+def refused_batch(world: World, batcher: AuditBatcher, steps: Steps,
+                  caplog: pytest.LogCaptureFixture) -> sa_exc.IntegrityError:
+    """A batch the database refuses, on either database: every read in it fails with the
+    same error (returned), none of its rows lands, the connection is dropped, not retried,
+    and the next read commits on a fresh one."""
     caplog.set_level(logging.INFO, logger=batcher_module.__name__)
     leader, release = start_held(world, batcher, steps)
     # Three reads queue behind it; one row names a tenant that does not exist, so the
@@ -155,7 +164,7 @@ def test_a_refused_batch_fails_every_read_in_it_and_the_next_starts_on_a_fresh_c
     outcomes = [r.finish() for r in (a, b, c)]
     assert isinstance(outcomes[0], sa_exc.IntegrityError)
     assert outcomes[1] is outcomes[0] and outcomes[2] is outcomes[0]  # each hears of it
-    assert isinstance(outcomes[0].orig, sqlite3.IntegrityError)
+    assert outcomes[0].connection_invalidated is False  # a refusal, not a lost connection
     # None of them was answered, and none of their rows is there (a and c were sound rows,
     # refused with the batch); the connection is dropped, not retried.
     assert details(world) == ["leader"]
@@ -165,9 +174,17 @@ def test_a_refused_batch_fails_every_read_in_it_and_the_next_starts_on_a_fresh_c
     [d] = queue(world, batcher, steps, "d")
     assert d.finish() is None and d.durable is True
     assert batcher._conn is not None and batcher._conn is not used
-    assert steps.names("commit") == [leader.name, a.name, d.name]
+    assert steps.names("commit") == [leader.name, a.name, d.name]  # a led the refused batch
     assert details(world) == ["d", "leader"]
     assert (batcher._leading, batcher._queue) == (False, [])
+    return outcomes[0]
+
+
+def test_a_refused_batch_fails_every_read_in_it_and_the_next_starts_on_a_fresh_connection(
+        world: World, batcher: AuditBatcher, steps: Steps,
+        caplog: pytest.LogCaptureFixture) -> None:
+    refused = refused_batch(world, batcher, steps, caplog)
+    assert isinstance(refused.orig, sqlite3.IntegrityError)
 
 
 def test_an_error_before_any_connection_reaches_the_reader_and_the_batcher_carries_on(

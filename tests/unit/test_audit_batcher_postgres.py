@@ -14,13 +14,14 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+import psycopg
 import pytest
 from sqlalchemy import event, text
-from sqlalchemy import exc as sa_exc
 
 from control_plane.audit import batcher as batcher_module
 from control_plane.audit.batcher import AuditBatcher
 from control_plane.kit import request_id_var
+from tests.unit import test_audit_batcher_cases as cases
 from tests.unit.batcher_steps import (
     SHORT,
     Steps,
@@ -30,30 +31,20 @@ from tests.unit.batcher_steps import (
     start_held,
 )
 from tests.unit.checkpoint_world import World, postgres_cluster, postgres_world
-from tests.unit.test_audit_batcher_cases import AT, log_lines
+from tests.unit.test_audit_batcher_cases import log_lines
 
 cluster = pytest.fixture(scope="module")(postgres_cluster)
 world = pytest.fixture(postgres_world)
+steps, batcher, at = cases.steps, cases.batcher, cases.at  # the SQLite cases', on this world
 
-
-@pytest.fixture
-def steps(monkeypatch: pytest.MonkeyPatch) -> Steps:
-    s = Steps()
-    monkeypatch.setattr(batcher_module, "checkpoint", s)
-    return s
-
-
-@pytest.fixture
-def batcher(world: World) -> Iterator[AuditBatcher]:
-    b = AuditBatcher(world.engine)
-    yield b
-    b.close()
-
-
-@pytest.fixture
-def at(monkeypatch: pytest.MonkeyPatch) -> datetime:
-    monkeypatch.setattr(batcher_module, "utcnow", lambda: AT)
-    return AT
+# The SQLite cases that hold nothing of SQLite's own, run again on PostgreSQL (its batches go
+# in as one array statement on the batcher's autocommit connection).
+test_the_leader_hands_off_and_every_read_waits_for_its_row = (
+    cases.test_the_leader_hands_off_to_the_first_queued_read_and_every_read_waits_for_its_row)
+test_a_read_whose_wait_runs_out_in_the_queue_is_refused = (
+    cases.test_a_read_whose_wait_runs_out_in_the_queue_is_refused_and_its_row_never_lands)
+test_a_read_whose_wait_runs_out_while_its_row_is_being_committed_waits_for_it = (
+    cases.test_a_read_whose_wait_runs_out_while_its_row_is_being_committed_waits_for_it)
 
 
 @pytest.fixture
@@ -132,20 +123,8 @@ def test_record_operations_land_in_one_statement_committed_on_its_own(
 def test_a_refused_batch_fails_every_read_in_it_without_a_retry(
         world: World, batcher: AuditBatcher, steps: Steps,
         caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger=batcher_module.__name__)
-    leader, release = start_held(world, batcher, steps)
-    a, b, c = queue(world, batcher, steps, "a", "b", "c", tenant_ids={"b": uuid.uuid4()})
-    release.set()
-    assert leader.finish() is None
-    outcomes = [r.finish() for r in (a, b, c)]
-    assert isinstance(outcomes[0], sa_exc.IntegrityError)
-    assert outcomes[1] is outcomes[0] and outcomes[2] is outcomes[0]
-    assert outcomes[0].connection_invalidated is False
-    assert log_lines(caplog) == [("WARNING", "audit batch of 3 rows failed: IntegrityError")]
-    assert details(world) == ["leader"]
-    [d] = queue(world, batcher, steps, "d")
-    assert d.finish() is None and d.durable is True
-    assert details(world) == ["d", "leader"]
+    refused = cases.refused_batch(world, batcher, steps, caplog)
+    assert isinstance(refused.orig, psycopg.errors.ForeignKeyViolation)
 
 
 def test_a_batch_on_a_connection_the_server_closed_commits_on_a_fresh_one(
