@@ -129,6 +129,17 @@ def checkpoint(log: Log, anchor: Anchor, size: int, previous: int | None) -> Non
     anchor.put((*FOLDER, checkpoint_name(size)), log.sign_json(body))
 
 
+def three_checkpoints(log: Log, anchor: Anchor) -> list[int]:
+    """Checkpoints at 3, 7 and 12 rows, each with its proof from the one before."""
+    sizes, previous = [], None
+    for n in (3, 4, 5):
+        size = log.append(n=n)
+        checkpoint(log, anchor, size, previous)
+        sizes.append(size)
+        previous = size
+    return sizes
+
+
 def move(log: Log, old: Anchor, new: Anchor, previous: int, *, checkpointed: bool = True
          ) -> int:
     """The anchor moves from ``old`` to ``new``: the move's row, a checkpoint of ``old`` that

@@ -26,6 +26,7 @@ from tests.transparency.logs import (
     move,
     root_anchor,
     tenant_anchor,
+    three_checkpoints,
 )
 
 
@@ -40,17 +41,6 @@ def verify(log: Log, *anchors: Anchor, tenant: bool = True) -> tuple[int, dict, 
         args += ["--tenant", str(log.tenant_id)]
     code, out, err = run(*args, "--verifier-key", log.vkey)
     return code, json.loads(out.strip().splitlines()[-1]), " ".join(err.split())
-
-
-def three_checkpoints(log: Log, anchor: Anchor) -> list[int]:
-    """Checkpoints at 3, 7 and 12 rows, each with its proof from the one before."""
-    sizes, previous = [], None
-    for n in (3, 4, 5):
-        size = log.append(n=n)
-        checkpoint(log, anchor, size, previous)
-        sizes.append(size)
-        previous = size
-    return sizes
 
 
 @pytest.fixture

@@ -12,7 +12,15 @@ import pytest
 
 from control_plane.audit import offline
 from control_plane.audit.anchors import FOLDER, checkpoint_name
-from tests.transparency.logs import Anchor, Log, b64, checkpoint, root_anchor, tenant_anchor
+from tests.transparency.logs import (
+    Anchor,
+    Log,
+    b64,
+    checkpoint,
+    root_anchor,
+    tenant_anchor,
+)
+from tests.transparency.logs import three_checkpoints as three
 
 __all__ = ["Anchor", "Log", "b64", "checkpoint", "root_anchor", "tenant_anchor", "bucket",
            "verify", "fails", "three", "record", "evidence"]
@@ -32,17 +40,6 @@ def fails(log: Log, *anchors: Anchor, tenant: bool = True) -> str:
     with pytest.raises(offline.Failure) as failed:
         verify(log, *anchors, tenant=tenant)
     return str(failed.value)
-
-
-def three(log: Log, anchor: Anchor) -> list[int]:
-    """Checkpoints at 3, 7 and 12 rows, each with its proof from the one before."""
-    sizes, previous = [], None
-    for n in (3, 4, 5):
-        size = log.append(n=n)
-        checkpoint(log, anchor, size, previous)
-        sizes.append(size)
-        previous = size
-    return sizes
 
 
 def evidence(log: Log, seq: int, size: int) -> dict[str, Any]:
