@@ -9,8 +9,6 @@ import pytest
 from sqlalchemy import exc as sa_exc
 
 from control_plane.addresses import MemoryAddress, Scope
-from control_plane.db.base import new_id, utcnow
-from control_plane.db.models import SubjectErasure
 from control_plane.errors import SubjectErasureInProgress
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
@@ -24,11 +22,7 @@ def test_an_append_for_a_subject_being_erased_is_refused_and_leaves_no_object(
         memories.append_value(session, world.runtime.plane, world.actor, address, "first",
                               MemoryMeta())
     before = world.objects()
-    job_id = new_id()
-    with world.runtime.sessions() as session:
-        session.add(SubjectErasure(tenant_id=world.tenant_id, user_id="u-erasing",
-                                   job_id=job_id, started_at=utcnow()))
-        session.commit()
+    job_id = world.erasing("u-erasing")
     with world.runtime.sessions() as session, \
             pytest.raises(SubjectErasureInProgress) as refused:
         memories.append_value(session, world.runtime.plane, world.actor, address, "second",
@@ -46,18 +40,8 @@ def test_an_append_whose_commit_loses_the_connection_raises_that_error_and_keeps
         memories.append_value(session, world.runtime.plane, world.actor, address, "first",
                               MemoryMeta())
     before = world.objects()
-    lost = sa_exc.OperationalError("COMMIT", {}, Exception("server closed the connection"))
     with world.runtime.sessions() as session:
-
-        def dropped() -> None:
-            del session.commit  # only this commit is lost
-            raise lost
-
-        def at(step: str) -> None:
-            if step == "write:before_commit":
-                session.commit = dropped  # type: ignore[method-assign]
-
-        world.runtime.plane.checkpoint = at
+        lost = world.lose_commit(session)
         with pytest.raises(sa_exc.OperationalError) as raised:
             memories.append_value(session, world.runtime.plane, world.actor, address,
                                   "second", MemoryMeta())

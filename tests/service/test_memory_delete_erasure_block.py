@@ -12,8 +12,7 @@ import pytest
 from sqlalchemy import select
 
 from control_plane.addresses import MemoryAddress, Scope
-from control_plane.db.base import new_id, utcnow
-from control_plane.db.models import MemoryPointer, SubjectErasure
+from control_plane.db.models import MemoryPointer
 from control_plane.errors import SubjectErasureInProgress
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
@@ -21,12 +20,7 @@ from tests.support.service import ServiceWorld
 
 
 def _erasing(world: ServiceWorld, user_id: str) -> str:
-    job_id = new_id()
-    with world.runtime.sessions() as session:
-        session.add(SubjectErasure(tenant_id=world.tenant_id, user_id=user_id, job_id=job_id,
-                                   started_at=utcnow()))
-        session.commit()
-    return str(job_id)
+    return str(world.erasing(user_id))
 
 
 def _rows(world: ServiceWorld) -> list[tuple[str, str | None, str | None, str]]:

@@ -18,8 +18,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import select, update
 
 from control_plane.addresses import MemoryAddress, Scope
-from control_plane.db.base import new_id, utcnow
-from control_plane.db.models import MemoryPointer, SubjectErasure, SubjectKey
+from control_plane.db.base import utcnow
+from control_plane.db.models import MemoryPointer, SubjectKey
 from control_plane.errors import Conflict, SubjectErasureInProgress
 from control_plane.idempotency import Idempotency, Replay
 from control_plane.memories import service as memories
@@ -201,18 +201,8 @@ def test_a_commit_that_loses_the_connection_raises_that_error_and_keeps_its_obje
     address = MemoryAddress.parse(Scope.user, "u-lost", "k")
     world.write(address, 1)
     before = world.objects()
-    lost = sa_exc.OperationalError("COMMIT", {}, Exception("server closed the connection"))
     with world.runtime.sessions() as session:
-
-        def dropped() -> None:
-            del session.commit  # only this commit is lost
-            raise lost
-
-        def at(step: str) -> None:
-            if step == "write:before_commit":
-                session.commit = dropped  # type: ignore[method-assign]
-
-        world.runtime.plane.checkpoint = at
+        lost = world.lose_commit(session)
         with pytest.raises(sa_exc.OperationalError) as raised:
             memories.set_value(session, world.runtime.plane, world.actor, address, 2,
                                MemoryMeta(), Idempotency.of("lost", "set", "u-lost/k"))
@@ -230,11 +220,7 @@ def test_a_write_for_a_subject_being_erased_is_refused_and_leaves_no_object(
     shared = MemoryAddress.parse(Scope.conversation, "u-ref", "k")
     world.write(mine, 1, MemoryMeta(user_id="u-meta"))
     before = world.objects()
-    job_id = new_id()
-    with world.runtime.sessions() as session:
-        session.add(SubjectErasure(tenant_id=world.tenant_id, user_id="u-ref", job_id=job_id,
-                                   started_at=utcnow()))
-        session.commit()
+    job_id = world.erasing("u-ref")
     with pytest.raises(SubjectErasureInProgress) as refused:
         _general(world, mine, 2)
     assert (refused.value.status_code, refused.value.extra) == (409, {"job_id": str(job_id)})

@@ -248,6 +248,38 @@ class ServiceWorld:
         with self.runtime.sessions() as session:
             return memories.get_value(session, self.runtime.plane, self.actor, address).value
 
+    def erasing(self, user_id: str) -> uuid.UUID:
+        """The erasure of the tenant's data subject ``user_id`` started (the row its job holds
+        while it runs, so writes for that subject are refused); the job's id."""
+        from control_plane.db.base import new_id, utcnow
+        from control_plane.db.models import SubjectErasure
+
+        job_id = new_id()
+        with self.runtime.sessions() as session:
+            session.add(SubjectErasure(tenant_id=self.tenant_id, user_id=user_id,
+                                       job_id=job_id, started_at=utcnow()))
+            session.commit()
+        return job_id
+
+    def lose_commit(self, session: Any, step: str = "write:before_commit") -> Exception:
+        """The first commit of ``session`` after the plane's ``step`` loses its connection:
+        it raises the returned error (the server closed the connection, so the outcome is
+        unknown) and commits nothing; the session's later commits are its own again."""
+        from sqlalchemy import exc as sa_exc
+
+        lost = sa_exc.OperationalError("COMMIT", {}, Exception("server closed the connection"))
+
+        def dropped() -> None:
+            del session.commit  # only this commit is lost
+            raise lost
+
+        def at(name: str) -> None:
+            if name == step:
+                session.commit = dropped
+
+        self.runtime.plane.checkpoint = at
+        return lost
+
 
 def own_runtime(database: str, request: pytest.FixtureRequest,
                 tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Runtime]:
