@@ -22,7 +22,7 @@ from control_plane.keys import subject_keys as keys
 from control_plane.keys.rotation import kek_status, retire_keks, rotate_kek
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
-from control_plane.plane.kek_providers import LocalKeyRing
+from control_plane.plane.kek_providers import KeyUnavailable, LocalKeyRing
 from control_plane.plane.keyring import Keyring
 from control_plane.runtime import Runtime
 from control_plane.tenants.service import create_tenant
@@ -242,3 +242,74 @@ def test_kms_keys_a_tenant_may_not_use_or_that_cannot_wrap_are_refused(
         assert _read(runtime, actor, "u1") == "via kms"
     finally:
         runtime.close()
+
+
+class _WrapFailsFrom(LocalKeyRing):
+    """The local key ring whose wrap number ``fail_from`` (counting from 1) and every later one
+    fail, as a KMS key disabled, or its grant revoked, in the middle of a rotation does."""
+
+    def __init__(self, path: Path, fail_from: int) -> None:
+        super().__init__(path)
+        self.fail_from, self.wraps = fail_from, 0
+
+    def wrap(self, key_ref: str, key: bytes, context: bytes) -> bytes:
+        self.wraps += 1
+        if self.wraps >= self.fail_from:
+            raise KeyUnavailable("KMS could not wrap a subject key: DisabledException")
+        return super().wrap(key_ref, key, context)
+
+
+def test_a_kek_that_fails_in_the_middle_of_the_rewrap_stops_the_rotation_and_a_rerun_ends_it(
+        world: ServiceWorld) -> None:
+    ring = keyring(world.runtime)
+    _write(world.runtime, world.actor, "u0", "first")
+    v1 = _versions(world.runtime, world.tenant_id)[1]
+    raw: dict[uuid.UUID, bytes] = {}
+    with world.runtime.sessions() as session:
+        for n in range(500):  # 501 live keys with the written one: two batches
+            key_id, key = new_id(), os.urandom(32)
+            raw[key_id] = key
+            session.add(SubjectKey(id=key_id, tenant_id=world.tenant_id, scope_type="user",
+                                   scope_ref=f"bulk-{n}", kek_version_id=v1.id,
+                                   wrapped_key=ring.provider("local").wrap(
+                                       v1.key_ref, key,
+                                       keys.wrap_context(world.tenant_id, key_id))))
+        session.commit()
+    # The probe wrap and the first batch of 500 succeed; the second batch's one key fails.
+    failing = Keyring(world.runtime.settings)
+    failing._providers["local"] = provider = _WrapFailsFrom(
+        world.runtime.settings.resolved_keyring_path, fail_from=1 + 500 + 1)
+    with world.runtime.sessions() as session:
+        with pytest.raises(KeyServiceUnavailable) as unavailable:
+            rotate_kek(session, failing, world.actor)
+    assert unavailable.value.detail == (
+        "the new KEK cannot wrap keys (KMS could not wrap a subject key: DisabledException)")
+    assert provider.wraps == 502
+    assert _rotation_details(world.runtime, world.tenant_id) == [
+        "KEK version 2 (local) is now current",
+        "re-wrapped 500 subject key(s) under KEK version 2"]
+    versions = _versions(world.runtime, world.tenant_id)
+    assert sorted(versions) == [1, 2]
+
+    def under() -> list[uuid.UUID]:
+        """Each live key's KEK version id; every bulk key unwraps (no cache) to its bytes."""
+        fresh = Keyring(world.runtime.settings)
+        with world.runtime.sessions() as session:
+            rows = list(session.scalars(select(SubjectKey)
+                                        .where(SubjectKey.tenant_id == world.tenant_id)))
+            for row in rows:
+                if row.id in raw:
+                    assert keys.unwrap(session, fresh, row) == raw[row.id]
+            return [row.kek_version_id for row in rows]
+
+    stopped = under()
+    assert (stopped.count(versions[2].id), stopped.count(v1.id), len(stopped)) == (500, 1, 501)
+    ring.cache.forget(list(ring.cache._items))
+    assert _read(world.runtime, world.actor, "u0") == "first"
+    # Run again with a KEK that wraps, the rotation finishes: every key moves to version 3.
+    with world.runtime.sessions() as session:
+        report = rotate_kek(session, ring, world.actor)
+    assert (report.from_versions, report.to_version, report.rewrapped) == ([1, 2], 3, 501)
+    assert under() == [_versions(world.runtime, world.tenant_id)[3].id] * 501
+    ring.cache.forget([*raw, *ring.cache._items])
+    assert _read(world.runtime, world.actor, "u0") == "first"
