@@ -282,13 +282,13 @@ class Soak:
         db_at, db_for = begin + 0.6 * total, max(3.0, 0.03 * total)
         workers = [threading.Thread(target=self._worker, args=(t,), daemon=True)
                    for t in range(self.threads_n)]
-        for worker in workers:
+        for worker in [*workers, threading.Thread(target=self.probes.sample, daemon=True,
+                                                  args=(begin, self.stop))]:
             worker.start()
         self._sleep_until(warm_end)
         probes = self.probes
         rss_warm, fds_base, (conns_base, _) = probes.rss_kb(), probes.fds(), probes.connections()
-        self.figures["processes"] = {"warm": self.probes.processes(),
-                                     "rss_kb_warm": self.probes.rss_by_process()}
+        self.figures["processes"] = {"warm": probes.processes(), **probes.by_process("warm")}
         self._sleep_until(bucket_at)
         window = Window("bucket", time.monotonic())
         self.windows.append(window)
@@ -309,7 +309,7 @@ class Soak:
             worker.join(timeout=180)
         rss_end = self.probes.rss_kb()
         self.figures["processes"] |= {"end": self.probes.processes(),
-                                      "rss_kb_end": self.probes.rss_by_process()}
+                                      **self.probes.by_process("end"), "timeline": probes.timeline}
         readback = self._read_back()
         self.figures["settled_s"] = self.probes.settle()
         time.sleep(3)  # connections the pool let go of are gone from pg_stat_activity

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -33,6 +34,7 @@ class ServerProbes:
                  moto: MotoServer) -> None:
         self.server, self.pg, self.db_name, self.moto = server, pg, db_name, moto
         self.last_in_transaction: list[dict[str, Any]] = []
+        self.timeline: list[list[int]] = []  # [seconds, server VmRSS kB, server threads]
 
     @property
     def pid(self) -> int:
@@ -68,21 +70,41 @@ class ServerProbes:
     def processes(self) -> int:
         return len(self._tree())
 
-    def rss_by_process(self) -> dict[str, int]:
-        """VmRSS (kB) of each process of ``_tree``, by its role: the server, the background
-        process it spawned, multiprocessing's resource tracker."""
+    def by_process(self, when: str) -> dict[str, dict[str, int]]:
+        """Each process's VmRSS (kB) and thread count, keyed ``rss_kb_<when>`` and
+        ``threads_<when>``: a process whose threads grow in number may grow in memory
+        with them (each thread's stack, and the allocator's arena it may get)."""
+        return {f"rss_kb_{when}": self._status_by_process("VmRSS:"),
+                f"threads_{when}": self._status_by_process("Threads:")}
+
+    def sample(self, begin: float, stop: threading.Event, every_s: float = 30.0) -> None:
+        """Every ``every_s`` until ``stop``: seconds since ``begin``, the server process's
+        VmRSS (kB) and threads, appended to ``timeline``."""
+        while not stop.wait(every_s):
+            server = self._status_of(self.pid)
+            self.timeline.append([round(time.monotonic() - begin), server.get("VmRSS:", 0),
+                                  server.get("Threads:", 0)])
+
+    @staticmethod
+    def _status_of(pid: int) -> dict[str, int]:
+        try:
+            lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+        except OSError:
+            return {}
+        return {line.split()[0]: int(line.split()[1]) for line in lines
+                if line.startswith(("VmRSS:", "Threads:"))}
+
+    def _status_by_process(self, field: str) -> dict[str, int]:
         found: dict[str, int] = {}
         for pid in self._tree():
             try:
                 argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-                lines = Path(f"/proc/{pid}/status").read_text().splitlines()
             except OSError:
                 continue
             text = b" ".join(argv).decode(errors="replace")
             role = ("server" if pid == self.pid else "background" if "spawn_main" in text
                     else "resource tracker" if "resource_tracker" in text else f"pid {pid}")
-            found[role] = found.get(role, 0) + sum(
-                int(line.split()[1]) for line in lines if line.startswith("VmRSS:"))
+            found[role] = found.get(role, 0) + self._status_of(pid).get(field, 0)
         return found
 
     def fds(self) -> int:
