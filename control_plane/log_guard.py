@@ -20,6 +20,7 @@ URLs, urllib3/httpx/httpcore the URLs (with a SAS token's ``sig=``) and raw bodi
 
 from __future__ import annotations
 
+import linecache
 import logging
 import re
 import traceback
@@ -86,6 +87,9 @@ class CredentialGuard(logging.Filter):
                 record.__dict__[key] = cleaned
         if record.exc_info and record.exc_info[0] is not None:
             formatted = "".join(traceback.format_exception(*record.exc_info)).rstrip()
+            # Formatting read the source of every file in the traceback into linecache,
+            # which keeps it for the process's life (3 MB after a bucket outage's errors).
+            linecache.clearcache()
             record.__dict__["exception"] = redact(formatted)
             record.exc_info, record.exc_text = None, None
         return True

@@ -16,6 +16,7 @@ background process, and the directory is removed (or, after a SIGKILL, by the ne
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import tempfile
@@ -32,6 +33,32 @@ if TYPE_CHECKING:
     from .settings import Settings
 
 PARENT_ENV = "MEMPLANE_SERVE_PARENT"
+ARENAS_ENV = "MALLOC_ARENA_MAX"
+ARENAS = 2
+_M_ARENA_MAX = -8  # glibc's <malloc.h>
+
+
+def limit_malloc_arenas(arenas: int = ARENAS) -> int | None:
+    """Limit glibc's malloc to ``arenas`` arenas in this process (``mallopt``) and in those it
+    starts (``MALLOC_ARENA_MAX``, which glibc reads when a process starts), unless the
+    operator set ``MALLOC_ARENA_MAX``. Left alone, glibc gives threads arenas of their own, up
+    to eight per core, and keeps what is freed in each: the server's RSS grew with its
+    request threads' work long after its caches were full (docs/soak.md). Python's own
+    allocator serves small objects either way, and the GIL leaves the arenas little to
+    contend for. Call it before the process starts threads. Returns the limit in force, or
+    None where the C library is not glibc or the operator's value is not a number."""
+    chosen = os.environ.get(ARENAS_ENV)
+    if chosen is not None:
+        return int(chosen) if chosen.strip().isdigit() else None
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # pragma: no cover - not glibc
+        return None
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    if mallopt(_M_ARENA_MAX, arenas) != 1:  # pragma: no cover - a C library without it
+        return None
+    os.environ[ARENAS_ENV] = str(arenas)
+    return arenas
 
 
 def cores() -> int:

@@ -231,10 +231,11 @@ def serve(
 
     from control_plane.app import create_app
     from control_plane.observability.json_logs import configure_logging
-    from control_plane.workers import default_workers
+    from control_plane.workers import default_workers, limit_malloc_arenas
     from control_plane.workers import serve as serve_workers
     from storage_adapters.registry import MissingExtra
 
+    limit_malloc_arenas()
     settings = load_settings()
     check_data_dir(settings, create=True)
     check_backend(settings)

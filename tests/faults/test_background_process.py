@@ -153,3 +153,30 @@ def test_serve_on_sqlite_runs_its_background_process_too(tmp_path: Path) -> None
         server.stop()
     assert len(children) == 1
     wait_until(lambda: not _alive(children[0]), "the background process's end", seconds=20)
+
+
+def _environment(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/environ", "rb") as environ:
+        pairs = [item.split(b"=", 1) for item in environ.read().split(b"\0") if b"=" in item]
+    return {k.decode(): v.decode() for k, v in pairs}
+
+
+@pytest.mark.parametrize("chosen", [None, "4"])
+def test_serve_limits_the_allocators_arenas_in_its_processes_unless_the_operator_chose(
+        tmp_path: Path, chosen: str | None) -> None:
+    env = make_env(f"sqlite:///{tmp_path / 'memplane.db'}", tmp_path)
+    env["MEMPLANE_EMBED_ON_WRITE"] = "true"  # the background process indexes
+    server = ServerProcess(env)
+    server.env.pop("MALLOC_ARENA_MAX", None)  # whatever the test's own environment holds
+    if chosen is not None:
+        server.env["MALLOC_ARENA_MAX"] = chosen
+    server.start()
+    try:
+        assert server.process is not None
+        pid = server.process.pid
+        wait_until(lambda: bool(_background(pid)), "the background process's start")
+        [child] = _background(pid)
+        assert _environment(child)["MALLOC_ARENA_MAX"] == (chosen or "2")
+        assert _environment(pid).get("MALLOC_ARENA_MAX") == chosen
+    finally:
+        server.stop()

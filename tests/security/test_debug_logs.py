@@ -144,3 +144,20 @@ def test_the_servers_own_lines_and_exceptions_are_redacted(
     first, second = _lines(logged)
     assert first["message"] == "probe with Authorization: [redacted]"
     assert str(second["exception"]).endswith("RuntimeError: x-amz-security-token: [redacted]")
+
+
+def test_a_logged_exception_shows_its_source_lines_and_leaves_no_source_cached(
+        debug_logging: io.StringIO) -> None:
+    import linecache
+
+    log = logging.getLogger("control_plane.test")
+    debug_logging.seek(0)
+    debug_logging.truncate()
+    linecache.clearcache()
+    try:
+        raise LookupError("no such thing")
+    except LookupError:
+        log.exception("lookup failed")
+    [line] = _lines(debug_logging.getvalue())
+    assert '    raise LookupError("no such thing")\n' in str(line["exception"])
+    assert __file__ not in linecache.cache
