@@ -294,9 +294,11 @@ def worker(
     the search indexer that embeds what was written."""
     from control_plane.job_handlers import JobWorker
     from control_plane.observability.json_logs import configure_logging
+    from control_plane.workers import limit_malloc_arenas
 
     from .local import _runtime
 
+    limit_malloc_arenas()  # as `memplane serve` does
     with _runtime(bucket=True) as runtime:  # refuses a database or bucket it cannot use
         configure_logging(runtime.settings.log_level)
         job_worker = JobWorker(runtime.sessions, runtime.plane, runtime.settings,

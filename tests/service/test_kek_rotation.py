@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db.base import new_id
@@ -78,21 +79,30 @@ def _material(world: ServiceWorld) -> int:
     return sum(ref.startswith(f"local:{world.tenant_id}:") for ref in ring_file._read())
 
 
+def _bulk_keys(world: ServiceWorld, session: Session,
+               version: KekVersion) -> dict[uuid.UUID, bytes]:
+    """500 subject keys of users ``bulk-<n>`` wrapped under ``version`` (not committed): their
+    raw bytes by key id."""
+    provider = keyring(world.runtime).provider("local")
+    raw: dict[uuid.UUID, bytes] = {}
+    for n in range(500):
+        key_id, key = new_id(), os.urandom(32)
+        raw[key_id] = key
+        session.add(SubjectKey(id=key_id, tenant_id=world.tenant_id, scope_type="user",
+                               scope_ref=f"bulk-{n}", kek_version_id=version.id,
+                               wrapped_key=provider.wrap(
+                                   version.key_ref, key,
+                                   keys.wrap_context(world.tenant_id, key_id))))
+    return raw
+
+
 def test_a_rotation_rewraps_every_live_key_in_batches_of_500_without_changing_them(
         world: ServiceWorld) -> None:
     ring = keyring(world.runtime)
     _write(world.runtime, world.actor, "u0", "first")
     v1 = _versions(world.runtime, world.tenant_id)[1]
-    raw: dict[uuid.UUID, bytes] = {}
     with world.runtime.sessions() as session:
-        for n in range(500):  # 501 live keys with the written one, and a shredded one
-            key_id, key = new_id(), os.urandom(32)
-            raw[key_id] = key
-            session.add(SubjectKey(id=key_id, tenant_id=world.tenant_id, scope_type="user",
-                                   scope_ref=f"bulk-{n}", kek_version_id=v1.id,
-                                   wrapped_key=ring.provider("local").wrap(
-                                       v1.key_ref, key,
-                                       keys.wrap_context(world.tenant_id, key_id))))
+        raw = _bulk_keys(world, session, v1)  # 501 live keys with the written one
         session.add(SubjectKey(id=new_id(), tenant_id=world.tenant_id, scope_type="user",
                                scope_ref="shredded", kek_version_id=v1.id, wrapped_key=None))
         session.commit()
@@ -264,16 +274,8 @@ def test_a_kek_that_fails_in_the_middle_of_the_rewrap_stops_the_rotation_and_a_r
     ring = keyring(world.runtime)
     _write(world.runtime, world.actor, "u0", "first")
     v1 = _versions(world.runtime, world.tenant_id)[1]
-    raw: dict[uuid.UUID, bytes] = {}
     with world.runtime.sessions() as session:
-        for n in range(500):  # 501 live keys with the written one: two batches
-            key_id, key = new_id(), os.urandom(32)
-            raw[key_id] = key
-            session.add(SubjectKey(id=key_id, tenant_id=world.tenant_id, scope_type="user",
-                                   scope_ref=f"bulk-{n}", kek_version_id=v1.id,
-                                   wrapped_key=ring.provider("local").wrap(
-                                       v1.key_ref, key,
-                                       keys.wrap_context(world.tenant_id, key_id))))
+        raw = _bulk_keys(world, session, v1)  # 501 live keys with the written one: two batches
         session.commit()
     # The probe wrap and the first batch of 500 succeed; the second batch's one key fails.
     failing = Keyring(world.runtime.settings)
