@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from storage_adapters import base as storage
@@ -35,7 +35,14 @@ from ..settings import Settings
 from . import leaves, tree
 from .anchors import MOVE_OPERATION, Place, move_detail
 from .notes import signed_checkpoint
-from .tlog_anchor import TLOG, checkpoint_name, consistency_body, consistency_name
+from .tlog_anchor import (
+    TLOG,
+    checkpoint_name,
+    consistency_body,
+    consistency_name,
+    release,
+    wait_for_claim,
+)
 
 #: Seals the tenant's pending rows (``service.seal``), handed in by the sealer's caller:
 #: ``service`` reads the checkpoints, so this package's lower half never imports it.
@@ -66,32 +73,34 @@ def checkpoint_move(session: Session, settings: Settings, seal: Sealer, tenant_i
         seq = _move_row(session, tenant_id, since, detail)
         if seq is None:
             raise RuntimeError("the anchor's move row was not sealed")
-    previous = int(session.scalar(select(AuditHead.tlog_size)
-                                  .where(AuditHead.tenant_id == tenant_id)) or 0)
-    size, head = tree.head(session, tenant_id)
-    row = session.scalars(select(AccessLog).where(AccessLog.tenant_id == tenant_id,
-                                                  AccessLog.seq == seq)).one()
-    leaf = leaves.leaf_bytes(row)
-    hashes = tree.inclusion(session, tenant_id, seq, size)
-    proof = (tree.consistency(session, tenant_id, previous, size)
-             if 0 < previous < size else None)
-    session.rollback()  # nothing may stay open while the bucket is written
-    objects = [(checkpoint_name(size), signed_checkpoint(settings, tenant_id, size,
-                                                         head).encode())]
-    if proof is not None:  # the proof first: no checkpoint is ever without it
-        objects.insert(0, (consistency_name(previous, size),
-                           consistency_body(previous, size, proof)))
-    used = old
+    until = wait_for_claim(session, tenant_id)  # one checkpoint writer at a time
+    size: int | None = None
     try:
-        _put(old, objects)
-    except storage.StorageError:
-        used = root  # the old place is gone: the root holds the move, as its record
-        _put(root, objects)
-    begin_write(session)
-    session.execute(
-        update(AuditHead).where(AuditHead.tenant_id == tenant_id, AuditHead.tlog_size < size)
-        .values(tlog_size=size).execution_options(synchronize_session=False))
-    session.commit()
+        previous = int(session.scalar(select(AuditHead.tlog_size)
+                                      .where(AuditHead.tenant_id == tenant_id)) or 0)
+        size, head = tree.head(session, tenant_id)
+        row = session.scalars(select(AccessLog).where(AccessLog.tenant_id == tenant_id,
+                                                      AccessLog.seq == seq)).one()
+        leaf = leaves.leaf_bytes(row)
+        hashes = tree.inclusion(session, tenant_id, seq, size)
+        proof = (tree.consistency(session, tenant_id, previous, size)
+                 if 0 < previous < size else None)
+        session.rollback()  # nothing may stay open while the bucket is written
+        objects = [(checkpoint_name(size), signed_checkpoint(settings, tenant_id, size,
+                                                             head).encode())]
+        if proof is not None:  # the proof first: no checkpoint is ever without it
+            objects.insert(0, (consistency_name(previous, size),
+                               consistency_body(previous, size, proof)))
+        used = old
+        try:
+            _put(old, objects)
+        except storage.StorageError:
+            used = root  # the old place is gone: the root holds the move, as its record
+            _put(root, objects)
+    except BaseException:
+        release(session, tenant_id, until)
+        raise
+    release(session, tenant_id, until, size)
     return {"size": size, "seq": seq, "leaf": _b64(leaf),
             "hashes": [_b64(h) for h in hashes]}, used
 

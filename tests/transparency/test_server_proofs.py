@@ -19,6 +19,7 @@ from control_plane.db.models import AuditHead
 from memplane.cli import app
 from memplane.cli.transparency import check_transparency, verifier_of
 from tests.security.test_audit_anchor import _rewrite
+from tests.support.clock import wait_until
 from tests.support.service import Tenant
 
 
@@ -28,14 +29,30 @@ def cli(*args: str) -> tuple[int, str, str]:
 
 
 def publish(tenant: Tenant) -> int:
-    """Seal what is pending and write a checkpoint of the tree into the bucket now; its size."""
+    """Seal what is pending and have a checkpoint of the tree in the bucket; its size. The
+    server's own sealer may be writing one meanwhile (one writer at a time): then this one
+    waits for it, or writes the next."""
     runtime = tenant.stack.runtime
+
+    def size() -> int:
+        with runtime.sessions() as session:
+            head = session.get(AuditHead, tenant.id)
+            assert head is not None
+            return int(head.tlog_size)
+
     with runtime.sessions() as session:
         audit.seal(session, tenant.id)
-        tlog_anchor.publish(session, runtime.plane, runtime.settings, tenant.id)
         head = session.get(AuditHead, tenant.id)
         assert head is not None
-        return int(head.tlog_size)
+        sealed = int(head.tree_size)
+
+    def written() -> bool:
+        with runtime.sessions() as session:
+            tlog_anchor.publish(session, runtime.plane, runtime.settings, tenant.id)
+        return size() >= sealed
+
+    wait_until(written, f"a checkpoint of the tree's {sealed} rows")
+    return size()
 
 
 def test_receipts_and_manifests_are_proven_and_the_bucket_alone_verifies(

@@ -79,6 +79,9 @@ class AuditHead(Base):
     # writing one was last claimed (audit/tlog_anchor.py).
     tlog_size: Mapped[int] = mapped_column(BigId, default=0, server_default="0")
     tlog_attempted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # Until when one writer holds the tenant's checkpoint writing (audit/tlog_anchor.py); None
+    # when no one does.
+    tlog_claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class AuditTile(Base):
