@@ -91,8 +91,10 @@ def test_a_release_leaves_a_lease_another_writer_took_after_this_one_ran_out(
         world: World) -> None:
     world.append(3)
     with world.sessions() as session:
+        before = utcnow()
         mine = tlog_anchor.claim(session, world.tenant)
         assert mine is not None
+        assert before + timedelta(seconds=120) <= mine <= utcnow() + timedelta(seconds=120)
         theirs = utcnow() + timedelta(seconds=90)
         world.set_head(tlog_claimed_until=theirs)  # mine ran out; another writer took it
         tlog_anchor.release(session, world.tenant, mine, 3)
