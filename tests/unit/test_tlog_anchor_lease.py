@@ -118,3 +118,18 @@ def test_a_move_waits_for_the_writer_that_holds_the_head(world: World) -> None:
     assert until > held - tlog_anchor.LEASE
     assert world.head().tlog_claimed_until == until
     assert world.head().tlog_size == 3
+
+
+def test_a_move_that_fails_lets_go_of_the_lease_and_records_nothing(world: World) -> None:
+    from storage_adapters import base as storage
+    from tests.unit.test_audit_anchor_moves_cases import _move, _place
+
+    last = world.append(3)
+    assert _publish(world, 0, interval=False) is True
+    world.plane.faults["put:/tlog/"] = down  # the old place and the root alike
+    with pytest.raises(storage.StorageUnavailable):
+        _move(world, last, _place(world, "new"))
+    assert (world.head().tlog_size, world.head().tlog_claimed_until) == (last, None)
+    del world.plane.faults["put:/tlog/"]
+    assert _publish(world, 1, interval=False) is True  # the next writer is not kept out
+    assert world.head().tlog_size == last + 1
