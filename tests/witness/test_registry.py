@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from control_plane.audit import witnesses
+from control_plane.audit import tlog_anchor, witnesses
 from control_plane.audit.witness_registry import WitnessIn, register
 from control_plane.errors import InvalidInput
 from control_plane.identity import Actor
@@ -240,6 +240,10 @@ class WrongCosigner(LocalHTTPServer):
 def test_witnesses_that_refuse_or_fail_are_skipped_and_recorded(
         tenant: Tenant, served: tuple[WitnessProcess, str], log: Log, tmp_path: Path) -> None:
     process, vkey = served
+    # The server's sealer would send the tenant's own checkpoints to the same witnesses and
+    # record their answers over these: this test holds the tenant's checkpoint writing.
+    with tenant.stack.runtime.sessions() as session:
+        tlog_anchor.wait_for_claim(session, tenant.id)
     stranger, stranger_vkey = start_witness(
         tmp_path, "stranger.example", note.Signer("memplane", Ed25519PrivateKey.generate())
         .verifier.text())
