@@ -44,8 +44,11 @@ META = MemoryMeta()
 class Backends:
     """PostgreSQL and moto, started on first use."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, postgres_settings: tuple[str, ...] = ()) -> None:
+        """``postgres_settings``: more ``name=value`` settings of the PostgreSQL server (a
+        profile's ``shared_preload_libraries=pg_stat_statements``)."""
         self.root = Path(tempfile.mkdtemp(prefix="memplane-bench-"))
+        self.postgres_settings = postgres_settings
         self._pg: PostgresCluster | None = None
         self._moto: MotoServer | None = None
 
@@ -53,7 +56,8 @@ class Backends:
         if kind == "sqlite":
             return None
         if self._pg is None:
-            self._pg = PostgresCluster(durable=True).start()  # commits reach the disk
+            self._pg = PostgresCluster(  # durable: commits reach the disk
+                durable=True, settings=self.postgres_settings).start()
         return self._pg.create_database()
 
     def bucket_url(self, kind: str, name: str) -> str:

@@ -1,0 +1,35 @@
+"""The served profile's sums: py-spy's raw samples, each stack charged to its thread group and
+to the innermost frame a part names, in µs per request."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.served_profile import parts_of
+
+
+def test_samples_go_to_their_thread_and_the_innermost_part_they_name(tmp_path: Path) -> None:
+    raw = tmp_path / "memplane-write.txt"
+    raw.write_text("\n".join([  # py-spy's raw format: "thread (tid): name;frame;frame count"
+        # the event loop: uvicorn's HTTP parser, innermost
+        "thread (1): MainThread;<module> (/venv/bin/memplane:10);"
+        "data_received (/venv/uvicorn/protocols/http/httptools_impl.py:120) 30",
+        # a request thread: the bucket's put under memplane's write path wins (innermost)
+        "thread (2): AnyIO worker thread;run (/py/threading.py:1000);"
+        "set_value (/src/control_plane/memories/write.py:80);"
+        "put (/src/storage_adapters/local.py:200) 20",
+        # a request thread in memplane's own path with nothing more specific under it
+        "thread (2): AnyIO worker thread;run (/py/threading.py:1000);"
+        "set_value (/src/control_plane/memories/write.py:80) 10",
+        # a frame no part names
+        "thread (3): AnyIO worker thread;mystery (/elsewhere.py:1) 5",
+    ]) + "\n")
+
+    found = parts_of(raw, requests=100, rate=1000)
+
+    # 30 samples at 1,000 Hz over 100 requests: 300 µs per request
+    assert found == {
+        "event loop": {"uvicorn HTTP": 300.0},
+        "request threads": {"bucket (local)": 200.0, "memplane memories path": 100.0,
+                            "other": 50.0},
+    }
