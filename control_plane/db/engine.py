@@ -33,6 +33,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.session import _SessionCloseState
 
+from .prepared import keeping_prepared
+
 if sys.platform != "win32":
     import fcntl
 else:  # pragma: no cover - the server runs on Linux; the turn then stays per process
@@ -65,10 +67,14 @@ def make_engine(url: str, *, pool_size: int = 20, sqlite_synchronous: str = "FUL
     # keeps opens and closes connections all the time (a new server process each on
     # PostgreSQL, its plans and prepared statements made again): at 16 clients and a pool
     # of 10, 3-9 connections per 320 requests, 10-12 % of the throughput.
-    return create_engine(
+    engine = create_engine(
         parsed, pool_size=pool_size, max_overflow=peak_extra(pool_size), pool_pre_ping=pre_ping,
         pool_recycle=pool_recycle, pool_use_lifo=True,
     )
+    if engine.dialect.driver == "psycopg":  # a read-only transaction keeps prepared statements
+        dialect: Any = engine.dialect
+        dialect.do_rollback = keeping_prepared(dialect.do_rollback)
+    return engine
 
 
 def peak_extra(pool_size: int) -> int:
