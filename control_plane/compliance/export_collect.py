@@ -50,7 +50,7 @@ def collect(ctx: JobContext, archive: ZipWriter, items_file: IO[bytes],
         if not page:
             break
         previous: export_items.Started | None = None
-        for window in [*export_items.windows(page), None]:
+        for window in [*reader.windows(page), None]:
             if window is not None:
                 for _ in window:  # race tests: the page is read, the window's items not
                     ctx.checkpoint("before_item")

@@ -48,14 +48,20 @@ from .zipwriter import Packed, pack
 # come from its own malloc arena, which keeps what it freed). A cloud bucket's objects are
 # fetched four at a time first, by threads of their own. Both are shared by all tenants
 # (plane/shared_pool.py): a tenant's work never queues behind another tenant's. One export
-# takes a packer per core, and its own thread packs whatever finds none free (as a minimal
-# pipeline's writer thread keeps writing beside a worker per core); the pool has one packer
-# more, so another tenant's export still has one besides its own thread.
+# takes a packer per core; a value that finds none free is kept for the export's next free
+# packer, or packed by the export's own thread if it needs the value first (``defer``), so the
+# export's thread keeps writing the archive while its packers pack, as a minimal pipeline's
+# writer does. The pool has one packer more, so another tenant's export still has one
+# besides its own thread.
 _THREADS = min(8, max(2, os.cpu_count() or 1))
 _packers = SharedPool(_THREADS + 1, "memplane-export", share=_THREADS)
 _fetchers = SharedPool(4, "memplane-export-fetch")
-# A window holds enough values to keep every packer busy while the one before is written.
-WINDOW_BYTES = max(4, _THREADS) << 20
+# A window holds enough values to keep every packer busy while the one before is written:
+# two values per packer from a local bucket, one from a cloud bucket, whose fetched objects
+# and clients' buffers are in memory beside the windows (the export's peak RSS stays under
+# the bench's 100 MiB bar on every backend).
+WINDOW_BYTES = max(8, 2 * _THREADS) << 20
+FAR_WINDOW_BYTES = max(4, _THREADS) << 20
 WINDOW_ITEMS = 64
 # A window of a local bucket with less content than this is read in the export's own
 # thread: handing small objects to the pool costs more than the work.
@@ -101,12 +107,16 @@ class Started:
     outcomes: list[Future[_Outcome]]
 
 
-def windows(page: list[MemoryPointer]) -> Iterator[list[MemoryPointer]]:
+def windows(page: list[MemoryPointer], limit: int | None = None
+            ) -> Iterator[list[MemoryPointer]]:
+    """The page in runs of at most ``limit`` bytes of content (default ``WINDOW_BYTES``)
+    and ``WINDOW_ITEMS`` pointers; a value larger than the limit is a window alone."""
+    limit = WINDOW_BYTES if limit is None else limit
     window: list[MemoryPointer] = []
     size = 0
     for pointer in page:
         content = pointer.content_size or 0
-        if window and (size + content > WINDOW_BYTES or len(window) >= WINDOW_ITEMS):
+        if window and (size + content > limit or len(window) >= WINDOW_ITEMS):
             yield window
             window, size = [], 0
         window.append(pointer)
@@ -125,6 +135,12 @@ class Reader:
         self._encrypted = plane.keys is not None and plane.keys.enabled
         self._keys: dict[uuid.UUID, bytes] = {}  # unwrapped subject keys by id
 
+    def windows(self, page: list[MemoryPointer]) -> Iterator[list[MemoryPointer]]:
+        """The page's windows, smaller when any of its values is in a cloud bucket."""
+        adapters = [self._plane.by_id(self._session, cid).adapter
+                    for cid in {p.storage_config_id for p in page}]
+        return windows(page, WINDOW_BYTES if all_near(adapters) else FAR_WINDOW_BYTES)
+
     def start(self, window: list[MemoryPointer]) -> Started:
         """The window's reads under way (its settled pointers; one being written or deleted
         is reported ``deleted_during_export``)."""
@@ -141,24 +157,22 @@ class Reader:
         task = partial(_open_and_pack, tenant_id, self._encrypted, dict(self._keys))
         if not all_near(t.adapter for t in targets.values()):
             fetched = [_fetchers.submit(tenant_id, bulkheads, _fetch, job) for job in jobs]
-            outcomes = [_packers.submit(tenant_id, None, _after, task, job, blob)
+            outcomes = [_packers.submit(tenant_id, None, _after, task, job, blob, defer=True)
                         for job, blob in zip(jobs, fetched, strict=True)]
         elif sum(p.content_size or 0 for p in ready) < _POOLED_BYTES:
             outcomes = [_done(task(job, _fetch(job))) for job in jobs]
         else:
             outcomes = [_packers.submit(tenant_id, bulkheads,
-                                        lambda job: task(job, _fetch(job)), job)
+                                        lambda job: task(job, _fetch(job)), job, defer=True)
                         for job in jobs]
         return Started(window, ready, jobs, outcomes)
 
     def finish(self, started: Started) -> list[Read]:
         """Each pointer's :class:`Read`, in the window's order."""
         read: dict[uuid.UUID, Read] = {}
-        for pointer, job, outcome in zip(started.ready, started.jobs, started.outcomes,
-                                         strict=True):
-            got = outcome.result()
-            if isinstance(got, _Sealed):
-                got = self._open_here(job, got)
+        outcomes = self._open_sealed(started.jobs,
+                                     [outcome.result() for outcome in started.outcomes])
+        for pointer, got in zip(started.ready, outcomes, strict=True):
             if got is None or pointer.sync_status == "corrupt":
                 read[pointer.id] = _read_again(self._session, self._plane, self._actor,
                                                pointer)
@@ -175,18 +189,27 @@ class Reader:
                                           list(self._keys))
             self._keys = {k: v for k, v in self._keys.items() if k in live}
 
-    def _open_here(self, job: _Job, sealed: _Sealed) -> Packed | None:
-        if sealed.key_id not in self._keys:
-            try:
-                self._keys[sealed.key_id] = keys.key_to_open(
-                    self._session, self._keyring, self._actor.tenant_id, sealed.key_id)
-            except DecryptionError:
-                return None
-            finally:
-                self._session.commit()
-        opened = _open_and_pack(self._actor.tenant_id, self._encrypted, self._keys, job,
-                                sealed.blob)
-        return None if isinstance(opened, _Sealed) else opened
+    def _open_sealed(self, jobs: list[_Job], outcomes: list[_Outcome]) -> list[Packed | None]:
+        """The window's objects sealed under keys it was not given, opened once their keys
+        are looked up (here), by the packers: the first window of an export is all such."""
+        if not any(isinstance(got, _Sealed) for got in outcomes):
+            return [None if isinstance(got, _Sealed) else got for got in outcomes]
+        for key_id in {got.key_id for got in outcomes if isinstance(got, _Sealed)}:
+            if key_id not in self._keys:
+                try:
+                    self._keys[key_id] = keys.key_to_open(
+                        self._session, self._keyring, self._actor.tenant_id, key_id)
+                except DecryptionError:
+                    pass  # destroyed or unknown: its objects are read again
+                finally:
+                    self._session.commit()
+        task = partial(_open_and_pack, self._actor.tenant_id, self._encrypted,
+                       dict(self._keys))
+        opened = [got if not isinstance(got, _Sealed) else _packers.submit(
+            self._actor.tenant_id, None, task, job, got.blob, defer=True)
+            for job, got in zip(jobs, outcomes, strict=True)]
+        return [None if isinstance(got := (o.result() if isinstance(o, Future) else o),
+                                   _Sealed) else got for o in opened]
 
     @property
     def _keyring(self) -> Keyring:

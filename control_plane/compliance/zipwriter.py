@@ -59,9 +59,16 @@ def pack(data: bytes) -> Packed:
     smaller. Pure CPU outside the GIL (ISA-L), so threads pack side by side."""
     crc = isal_zlib.crc32(data)
     view = memoryview(data)
-    if len(data) > _SAMPLE and len(deflate(view[:_SAMPLE])) > _WORTH * _SAMPLE:
-        return Packed(STORED, crc, len(data), data)
-    packed = deflate(view)
+    if len(data) > _SAMPLE:
+        # The first 64 KiB deflated and flushed to a byte boundary: what they take says
+        # whether the rest is worth deflating, and the same stream goes on from there.
+        packer = isal_zlib.compressobj(LEVEL, isal_zlib.DEFLATED, -15)
+        head = packer.compress(view[:_SAMPLE]) + packer.flush(isal_zlib.Z_SYNC_FLUSH)
+        if len(head) > _WORTH * _SAMPLE:
+            return Packed(STORED, crc, len(data), data)
+        packed = head + packer.compress(view[_SAMPLE:]) + packer.flush()
+    else:
+        packed = deflate(view)
     if len(packed) > _WORTH * len(data):
         return Packed(STORED, crc, len(data), data)
     return Packed(DEFLATED, crc, len(data), packed)

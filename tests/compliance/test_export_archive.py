@@ -83,6 +83,8 @@ def test_content_deflate_cannot_shrink_is_stored_and_text_is_deflated() -> None:
     assert info["small"].compress_type == zipfile.ZIP_STORED
     assert info["text"].compress_type == zipfile.ZIP_DEFLATED
     assert info["text"].compress_size < 0.6 * len(text)
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:  # deflated past the judged 64 KiB
+        assert (archive.read("text"), archive.read("noise")) == (text, noise)
     assert info["empty"].compress_type == zipfile.ZIP_STORED
 
 
@@ -188,6 +190,32 @@ def test_windows_hold_at_most_their_bytes_and_items(monkeypatch: pytest.MonkeyPa
     sizes = [[p.content_size for p in window] for window in export_items.windows(page)]
     # a window closes before it would pass 100 bytes or 3 items; one larger is alone
     assert sizes == [[10, 20, 30], [40], [150], [5, 95], [1, 1, 1], [1]]
+
+
+def test_a_page_in_a_cloud_bucket_reads_in_smaller_windows(runtime: Runtime) -> None:
+    """Values of a local bucket: windows of ``WINDOW_BYTES``; a page with any value in a
+    cloud bucket (its fetched objects are in memory beside the windows):
+    ``FAR_WINDOW_BYTES``."""
+    mib = 1 << 20
+    with runtime.sessions() as session:
+        tenant, _ = create_tenant(session, "windows")
+        local = runtime.plane.active(session, tenant.id)
+        far = type("Far", (), {"adapter": type("S3", (), {"scheme": "s3"})()})()
+        targets = runtime.plane._targets  # a stand-in for a configured S3 bucket
+        targets[uuid.UUID(int=7)] = far
+        try:
+            reader = export_items.Reader(session, runtime.plane, Actor(tenant.id, "api", "t"))
+            page = [MemoryPointer(content_size=mib, storage_config_id=local.config_id)
+                    for _ in range(16)]
+            near_sizes = [len(w) for w in reader.windows(page)]
+            page[5].storage_config_id = uuid.UUID(int=7)
+            far_sizes = [len(w) for w in reader.windows(page)]
+        finally:
+            del targets[uuid.UUID(int=7)]
+    assert export_items.FAR_WINDOW_BYTES < export_items.WINDOW_BYTES
+    near, far_bytes = export_items.WINDOW_BYTES, export_items.FAR_WINDOW_BYTES
+    assert near_sizes == [near // mib] * (16 * mib // near)
+    assert far_sizes == [far_bytes // mib] * (16 * mib // far_bytes)
 
 
 def test_an_export_over_many_windows_archives_every_value_as_verified(

@@ -6,8 +6,9 @@ carries its tenant's slot; tenants whose buckets hang share one part of the budg
 from __future__ import annotations
 
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import wait
 from pathlib import Path
 
@@ -143,3 +144,68 @@ def test_tenants_with_hanging_buckets_share_part_of_the_budget_and_leave_the_res
     assert (error.status_code, error.body(), error.headers) == (
         503, {"error": "storage_unavailable", "detail": CROWDED, "problem": "storage_busy"},
         {"Retry-After": "2"})
+
+
+def test_deferred_work_waits_for_its_tenants_next_free_worker_or_its_caller(
+        pool: SharedPool) -> None:
+    """``defer``: a task finding no room is kept, not run at once; the first of the tenant's
+    own workers to finish runs it, or the caller when it asks first; another tenant's worker
+    never does, and a cancelled one never runs."""
+    here = threading.current_thread().name
+    a_go, b_go = threading.Event(), threading.Event()
+
+    def a_hold(n: int) -> str:
+        a_go.wait(GUARD)
+        return threading.current_thread().name
+
+    def where(n: int) -> str:
+        return threading.current_thread().name
+
+    held = [pool.submit(A, None, a_hold, n) for n in range(2)]  # A's share
+    b_held = pool.submit(B, None, lambda n: b_go.wait(GUARD) and where(n), 0)
+    kept = [pool.submit(A, None, where, n, defer=True) for n in range(4)]
+    assert not any(f.done() for f in kept)  # kept, not run in the caller at submit
+    assert kept[1].cancel()
+    # B's worker finishes: it leaves A's kept work alone
+    b_go.set()
+    assert b_held.result(GUARD).startswith("test-shared")
+    _until(lambda: pool.running(B) == 0)  # its worker left, after answering
+    assert not any(f.done() for f in (kept[0], kept[2], kept[3]))
+    # the caller asks for the first before any of A's workers is free: it runs it here
+    assert kept[0].result(GUARD) == here
+    # A's workers free up: they run the rest, skipping the cancelled one, then leave
+    a_go.set()
+    assert [f.result(GUARD).startswith("test-shared") for f in held] == [True, True]
+    assert [kept[n].result(GUARD).startswith("test-shared") for n in (2, 3)] == [True, True]
+    assert kept[1].cancelled()
+    _until(lambda: pool.busy == 0)
+    assert (pool.busy, pool.running(A), pool.running(B)) == (0, 0, 0)
+
+
+def test_a_deferred_task_runs_once_and_its_failure_reaches_the_caller(
+        pool: SharedPool) -> None:
+    runs: list[int] = []
+    go = threading.Event()
+
+    def hold(n: int) -> None:
+        go.wait(GUARD)
+
+    def fail(n: int) -> None:
+        runs.append(n)
+        raise ValueError(f"task {n} failed")
+
+    held = [pool.submit(A, None, hold, n) for n in range(2)]
+    failing = pool.submit(A, None, fail, 7, defer=True)
+    with pytest.raises(ValueError, match="task 7 failed"):
+        failing.result(GUARD)  # run here, by the caller
+    go.set()
+    wait(held, GUARD)
+    with pytest.raises(ValueError, match="task 7 failed"):
+        failing.result(GUARD)  # asked again: the same answer, not a second run
+    assert runs == [7]
+
+
+def _until(done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + GUARD
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.005)
