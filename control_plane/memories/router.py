@@ -90,7 +90,6 @@ def _answer(result: MemoryPointer | Replay) -> Response:
     return json_of(pointer_json(result))
 
 
-@router.put("/v1/memories/{scope}/{scope_ref}/{key}", response_model=PointerOut)
 def set_memory(scope: Scope, scope_ref: str, key: str, body: MemoryIn, request: Request,
                idempotency_key: IdempotencyKey = None) -> Response:
     """Write a memory: the JSON value goes (encrypted) to the tenant's bucket, the pointer and
@@ -123,6 +122,24 @@ def get_memory(scope: Scope, scope_ref: str, key: str, request: Request,
 
 _SCOPES = {scope.value: scope for scope in Scope}
 _REFRESH_QUERY = {b"": False, b"refresh_ttl=false": False, b"refresh_ttl=true": True}
+
+
+def _plain_write(request: Request) -> dict[str, object] | None:
+    """A write's parameters but its body, when they need no checking beyond the router's
+    match: a known scope, no query string, a body sent as ``application/json``."""
+    path = request.scope["path_params"]
+    scope = _SCOPES.get(path["scope"])
+    headers = request.headers
+    if scope is None or request.scope["query_string"] or \
+            headers.get("content-type") != "application/json":
+        return None
+    return {"scope": scope, "scope_ref": path["scope_ref"], "key": path["key"],
+            "idempotency_key": headers.get("idempotency-key")}
+
+
+router.add_api_route("/v1/memories/{scope}/{scope_ref}/{key}", set_memory, methods=["PUT"],
+                     response_model=PointerOut,
+                     route_class_override=plain_route(_plain_write, MemoryIn))
 
 
 def _plain_read(request: Request) -> dict[str, object] | None:
