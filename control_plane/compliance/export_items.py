@@ -192,29 +192,31 @@ class Reader:
     def _open_sealed(self, jobs: list[_Job], outcomes: list[_Outcome]) -> list[Packed | None]:
         """The window's objects sealed under keys it was not given, opened once their keys
         are looked up (here), by the packers: the first window of an export is all such."""
-        if not any(isinstance(got, _Sealed) for got in outcomes):
-            return [None if isinstance(got, _Sealed) else got for got in outcomes]
-        for key_id in {got.key_id for got in outcomes if isinstance(got, _Sealed)}:
-            if key_id not in self._keys:
-                try:
-                    self._keys[key_id] = keys.key_to_open(
-                        self._session, self._keyring, self._actor.tenant_id, key_id)
-                except DecryptionError:
-                    pass  # destroyed or unknown: its objects are read again
-                finally:
-                    self._session.commit()
+        missing = {got.key_id for got in outcomes if isinstance(got, _Sealed)} - set(self._keys)
+        for key_id in missing:
+            try:
+                self._keys[key_id] = keys.key_to_open(
+                    self._session, self._keyring, self._actor.tenant_id, key_id)
+            except DecryptionError:
+                pass  # destroyed or unknown: its objects are read again
+            finally:
+                self._session.commit()
         task = partial(_open_and_pack, self._actor.tenant_id, self._encrypted,
                        dict(self._keys))
-        opened = [got if not isinstance(got, _Sealed) else _packers.submit(
-            self._actor.tenant_id, None, task, job, got.blob, defer=True)
-            for job, got in zip(jobs, outcomes, strict=True)]
-        return [None if isinstance(got := (o.result() if isinstance(o, Future) else o),
-                                   _Sealed) else got for o in opened]
+        opened = [_packers.submit(self._actor.tenant_id, None, task, job, got.blob, defer=True)
+                  if isinstance(got, _Sealed) else _done(got)
+                  for job, got in zip(jobs, outcomes, strict=True)]
+        return [_packed(outcome.result()) for outcome in opened]
 
     @property
     def _keyring(self) -> Keyring:
         assert self._plane.keys is not None  # an envelope is only met with a keyring
         return self._plane.keys
+
+
+def _packed(outcome: _Outcome) -> Packed | None:
+    """An outcome still sealed under a key the export could not look up: None (read again)."""
+    return None if isinstance(outcome, _Sealed) else outcome
 
 
 def _done(outcome: _Outcome) -> Future[_Outcome]:

@@ -29,6 +29,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from typing import Any, TypeVar
 
 from .bulkhead import Bulkhead, Bulkheads, prepaid
@@ -121,11 +122,8 @@ class SharedPool:
         running: _Task[Any] | None = task
         try:
             while running is not None:
-                if bulkhead is None:
+                with nullcontext() if bulkhead is None else prepaid(bulkhead):
                     running.run_here()
-                else:
-                    with prepaid(bulkhead):
-                        running.run_here()
                 running = self._next_kept(tenant_id)
         finally:
             if bulkhead is not None:
