@@ -22,6 +22,7 @@ The bar (``bench/bars.py``): sustained ``search`` ≥ 0.8× sustained ``no_searc
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from collections.abc import Callable
@@ -31,7 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .harness import Measurement, measure, ratio_of_rounds, rotated, summarize
-from .stacks import MemplaneStack
+from .stacks import Backends, MemplaneStack
 
 VALUE = {"text": "x" * 1000}
 BODIES = {"search": json.dumps({"value": VALUE}, separators=(",", ":")).encode(),
@@ -129,3 +130,27 @@ def _print(name: str, e: dict[str, Any]) -> None:
                   f"{e['vs_no_search_settled_excluded']['median']:.3f}",
                   f"{e['settle_seconds']['search']:.2f} / {e['settle_seconds']['no_search']:.2f}")
     Console(stderr=True, width=180).print(table)
+
+
+def main() -> None:
+    """``python -m bench.sustained [sqlite|postgres]``: the case alone on a server of its
+    own (the full bench runs it after its stack's other cases)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("database", nargs="?", choices=("sqlite", "postgres"),
+                        default="postgres")
+    parser.add_argument("--full", action="store_true", help="250 writes per client, not 50")
+    args = parser.parse_args()
+    backends = Backends()
+    try:
+        stack = MemplaneStack(backends, args.database, "local")
+        try:
+            stack.serve()
+            run(stack, f"{args.database}+local", quick=not args.full)
+        finally:
+            stack.close()
+    finally:
+        backends.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -149,6 +149,7 @@ class Runtime:
             self._background = background.BackgroundProcess(self.settings, clock,
                                                             start_background_work)
             self.start_worker()
+            self.start_helping_indexer(clock)
             return
         self.start_sealer()
         if self.settings.run_jobs:
@@ -167,7 +168,11 @@ class Runtime:
 
         where = os.environ.get(ENV)
         if where:
-            self._activity = ForegroundActivity(self.engine, shared=HostClock(Path(where)))
+            clock = HostClock(Path(where))
+            self._activity = ForegroundActivity(self.engine, shared=clock)
+            if self.settings.run_background and self.settings.run_jobs \
+                    and self.settings.embed_on_write:
+                self.start_helping_indexer(clock)
 
     def start_sealer(self) -> None:
         """The audit sealer: chains new audit rows every few hundred milliseconds, and
@@ -191,6 +196,24 @@ class Runtime:
                           max_lag=self.settings.index_max_lag_seconds, activity=activity)
         thread = threading.Thread(target=indexer.run_forever, args=(self._stop,),
                                   name="memplane-search-indexer", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def start_helping_indexer(self, clock: SharedClock) -> None:
+        """Beside a background process's indexer, this server process's helping indexer
+        (MEMPLANE_INDEX_WHEN_IDLE): it indexes only while the requests that ``clock`` tells
+        of have been quiet for MEMPLANE_INDEX_YIELD_MS, so a burst's backlog is indexed on
+        this process's core too (search.indexer)."""
+        from .search.indexer import Indexer, ServerActivity, can_help
+
+        if not (self.settings.index_when_idle and self.settings.index_yield_ms > 0
+                and can_help(self.engine)):
+            return
+        indexer = Indexer(self.sessions, self.plane, self, self.search_cache,
+                          yield_ms=self.settings.index_yield_ms,
+                          activity=ServerActivity(clock), helping=True)
+        thread = threading.Thread(target=indexer.run_forever, args=(self._stop,),
+                                  name="memplane-search-helper", daemon=True)
         thread.start()
         self._threads.append(thread)
 

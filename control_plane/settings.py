@@ -284,6 +284,12 @@ class Settings(BaseSettings):
     index_max_lag_seconds: float = Field(
         5.0, gt=0, description="Longest the waiting indexer lets new writes go unindexed: "
         "past it, it catches up (in larger batches) even while writes keep arriving.")
+    index_when_idle: bool = Field(
+        True, description="Where the search indexer runs in a background process beside "
+        "`memplane serve` (the embedded default), each server process also indexes while its "
+        "requests have been quiet for MEMPLANE_INDEX_YIELD_MS, leaving compaction to the "
+        "background process: a burst of writes is indexed on two cores after it ends. Needs "
+        "PostgreSQL or a SQLite file.")
     otel_telemetry: bool = Field(
         False, description="FastAPI's own OpenTelemetry instrumentation of each request "
         "(spans, request metrics, error logs) for an OpenTelemetry SDK the process configures "

@@ -1,11 +1,15 @@
-"""How several indexers on PostgreSQL split the work: each claims its batch with advisory
-locks held by a transaction of its own until the batch is recorded, skips what another
-holds, and re-checks what it got."""
+"""How several indexers split the work: each claims its batch with locks held until the batch
+is recorded, skips what another holds, and re-checks what it got. On PostgreSQL the locks are
+advisory locks of a transaction of its own (``Claims``); on a SQLite file, the indexers of one
+host (the server's processes and its background process) take byte-range locks on a file
+beside the database (``FileClaims``)."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 
 from sqlalchemy import Connection, Engine, select
 from sqlalchemy import text as sql
@@ -13,6 +17,11 @@ from sqlalchemy.orm import Session
 
 from ..db.models import MemoryPointer
 from . import index_rows
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
 
 _CLAIM_CLASS = 0x4D505658  # "MPVX": the first key of the indexer's advisory locks
 
@@ -47,19 +56,10 @@ class Claims:
             return []
         if self._connection is None:
             self._connection = self.engine.connect()
-        connection = self._connection
-        held = list(connection.execute(_TAKE, {
+        held = list(self._connection.execute(_TAKE, {
             "ids": [p.id for p in candidates], "keys": [_lock_key(p.id) for p in candidates],
             "c": _CLAIM_CLASS, "n": limit}).scalars())
-        if not held:
-            return []
-        P = MemoryPointer
-        fresh = session.scalars(
-            select(P).where(P.id.in_(held), index_rows.wants_vector())
-            .order_by(P.updated_at)).all()
-        fresh = index_rows.snapshots(session, fresh)
-        session.commit()
-        return fresh
+        return still_waiting(session, held)
 
     def release(self) -> None:
         """End the claim's transaction (its advisory locks go) and return its connection."""
@@ -70,3 +70,80 @@ class Claims:
                 self._connection = None
 
     close = release
+
+
+def still_waiting(session: Session, held: Sequence[uuid.UUID]) -> list[MemoryPointer]:
+    """Of the pointers just claimed, those still waiting for their vector, in write order,
+    taken out of ``session`` (``index_rows.snapshots``)."""
+    if not held:
+        return []
+    P = MemoryPointer
+    fresh = session.scalars(
+        select(P).where(P.id.in_(held), index_rows.wants_vector())
+        .order_by(P.updated_at)).all()
+    fresh = index_rows.snapshots(session, fresh)
+    session.commit()
+    return fresh
+
+
+class FileClaims:
+    """``Claims`` for the indexers of a SQLite file, all on one host: an exclusive lock on
+    one byte of ``path`` per pointer (POSIX byte-range locks, offset by the pointer id's
+    random bits), taken without waiting and released once the batch is recorded. The lock
+    of a process that dies goes with it.
+
+    POSIX record locks belong to the process, not to the thread or the descriptor: two
+    ``FileClaims`` in one process never exclude each other, and closing any descriptor of
+    the file would drop the process's locks. So a process runs one indexer (the server's
+    helper, or the background process's indexer) and opens the file once, here."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._held: set[int] = set()
+
+    @staticmethod
+    def available() -> bool:
+        return fcntl is not None
+
+    def take(self, session: Session, candidates: Sequence[MemoryPointer],
+             limit: int) -> list[MemoryPointer]:
+        """As ``Claims.take``."""
+        session.commit()
+        return still_waiting(session, self.hold([p.id for p in candidates], limit))
+
+    def hold(self, ids: Sequence[uuid.UUID], limit: int) -> list[uuid.UUID]:
+        """Up to ``limit`` of ``ids``, in order, locked for this process (those another
+        process holds are skipped), until ``release``."""
+        if not ids or fcntl is None:
+            return []
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        held: list[uuid.UUID] = []
+        for pointer_id in ids:
+            offset = _lock_key(pointer_id) & 0x7FFFFFFF
+            if offset in self._held:
+                continue  # a candidate whose key another of this batch shares
+            try:
+                fcntl.lockf(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset, os.SEEK_SET)
+            except OSError:  # another process holds it (EAGAIN or EACCES)
+                continue
+            self._held.add(offset)
+            held.append(pointer_id)
+            if len(held) >= limit:
+                break
+        return held
+
+    def release(self) -> None:
+        """Let go of the batch's locks (the file stays open: see the class)."""
+        if self._fd is None or fcntl is None:
+            return
+        held, self._held = self._held, set()
+        for offset in held:
+            fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, offset, os.SEEK_SET)
+
+    def close(self) -> None:
+        self.release()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

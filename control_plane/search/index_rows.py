@@ -31,11 +31,14 @@ def vector_ready() -> Any:
 
 
 def needing_vectors(session: Session, since: datetime | None, limit: int,
-                    skip: Sequence[uuid.UUID] = ()) -> Sequence[MemoryPointer]:
-    """Synced, searchable pointers whose vector is missing or made for older content, oldest first;
+                    skip: Sequence[uuid.UUID] = (), *,
+                    newest_first: bool = False) -> Sequence[MemoryPointer]:
+    """Synced, searchable pointers whose vector is missing or made for older content, oldest
+    first (or newest first: a helping indexer starts from the other end of the backlog);
     ``since`` limits the look to rows written from then on (an index serves it); tenants in
     ``skip`` (whose bucket failed this pass) are left out."""
-    return session.scalars(needing_vectors_query(since, limit, skip)).all()
+    return session.scalars(needing_vectors_query(since, limit, skip,
+                                                 newest_first=newest_first)).all()
 
 
 def snapshots(session: Session, pointers: Sequence[MemoryPointer]) -> list[MemoryPointer]:
@@ -49,7 +52,7 @@ def snapshots(session: Session, pointers: Sequence[MemoryPointer]) -> list[Memor
 
 
 def needing_vectors_query(since: datetime | None, limit: int,
-                          skip: Sequence[uuid.UUID] = ()) -> Any:
+                          skip: Sequence[uuid.UUID] = (), *, newest_first: bool = False) -> Any:
     """``needing_vectors``' statement: an index scan of the partial index on
     ``WANTS_VECTOR`` in ``updated_at`` order."""
     query = select(P).where(wants_vector())
@@ -57,7 +60,8 @@ def needing_vectors_query(since: datetime | None, limit: int,
         query = query.where(P.updated_at >= since)
     if skip:
         query = query.where(P.tenant_id.not_in(list(skip)))
-    return query.order_by(P.updated_at).limit(limit)
+    order = P.updated_at.desc() if newest_first else P.updated_at
+    return query.order_by(order).limit(limit)
 
 
 # PostgreSQL: a batch's vectors recorded in ONE statement (the executemany ran an UPDATE

@@ -22,17 +22,25 @@ or a pointer whose vector is in no segment (the next compaction reads its vector
 
 Where it runs follows the jobs: a thread of ``memplane worker`` processes, and of the server
 only when the server runs jobs itself (the embedded default); API replicas with
-``MEMPLANE_RUN_JOBS=false`` spend nothing on it. Several indexers on PostgreSQL split the
-work: each claims its batch with advisory locks held by a transaction of its own until the
-batch is recorded, skips what another holds, and re-checks what it got (``claims.Claims``).
-Inside the server the indexer yields to requests (``foreground.ForegroundActivity``): it
-waits while a request committed in the last ``MEMPLANE_INDEX_YIELD_MS``, unless its work has
-waited ``MEMPLANE_INDEX_MAX_LAG_SECONDS``, and then catches up in larger batches.
+``MEMPLANE_RUN_JOBS=false`` spend nothing on it. Several indexers split the work: each claims
+its batch with locks held until the batch is recorded, skips what another holds, and
+re-checks what it got (``claims``: advisory locks on PostgreSQL, byte-range locks on a file
+beside a SQLite database). Inside the server the indexer yields to requests
+(``foreground.ForegroundActivity``): it waits while a request committed in the last
+``MEMPLANE_INDEX_YIELD_MS``, unless its work has waited ``MEMPLANE_INDEX_MAX_LAG_SECONDS``,
+and then catches up in larger batches.
+
+Where the indexer runs in a background process beside the server (control_plane.background),
+each server process also runs a *helping* indexer (``MEMPLANE_INDEX_WHEN_IDLE``): it works
+only while the server's requests have been quiet for ``MEMPLANE_INDEX_YIELD_MS``, never
+catches up during them, and leaves compaction to the background indexer. After a burst of
+writes the backlog is then indexed on two cores, not one.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import uuid
@@ -46,6 +54,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from storage_adapters import base as storage
 
 from ..db.base import utcnow
+from ..db.engine import sqlite_writers
 from ..db.models import MemoryPointer
 from ..embedders import EmbedderFailed
 from ..embedders.service import embedder_for
@@ -54,7 +63,7 @@ from ..plane.data_plane import DataPlane
 from ..plane.kek_providers import WrongKey
 from ..plane.shared_pool import SharedPool
 from . import index_rows
-from .claims import Claims
+from .claims import Claims, FileClaims
 from .embedding import RoundReport, embed_batch
 from .foreground import ForegroundActivity, ServerActivity
 from .index import SearchCache
@@ -84,29 +93,34 @@ _FULL_SCAN_EVERY = timedelta(seconds=30)
 def index_round(session: Session, plane: DataPlane, runtime: Runtime | Settings,
                 cache: SearchCache | None = None, *, since: datetime | None = None,
                 batch: int = BATCH, compact_after: int = COMPACT_AFTER,
-                skip: set[uuid.UUID] | None = None, claims: Claims | None = None) -> RoundReport:
-    """One batch of pointers waiting for vectors (all tenants), then any compaction due.
-    A tenant whose bucket or keys fail is added to ``skip`` and left out of later rounds that
-    share it, so one tenant's broken storage never holds up the others' indexing. With
-    ``claims`` (PostgreSQL), only pointers no other indexer holds, held until the round ends."""
+                skip: set[uuid.UUID] | None = None, claims: Claims | FileClaims | None = None,
+                compact: bool = True, newest_first: bool = False) -> RoundReport:
+    """One batch of pointers waiting for vectors (all tenants), then any compaction due
+    (unless not ``compact``). A tenant whose bucket or keys fail is added to ``skip`` and left
+    out of later rounds that share it, so one tenant's broken storage never holds up the
+    others' indexing. With ``claims``, only pointers no other indexer holds, held until the
+    round ends; ``newest_first`` (a helping indexer's) takes them from the backlog's newest
+    end, away from the oldest that other indexers hold."""
     skip = skip if skip is not None else set()
     pool = cache.pool() if cache is not None else None
     if claims is None:
         pointers = index_rows.snapshots(
             session, index_rows.needing_vectors(session, since, batch, sorted(skip)))
         session.commit()
-        return _index(session, plane, runtime, cache, pool, pointers, compact_after, skip)
+        return _index(session, plane, runtime, cache, pool, pointers,
+                      compact_after if compact else None, skip)
     try:
         pointers = claims.take(session, list(index_rows.needing_vectors(
-            session, since, batch * 4, sorted(skip))), batch)
-        return _index(session, plane, runtime, cache, pool, pointers, compact_after, skip)
+            session, since, batch * 4, sorted(skip), newest_first=newest_first)), batch)
+        return _index(session, plane, runtime, cache, pool, pointers,
+                      compact_after if compact else None, skip)
     finally:
         claims.release()
 
 
 def _index(session: Session, plane: DataPlane, runtime: Runtime | Settings,
            cache: SearchCache | None, pool: SharedPool | None,
-           pointers: Sequence[MemoryPointer], compact_after: int,
+           pointers: Sequence[MemoryPointer], compact_after: int | None,
            skip: set[uuid.UUID]) -> RoundReport:
     report = RoundReport()
     by_tenant: dict[uuid.UUID, list[MemoryPointer]] = defaultdict(list)
@@ -132,6 +146,8 @@ def _index(session: Session, plane: DataPlane, runtime: Runtime | Settings,
             continue
         model = embedder_for(session, runtime, tenant_id).name
         session.commit()
+        if compact_after is None:
+            continue
         for scope, scope_ref in scopes:
             if compact_due(session, plane, cache, tenant_id, scope, scope_ref, model,
                            compact_after):
@@ -155,6 +171,26 @@ def drain(session: Session, plane: DataPlane, runtime: Runtime | Settings,
             return total
 
 
+def claims_for(engine: Engine) -> Claims | FileClaims | None:
+    """How indexers on ``engine``'s database split the work: advisory locks on PostgreSQL,
+    a file's byte-range locks beside a SQLite file whose writers take turns across processes
+    (``db.engine.SqliteWriters``); None where one indexer is all there can be."""
+    if engine.dialect.name == "postgresql":
+        return Claims(engine)
+    writers = sqlite_writers(engine)
+    if writers is None or writers.shared is None or not FileClaims.available():
+        return None
+    return FileClaims(writers.shared.with_suffix(".index-claims"))
+
+
+def can_help(engine: Engine) -> bool:
+    """Whether indexers on ``engine``'s database can split the work (``claims_for``)."""
+    claims = claims_for(engine)
+    if claims is not None:
+        claims.close()
+    return claims is not None
+
+
 class Indexer:
     """The background loop: a round whenever there is work, else a short wait.
 
@@ -165,28 +201,36 @@ class Indexer:
     trickling writes are indexed in batches, not one by one. Rounds take up to ``BATCH``
     memories where they run between a server's requests, and ``CATCH_UP_BATCH`` in a
     process of their own (``memplane worker``): fewer deltas, commits and flushes per
-    memory where no request waits for the round to end."""
+    memory where no request waits for the round to end.
+
+    A ``helping`` indexer (a server process's, beside the background process's indexer)
+    runs only while requests are quiet: it never catches up, takes rounds of ``BATCH`` from
+    the backlog's newest end, and compacts nothing. It needs claims (PostgreSQL, or a
+    SQLite file): ``can_help``."""
 
     def __init__(self, sessions: sessionmaker[Session], plane: DataPlane,
                  runtime: Runtime, cache: SearchCache, *, interval: float = 0.2,
                  clock: Callable[[], datetime] = utcnow, yield_ms: float = 0.0,
                  max_lag: float = 5.0, monotonic: Callable[[], float] = time.monotonic,
-                 claims: bool = True, activity: ServerActivity | None = None) -> None:
+                 claims: bool = True, activity: ServerActivity | None = None,
+                 helping: bool = False) -> None:
         self.sessions, self.plane, self.runtime, self.cache = sessions, plane, runtime, cache
         self.interval = interval
         self.clock = clock
         self.monotonic = monotonic
         self.yield_s = yield_ms / 1000
-        self.max_lag = max_lag
+        self.max_lag = math.inf if helping else max_lag
+        self.helping = helping
         self._last_full: datetime | None = None
         self._failing: set[uuid.UUID] = set()  # tenants whose storage failed this pass
         engine = runtime.engine
-        self.claims = (Claims(engine) if claims and engine.dialect.name == "postgresql"
-                       else None)
+        self.claims = claims_for(engine) if claims or helping else None
+        if helping and self.claims is None:
+            raise ValueError("a helping indexer needs claims: PostgreSQL or a SQLite file")
         self.activity: ForegroundActivity | ServerActivity | None = None
         if self.yield_s > 0:
             self.activity = activity or ForegroundActivity(engine, monotonic)
-        self.batch = BATCH if self.activity is not None else CATCH_UP_BATCH
+        self.batch = BATCH if self.activity is not None or helping else CATCH_UP_BATCH
         self._caught_up = monotonic()  # when a round last found nothing waiting
         self.catching_up = False
         self.full = False  # the last round took a full batch: more may wait
@@ -239,7 +283,8 @@ class Indexer:
         batch = CATCH_UP_BATCH if self.catching_up else self.batch
         with self.sessions() as session:
             report = index_round(session, self.plane, self.runtime, self.cache, since=since,
-                                 skip=self._failing, claims=self.claims, batch=batch)
+                                 skip=self._failing, claims=self.claims, batch=batch,
+                                 compact=not self.helping, newest_first=self.helping)
         taken = report.embedded + report.skipped + report.corrupt
         self.full = taken >= batch
         busy = taken + report.failed_tenants > 0

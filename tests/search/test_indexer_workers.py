@@ -154,15 +154,17 @@ def test_indexer_threads_follow_the_jobs(tmp_path: Path) -> None:
     api_replica = threads(run_jobs=False)
     embedded = threads()
     unindexed = threads(embed_on_write=False)
-    # ``memplane serve``: the sealer and the indexer in a process of their own, the job
-    # worker a thread of the server.
+    # ``memplane serve``: the sealer and the indexer in a process of their own; the job
+    # worker and the indexer helping while requests are quiet, threads of the server.
     served = threads(separate=True)
+    served_not_helping = threads(separate=True, index_when_idle=False)
     served_unindexed = threads(separate=True, embed_on_write=False)
     jobs = ["memplane-job-worker-0", "memplane-job-worker-1"]  # MEMPLANE_JOB_THREADS: 2
     assert api_replica == (["memplane-audit-sealer"], False)
     assert embedded == (["memplane-audit-sealer", *jobs, "memplane-search-indexer"], False)
     assert unindexed == (["memplane-audit-sealer", *jobs], False)
-    assert served == (jobs, True)
+    assert served == ([*jobs, "memplane-search-helper"], True)
+    assert served_not_helping == (jobs, True)
     assert served_unindexed == unindexed
 
 
