@@ -36,11 +36,9 @@ class Settings(BaseSettings):
 
     data_dir: Path = Field(Path(".memplane"), description="Home of the embedded default.")
     database_url: str | None = Field(
-        None, description="SQLAlchemy URL; default: SQLite file in data_dir."
-    )
+        None, description="SQLAlchemy URL; default: SQLite file in data_dir.")
     default_bucket_url: str | None = Field(
-        None, description="Bucket for tenants without their own; default: data_dir/bucket."
-    )
+        None, description="Bucket for tenants without their own; default: data_dir/bucket.")
     public_url: str | None = Field(
         None, description="The URL clients reach the API at (https, through the TLS proxy in "
         "front of the server); `memplane doctor` checks it.")
@@ -285,11 +283,9 @@ class Settings(BaseSettings):
         5.0, gt=0, description="Longest the waiting indexer lets new writes go unindexed: "
         "past it, it catches up (in larger batches) even while writes keep arriving.")
     index_when_idle: bool = Field(
-        True, description="Where the search indexer runs in a background process beside "
-        "`memplane serve` (the embedded default), each server process also indexes while its "
-        "requests have been quiet for MEMPLANE_INDEX_YIELD_MS, leaving compaction to the "
-        "background process: a burst of writes is indexed on two cores after it ends. Needs "
-        "PostgreSQL or a SQLite file.")
+        True, description="Server processes beside a background process's indexer also index "
+        "while their requests have been quiet for MEMPLANE_INDEX_YIELD_MS (compaction stays "
+        "with the background process; needs PostgreSQL or a SQLite file).")
     otel_telemetry: bool = Field(
         False, description="FastAPI's own OpenTelemetry instrumentation of each request "
         "(spans, request metrics, error logs) for an OpenTelemetry SDK the process configures "
