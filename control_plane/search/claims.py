@@ -46,18 +46,18 @@ class Claims:
         self.engine = engine
         self._connection: Connection | None = None
 
-    def take(self, session: Session, candidates: Sequence[MemoryPointer],
+    def take(self, session: Session, candidates: Sequence[uuid.UUID],
              limit: int) -> list[MemoryPointer]:
-        """Up to ``limit`` of ``candidates`` locked for this indexer and still waiting for
-        their vector (another indexer may have recorded it between the candidates' read and
-        the lock)."""
+        """The pointers of up to ``limit`` of the ``candidates`` (pointer ids, in order)
+        locked for this indexer and still waiting for their vector (another indexer may have
+        recorded it between the candidates' read and the lock)."""
         session.commit()
         if not candidates:
             return []
         if self._connection is None:
             self._connection = self.engine.connect()
         held = list(self._connection.execute(_TAKE, {
-            "ids": [p.id for p in candidates], "keys": [_lock_key(p.id) for p in candidates],
+            "ids": list(candidates), "keys": [_lock_key(i) for i in candidates],
             "c": _CLAIM_CLASS, "n": limit}).scalars())
         return still_waiting(session, held)
 
@@ -106,11 +106,11 @@ class FileClaims:
     def available() -> bool:
         return fcntl is not None
 
-    def take(self, session: Session, candidates: Sequence[MemoryPointer],
+    def take(self, session: Session, candidates: Sequence[uuid.UUID],
              limit: int) -> list[MemoryPointer]:
         """As ``Claims.take``."""
         session.commit()
-        return still_waiting(session, self.hold([p.id for p in candidates], limit))
+        return still_waiting(session, self.hold(candidates, limit))
 
     def hold(self, ids: Sequence[uuid.UUID], limit: int) -> list[uuid.UUID]:
         """Up to ``limit`` of ``ids``, in order, locked for this process (those another

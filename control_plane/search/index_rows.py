@@ -41,6 +41,15 @@ def needing_vectors(session: Session, since: datetime | None, limit: int,
                                                  newest_first=newest_first)).all()
 
 
+def needing_vector_ids(session: Session, since: datetime | None, limit: int,
+                       skip: Sequence[uuid.UUID] = (), *,
+                       newest_first: bool = False) -> list[uuid.UUID]:
+    """``needing_vectors``' pointer ids alone: the candidates indexers claim from (the
+    pointers they get are read once claimed)."""
+    query = needing_vectors_query(since, limit, skip, newest_first=newest_first)
+    return list(session.scalars(query.with_only_columns(P.id)))
+
+
 def snapshots(session: Session, pointers: Sequence[MemoryPointer]) -> list[MemoryPointer]:
     """The pointers as read, taken out of ``session``: a later commit neither expires them
     (which would read each one again, a query per pointer) nor makes one deleted meanwhile

@@ -110,8 +110,8 @@ def index_round(session: Session, plane: DataPlane, runtime: Runtime | Settings,
         return _index(session, plane, runtime, cache, pool, pointers,
                       compact_after if compact else None, skip)
     try:
-        pointers = claims.take(session, list(index_rows.needing_vectors(
-            session, since, batch * 4, sorted(skip), newest_first=newest_first)), batch)
+        pointers = claims.take(session, index_rows.needing_vector_ids(
+            session, since, batch * 4, sorted(skip), newest_first=newest_first), batch)
         return _index(session, plane, runtime, cache, pool, pointers,
                       compact_after if compact else None, skip)
     finally:

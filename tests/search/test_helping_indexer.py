@@ -167,7 +167,7 @@ def test_file_claims_skip_what_another_process_holds_until_it_ends(
     try:
         theirs = {uuid.UUID(i) for i in tell_reader.recv()}
         with world.runtime.sessions() as session:
-            candidates = list(index_rows.needing_vectors(session, None, 100))
+            candidates = index_rows.needing_vector_ids(session, None, 100)
             got = mine.take(session, candidates, 100)
         mine.release()
         with world.runtime.sessions() as session:
@@ -177,8 +177,7 @@ def test_file_claims_skip_what_another_process_holds_until_it_ends(
         done_writer.send(True)  # the other indexer ends, and its locks go with it
         child.join(timeout=30)
         with world.runtime.sessions() as session:
-            again = mine.take(session, list(index_rows.needing_vectors(session, None, 100)),
-                              100)
+            again = mine.take(session, index_rows.needing_vector_ids(session, None, 100), 100)
     finally:
         mine.close()
         if child.is_alive():

@@ -97,7 +97,7 @@ def test_two_indexers_on_postgres_never_embed_the_same_pointer(
     vector_puts.clear()
     first, second = Claims(world.runtime.engine), Claims(world.runtime.engine)
     with world.runtime.sessions() as session:
-        candidates = list(index_rows.needing_vectors(session, None, 100))
+        candidates = index_rows.needing_vector_ids(session, None, 100)
         held = first.take(session, candidates, 4)  # indexer A holds four, mid-batch
     try:
         with world.runtime.sessions() as session:
@@ -129,7 +129,7 @@ def test_a_claim_rechecks_what_another_indexer_finished(world: ServiceWorld) -> 
     _write(world, 3, "late")
     claims = Claims(world.runtime.engine)
     with world.runtime.sessions() as session:
-        candidates = list(index_rows.needing_vectors(session, None, 100))
+        candidates = index_rows.needing_vector_ids(session, None, 100)
     _drain(world)  # another indexer records them between the read and the lock
     try:
         with world.runtime.sessions() as session:
