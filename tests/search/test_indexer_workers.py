@@ -168,6 +168,32 @@ def test_indexer_threads_follow_the_jobs(tmp_path: Path) -> None:
     assert served_unindexed == unindexed
 
 
+def test_each_worker_of_a_host_helps_index_unless_it_runs_no_jobs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``memplane serve --workers N``: each worker publishes its requests' clock on the
+    host's board, and runs the helping indexer that waits on it."""
+    from control_plane.host_board import ENV, Board
+
+    monkeypatch.setenv(ENV, str(Board.create(tmp_path / "board")))
+    data_dir = tmp_path / "data"
+    setup = Runtime(Settings(data_dir=data_dir))
+    setup.migrate()
+    setup.close()
+
+    def threads(**overrides: Any) -> list[str]:
+        runtime = Runtime(Settings(data_dir=data_dir, **overrides))
+        try:
+            runtime.publish_activity()
+            return sorted(t.name for t in runtime._threads)
+        finally:
+            runtime.close()
+
+    assert threads() == ["memplane-search-helper"]
+    assert threads(run_jobs=False) == []
+    assert threads(embed_on_write=False) == []
+    assert threads(index_when_idle=False) == []
+
+
 class _Clock:
     def __init__(self) -> None:
         self.now = 1000.0
