@@ -134,22 +134,27 @@ class Reader:
         self._actor = actor
         self._encrypted = plane.keys is not None and plane.keys.enabled
         self._keys: dict[uuid.UUID, bytes] = {}  # unwrapped subject keys by id
+        self._targets: dict[uuid.UUID, Any] = {}  # the page's buckets by configuration
 
     def windows(self, page: list[MemoryPointer]) -> Iterator[list[MemoryPointer]]:
-        """The page's windows, smaller when any of its values is in a cloud bucket."""
-        adapters = [self._plane.by_id(self._session, cid).adapter
-                    for cid in {p.storage_config_id for p in page}]
+        """The page's windows, smaller when any of its values is in a cloud bucket. Call it
+        for each page before ``start``ing its windows: it finds the page's buckets."""
+        self._targets = {cid: self._plane.by_id(self._session, cid)
+                         for cid in {p.storage_config_id for p in page}}
+        self._session.commit()
+        adapters = [target.adapter for target in self._targets.values()]
         return windows(page, WINDOW_BYTES if all_near(adapters) else FAR_WINDOW_BYTES)
 
     def start(self, window: list[MemoryPointer]) -> Started:
         """The window's reads under way (its settled pointers; one being written or deleted
-        is reported ``deleted_during_export``)."""
+        is reported ``deleted_during_export``). A window costs the database one statement,
+        outside any transaction: the keys destroyed since the window before."""
         session = self._session
         ready = [p for p in window if p.sync_status not in _UNSETTLED]
-        targets = {cid: self._plane.by_id(session, cid)
-                   for cid in {p.storage_config_id for p in ready}}
+        targets = self._targets
         self._look_keys_up_again()
-        session.commit()
+        if session.in_transaction():  # the window before read a pointer again
+            session.commit()
         jobs = [_Job(p.id, p.storage_path, p.content_sha256,
                      targets[p.storage_config_id].adapter, envelope.sealed_size(p.content_size))
                 for p in ready]
@@ -182,8 +187,8 @@ class Reader:
                 for p in started.window]
 
     def _look_keys_up_again(self) -> None:
-        """Forget the keys destroyed since the window before (one statement): what they
-        sealed is read again, and no longer opens."""
+        """Forget the keys destroyed since the window before (one statement on its own, as
+        the database holds them now): what they sealed is read again, and no longer opens."""
         if self._keys:
             live = keys_repo.live_key_ids(self._session, self._actor.tenant_id,
                                           list(self._keys))

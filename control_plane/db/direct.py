@@ -21,15 +21,16 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from collections import namedtuple
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import orjson
 from sqlalchemy import Connection, Engine
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import Compiled
+from sqlalchemy.engine import Compiled, Dialect
 from sqlalchemy.sql.elements import ClauseElement
 
 _compiled: dict[tuple[int, int], Compiled] = {}
@@ -55,6 +56,15 @@ def _compile(engine: Engine, statement: ClauseElement) -> Compiled:
         with _lock:
             found = _compiled[key] = statement.compile(dialect=engine.dialect)
     return found
+
+
+def id_list(ids: Sequence[uuid.UUID], dialect: Dialect) -> str:
+    """One parameter for any number of ids, so a statement's SQL never changes: a JSON array
+    of the hex ids SQLite stores (read by ``json_each``), the text of a uuid[] on PostgreSQL
+    (cast in SQL; the driver passes it on without adapting each id)."""
+    if dialect.name == "sqlite":
+        return "[" + ",".join(f'"{pid.hex}"' for pid in ids) + "]"
+    return "{" + ",".join(pid.hex for pid in ids) + "}"
 
 
 def pooled_raw(engine: Engine) -> Any:

@@ -4,9 +4,11 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import String, Uuid, any_, bindparam, cast, func, select, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
+from ..db import direct
 from ..db.models import KekVersion, MemoryEvent, MemoryPointer, SubjectKey
 
 
@@ -47,13 +49,28 @@ def subject_key(session: Session, tenant_id: uuid.UUID, key_id: uuid.UUID) -> Su
     )
 
 
+_LIVE = (SubjectKey.tenant_id == bindparam("tenant", None, type_=Uuid()),
+         SubjectKey.wrapped_key.is_not(None))
+# The ids as one parameter (``db.direct.id_list``): a JSON array on SQLite, a uuid[] on
+# PostgreSQL.
+_LIVE_SQLITE = select(SubjectKey.id).where(*_LIVE, SubjectKey.id.in_(select(
+    func.json_each(bindparam("ids", None, type_=String)).table_valued("value").c.value)))
+_LIVE_POSTGRES = select(SubjectKey.id).where(
+    *_LIVE, SubjectKey.id == any_(cast(bindparam("ids", None, type_=String), ARRAY(Uuid()))))
+
+
 def live_key_ids(session: Session, tenant_id: uuid.UUID,
                  key_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
-    """Which of ``key_ids`` the tenant still has undestroyed."""
-    return set(session.scalars(
-        select(SubjectKey.id).where(SubjectKey.tenant_id == tenant_id,
-                                    SubjectKey.id.in_(key_ids),
-                                    SubjectKey.wrapped_key.is_not(None))))
+    """Which of ``key_ids`` the tenant still has undestroyed, as the database holds them now:
+    one statement on its own, outside the session's transaction (``db.direct``: one round
+    trip, no BEGIN or COMMIT), so a key destroyed since the session's last read is seen."""
+    engine = session.get_bind().engine
+    params = {"tenant": tenant_id, "ids": direct.id_list(key_ids, engine.dialect)}
+    if engine.dialect.name == "postgresql":
+        rows = direct.run(engine, _LIVE_POSTGRES, params)
+    else:
+        rows = direct.run_sqlite(engine, _LIVE_SQLITE, params)
+    return {row[0] for row in rows}
 
 
 def wrapped_by_older(session: Session, tenant_id: uuid.UUID, current: uuid.UUID,

@@ -122,7 +122,7 @@ def live_statement(tenant_id: uuid.UUID, scopes: Sequence[tuple[str, str]], *,
     """``candidates`` under ``policies`` (as kept) and the tokens, in ONE statement: a
     one-row select of the tokens, left-joined to the live pointers; compiled for
     ``dialect`` once per kept state and shape (``LiveQuery``). Its parameters: ``now``,
-    ``cut_<k>`` (``live_parameters``), ``ids`` (``id_list``), ``user_id``,
+    ``cut_<k>`` (``live_parameters``), ``ids`` (``db.direct.id_list``), ``user_id``,
     ``memory_type``."""
     from ..memories.visibility import deleting
 
@@ -135,7 +135,7 @@ def live_statement(tenant_id: uuid.UUID, scopes: Sequence[tuple[str, str]], *,
     if by_ids:
         # One parameter for any number of candidates, so the SQL never changes: a JSON
         # array of the hex ids SQLite stores (read by json_each); on PostgreSQL a uuid[]
-        # sent as its text (``id_list``), which the driver passes on without adapting
+        # sent as its text (``db.direct.id_list``), which the driver passes on without adapting
         # each id.
         if dialect.name == "sqlite":
             listed = func.json_each(bindparam("ids", None, type_=String)).table_valued("value")
@@ -155,14 +155,6 @@ def live_statement(tenant_id: uuid.UUID, scopes: Sequence[tuple[str, str]], *,
     head = select(*tokens(tenant_id, where)).subquery("t")
     return LiveQuery(select(head, *LIVE_RAW).select_from(head.outerjoin(P, and_(*on))),
                      dialect)
-
-
-def id_list(ids: Sequence[uuid.UUID], dialect: Dialect) -> str:
-    """The ``ids`` parameter of a live statement: a JSON array of hex ids on SQLite, the
-    text of a uuid[] on PostgreSQL."""
-    if dialect.name == "sqlite":
-        return "[" + ",".join(f'"{pid.hex}"' for pid in ids) + "]"
-    return "{" + ",".join(pid.hex for pid in ids) + "}"
 
 
 def text_array(values: Sequence[object]) -> str:

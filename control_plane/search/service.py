@@ -43,6 +43,7 @@ from storage_adapters.envelope import DecryptionError, sealed_size
 from ..addresses import nfc
 from ..audit import service as audit
 from ..audit.service import audited
+from ..db import direct
 from ..db.base import utcnow
 from ..db.engine import begin_write
 from ..embedders import EmbedderFailed, Running
@@ -304,7 +305,7 @@ def _rank(session: Session, cache: SearchCache, actor: Actor, access: Access,
                 dialect=dialect)
         parameters = repo.live_parameters(state.policies, now)
         if ids is not None:
-            parameters["ids"] = repo.id_list(ids, dialect)
+            parameters["ids"] = direct.id_list(ids, dialect)
         else:
             parameters |= {"user_id": request.user_id, "memory_type": request.memory_type}
         audit = (None if in_statement is None or ids is None else repo.audit_values(

@@ -295,3 +295,31 @@ def test_a_member_larger_than_4_gib_takes_zip64_sizes(tmp_path: Path) -> None:
     after = subprocess.run(["unzip", "-p", str(tmp_path / "big.zip"), "after"],
                            capture_output=True)
     assert (after.returncode, after.stdout) == (0, b"last")
+
+
+def test_a_key_destroyed_between_windows_opens_nothing_in_the_windows_after(
+        runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each window asks the database (one statement outside the export's transaction) which
+    of the keys it holds are still live: a subject key an erasure destroys meanwhile opens no
+    value of a later window, though the export unwrapped it before."""
+    from control_plane.compliance import subjects
+    from control_plane.keys import repository as keys_repo
+
+    monkeypatch.setattr(export_items, "WINDOW_BYTES", 300_000)  # two values per window
+    actor, _ = _fill(runtime, 6, 120_000)
+    with runtime.sessions() as session:
+        reader = export_items.Reader(session, runtime.plane, actor)
+        page = list(subjects.pointer_page(session, actor.tenant_id, SUBJECT, None, 100))
+        session.commit()
+        windows = list(reader.windows(page))
+        first = reader.finish(reader.start(windows[0]))
+        with runtime.sessions() as erasing:  # an erasure, committed beside the export
+            keys_repo.destroy_subject(erasing, actor.tenant_id, "user", SUBJECT,
+                                      datetime.now(UTC))
+            erasing.commit()
+        later = [read for window in windows[1:] for read in reader.finish(reader.start(window))]
+    encrypted = runtime.plane.keys is not None and runtime.plane.keys.enabled
+    assert [len(w) for w in windows] == [2, 2, 2]
+    assert [read.status for read in first] == ["exported", "exported"]
+    assert [read.member is None for read in later] == [encrypted] * 4
+    assert {read.status for read in later} == ({"corrupt"} if encrypted else {"exported"})

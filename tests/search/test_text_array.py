@@ -1,5 +1,5 @@
 """The live statement's list parameters go to PostgreSQL as the text of an array
-(``repository.id_list``, ``text_array``), cast in SQL: PostgreSQL must read back exactly
+(``db.direct.id_list``, ``repository.text_array``), cast in SQL: PostgreSQL must read back exactly
 the values the search meant, whatever characters a token holds."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import make_url
 
+from control_plane.db import direct
 from control_plane.search import repository as repo
 
 # PostgreSQL text holds any character but NUL.
@@ -42,7 +43,7 @@ def test_tokens_versions_and_ids_as_the_statement_casts_them(
     tokens = ['0194a2b3:30:true:agent:*', 'a,b', '{x}', 'say "hi"', 'back\\slash', 'NULL', '']
     row = conn.execute(
         "SELECT %s::uuid[], %s::int[], %s::text[]",
-        [repo.id_list(ids, postgresql.psycopg.dialect()), repo.text_array([3, 1, 12]),
+        [direct.id_list(ids, postgresql.psycopg.dialect()), repo.text_array([3, 1, 12]),
          repo.text_array(tokens)]).fetchone()
     assert row == (ids, [3, 1, 12], tokens)
     assert repo.text_array([]) == "{}"

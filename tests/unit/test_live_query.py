@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy.dialects import postgresql, sqlite
 
+from control_plane.db import direct
 from control_plane.db.models import RetentionPolicy
 from control_plane.identity import Access, Grant
 from control_plane.search import repository as repo
@@ -46,7 +47,7 @@ def test_the_bound_values_are_sqlalchemys(dialect: Any, by_ids: bool) -> None:
     ids = [uuid.UUID(int=i) for i in (7, 3, 11)]
     parameters = repo.live_parameters(policies, NOW)
     if by_ids:
-        parameters["ids"] = repo.id_list(ids, dialect)
+        parameters["ids"] = direct.id_list(ids, dialect)
     else:
         parameters |= {"user_id": "u-9", "memory_type": "fact"}
 
