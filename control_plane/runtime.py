@@ -170,8 +170,7 @@ class Runtime:
         if where:
             clock = HostClock(Path(where))
             self._activity = ForegroundActivity(self.engine, shared=clock)
-            if self.settings.run_background and self.settings.run_jobs \
-                    and self.settings.embed_on_write:
+            if self.settings.run_background:
                 self.start_helping_indexer(clock)
 
     def start_sealer(self) -> None:
@@ -200,14 +199,16 @@ class Runtime:
         self._threads.append(thread)
 
     def start_helping_indexer(self, clock: SharedClock) -> None:
-        """Beside a background process's indexer, this server process's helping indexer
-        (MEMPLANE_INDEX_WHEN_IDLE): it indexes only while the requests that ``clock`` tells
-        of have been quiet for MEMPLANE_INDEX_YIELD_MS, so a burst's backlog is indexed on
-        this process's core too (search.indexer)."""
+        """Beside a background process's indexer (where jobs run and writes are embedded),
+        this server process's helping indexer (MEMPLANE_INDEX_WHEN_IDLE): it indexes only
+        while the requests that ``clock`` tells of have been quiet for
+        MEMPLANE_INDEX_YIELD_MS, so a burst's backlog is indexed on this process's core too
+        (search.indexer)."""
         from .search.indexer import Indexer, ServerActivity, can_help
 
-        if not (self.settings.index_when_idle and self.settings.index_yield_ms > 0
-                and can_help(self.engine)):
+        settings = self.settings
+        if not (settings.run_jobs and settings.embed_on_write and settings.index_when_idle
+                and settings.index_yield_ms > 0 and can_help(self.engine)):
             return
         indexer = Indexer(self.sessions, self.plane, self, self.search_cache,
                           yield_ms=self.settings.index_yield_ms,

@@ -38,7 +38,7 @@ from ..keys import subject_keys as keys
 from ..kit import sha256_hex
 from ..memories import service as memories
 from ..memories.batch_sets import all_near
-from ..plane.data_plane import DataPlane, storage_errors
+from ..plane.data_plane import DataPlane, Target, storage_errors
 from ..plane.keyring import Keyring
 from ..plane.shared_pool import SharedPool
 from .zipwriter import Packed, pack
@@ -134,7 +134,7 @@ class Reader:
         self._actor = actor
         self._encrypted = plane.keys is not None and plane.keys.enabled
         self._keys: dict[uuid.UUID, bytes] = {}  # unwrapped subject keys by id
-        self._targets: dict[uuid.UUID, Any] = {}  # the page's buckets by configuration
+        self._targets: dict[uuid.UUID, Target] = {}  # the page's buckets by configuration
 
     def windows(self, page: list[MemoryPointer]) -> Iterator[list[MemoryPointer]]:
         """The page's windows, smaller when any of its values is in a cloud bucket. Call it
