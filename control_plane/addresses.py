@@ -14,7 +14,9 @@ one key, so erasing either erases both.
 
 from __future__ import annotations
 
+import hashlib
 import unicodedata
+import uuid
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated
@@ -132,3 +134,18 @@ class MemoryAddress:
 
     def describe(self) -> str:
         return f"{self.scope}/{self.scope_ref}" + (f" key={self.key}" if self.key else "")
+
+    def digest(self, tenant_id: uuid.UUID) -> bytes:
+        """A short digest naming the tenant's address in a process's caches, which keep no
+        personal string: worked out once per address (a write looks up three caches)."""
+        kept = self.__dict__.get("_digest")
+        if kept is not None and kept[0] == tenant_id:
+            return kept[1]  # type: ignore[no-any-return]
+        digest = digest_of(str(tenant_id), self.scope, self.scope_ref, self.key or "")
+        object.__setattr__(self, "_digest", (tenant_id, digest))
+        return digest
+
+
+def digest_of(*parts: str) -> bytes:
+    """A short digest naming ``parts`` in the process's caches (no personal string kept)."""
+    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).digest()

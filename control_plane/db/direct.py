@@ -143,20 +143,58 @@ class _SqliteStatement:
         binds = compiled._bind_processors
         self.binds: list[tuple[str, Callable[[Any], Any] | None]] = [
             (name, binds.get(name)) for name in compiled.positiontup]
+        self.plan = _plan(compiled, self.binds)
         columns = compiled._result_columns  # (key, name, objects, type) per result column
         self.results: list[Callable[[Any], Any] | None] = [
             column[3]._cached_result_processor(engine.dialect, None) for column in columns]
         self.row: Any = namedtuple("Row", [column[0] for column in columns])  # type: ignore[misc]
 
     def parameters(self, params: dict[str, Any]) -> list[Any]:
-        values = self.compiled.construct_params(params)
-        return [values[name] if bind is None else bind(values[name])
-                for name, bind in self.binds]
+        if self.plan is None:
+            values = self.compiled.construct_params(params)
+            return [values[name] if bind is None else bind(values[name])
+                    for name, bind in self.binds]
+        out: list[Any] = []
+        for key, name, fixed, bind in self.plan:
+            if key in params:
+                value = params[key]
+            elif name in params:
+                value = params[name]
+            elif fixed is _REQUIRED:
+                raise sa_exc.InvalidRequestError(
+                    f"A value is required for bind parameter {key!r}", code="cd3x")
+            else:
+                value = fixed
+            out.append(value if bind is None else bind(value))
+        return out
 
     def rows(self, raw: list[tuple[Any, ...]]) -> list[Any]:
         results, make = self.results, self.row._make
         return [make([value if result is None else result(value)
                       for result, value in zip(results, row, strict=True)]) for row in raw]
+
+
+_REQUIRED: Any = object()
+
+
+def _plan(compiled: Any, binds: list[tuple[str, Callable[[Any], Any] | None]]
+          ) -> list[tuple[str, str, Any, Callable[[Any], Any] | None]] | None:
+    """What ``construct_params`` does for each positional parameter, worked out once: the
+    parameter's key and its name in the SQL (a caller's value comes under either, the key
+    first), else the statement's own value (``_REQUIRED``: none), and its bind processor.
+    None where a call must go through ``construct_params`` (an escaped name, a value
+    computed by a callable, one name standing for two parameters, values given to the
+    statement with ``.params()``)."""
+    by_name: dict[str, Any] = {}
+    for bind, name in compiled.bind_names.items():
+        if name in by_name or bind.callable is not None:
+            return None
+        by_name[name] = bind
+    if compiled.escaped_bind_names or getattr(compiled, "_collected_params", None):
+        return None
+    return [(by_name[name].key, name,
+             _REQUIRED if by_name[name].required else by_name[name].value, bind)
+            for name, bind in binds]
 
 
 _sqlite: dict[tuple[int, int], _SqliteStatement] = {}

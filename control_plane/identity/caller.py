@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import ColumnElement
@@ -30,12 +31,12 @@ class Caller:
     can_create_tenants: bool
     access: Access = EVERYTHING
 
-    @property
+    @cached_property
     def actor(self) -> Actor:
         """Agent keys are audited as ``agent`` with their agent id; a data subject's own key
         as ``user`` (the subject's id is not in the row: the key names it); admin and
         compliance keys as ``api``. The accessor id is always the key's id, so every row
-        leads to a key."""
+        leads to a key. Made once per caller (an immutable one, kept between requests)."""
         if self.role == "user":
             return Actor(self.tenant_id, "user", f"key:{self.key_id}")
         if self.role == "agent":

@@ -47,14 +47,13 @@ from .batch_gets import GetItem, Looked
 from .batch_sets import WRITER_ROLES, SetItem, commit_sets, failure, prepare_sets, side_by_side
 from .delete import delete_value
 from .read import get_value, read_found, read_logged
-from .schemas import MemoryMeta, PointerOut, pointer_json
+from .schemas import META_FIELDS, MemoryMeta, PointerOut, meta_of, pointer_json
 from .shared import ensure_visible
 from .write import set_value
 
 log = logging.getLogger(__name__)
 
 MAX_OPERATIONS = 1000
-_META_FIELDS = frozenset(MemoryMeta.model_fields)
 
 
 class BatchOperation(MemoryMeta):
@@ -143,7 +142,7 @@ def _parse(index: int, raw: dict[str, Any], *, idempotent: bool) -> _Op | dict[s
         if op.refresh_ttl and op.op != "get":
             raise InvalidInput(f"refresh_ttl is for get only; leave it out of a {op.op}")
         if op.op != "set":
-            extra = sorted((op.model_fields_set & _META_FIELDS) | ({"value"} & op.model_fields_set))
+            extra = sorted((op.model_fields_set & META_FIELDS) | ({"value"} & op.model_fields_set))
             if extra:
                 raise InvalidInput(f"{op.op} takes only op, scope, scope_ref and key; "
                                    f"leave out {', '.join(extra)}")
@@ -189,7 +188,7 @@ def _run_one(session: Session, plane: DataPlane, caller: Caller, item: _Op,
                            "pointer": pointer_json(found.pointer)}
         require_role(session, caller, WRITER_ROLES, "write memories")
         if op.op == "set":
-            written = set_value(session, plane, actor, item.address, op.value, _meta_of(op),
+            written = set_value(session, plane, actor, item.address, op.value, meta_of(op),
                                 item_idem, access=caller.access)
             if isinstance(written, Replay):
                 return head | {"status": written.status_code, "pointer": written.response}
@@ -212,13 +211,6 @@ def _run_one(session: Session, plane: DataPlane, caller: Caller, item: _Op,
         return head | {"status": 500, "error": "internal_error",
                        "detail": "this operation failed on the server; retry it, and report "
                                  "it if it keeps failing"}
-
-
-def _meta_of(op: BatchOperation) -> MemoryMeta:
-    """The operation's metadata as a single write's: its fields were validated as the
-    same fields of the operation (BatchOperation is a MemoryMeta), so copied as they are."""
-    return MemoryMeta.model_construct(_fields_set=op.model_fields_set & _META_FIELDS,
-                                      **{name: getattr(op, name) for name in _META_FIELDS})
 
 
 def _remember(session: Session, actor: Actor, idem: Idempotency, status: int,

@@ -25,10 +25,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ..addresses import MemoryAddress
+from ..addresses import MemoryAddress, digest_of
 from ..keys.subject_keys import subject_of
 from .hotpath import WriteLookup
-from .shared import address_digest, digest_of, subject_after_write
+from .shared import address_digest, subject_after_write
 
 _MAX = 100_000
 # The row's subject, as far as a guess may know it: none (the scope's key seals it), or the

@@ -31,12 +31,12 @@ from .schemas import (
     AppendIn,
     Cleared,
     MemoryIn,
-    MemoryMeta,
     MemoryOut,
     MemoryPage,
     PointerOrder,
     PointerOut,
     PointerPage,
+    meta_of,
     pointer_json,
 )
 
@@ -52,10 +52,6 @@ router = APIRouter(tags=["memories"])
 def _address(scope: Scope, scope_ref: str, key: str | None = None) -> MemoryAddress:
     return MemoryAddress.parse(scope, unquote(scope_ref),
                                unquote(key) if key is not None else None)
-
-
-def _meta(body: MemoryMeta) -> MemoryMeta:
-    return MemoryMeta.model_validate(body.model_dump(exclude={"value"}))
 
 
 _REFRESH = ("true: restart the memory's ttl (ttl_days or ttl_seconds) from now, as "
@@ -101,7 +97,7 @@ def set_memory(scope: Scope, scope_ref: str, key: str, body: MemoryIn, request: 
                 Idempotency.of(idempotency_key, "PUT", address.describe(),
                                body.model_dump_json()))
         return _answer(memories.set_value(call.session, call.plane, call.caller.actor, address,
-                                          body.value, _meta(body), idem,
+                                          body.value, meta_of(body), idem,
                                           access=call.caller.access))
 
 
@@ -168,7 +164,7 @@ def append_memory(scope: Scope, scope_ref: str, key: str, body: AppendIn, reques
         idem = Idempotency.of(idempotency_key, "APPEND", address.describe(),
                               body.model_dump_json())
         return _answer(memories.append_value(call.session, call.plane, call.caller.actor,
-                                             address, body.value, _meta(body), idem,
+                                             address, body.value, meta_of(body), idem,
                                              access=call.caller.access))
 
 

@@ -79,6 +79,16 @@ class MemoryMeta(BaseModel):
         return timedelta(days=self.ttl_days) if self.ttl_days is not None else None
 
 
+META_FIELDS = frozenset(MemoryMeta.model_fields)
+
+
+def meta_of(model: MemoryMeta) -> MemoryMeta:
+    """The metadata of a body or operation that is a ``MemoryMeta`` and more (a value, an
+    op): its fields, validated as the same fields when it was, copied as they are."""
+    return MemoryMeta.model_construct(_fields_set=model.model_fields_set & META_FIELDS,
+                                      **{name: getattr(model, name) for name in META_FIELDS})
+
+
 class MemoryIn(MemoryMeta):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"value": {"language": "fr"}, "memory_type": "preference", "tags": ["lang"],

@@ -5,7 +5,6 @@ domains share too — quiet object deletes, uncertain commits — are in ``api.p
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from typing import Any
 
@@ -79,13 +78,8 @@ _KEYS: dict[bytes, uuid.UUID | None] = {}
 _KEYS_MAX = 100_000
 
 
-def digest_of(*parts: str) -> bytes:
-    """A short digest naming ``parts`` in the process's caches (no personal string kept)."""
-    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).digest()
-
-
 def address_digest(tenant_id: uuid.UUID, address: MemoryAddress) -> bytes:
-    return digest_of(str(tenant_id), address.scope, address.scope_ref, address.key or "")
+    return address.digest(tenant_id)
 
 
 def key_guess(tenant_id: uuid.UUID, address: MemoryAddress) -> Any:

@@ -1,11 +1,13 @@
 """Properties of the detector: every Luhn-valid number is a card, no Luhn-invalid one is, and
-redaction never leaves a secret's digits behind."""
+redaction never leaves a secret's digits behind; the quick cues never skip a detector the full
+ones would run."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from control_plane.dlp import detect
 from control_plane.dlp.detect import find, luhn_ok, redact, redact_value
 
 
@@ -70,3 +72,20 @@ def test_findings_are_sorted_disjoint_and_within_the_text(text: str) -> None:
     for f in findings:
         assert last <= f.start < f.end <= len(text)
         last = f.end
+
+
+_CUE_TEXT = st.lists(st.sampled_from(
+    ["a", "x", "o", "J", "e", "y", "-", "_", "k", "s", "g", "h", "p", "5", "٣", "é", " ",
+     *detect._TOKEN_CUES])).map("".join)
+
+
+@given(_CUE_TEXT)
+def test_the_quick_cues_answer_as_the_full_ones(text: str) -> None:
+    # a digit (any script's, as \d) and a token's cue: the shortcuts never skip a detector
+    assert detect._has_digit(text) is (detect._DIGIT.search(text) is not None)
+    assert detect._token_cued(text) is any(cue in text for cue in detect._TOKEN_CUES)
+
+
+def test_each_tokens_cue_holds_a_character_the_quick_cue_looks_for() -> None:
+    assert all("-" in cue or "_" in cue or "J" in cue or cue == "xox"
+               for cue in detect._TOKEN_CUES)

@@ -101,3 +101,51 @@ def test_a_write_on_sqlite_reads_back_through_the_orm(world: ServiceWorld) -> No
         assert [(r.operation, r.success, r.pointer_id) for r in rows] == [
             ("write", True, first.id), ("write", True, first.id)]
         assert rows[1].accessed_at >= rows[0].accessed_at
+
+
+def test_each_statements_parameters_are_what_construct_params_gives(
+        world: ServiceWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[Any, dict[str, Any]]] = []
+    lean = direct._SqliteStatement.parameters
+
+    def recorded(self: Any, params: dict[str, Any]) -> list[Any]:
+        seen.append((self, dict(params)))
+        return lean(self, params)
+
+    monkeypatch.setattr(direct._SqliteStatement, "parameters", recorded)
+    address = MemoryAddress.parse(Scope.user, "cy", "notes")
+    with world.runtime.sessions() as session:
+        memories.set_value(session, world.runtime.plane, world.actor, address, {"v": "é"},
+                           MemoryMeta(tags=["t"], ttl_days=1, title="T", user_id="cy"))
+        memories.set_value(session, world.runtime.plane, world.actor, address, [2],
+                           MemoryMeta())
+        memories.get_value(session, world.runtime.plane, world.actor, address)
+    statements = {id(statement) for statement, _ in seen}
+    assert len(statements) >= 4  # lookups, the write's checks, insert, update and audit row
+    for statement, params in seen:
+        assert statement.plan is not None, statement.sql
+        values = statement.compiled.construct_params(params)
+        slow = [values[name] if bind is None else bind(values[name])
+                for name, bind in statement.binds]
+        assert lean(statement, params) == slow, statement.sql
+
+
+def test_a_statements_own_values_and_a_missing_parameter_are_as_construct_params_has_them(
+        world: ServiceWorld) -> None:
+    from sqlalchemy import bindparam, literal_column
+    from sqlalchemy import exc as sa_exc
+
+    statement = select(literal_column("1").label("one")).where(
+        bindparam("a", type_=MemoryPointer.updated_at.type) != bindparam("b", value=7),
+        bindparam("c", value="x", required=False) == bindparam("c2", required=True))
+    prepared = direct._prepared(world.runtime.engine, statement)
+    assert prepared.plan is not None
+    at = datetime(2026, 3, 4, 5, 6, 7, 8, tzinfo=UTC)
+    assert prepared.parameters({"a": at, "c2": "y"}) == [
+        "2026-03-04 05:06:07.000008", 7, "x", "y"]
+    assert prepared.parameters({"a": at, "b": 8, "c": "z", "c2": "y"}) == [
+        "2026-03-04 05:06:07.000008", 8, "z", "y"]
+    with pytest.raises(sa_exc.InvalidRequestError, match="'c2'"):
+        prepared.parameters({"a": at})
+    with pytest.raises(sa_exc.InvalidRequestError, match="'c2'"):
+        prepared.compiled.construct_params({"a": at})
