@@ -1,8 +1,9 @@
 """The hot path's step 3 (``memories/hotpath_commit.py``) on SQLite and PostgreSQL, called as
 the write and batch paths call it: the exact row a new write inserts (its defaults) and an
 update leaves (what it keeps, what it replaces, the expiry it does not inherit), the audit
-row, each guard looking only at its own tenant, key and object, a row gone since the lookup,
-and the session's transaction before and after."""
+row, each guard looking only at its own tenant, key and object and refusing a new key's
+write as an update's, a row gone since the lookup, and the session's transaction before and
+after."""
 
 from __future__ import annotations
 
@@ -183,6 +184,48 @@ def test_each_guard_looks_only_at_its_own_tenant_key_and_object(world: ServiceWo
         session.commit()
     assert _commit(world, _request(world, address)) == WriteOutcome(None, None, job)
     assert _row(world, request.pointer_id)["version"] == 2  # type: ignore[index]
+
+
+def test_a_new_keys_write_is_refused_by_each_guard_and_inserts_nothing(
+        world: ServiceWorld) -> None:
+    with world.runtime.sessions() as session:  # the subject's key exists: u2 has a memory
+        memories.set_value(session, world.runtime.plane, world.actor,
+                           MemoryAddress.parse(Scope.user, "u2", "first"), 1, MemoryMeta())
+    address = MemoryAddress.parse(Scope.user, "u2", "new")
+    request = _request(world, address)
+    assert (request.existed, request.key_id is not None) == (False, True)
+    before = _pointers(world)
+
+    with world.runtime.sessions() as session:  # orphan GC marked the new object
+        begin_write(session)
+        session.add(GcCandidate(storage_config_id=request.config_id, path=request.path,
+                                tenant_id=world.tenant_id))
+        session.commit()
+    assert _commit(world, request) == REFUSED
+
+    taken = _request(world, MemoryAddress.parse(Scope.user, "u2", "first"))  # a row is there
+    assert _commit(world, dataclasses.replace(
+        taken, existed=False, pointer_id=new_id(), seen_subject_user=None)) == REFUSED
+
+    job = new_id()
+    with world.runtime.sessions() as session:  # an erasure of the subject started
+        begin_write(session)
+        session.add(SubjectErasure(tenant_id=world.tenant_id, user_id="u2", job_id=job,
+                                   started_at=utcnow()))
+        session.commit()
+    fresh = _request(world, address, path=request.path + ".2")
+    assert _commit(world, fresh) == WriteOutcome(None, None, job)
+    with world.runtime.sessions() as session:
+        begin_write(session)
+        session.execute(SubjectErasure.__table__.delete().where(
+            SubjectErasure.job_id == job))
+        session.execute(update(SubjectKey).where(SubjectKey.id == request.key_id)
+                        .values(destroyed_at=utcnow(), wrapped_key=None))  # erased since
+        session.commit()
+    assert _commit(world, _request(world, address, path=request.path + ".3",
+                                   key_id=request.key_id)) == REFUSED
+    assert (_pointers(world), _row(world, request.pointer_id), _writes(world)) == (
+        before, None, [])
 
 
 def test_a_row_gone_since_the_lookup_is_not_created_again(world: ServiceWorld) -> None:
