@@ -85,7 +85,7 @@ def run(engine: Engine, statement: ClauseElement, params: dict[str, Any], *,
     ``expect``, a statement that answers another number of rows is rolled back (RuntimeError)
     instead of committed."""
     compiled = _compile(engine, statement)
-    values = compiled.construct_params(params)
+    values = _named_values(compiled, params)
     dbapi_error = engine.dialect.loaded_dbapi.Error
     raw = pooled_raw(engine)
     from psycopg.rows import namedtuple_row  # only PostgreSQL servers get here: [postgres]
@@ -155,16 +155,13 @@ class _SqliteStatement:
             return [values[name] if bind is None else bind(values[name])
                     for name, bind in self.binds]
         out: list[Any] = []
-        for key, name, fixed, bind in self.plan:
+        for name, key, fixed, bind in self.plan:
             if key in params:
                 value = params[key]
             elif name in params:
                 value = params[name]
-            elif fixed is _REQUIRED:
-                raise sa_exc.InvalidRequestError(
-                    f"A value is required for bind parameter {key!r}", code="cd3x")
             else:
-                value = fixed
+                value = _value(params, name, key, fixed)
             out.append(value if bind is None else bind(value))
         return out
 
@@ -175,26 +172,57 @@ class _SqliteStatement:
 
 
 _REQUIRED: Any = object()
+_UNPLANNED: Any = object()
+_named: dict[int, list[tuple[str, str, Any]] | None] = {}
+
+
+def _by_name(compiled: Any) -> list[tuple[str, str, Any]] | None:
+    """What ``construct_params`` does for each of the statement's parameters, worked out
+    once: its name in the SQL, its key (a caller's value comes under either, the key first),
+    else the statement's own value (``_REQUIRED``: none). None where a call must go through
+    ``construct_params`` (an escaped name, a value computed by a callable, one name standing
+    for two parameters, values given to the statement with ``.params()``)."""
+    found = _named.get(id(compiled), _UNPLANNED)  # compiled statements are kept for good
+    if found is not _UNPLANNED:
+        return found  # type: ignore[no-any-return]
+    entries = [(name, bind.key, _REQUIRED if bind.required else bind.value)
+               for bind, name in compiled.bind_names.items()]
+    plannable = (len({name for name, _, _ in entries}) == len(entries)
+                 and all(bind.callable is None for bind in compiled.bind_names)
+                 and not compiled.escaped_bind_names
+                 and not getattr(compiled, "_collected_params", None))
+    plan = entries if plannable else None
+    _named[id(compiled)] = plan
+    return plan
+
+
+def _value(params: dict[str, Any], name: str, key: str, fixed: Any) -> Any:
+    if key in params:
+        return params[key]
+    if name in params:
+        return params[name]
+    if fixed is _REQUIRED:
+        raise sa_exc.InvalidRequestError(f"A value is required for bind parameter {key!r}",
+                                         code="cd3x")
+    return fixed
+
+
+def _named_values(compiled: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """``compiled.construct_params(params)``, by the statement's plan where it has one."""
+    plan = _by_name(compiled)
+    if plan is None:
+        return compiled.construct_params(params)  # type: ignore[no-any-return]
+    return {name: _value(params, name, key, fixed) for name, key, fixed in plan}
 
 
 def _plan(compiled: Any, binds: list[tuple[str, Callable[[Any], Any] | None]]
           ) -> list[tuple[str, str, Any, Callable[[Any], Any] | None]] | None:
-    """What ``construct_params`` does for each positional parameter, worked out once: the
-    parameter's key and its name in the SQL (a caller's value comes under either, the key
-    first), else the statement's own value (``_REQUIRED``: none), and its bind processor.
-    None where a call must go through ``construct_params`` (an escaped name, a value
-    computed by a callable, one name standing for two parameters, values given to the
-    statement with ``.params()``)."""
-    by_name: dict[str, Any] = {}
-    for bind, name in compiled.bind_names.items():
-        if name in by_name or bind.callable is not None:
-            return None
-        by_name[name] = bind
-    if compiled.escaped_bind_names or getattr(compiled, "_collected_params", None):
+    """``_by_name`` for each positional parameter, with its bind processor."""
+    plan = _by_name(compiled)
+    if plan is None:
         return None
-    return [(by_name[name].key, name,
-             _REQUIRED if by_name[name].required else by_name[name].value, bind)
-            for name, bind in binds]
+    by_name = {name: (key, fixed) for name, key, fixed in plan}
+    return [(name, *by_name[name], bind) for name, bind in binds]
 
 
 _sqlite: dict[tuple[int, int], _SqliteStatement] = {}

@@ -96,3 +96,32 @@ def test_json_text_is_the_json_the_standard_library_reads_back(value: Any) -> No
 @pytest.mark.parametrize("value", [["lone \ud800 surrogate"], [2**64], {"n": -(2**70)}])
 def test_json_text_hands_what_orjson_refuses_to_the_standard_library(value: Any) -> None:
     assert direct.json_text(value) == json.dumps(value)
+
+
+def test_a_statements_values_are_what_construct_params_gives() -> None:
+    from sqlalchemy import text
+
+    from control_plane.memories import hotpath, hotpath_commit
+
+    engine = make_engine("postgresql://nobody@127.0.0.1:1/none")  # compiles, never connects
+    try:
+        unnamed = select(literal(1)).where(bindparam("a", value=5) < bindparam("b"),
+                                           literal("x") != bindparam("c", value=None))
+        typed = text("SELECT :a, :b").bindparams(bindparam("a", value=3),
+                                                 bindparam("b", required=True))
+        cases = [(unnamed, {"b": 2}), (unnamed, {"a": 1, "b": 2, "c": "y", "param_1": 9}),
+                 (typed, {"b": 4}), (hotpath.LOOKUP_READ, {"v_tenant": "t", "v_scope": "user",
+                                                           "v_scope_ref": "u", "v_key": "k"}),
+                 (hotpath_commit.WRITE_POSTGRES, {name: name for name in (
+                     hotpath_commit.WRITE_POSTGRES.compile(dialect=engine.dialect).params)})]
+        for statement, params in cases:
+            compiled: Any = direct._compile(engine, statement)
+            assert direct._by_name(compiled) is not None
+            assert direct._named_values(compiled, params) == compiled.construct_params(params)
+        compiled = direct._compile(engine, typed)
+        with pytest.raises(sa_exc.InvalidRequestError, match="'b'"):
+            direct._named_values(compiled, {"a": 1})
+        with pytest.raises(sa_exc.InvalidRequestError, match="'b'"):
+            compiled.construct_params({"a": 1})
+    finally:
+        engine.dispose()
