@@ -6,9 +6,11 @@ beside the database (``FileClaims``)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Connection, Engine, select
@@ -24,6 +26,7 @@ except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
 _CLAIM_CLASS = 0x4D505658  # "MPVX": the first key of the indexer's advisory locks
+_COMPACT_CLASS = 0x4D505643  # "MPVC": the first key of a scope's compaction lock
 
 
 # One statement for a batch's claims: the scan stops once ``n`` locks are held (no ORDER BY
@@ -70,6 +73,38 @@ class Claims:
                 self._connection = None
 
     close = release
+
+
+def scope_key(tenant_id: uuid.UUID, scope: str, scope_ref: str) -> int:
+    """The second key of a scope's compaction lock: 32 bits of a digest of the scope."""
+    digest = hashlib.blake2b(f"{tenant_id}\x1f{scope}\x1f{scope_ref}".encode(),
+                             digest_size=4).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+@contextmanager
+def compacting(engine: Engine, tenant_id: uuid.UUID, scope: str,
+               scope_ref: str) -> Iterator[bool]:
+    """Whether this process may compact the scope now. On PostgreSQL, where the background
+    process of every host and each ``memplane worker`` run indexers that compact, a
+    session-level advisory lock per scope, taken without waiting on a connection of its own
+    and held for the block: the indexer that finds it held leaves the scope to the one
+    compacting it (before, both compacted and the later one's work was thrown away). A
+    crashed compactor's connection ends and its lock goes. On SQLite the host's background
+    process is the one indexer that compacts (the server's helpers never do): always True."""
+    if engine.dialect.name != "postgresql":
+        yield True
+        return
+    key = {"c": _COMPACT_CLASS, "k": scope_key(tenant_id, scope, scope_ref)}
+    with engine.connect() as connection:
+        held = bool(connection.scalar(sql("SELECT pg_try_advisory_lock(:c, :k)"), key))
+        connection.commit()
+        try:
+            yield held
+        finally:
+            if held:
+                connection.execute(sql("SELECT pg_advisory_unlock(:c, :k)"), key)
+                connection.commit()
 
 
 def still_waiting(session: Session, held: Sequence[uuid.UUID]) -> list[MemoryPointer]:

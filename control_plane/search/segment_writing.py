@@ -24,6 +24,7 @@ from ..embedders.service import embedder_for
 from ..memories.api import delete_quietly
 from ..plane.data_plane import DataPlane
 from . import codec, index_rows, store
+from .claims import compacting
 from .index import SearchCache
 
 if TYPE_CHECKING:
@@ -73,11 +74,36 @@ def compact_due(session: Session, plane: DataPlane, cache: SearchCache | None,
     """Compact the scope if it has ``compact_after`` deltas or more, keeping a cold search
     at 1 + ``compact_after`` reads at most. Size-tiered, so the cost stays about linear in
     the rows written: when the deltas hold a quarter of the snapshot's rows or more, all
-    segments become one new snapshot; else the deltas but the largest merge into one."""
+    segments become one new snapshot; else the deltas but the largest merge into one. False,
+    changing nothing, while another process compacts the scope (``claims.compacting``)."""
+    if not _deltas_due(session, tenant_id, scope, scope_ref, compact_after):
+        return False
+    with compacting(session.get_bind().engine, tenant_id, scope, scope_ref) as mine:
+        if not mine:
+            return False  # another process compacts the scope now
+        return _compact_due(session, plane, cache, tenant_id, scope, scope_ref, model,
+                            compact_after)
+
+
+def _by_config(session: Session, tenant_id: uuid.UUID, scope: str,
+               scope_ref: str) -> dict[uuid.UUID, list[SearchSegment]]:
     by_config: dict[uuid.UUID, list[SearchSegment]] = defaultdict(list)
     for segment in index_rows.segments(session, tenant_id, scope, scope_ref):
         by_config[segment.storage_config_id].append(segment)
     session.commit()
+    return by_config
+
+
+def _deltas_due(session: Session, tenant_id: uuid.UUID, scope: str, scope_ref: str,
+                compact_after: int) -> bool:
+    return any(sum(s.kind == "delta" for s in found) >= compact_after
+               for found in _by_config(session, tenant_id, scope, scope_ref).values())
+
+
+def _compact_due(session: Session, plane: DataPlane, cache: SearchCache | None,
+                 tenant_id: uuid.UUID, scope: str, scope_ref: str, model: str,
+                 compact_after: int) -> bool:
+    by_config = _by_config(session, tenant_id, scope, scope_ref)  # again, under the lock
     compacted = False
     for config_id, found in by_config.items():
         deltas = [s for s in found if s.kind == "delta"]
