@@ -28,10 +28,21 @@ from contextlib import contextmanager
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Engine
+from sqlalchemy import (
+    Connection,
+    Engine,
+    String,
+    Uuid,
+    any_,
+    bindparam,
+    cast,
+    func,
+    select,
+)
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Compiled, Dialect
-from sqlalchemy.sql.elements import ClauseElement
+from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 
 _compiled: dict[tuple[int, int], Compiled] = {}
 
@@ -61,10 +72,19 @@ def _compile(engine: Engine, statement: ClauseElement) -> Compiled:
 def id_list(ids: Sequence[uuid.UUID], dialect: Dialect) -> str:
     """One parameter for any number of ids, so a statement's SQL never changes: a JSON array
     of the hex ids SQLite stores (read by ``json_each``), the text of a uuid[] on PostgreSQL
-    (cast in SQL; the driver passes it on without adapting each id)."""
+    (cast in SQL; the driver passes it on without adapting each id). ``in_id_list`` is the
+    statement's side."""
     if dialect.name == "sqlite":
         return "[" + ",".join(f'"{pid.hex}"' for pid in ids) + "]"
     return "{" + ",".join(pid.hex for pid in ids) + "}"
+
+
+def in_id_list(column: Any, dialect_name: str) -> ColumnElement[bool]:
+    """``column`` is one of the ids in the parameter ``ids`` (an ``id_list``)."""
+    listed = bindparam("ids", None, type_=String)
+    if dialect_name == "sqlite":
+        return column.in_(select(func.json_each(listed).table_valued("value").c.value))
+    return column == any_(cast(listed, ARRAY(Uuid())))
 
 
 def pooled_raw(engine: Engine) -> Any:
@@ -156,12 +176,7 @@ class _SqliteStatement:
                     for name, bind in self.binds]
         out: list[Any] = []
         for name, key, fixed, bind in self.plan:
-            if key in params:
-                value = params[key]
-            elif name in params:
-                value = params[name]
-            else:
-                value = _value(params, name, key, fixed)
+            value = params[key] if key in params else _value(params, name, key, fixed)
             out.append(value if bind is None else bind(value))
         return out
 

@@ -4,8 +4,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import String, Uuid, any_, bindparam, cast, func, select, update
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy import Uuid, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from ..db import direct
@@ -51,12 +50,10 @@ def subject_key(session: Session, tenant_id: uuid.UUID, key_id: uuid.UUID) -> Su
 
 _LIVE = (SubjectKey.tenant_id == bindparam("tenant", None, type_=Uuid()),
          SubjectKey.wrapped_key.is_not(None))
-# The ids as one parameter (``db.direct.id_list``): a JSON array on SQLite, a uuid[] on
-# PostgreSQL.
-_LIVE_SQLITE = select(SubjectKey.id).where(*_LIVE, SubjectKey.id.in_(select(
-    func.json_each(bindparam("ids", None, type_=String)).table_valued("value").c.value)))
-_LIVE_POSTGRES = select(SubjectKey.id).where(
-    *_LIVE, SubjectKey.id == any_(cast(bindparam("ids", None, type_=String), ARRAY(Uuid()))))
+# The ids as one parameter (``db.direct.id_list``).
+_LIVE_SQLITE = select(SubjectKey.id).where(*_LIVE, direct.in_id_list(SubjectKey.id, "sqlite"))
+_LIVE_POSTGRES = select(SubjectKey.id).where(*_LIVE,
+                                             direct.in_id_list(SubjectKey.id, "postgresql"))
 
 
 def live_key_ids(session: Session, tenant_id: uuid.UUID,

@@ -28,7 +28,7 @@ from typing import Any
 from ..addresses import MemoryAddress, digest_of
 from ..keys.subject_keys import subject_of
 from .hotpath import WriteLookup
-from .shared import address_digest, subject_after_write
+from .shared import subject_after_write
 
 _MAX = 100_000
 # The row's subject, as far as a guess may know it: none (the scope's key seals it), or the
@@ -52,11 +52,11 @@ def saw_row(tenant_id: uuid.UUID, address: MemoryAddress, pointer_id: uuid.UUID,
             subject_user_id: str | None) -> None:
     """A committed write (or a lookup) found this row at the address."""
     if subject_user_id is None:
-        _keep(_ROWS, address_digest(tenant_id, address), (pointer_id, _NO_USER))
+        _keep(_ROWS, address.digest(tenant_id), (pointer_id, _NO_USER))
     elif address.scope == "user" and subject_user_id == address.scope_ref:
-        _keep(_ROWS, address_digest(tenant_id, address), (pointer_id, _SCOPE_USER))
+        _keep(_ROWS, address.digest(tenant_id), (pointer_id, _SCOPE_USER))
     else:
-        _ROWS.pop(address_digest(tenant_id, address), None)
+        _ROWS.pop(address.digest(tenant_id), None)
 
 
 def saw_key(tenant_id: uuid.UUID, subject: tuple[str, str], key_id: uuid.UUID) -> None:
@@ -66,7 +66,7 @@ def saw_key(tenant_id: uuid.UUID, subject: tuple[str, str], key_id: uuid.UUID) -
 
 def forget_row(tenant_id: uuid.UUID, address: MemoryAddress) -> None:
     """This process deleted the row at the address."""
-    _ROWS.pop(address_digest(tenant_id, address), None)
+    _ROWS.pop(address.digest(tenant_id), None)
 
 
 def forget(tenant_id: uuid.UUID, address: MemoryAddress, subject: tuple[str, str]) -> None:
@@ -81,7 +81,7 @@ def guess(tenant_id: uuid.UUID, address: MemoryAddress, meta_user: str | None, *
     """What the lookup of a write of the address would find (without its key), the subject
     whose key seals the object, and that key's id (None when objects are not encrypted);
     None: look it up."""
-    row = _ROWS.get(address_digest(tenant_id, address))
+    row = _ROWS.get(address.digest(tenant_id))
     if row is None and not cheap_puts:
         return None
     found = WriteLookup(None, None, None, None)

@@ -78,13 +78,9 @@ _KEYS: dict[bytes, uuid.UUID | None] = {}
 _KEYS_MAX = 100_000
 
 
-def address_digest(tenant_id: uuid.UUID, address: MemoryAddress) -> bytes:
-    return address.digest(tenant_id)
-
-
 def key_guess(tenant_id: uuid.UUID, address: MemoryAddress) -> Any:
     """The remembered live key id of the address's subject (or None), or UNKNOWN."""
-    return _KEYS.get(address_digest(tenant_id, address), UNKNOWN)
+    return _KEYS.get(address.digest(tenant_id), UNKNOWN)
 
 
 def guessed_key(plane: DataPlane, tenant_id: uuid.UUID, address: MemoryAddress
@@ -107,7 +103,7 @@ def remember_key(tenant_id: uuid.UUID, address: MemoryAddress,
                  key_id: uuid.UUID | None) -> None:
     if len(_KEYS) >= _KEYS_MAX:
         _KEYS.clear()
-    _KEYS[address_digest(tenant_id, address)] = key_id
+    _KEYS[address.digest(tenant_id)] = key_id
 
 
 def subject_after_write(address: MemoryAddress, meta_user: str | None, exists: bool,

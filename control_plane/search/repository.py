@@ -15,9 +15,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import (
     Engine,
     String,
-    Uuid,
     and_,
-    any_,
     bindparam,
     cast,
     exists,
@@ -30,11 +28,10 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 
-from ..db.direct import pooled_raw
+from ..db.direct import in_id_list, pooled_raw
 from ..db.models import EmbedderConfig, MemoryPointer, RetentionPolicy, SearchSegment
 from ..identity import Access
 
@@ -133,16 +130,8 @@ def live_statement(tenant_id: uuid.UUID, scopes: Sequence[tuple[str, str]], *,
     if terms:
         on.append(not_(or_(*terms)))
     if by_ids:
-        # One parameter for any number of candidates, so the SQL never changes: a JSON
-        # array of the hex ids SQLite stores (read by json_each); on PostgreSQL a uuid[]
-        # sent as its text (``db.direct.id_list``), which the driver passes on without adapting
-        # each id.
-        if dialect.name == "sqlite":
-            listed = func.json_each(bindparam("ids", None, type_=String)).table_valued("value")
-            on.append(P.id.in_(select(listed.c.value)))
-        else:
-            on.append(P.id == any_(cast(bindparam("ids", None, type_=String),
-                                        ARRAY(Uuid()))))
+        # One parameter for any number of candidates, so the SQL never changes.
+        on.append(in_id_list(P.id, dialect.name))
     if scopes:
         on.append(or_(*(and_(P.scope_type == s, P.scope_ref == r) for s, r in scopes)))
     if user_id:
