@@ -258,6 +258,26 @@ def test_fsync_all_raises_the_first_failure_once_every_other_path_is_flushed(
     assert sorted(flushed) == sorted(p.stat().st_ino for p in paths)
 
 
+def test_fsync_all_flushes_a_lone_path_in_the_calling_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new key's put flushes one directory: no hand-off to a flushing thread and back."""
+    directory = tmp_path / "d"
+    directory.mkdir()
+    flushed: list[tuple[int, str]] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        real(fd)
+        flushed.append((os.fstat(fd).st_ino, threading.current_thread().name))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    localfiles.fsync_all([str(directory)])
+    assert flushed == [(directory.stat().st_ino, threading.current_thread().name)]
+    with pytest.raises(FileNotFoundError) as raised:
+        localfiles.fsync_all([str(tmp_path / "gone")])
+    assert raised.value.filename == str(tmp_path / "gone")
+
+
 @pytest.mark.skipif(localfiles.UNNAMED_FLAGS is None, reason="no O_TMPFILE here")
 def test_link_unnamed_names_the_open_file_through_proc_following_the_link(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
