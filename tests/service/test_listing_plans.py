@@ -1,0 +1,86 @@
+"""A page of memories is a prepared statement PostgreSQL plans once (migration 0052): on a
+table whose first ANALYZE saw one scope ref, grown since by thousands of memories in many
+refs, the listing of one ref settles on the generic plan after its first executions instead
+of being planned again for each call's values."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from control_plane.addresses import MemoryAddress, Scope
+from control_plane.db import direct
+from control_plane.db.base import utcnow
+from control_plane.identity import Access
+from control_plane.memories import listing
+from control_plane.memories import service as memories
+from control_plane.memories.schemas import MemoryMeta
+from control_plane.runtime import Runtime
+from control_plane.tenants.service import create_tenant
+from tests.support.service import isolated_database, make_settings
+
+pytestmark = pytest.mark.databases("postgres")
+
+# Thread-like memories, copied from the first one: a ref per ten, as LangGraph writes them.
+_GROWN = text("""
+INSERT INTO memory_pointers (id, tenant_id, scope_type, scope_ref, key, memory_type, tags,
+  importance, source, storage_config_id, storage_path, content_sha256, content_size,
+  sync_status, version, has_embeddings, created_at, updated_at, searchable)
+SELECT gen_random_uuid(), p.tenant_id, 'conversation', 'thread-' || (n / 10),
+  'c/' || lpad(n::text, 6, '0'), p.memory_type, p.tags, 3, 'api', p.storage_config_id,
+  p.storage_path || n, p.content_sha256, p.content_size, 'synced', 1, false, p.created_at,
+  p.updated_at, false
+FROM (SELECT * FROM memory_pointers LIMIT 1) AS p, generate_series(1, :rows) AS n""")
+
+_PLANS = text("SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+              "WHERE statement LIKE '%WITH page AS%'")
+
+
+@pytest.fixture
+def runtime(database: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runtime]:
+    """A database of this test's own: the statistics are of its rows only."""
+    runtime = Runtime(make_settings(isolated_database(database, request), tmp_path))
+    try:
+        yield runtime
+    finally:
+        runtime.close()
+
+
+def test_a_listing_keeps_one_plan_on_a_table_grown_since_its_first_analyze(
+        runtime: Runtime) -> None:
+    from control_plane.identity import Actor
+
+    with runtime.sessions() as session:
+        tenant = create_tenant(session, "plans")[0].id
+        actor = Actor(tenant, "api", "test")
+        for i in range(64):  # the first rows: one user's
+            memories.set_value(session, runtime.plane, actor,
+                               MemoryAddress.parse(Scope.user, "first", f"k{i}"), i,
+                               MemoryMeta())
+    with runtime.engine.connect() as conn:
+        conn.execute(text("ANALYZE memory_pointers"))
+        conn.execute(_GROWN, {"rows": 3000})
+        conn.commit()
+
+    wanted = listing.Listing(scope="conversation", scope_ref="thread-3", user_id=None,
+                             memory_type=None, sync_status=None, tag=None, key_prefix="c/",
+                             after=None, limit=5, order="key_desc", readable=True)
+    by = listing.ListedBy("api_key", "k", None, None, "listed ", 4)
+    for _ in range(15):  # one thread: the pool hands it the same connection each time
+        rows, _keys = listing.list_page(runtime.engine, tenant, wanted, Access(), utcnow(),
+                                        by)
+        assert [row.key for row in rows] == ["c/000039", "c/000038", "c/000037",
+                                             "c/000036", "c/000035"]
+    raw = direct.pooled_raw(runtime.engine)
+    try:
+        with raw.driver_connection.cursor() as cursor:
+            cursor.execute(_PLANS.text)
+            plans = cursor.fetchall()
+    finally:
+        raw.close()
+    # psycopg prepares the statement at its fifth execution; PostgreSQL plans the first five
+    # executions of a prepared statement for their values, then keeps the generic plan.
+    assert plans == [(5, 5)]
