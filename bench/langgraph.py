@@ -55,13 +55,13 @@ def _ops(quick: bool, case: str, concurrency: int) -> int:
     return base * (1 if quick else 5) * (4 if concurrency > 1 else 1)
 
 
-class _Round:
+class Round:
     """The current round's tag, so each round writes keys and threads of its own."""
 
     tag = ""
 
 
-def _store_ops(store: Any, case: str, thread: int, rnd: type[_Round]) -> Op:
+def store_ops(store: Any, case: str, thread: int, rnd: type[Round]) -> Op:
     from langgraph.store.base import PutOp
 
     ns = ("users", f"bench-{thread}", "prefs")
@@ -86,7 +86,7 @@ def _store_ops(store: Any, case: str, thread: int, rnd: type[_Round]) -> Op:
     return search
 
 
-def _seed_store(store: Any, thread: int) -> None:
+def seed_store(store: Any, thread: int) -> None:
     from langgraph.store.base import PutOp
 
     store.batch([PutOp(("users", f"bench-{thread}", "prefs"), f"g-{j}", VALUE)
@@ -95,7 +95,7 @@ def _seed_store(store: Any, thread: int) -> None:
                    for j in range(SEARCH_ITEMS)])
 
 
-def _step_op(saver: Any, thread: int, rnd: type[_Round]) -> Op:
+def step_op(saver: Any, thread: int, rnd: type[Round]) -> Op:
     from langgraph.checkpoint.base import empty_checkpoint
 
     def step(i: int) -> object:
@@ -112,7 +112,7 @@ def _step_op(saver: Any, thread: int, rnd: type[_Round]) -> Op:
     return step
 
 
-def _floor_ops(client: httpx.Client, case: str, thread: int, rnd: type[_Round]) -> Op | None:
+def floor_ops(client: httpx.Client, case: str, thread: int, rnd: type[Round]) -> Op | None:
     """The same operation as the HTTP floor does it (bench/http_floor.py): the least that
     memplane's invariants ask of it — each value a durable object in the bucket and a
     pointer row whose audit row is durable with it (I1, I6), each read checked against its
@@ -140,7 +140,7 @@ def _floor_ops(client: httpx.Client, case: str, thread: int, rnd: type[_Round]) 
     return None
 
 
-def _seed_floor(client: httpx.Client, thread: int) -> None:
+def seed_floor(client: httpx.Client, thread: int) -> None:
     client.post("/floor:batch", json={"items": [
         {"key": f"g-{thread}-{j}", "value": VALUE} for j in range(SEARCH_ITEMS)]}
     ).raise_for_status()
@@ -190,9 +190,9 @@ def run(*, quick: bool) -> dict[str, dict[str, Any]]:
         floor_clients = [resources.enter_context(floor_stack.floor_client())
                          for _ in range(threads)]
         for t in range(threads):
-            _seed_store(ours_stores[t], t)
-            _seed_store(peer_stores[t], t)
-            _seed_floor(floor_clients[t], t)
+            seed_store(ours_stores[t], t)
+            seed_store(peer_stores[t], t)
+            seed_floor(floor_clients[t], t)
         stack.settle()
         stack.analyze()
         floor_stack.analyze()
@@ -203,21 +203,21 @@ def run(*, quick: bool) -> dict[str, dict[str, Any]]:
             for concurrency in CONCURRENCY:
                 n = _ops(quick, case, concurrency)
                 if case == "checkpoint-step":
-                    ours = [_step_op(s, t, _Round) for t, s in enumerate(ours_savers)]
-                    peer = [_step_op(s, t, _Round) for t, s in enumerate(peer_savers)]
+                    ours = [step_op(s, t, Round) for t, s in enumerate(ours_savers)]
+                    peer = [step_op(s, t, Round) for t, s in enumerate(peer_savers)]
                 else:
-                    ours = [_store_ops(s, case, t, _Round) for t, s in enumerate(ours_stores)]
-                    peer = [_store_ops(s, case, t, _Round) for t, s in enumerate(peer_stores)]
+                    ours = [store_ops(s, case, t, Round) for t, s in enumerate(ours_stores)]
+                    peer = [store_ops(s, case, t, Round) for t, s in enumerate(peer_stores)]
 
                 def runner(side: str, ops: list[Op], c: int = concurrency,
                            n: int = n) -> Callable[[int], Measurement]:
                     def one(r: int) -> Measurement:
-                        _Round.tag = f"{side}-c{c}-r{r}"
+                        Round.tag = f"{side}-c{c}-r{r}"
                         return _measure(ops, n, c)
                     return one
 
                 sides = {"memplane": runner("memplane", ours), "peer": runner("peer", peer)}
-                floor = [_floor_ops(c, case, t, _Round) for t, c in enumerate(floor_clients)]
+                floor = [floor_ops(c, case, t, Round) for t, c in enumerate(floor_clients)]
                 if all(op is not None for op in floor):
                     sides["floor"] = runner("floor", cast(list[Op], floor))
                 runs = alternate(sides, ROUNDS, between=stack.settle)

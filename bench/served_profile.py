@@ -1,22 +1,25 @@
 """Where a served request's CPU goes, memplane's against the HTTP floor's: verified reads or
-writes at 16 clients.
+writes at 16 clients, or LangGraph operations.
 
-``python -m bench.served_profile [--op read|write] [--database sqlite|postgres] [--rounds 4]
-[--requests 800] [--pyspy DIR]`` serves memplane (``memplane serve``, one worker) and the
-HTTP floor (``bench/http_floor.py``), each on a database and bucket of its own as ``python -m
-bench`` does, writes ``--keys`` 1 KiB values to each, then alternates rounds of 16 clients
-(each system first in turn): verified reads of those keys, or writes of new keys, as the
-bench's cases send them. Per round and system it reads the CPU per request from ``/proc`` —
-the server's event loop (its main thread), its request threads (every other thread of its
-process), memplane's background process (sealer and indexer), and on PostgreSQL the
-database's (every process of the cluster, which serves only the system of the round) — and
-prints the medians in µs per request. With ``--pyspy DIR`` one more round of each runs under
-``py-spy record --gil --threads -f raw`` (the thread holding the interpreter, 1,000 Hz: a
-one-process server is bound by it), and the samples are summed by thread and by the parts
-named in :data:`PARTS`, in µs per request. With ``--statements`` (PostgreSQL) one more round
-of each runs with ``pg_stat_statements`` loaded (planning tracked too), and each system's
-statements — its requests' and its background work's — are listed by the database's time
-they took: calls, plans made, µs planning and executing, and rows, per request.
+``python -m bench.served_profile [--op read|write|step|batch-put] [--database sqlite|postgres]
+[--rounds 4] [--requests 800] [--pyspy DIR]`` serves memplane (``memplane serve``, one worker)
+and the HTTP floor (``bench/http_floor.py``), each on a database and bucket of its own as
+``python -m bench`` does, writes ``--keys`` 1 KiB values to each, then alternates rounds of 16
+clients (each system first in turn): verified reads of those keys, or writes of new keys, as the
+bench's cases send them; ``step`` and ``batch-put`` are the langgraph case's checkpoint step and
+batch of 50 store puts (``MemplaneCheckpointer`` and ``MemplaneStore`` over the SDK against the
+floor doing the same; "per request" is then per operation). Per round and system it reads the
+CPU per request from ``/proc`` — the server's event loop (its main thread), its request threads
+(every other thread of its process) and its context switches, memplane's background process
+(sealer and indexer), and on PostgreSQL the database's (every process of the cluster, which
+serves only the system of the round) — and prints the medians in µs per request. With
+``--pyspy DIR`` one more round of each runs under ``py-spy record --gil --threads -f raw``
+(the thread holding the interpreter, 1,000 Hz: a one-process server is bound by it), and the
+samples are summed by thread and by the parts named in :data:`PARTS`, in µs per request. With
+``--statements`` (PostgreSQL) one more round of each runs with ``pg_stat_statements`` loaded
+(planning tracked too), and each system's statements — its requests' and its background work's —
+are listed by the database's time they took: calls, plans made, µs planning and executing, and
+rows, per request.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -36,7 +41,8 @@ from sqlalchemy import Engine, text
 
 from .cases import BODY
 from .harness import measure
-from .stacks import Backends, MemplaneStack
+from .langgraph import Round, floor_ops, step_op, store_ops
+from .stacks import ADMIN_KEY, Backends, MemplaneStack
 
 CONCURRENCY = 16
 RATE = 1000  # py-spy samples per second
@@ -90,6 +96,20 @@ def _cpu(pid: int) -> dict[int, float]:
     return out
 
 
+def _switches(pid: int) -> int:
+    """Context switches (voluntary and not) of every thread of ``pid`` so far: each is a
+    thread put to sleep and another woken (a hand-off to a thread, the interpreter lock
+    passed, a wait on the disk or the database), paid for in the kernel's scheduler."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                total += sum(int(line.split()[1]) for line in f if "ctxt_switches:" in line)
+        except FileNotFoundError:
+            continue
+    return total
+
+
 def _children(pid: int) -> list[int]:
     return [c.pid for c in psutil.Process(pid).children(recursive=True)]
 
@@ -109,10 +129,14 @@ def _database_cpu() -> float:
 
 
 class Served:
-    """One server under test: its process, its clients, its keys."""
+    """One server under test: its process, its clients, its keys; ``steppers``, one per
+    client, run a LangGraph operation (``--op step`` or ``batch-put``) as the langgraph case
+    sends it."""
 
-    def __init__(self, name: str, pid: int, clients: list[httpx.Client], prefix: str) -> None:
+    def __init__(self, name: str, pid: int, clients: list[httpx.Client], prefix: str,
+                 steppers: dict[str, list[Any]] | None = None) -> None:
         self.name, self.pid, self.clients, self.prefix = name, pid, clients, prefix
+        self.steppers = steppers or {}
 
     def fill(self, keys: int) -> None:
         ops = [lambda i, c=c: c.put(f"{self.prefix}k{i}", content=BODY, headers={
@@ -122,6 +146,9 @@ class Served:
     def ops(self, op: str, keys: int, tag: str) -> list:
         """One callable per client: a verified read of a filled key, or a write of a new key
         (``tag`` keeps each round's keys apart), as the bench's cases send them."""
+        if op in LANGGRAPH_OPS:
+            Round.tag = f"{self.name}-{tag}"
+            return self.steppers[op]
         if op == "write":
             return [lambda i, c=c: c.put(f"{self.prefix}{tag}-{i}", content=BODY, headers={
                 "content-type": "application/json"}).raise_for_status() for c in self.clients]
@@ -134,8 +161,10 @@ class Served:
         before = _cpu(self.pid)
         kids_before = sum(sum(_cpu(k).values()) for k in kids)
         database_before = _database_cpu()
+        switches_before = _switches(self.pid)
         m = measure(lambda i: None, requests, CONCURRENCY, per_thread=self.ops(op, keys, tag))
         after = _cpu(self.pid)
+        switches = _switches(self.pid) - switches_before
         kids_after = sum(sum(_cpu(k).values()) for k in kids)
         database = _database_cpu() - database_before
         loop = after.get(self.pid, 0) - before.get(self.pid, 0)
@@ -144,7 +173,32 @@ class Served:
         return {"per_second": m.per_second, "event_loop": loop * per,
                 "request_threads": threads * per,
                 "background": (kids_after - kids_before) * per, "database": database * per,
-                "p50_ms": m.p50_ms}
+                "switches": switches / requests, "p50_ms": m.p50_ms}
+
+
+LANGGRAPH_OPS = {"step": "checkpoint-step", "batch-put": "store-batch-put"}
+
+
+def _langgraph(stack: MemplaneStack, floor: list[httpx.Client]
+               ) -> tuple[dict[str, list[Any]], dict[str, list[Any]], ExitStack]:
+    """Each side's LangGraph operations, one per client: memplane's through
+    ``MemplaneCheckpointer`` and ``MemplaneStore`` over the SDK (an agent key), the floor's
+    as the langgraph case has it do the same."""
+    import memplane
+    from memplane.integrations.langgraph import MemplaneCheckpointer, MemplaneStore
+
+    resources = ExitStack()
+    with memplane.Client(stack.base_url, ADMIN_KEY) as admin:
+        agent_key = admin.keys.create(role="agent", name="profile agent").api_key
+    clients = [resources.enter_context(memplane.Client(stack.base_url, agent_key))
+               for _ in range(CONCURRENCY)]
+    ours = {"step": [step_op(MemplaneCheckpointer(c, user_id=f"bench-{t}"), t, Round)
+                     for t, c in enumerate(clients)],
+            "batch-put": [store_ops(MemplaneStore(c, semantic=False), "store-batch-put", t,
+                                     Round) for t, c in enumerate(clients)]}
+    theirs = {op: [floor_ops(c, case, t, Round) for t, c in enumerate(floor)]
+              for op, case in LANGGRAPH_OPS.items()}
+    return ours, theirs, resources
 
 
 def _stats(rows: list[dict[str, float]]) -> dict[str, tuple[float, float, float]]:
@@ -218,7 +272,7 @@ def parts_of(raw: Path, requests: int, rate: int = 0) -> dict[str, dict[str, flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.served_profile")
-    parser.add_argument("--op", choices=("read", "write"), default="read")
+    parser.add_argument("--op", choices=("read", "write", *LANGGRAPH_OPS), default="read")
     parser.add_argument("--database", choices=("sqlite", "postgres"), default="postgres")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--requests", type=int, default=800)
@@ -235,16 +289,19 @@ def main() -> None:
         "shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track_planning=on")
         if args.statements else ())
     stacks = [MemplaneStack(backends, args.database, "local") for _ in range(2)]
+    closing = ExitStack()
     try:
         stacks[0].serve()
         stacks[1].serve_floor()
         assert stacks[0].server is not None and stacks[1].floor_server is not None
+        floor_clients = [stacks[1].floor_client() for _ in range(CONCURRENCY)]
+        ours, theirs, resources = _langgraph(stacks[0], floor_clients)
+        closing.enter_context(resources)
         systems = [
             Served("memplane", stacks[0].server.pid,
                    [stacks[0].http_client() for _ in range(CONCURRENCY)],
-                   "/v1/memories/user/bench/"),
-            Served("floor", stacks[1].floor_server.pid,
-                   [stacks[1].floor_client() for _ in range(CONCURRENCY)], "/floor/"),
+                   "/v1/memories/user/bench/", ours),
+            Served("floor", stacks[1].floor_server.pid, floor_clients, "/floor/", theirs),
         ]
         for s in systems:
             s.fill(args.keys)
@@ -258,7 +315,9 @@ def main() -> None:
             for s in systems[r % 2:] + systems[:r % 2]:
                 stacks[0].settle()
                 rows[s.name].append(s.round(args.op, args.keys, args.requests, f"r{r}"))
-        what = "verified reads" if args.op == "read" else "writes of new keys"
+        what = {"read": "verified reads", "write": "writes of new keys",
+                "step": "LangGraph checkpoint steps",
+                "batch-put": "LangGraph batches of 50 store puts"}[args.op]
         print(f"{args.database}+local, {what} at c{CONCURRENCY}, {args.rounds} rounds "
               f"of {args.requests}: min / median / max")
         for name, got in rows.items():
@@ -289,6 +348,7 @@ def main() -> None:
                     print(f"  {calls:6.2f} {plans:6.2f} {planning:8.1f} {us:8.1f} "
                           f"{returned:7.2f}  {query}")
     finally:
+        closing.close()
         for stack in stacks:
             stack.close()
         backends.close()

@@ -33,3 +33,32 @@ def test_samples_go_to_their_thread_and_the_innermost_part_they_name(tmp_path: P
         "request threads": {"bucket (local)": 200.0, "memplane memories path": 100.0,
                             "other": 50.0},
     }
+
+
+def test_context_switches_count_every_thread_of_the_process() -> None:
+    """Each sleep takes its thread off the processor: a thread of ours that sleeps 20 times
+    adds at least 20 switches to the process's count (read while that thread is still
+    there: the count is of the threads the process has)."""
+    import os
+    import threading
+    import time
+
+    from bench.served_profile import _switches
+
+    before = _switches(os.getpid())
+    slept, done = threading.Event(), threading.Event()
+
+    def sleeper() -> None:
+        for _ in range(20):
+            time.sleep(0.001)
+        slept.set()
+        done.wait(10)
+
+    thread = threading.Thread(target=sleeper)
+    thread.start()
+    try:
+        assert slept.wait(10)
+        assert _switches(os.getpid()) - before >= 20
+    finally:
+        done.set()
+        thread.join()
