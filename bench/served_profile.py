@@ -295,8 +295,11 @@ def main() -> None:
         stacks[1].serve_floor()
         assert stacks[0].server is not None and stacks[1].floor_server is not None
         floor_clients = [stacks[1].floor_client() for _ in range(CONCURRENCY)]
-        ours, theirs, resources = _langgraph(stacks[0], floor_clients)
-        closing.enter_context(resources)
+        ours: dict[str, list[Any]] = {}
+        theirs: dict[str, list[Any]] = {}
+        if args.op in LANGGRAPH_OPS:
+            ours, theirs, resources = _langgraph(stacks[0], floor_clients)
+            closing.enter_context(resources)
         systems = [
             Served("memplane", stacks[0].server.pid,
                    [stacks[0].http_client() for _ in range(CONCURRENCY)],
