@@ -41,12 +41,21 @@ def _commit(checkout: Path) -> str:
     return found + ("-dirty" if dirty else "")
 
 
-def name_of(when: datetime, commit: str) -> str:
-    return f"{when:%Y-%m-%d}-{commit}.json"
+def name_of(when: datetime, commit: str, run: int = 1) -> str:
+    """The dated file's name; a later run of the same commit on the same day is ``-runN``."""
+    return f"{when:%Y-%m-%d}-{commit}{'' if run == 1 else f'-run{run}'}.json"
 
 
-# The run's commit, taken at its first write (the code that ran: commits made while a long
-# run goes on do not rename its file), and the load average at each write.
+def _free_name(out: Path, when: datetime, commit: str) -> str:
+    """The first name no earlier run wrote: two runs of one commit keep a file each."""
+    run = 1
+    while (out / name_of(when, commit, run)).exists():
+        run += 1
+    return name_of(when, commit, run)
+
+
+# The run's commit and file name, taken at its first write (the code that ran: commits made
+# while a long run goes on do not rename its file), and the load average at each write.
 _RUN: dict[str, Any] = {}
 
 
@@ -57,17 +66,18 @@ def write(results: dict[str, Any], *, argv: list[str],
     out.mkdir(exist_ok=True)
     when = datetime.now(UTC)
     if "commit" not in _RUN:
-        _RUN.update(commit=_commit(Path(__file__).resolve().parent.parent), started=when,
-                    loads=[])
+        commit = _commit(Path(__file__).resolve().parent.parent)
+        _RUN.update(commit=commit, started=when, loads=[],
+                    name=_free_name(out, when, commit))
     _RUN["loads"].append([when.isoformat(timespec="seconds"),
                           *(round(x, 2) for x in os.getloadavg())])
-    commit, started = _RUN["commit"], _RUN["started"]
+    commit = _RUN["commit"]
     run = {"date": when.isoformat(timespec="seconds"), "commit": commit, "argv": argv,
            "cpus": os.cpu_count(), "load_average": _RUN["loads"][-1][1:],
            "load_averages": list(_RUN["loads"])}  # [time, 1, 5, 15 min] at each save
     latest = out / "latest.json"
     latest.write_text(json.dumps({"run": run} | results, indent=2))
-    dated = out / name_of(started, commit)
+    dated = out / _RUN["name"]
     dated.write_text(json.dumps({"run": run} | trimmed(results), indent=1) + "\n")
     return latest, dated
 

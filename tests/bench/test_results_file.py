@@ -36,6 +36,20 @@ def test_the_dated_file_is_named_by_day_and_commit(tmp_path: Path) -> None:
     assert len(json.loads(dated.read_text())["run"]["load_averages"]) == 2
 
 
+def test_a_second_run_of_the_same_commit_keeps_the_first_runs_file(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    files = []
+    for figure in (1.0, 2.0, 3.0):
+        results_file._RUN.clear()  # a new run
+        for _ in range(2):  # each run saves more than once
+            _, dated = results_file.write({"case": {"memplane": figure}}, argv=[], out=out)
+        files.append(dated)
+    first = files[0].name.removesuffix(".json")
+    assert [f.name for f in files] == [f"{first}.json", f"{first}-run2.json",
+                                       f"{first}-run3.json"]
+    assert [json.loads(f.read_text())["case"]["memplane"] for f in files] == [1.0, 2.0, 3.0]
+
+
 def test_the_markdown_tables_quote_the_figures_as_stored() -> None:
     results = {
         "write/sqlite+local/http/c1": {
