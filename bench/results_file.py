@@ -67,8 +67,7 @@ def write(results: dict[str, Any], *, argv: list[str],
     when = datetime.now(UTC)
     if "commit" not in _RUN:
         commit = _commit(Path(__file__).resolve().parent.parent)
-        _RUN.update(commit=commit, started=when, loads=[],
-                    name=_free_name(out, when, commit))
+        _RUN.update(commit=commit, loads=[], name=_free_name(out, when, commit))
     _RUN["loads"].append([when.isoformat(timespec="seconds"),
                           *(round(x, 2) for x in os.getloadavg())])
     commit = _RUN["commit"]

@@ -14,7 +14,7 @@ from sqlalchemy import text
 from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db import direct
 from control_plane.db.base import utcnow
-from control_plane.identity import Access
+from control_plane.identity import Access, Actor
 from control_plane.memories import listing
 from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
@@ -51,8 +51,6 @@ def runtime(database: str, request: pytest.FixtureRequest, tmp_path: Path) -> It
 
 def test_a_listing_keeps_one_plan_on_a_table_grown_since_its_first_analyze(
         runtime: Runtime) -> None:
-    from control_plane.identity import Actor
-
     with runtime.sessions() as session:
         tenant = create_tenant(session, "plans")[0].id
         actor = Actor(tenant, "api", "test")
