@@ -9,11 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from alembic import command
+from sqlalchemy import Engine, text
 
 from control_plane.addresses import MemoryAddress, Scope
 from control_plane.db import direct
 from control_plane.db.base import utcnow
+from control_plane.db.migrate import alembic_config, upgrade
 from control_plane.identity import Access, Actor
 from control_plane.memories import listing
 from control_plane.memories import service as memories
@@ -82,3 +84,41 @@ def test_a_listing_keeps_one_plan_on_a_table_grown_since_its_first_analyze(
     # psycopg prepares the statement at its fifth execution; PostgreSQL plans the first five
     # executions of a prepared statement for their values, then keeps the generic plan.
     assert plans == [(5, 5)]
+
+
+_ANALYZED = text("SELECT last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL "
+                 "FROM pg_stat_user_tables WHERE relname = 'memory_pointers'")
+_SCOPE_REF_OPTIONS = text("SELECT attoptions FROM pg_attribute WHERE attname = 'scope_ref' "
+                          "AND attrelid = 'memory_pointers'::regclass")
+
+
+def _analyzed(engine: Engine) -> bool:
+    with engine.connect() as conn:  # a new session: the statistics as they are now
+        return bool(conn.execute(_ANALYZED).scalar())
+
+
+def test_the_migration_analyzes_a_table_that_holds_memories_and_leaves_an_empty_one(
+        runtime: Runtime) -> None:
+    engine = runtime.engine
+    assert _analyzed(engine) is False  # a new deployment: the sealer analyzes it later
+    with engine.connect() as conn:
+        assert conn.execute(_SCOPE_REF_OPTIONS).scalar() == ["n_distinct=-0.05"]
+    with runtime.sessions() as session:
+        tenant = create_tenant(session, "upgraded")[0].id
+        for i in range(3):
+            memories.set_value(session, runtime.plane, Actor(tenant, "api", "test"),
+                               MemoryAddress.parse(Scope.user, "u", f"k{i}"), i, MemoryMeta())
+    assert _analyzed(engine) is False
+
+    # A deployment that stored memories before this migration, upgraded now.
+    config = alembic_config(engine)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0052_scope_refs_are_many-1")
+    with engine.connect() as conn:
+        assert conn.execute(_SCOPE_REF_OPTIONS).scalar() is None
+    upgrade(engine)
+
+    assert _analyzed(engine) is True
+    with engine.connect() as conn:
+        assert conn.execute(_SCOPE_REF_OPTIONS).scalar() == ["n_distinct=-0.05"]
