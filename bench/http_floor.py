@@ -4,9 +4,10 @@ endpoint, served the way ``memplane serve`` serves memplane (uvicorn, one worker
 log, no middleware), so memplane over HTTP can be held to what any Python HTTP stack costs
 here rather than to an in-process call.
 
-``python -m bench.http_floor --port N`` with the memplane environment (MEMPLANE_DATA_DIR,
+``python -m bench.http_floor --port N [--workers N]`` with the memplane environment (MEMPLANE_DATA_DIR,
 MEMPLANE_DATABASE_URL, MEMPLANE_DEFAULT_BUCKET_URL…) and BENCH_FLOOR_TENANT (the tenant its
-audit rows belong to).
+audit rows belong to); BENCH_FLOOR_PREFIX, if set, is where its keys go (every process of one
+served floor must share it).
 
     PUT /floor/{key}   body: the JSON memplane's PUT takes; stored as sent      -> 200 {}
     GET /floor/{key}   the stored body, verified against its SHA-256           -> 200
@@ -64,7 +65,14 @@ def create_app(floor: Floor) -> FastAPI:
 def build_floor(settings: Settings, tenant_id: uuid.UUID) -> Floor:
     engine = make_engine(settings.resolved_database_url, pool_size=settings.db_pool_size,
                          sqlite_synchronous=settings.sqlite_synchronous)
-    return Floor(engine, settings.resolved_bucket_url, tenant_id)
+    return Floor(engine, settings.resolved_bucket_url, tenant_id,
+                 prefix=os.environ.get("BENCH_FLOOR_PREFIX"))
+
+
+def app_from_environment() -> FastAPI:
+    """The app of one of several server processes (``--workers N``): each builds its floor
+    from the environment, as each of ``memplane serve``'s workers builds its runtime."""
+    return create_app(build_floor(Settings(), uuid.UUID(os.environ["BENCH_FLOOR_TENANT"])))
 
 
 def main() -> None:
@@ -73,7 +81,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.http_floor")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
+    if args.workers > 1:
+        uvicorn.run("bench.http_floor:app_from_environment", factory=True,
+                    workers=args.workers, host=args.host, port=args.port, access_log=False,
+                    log_config=None)
+        return
     floor = build_floor(Settings(), uuid.UUID(os.environ["BENCH_FLOOR_TENANT"]))
     try:
         uvicorn.run(create_app(floor), host=args.host, port=args.port, access_log=False,

@@ -163,9 +163,10 @@ class MemplaneStack:
     def serve_floor(self) -> str:
         """The HTTP floor (bench/http_floor.py) in its own process, on the same uvicorn
         settings, database and bucket as ``serve``."""
-        env = self.env | {"BENCH_FLOOR_TENANT": str(self.actor.tenant_id)}
+        env = self.env | {"BENCH_FLOOR_TENANT": str(self.actor.tenant_id),
+                          "BENCH_FLOOR_PREFIX": f"floor/{uuid.uuid4().hex}"}
         self.floor_server, self.floor_url = _start(
-            [sys.executable, "-m", "bench.http_floor"], env)
+            [sys.executable, "-m", "bench.http_floor", "--workers", str(WORKERS)], env)
         return self.floor_url
 
     def http_client(self) -> httpx.Client:
@@ -226,7 +227,8 @@ class Floor:
     """
 
     def __init__(self, engine: Engine | MemplaneStack, bucket_url: str = "",
-                 tenant_id: uuid.UUID | None = None, *, audit: bool = True) -> None:
+                 tenant_id: uuid.UUID | None = None, *, audit: bool = True,
+                 prefix: str | None = None) -> None:
         if isinstance(engine, MemplaneStack):  # Floor(stack), as the bench called it before
             stack = engine
             engine, bucket_url = stack.runtime.engine, stack.env["MEMPLANE_DEFAULT_BUCKET_URL"]
@@ -246,7 +248,9 @@ class Floor:
             sqlite_begin="IMMEDIATE")
         # SQLite's reads group-commit their audit rows; PostgreSQL's lookup appends its own
         self.batcher = AuditBatcher(engine) if audit and not self.postgres else None
-        self.prefix = f"floor/{uuid.uuid4().hex}"
+        # Its keys' place in the bucket and the table: one of its own unless given (the
+        # processes of one served floor share theirs).
+        self.prefix = prefix or f"floor/{uuid.uuid4().hex}"
 
     @classmethod
     def of(cls, stack: MemplaneStack, *, audit: bool = True) -> Floor:

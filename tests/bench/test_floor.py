@@ -144,3 +144,22 @@ def test_the_search_bench_fills_its_scope_through_the_batch_protocol(
     _fill(world.runtime, world.actor, "filled", texts, chunk=3)
     assert [world.read(MemoryAddress.parse(Scope.agent, "filled", f"m{i}"))
             for i in range(7)] == texts
+
+
+def test_the_processes_of_one_served_floor_read_each_others_writes(world: ServiceWorld,
+                                                                   tmp_path: Path) -> None:
+    # `python -m bench.http_floor --workers 2`: each process builds its own Floor; the
+    # served floor gives them one prefix, so a read finds a key another process wrote.
+    prefix = f"floor/{uuid.uuid4().hex}"
+    first, second = (Floor(world.runtime.engine, f"file://{tmp_path / 'bucket'}",
+                           world.tenant_id, prefix=prefix) for _ in range(2))
+    try:
+        first.set("shared", PAYLOAD)
+        assert second.get("shared") == PAYLOAD
+        assert (first.prefix, second.prefix) == (prefix, prefix)
+    finally:
+        first.close()
+        second.close()
+    own = _floor(world, tmp_path)  # a floor of its own otherwise
+    own.close()
+    assert own.prefix.startswith("floor/") and own.prefix != prefix
