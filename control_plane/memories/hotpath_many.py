@@ -10,6 +10,10 @@ writes for an item is exactly what the one-item statement does (a test holds the
 same outcomes, item by item). Pointer rows are looked up through a LATERAL subquery per item
 — the address's unique index, whatever the table's size — and locked in the order of the
 array (the caller sorts it by address, so two batches never wait on each other in a cycle).
+Each such subquery ends in ``LIMIT 1`` (or locks its row): without it PostgreSQL may pull
+the subquery up into a plain join, and where the statistics still describe a smaller table
+it hashes the items against a scan of the tenant's every pointer (tens of milliseconds a
+batch at 60,000 pointers) instead of probing the index once per item.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ SELECT p.id, p.subject_user_id, k.id AS key_id, k.scope_type AS key_scope_type,
   LIMIT 1) AS blocked_by
 FROM w LEFT JOIN LATERAL (
  SELECT id, subject_user_id FROM memory_pointers WHERE tenant_id = :v_tenant
-  AND scope_type = w.scope AND scope_ref = w.scope_ref AND key = w.key) AS p ON true
+  AND scope_type = w.scope AND scope_ref = w.scope_ref AND key = w.key LIMIT 1) AS p ON true
 LEFT JOIN LATERAL (
  SELECT * FROM subject_keys AS k WHERE k.tenant_id = :v_tenant AND k.destroyed_at IS NULL
   AND k.scope_type = CASE WHEN COALESCE(w.meta_user, p.subject_user_id) IS NOT NULL
