@@ -4,10 +4,10 @@ endpoint, served the way ``memplane serve`` serves memplane (uvicorn, one worker
 log, no middleware), so memplane over HTTP can be held to what any Python HTTP stack costs
 here rather than to an in-process call.
 
-``python -m bench.http_floor --port N [--workers N]`` with the memplane environment (MEMPLANE_DATA_DIR,
-MEMPLANE_DATABASE_URL, MEMPLANE_DEFAULT_BUCKET_URL…) and BENCH_FLOOR_TENANT (the tenant its
-audit rows belong to); BENCH_FLOOR_PREFIX, if set, is where its keys go (every process of one
-served floor must share it).
+``python -m bench.http_floor --port N [--workers N]`` with the memplane environment
+(MEMPLANE_DATA_DIR, MEMPLANE_DATABASE_URL, MEMPLANE_DEFAULT_BUCKET_URL…) and
+BENCH_FLOOR_TENANT (the tenant its audit rows belong to); BENCH_FLOOR_PREFIX, if set, is
+where its keys go (every process of one served floor must share it).
 
     PUT /floor/{key}   body: the JSON memplane's PUT takes; stored as sent      -> 200 {}
     GET /floor/{key}   the stored body, verified against its SHA-256           -> 200
