@@ -96,18 +96,27 @@ def _cpu(pid: int) -> dict[int, float]:
     return out
 
 
-def _switches(pid: int) -> int:
-    """Context switches (voluntary and not) of every thread of ``pid`` so far: each is a
+def _switches(pid: int) -> dict[int, int]:
+    """Context switches (voluntary and not) of each thread of ``pid`` so far: each is a
     thread put to sleep and another woken (a hand-off to a thread, the interpreter lock
     passed, a wait on the disk or the database), paid for in the kernel's scheduler."""
-    total = 0
+    out: dict[int, int] = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/status") as f:
-                total += sum(int(line.split()[1]) for line in f if "ctxt_switches:" in line)
+                out[int(tid)] = sum(int(line.split()[1]) for line in f
+                                    if "ctxt_switches:" in line)
         except FileNotFoundError:
             continue
-    return total
+    return out
+
+
+def since(before: dict[int, Any], after: dict[int, Any]) -> Any:
+    """What the threads alive at ``after`` did since ``before`` (a thread started since counts
+    whole). A thread that ended in between is not in ``after``: the pool's idle threads exit
+    between rounds, and a sum over the process before and after would subtract their counts
+    from the round's (negative switches a request)."""
+    return sum(value - before.get(tid, 0) for tid, value in after.items())
 
 
 def _children(pid: int) -> list[int]:
@@ -164,7 +173,7 @@ class Served:
         switches_before = _switches(self.pid)
         m = measure(lambda i: None, requests, CONCURRENCY, per_thread=self.ops(op, keys, tag))
         after = _cpu(self.pid)
-        switches = _switches(self.pid) - switches_before
+        switches = since(switches_before, _switches(self.pid))
         kids_after = sum(sum(_cpu(k).values()) for k in kids)
         database = _database_cpu() - database_before
         loop = after.get(self.pid, 0) - before.get(self.pid, 0)

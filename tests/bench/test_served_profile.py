@@ -43,7 +43,7 @@ def test_context_switches_count_every_thread_of_the_process() -> None:
     import threading
     import time
 
-    from bench.served_profile import _switches
+    from bench.served_profile import _switches, since
 
     before = _switches(os.getpid())
     slept, done = threading.Event(), threading.Event()
@@ -58,7 +58,14 @@ def test_context_switches_count_every_thread_of_the_process() -> None:
     thread.start()
     try:
         assert slept.wait(10)
-        assert _switches(os.getpid()) - before >= 20
+        assert since(before, _switches(os.getpid())) >= 20
     finally:
         done.set()
         thread.join()
+
+
+def test_a_thread_that_ended_between_two_readings_takes_nothing_from_the_round() -> None:
+    # Thread 2 exited (an idle pool thread), thread 3 started: 30 by thread 1, 7 by thread 3.
+    from bench.served_profile import since
+
+    assert since({1: 100, 2: 50}, {1: 130, 3: 7}) == 37
