@@ -142,8 +142,8 @@ def lookup_for_write(session: Session, tenant_id: uuid.UUID, address: MemoryAddr
 def lookup_many_for_write(session: Session, tenant_id: uuid.UUID,
                           writes: list[tuple[MemoryAddress, str | None]]) -> list[WriteLookup]:
     """``lookup_for_write`` for many writes (a batch's sets: address and ``user_id``), in
-    order: on PostgreSQL one statement for all (``hotpath_many.LOOKUP_MANY``), on SQLite in
-    one short transaction."""
+    order: on PostgreSQL one statement for all (``hotpath_many.LOOKUP_MANY``), on SQLite one
+    statement each in one short transaction."""
     if not writes:
         return []
     if session.in_transaction():
@@ -154,10 +154,13 @@ def lookup_many_for_write(session: Session, tenant_id: uuid.UUID,
         if len(rows) != len(writes):  # read only: nothing to roll back
             raise RuntimeError(f"{len(writes)} write lookups answered {len(rows)} rows")
     else:
-        try:
-            rows = [session.execute(LOOKUP_WRITE, address_params(tenant_id, address)
-                                    | {"v_meta_user": meta_user}).one()
-                    for address, meta_user in writes]
+        try:  # on the session's connection, straight on the driver, as a single write's is
+            conn = session.connection()
+            rows = []
+            for address, meta_user in writes:
+                (row,) = direct.execute_sqlite(conn, LOOKUP_WRITE, address_params(
+                    tenant_id, address) | {"v_meta_user": meta_user})
+                rows.append(row)
         finally:
             session.commit()
     return [_write_lookup(row) for row in rows]
