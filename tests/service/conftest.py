@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,6 +10,19 @@ import pytest
 from control_plane.addresses import MemoryAddress
 from control_plane.keys import subject_keys
 from control_plane.memories import hotpath
+from control_plane.runtime import Runtime
+from tests.support.service import isolated_database, make_settings
+
+
+@pytest.fixture
+def own_runtime(database: str, request: pytest.FixtureRequest,
+                tmp_path: Path) -> Iterator[Runtime]:
+    """A runtime on a database of this test's own: its statistics are of its rows only."""
+    runtime = Runtime(make_settings(isolated_database(database, request), tmp_path))
+    try:
+        yield runtime
+    finally:
+        runtime.close()
 
 
 @pytest.fixture

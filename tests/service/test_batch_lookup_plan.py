@@ -5,8 +5,6 @@ it (a LangGraph store's batch of 50 took 43 ms at 63,000 pointers)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,29 +17,12 @@ from control_plane.memories.hotpath_many import LOOKUP_MANY, lookup_rows
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
 from control_plane.tenants.service import create_tenant
-from tests.support.service import isolated_database, make_settings
+from tests.support.grown import grow
 
 pytestmark = pytest.mark.databases("postgres")
 
-# Copies of the first memory under new keys of one namespace, as a LangGraph store fills it.
-_GROWN = text("""
-INSERT INTO memory_pointers (id, tenant_id, scope_type, scope_ref, key, memory_type, tags,
-  importance, source, storage_config_id, storage_path, content_sha256, content_size,
-  sync_status, version, has_embeddings, created_at, updated_at, searchable)
-SELECT gen_random_uuid(), p.tenant_id, p.scope_type, p.scope_ref, 'grown/' || n,
-  p.memory_type, p.tags, 3, 'api', p.storage_config_id, p.storage_path || n,
-  p.content_sha256, p.content_size, 'synced', 1, false, p.created_at, p.updated_at, false
-FROM (SELECT * FROM memory_pointers LIMIT 1) AS p, generate_series(1, :rows) AS n""")
 
 
-@pytest.fixture
-def runtime(database: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runtime]:
-    """A database of this test's own: the statistics are of its rows only."""
-    runtime = Runtime(make_settings(isolated_database(database, request), tmp_path))
-    try:
-        yield runtime
-    finally:
-        runtime.close()
 
 
 def _scans(plan: dict[str, Any]) -> list[tuple[str, str]]:
@@ -55,19 +36,19 @@ def _scans(plan: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def test_a_batchs_lookup_probes_the_address_index_on_a_table_grown_since_its_analyze(
-        runtime: Runtime) -> None:
-    with runtime.sessions() as session:
+        own_runtime: Runtime) -> None:
+    with own_runtime.sessions() as session:
         tenant = create_tenant(session, "lookups")[0].id
         actor = Actor(tenant, "api", "test")
         for i in range(16):
-            memories.set_value(session, runtime.plane, actor,
+            memories.set_value(session, own_runtime.plane, actor,
                                MemoryAddress.parse(Scope.agent, "store", f"k{i}"), i,
                                MemoryMeta())
-    with runtime.engine.connect() as conn:
+    with own_runtime.engine.connect() as conn:
         # A table of 3,000 memories, analyzed: the plans made now are the ones a connection
         # keeps while the table grows, until the next ANALYZE.
         conn.execute(text("ALTER TABLE memory_pointers SET (autovacuum_enabled = false)"))
-        conn.execute(_GROWN, {"rows": 3_000})
+        grow(conn, 3_000)
         conn.execute(text("ANALYZE memory_pointers"))
         conn.commit()
 
@@ -75,7 +56,7 @@ def test_a_batchs_lookup_probes_the_address_index_on_a_table_grown_since_its_ana
               for n in range(1, 51)]
     params = lookup_rows(tenant, writes)
     sql = LOOKUP_MANY.text
-    with runtime.engine.connect() as conn:
+    with own_runtime.engine.connect() as conn:
         rows = conn.execute(LOOKUP_MANY, params).all()
         assert [row.id is not None for row in rows] == [True] * 50  # each found
         # The plan made for these values, and the one a prepared statement keeps for any.

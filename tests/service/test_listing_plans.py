@@ -5,9 +5,6 @@ of being planned again for each call's values."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from alembic import command
 from sqlalchemy import Engine, text
@@ -22,47 +19,30 @@ from control_plane.memories import service as memories
 from control_plane.memories.schemas import MemoryMeta
 from control_plane.runtime import Runtime
 from control_plane.tenants.service import create_tenant
-from tests.support.service import isolated_database, make_settings
+from tests.support.grown import grow
 
 pytestmark = pytest.mark.databases("postgres")
 
-# Thread-like memories, copied from the first one: a ref per ten, as LangGraph writes them.
-_GROWN = text("""
-INSERT INTO memory_pointers (id, tenant_id, scope_type, scope_ref, key, memory_type, tags,
-  importance, source, storage_config_id, storage_path, content_sha256, content_size,
-  sync_status, version, has_embeddings, created_at, updated_at, searchable)
-SELECT gen_random_uuid(), p.tenant_id, 'conversation', 'thread-' || (n / 10),
-  'c/' || lpad(n::text, 6, '0'), p.memory_type, p.tags, 3, 'api', p.storage_config_id,
-  p.storage_path || n, p.content_sha256, p.content_size, 'synced', 1, false, p.created_at,
-  p.updated_at, false
-FROM (SELECT * FROM memory_pointers LIMIT 1) AS p, generate_series(1, :rows) AS n""")
 
 _PLANS = text("SELECT generic_plans, custom_plans FROM pg_prepared_statements "
               "WHERE statement LIKE '%WITH page AS%'")
 
 
-@pytest.fixture
-def runtime(database: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runtime]:
-    """A database of this test's own: the statistics are of its rows only."""
-    runtime = Runtime(make_settings(isolated_database(database, request), tmp_path))
-    try:
-        yield runtime
-    finally:
-        runtime.close()
 
 
 def test_a_listing_keeps_one_plan_on_a_table_grown_since_its_first_analyze(
-        runtime: Runtime) -> None:
-    with runtime.sessions() as session:
+        own_runtime: Runtime) -> None:
+    with own_runtime.sessions() as session:
         tenant = create_tenant(session, "plans")[0].id
         actor = Actor(tenant, "api", "test")
         for i in range(64):  # the first rows: one user's
-            memories.set_value(session, runtime.plane, actor,
+            memories.set_value(session, own_runtime.plane, actor,
                                MemoryAddress.parse(Scope.user, "first", f"k{i}"), i,
                                MemoryMeta())
-    with runtime.engine.connect() as conn:
+    with own_runtime.engine.connect() as conn:
         conn.execute(text("ANALYZE memory_pointers"))
-        conn.execute(_GROWN, {"rows": 3000})
+        grow(conn, 3000, scope_type="'conversation'", scope_ref="'thread-' || (n / 10)",
+             key="'c/' || lpad(n::text, 6, '0')")
         conn.commit()
 
     wanted = listing.Listing(scope="conversation", scope_ref="thread-3", user_id=None,
@@ -70,11 +50,11 @@ def test_a_listing_keeps_one_plan_on_a_table_grown_since_its_first_analyze(
                              after=None, limit=5, order="key_desc", readable=True)
     by = listing.ListedBy("api_key", "k", None, None, "listed ", 4)
     for _ in range(15):  # one thread: the pool hands it the same connection each time
-        rows, _keys = listing.list_page(runtime.engine, tenant, wanted, Access(), utcnow(),
+        rows, _keys = listing.list_page(own_runtime.engine, tenant, wanted, Access(), utcnow(),
                                         by)
         assert [row.key for row in rows] == ["c/000039", "c/000038", "c/000037",
                                              "c/000036", "c/000035"]
-    raw = direct.pooled_raw(runtime.engine)
+    raw = direct.pooled_raw(own_runtime.engine)
     try:
         with raw.driver_connection.cursor() as cursor:
             cursor.execute(_PLANS.text)
@@ -98,15 +78,15 @@ def _analyzed(engine: Engine) -> bool:
 
 
 def test_the_migration_analyzes_a_table_that_holds_memories_and_leaves_an_empty_one(
-        runtime: Runtime) -> None:
-    engine = runtime.engine
+        own_runtime: Runtime) -> None:
+    engine = own_runtime.engine
     assert _analyzed(engine) is False  # a new deployment: the sealer analyzes it later
     with engine.connect() as conn:
         assert conn.execute(_SCOPE_REF_OPTIONS).scalar() == ["n_distinct=-0.05"]
-    with runtime.sessions() as session:
+    with own_runtime.sessions() as session:
         tenant = create_tenant(session, "upgraded")[0].id
         for i in range(3):
-            memories.set_value(session, runtime.plane, Actor(tenant, "api", "test"),
+            memories.set_value(session, own_runtime.plane, Actor(tenant, "api", "test"),
                                MemoryAddress.parse(Scope.user, "u", f"k{i}"), i, MemoryMeta())
     assert _analyzed(engine) is False
 
