@@ -69,10 +69,14 @@ def build_floor(settings: Settings, tenant_id: uuid.UUID) -> Floor:
                  prefix=os.environ.get("BENCH_FLOOR_PREFIX"))
 
 
+def floor_from_environment() -> Floor:
+    return build_floor(Settings(), uuid.UUID(os.environ["BENCH_FLOOR_TENANT"]))
+
+
 def app_from_environment() -> FastAPI:
     """The app of one of several server processes (``--workers N``): each builds its floor
     from the environment, as each of ``memplane serve``'s workers builds its runtime."""
-    return create_app(build_floor(Settings(), uuid.UUID(os.environ["BENCH_FLOOR_TENANT"])))
+    return create_app(floor_from_environment())
 
 
 def main() -> None:
@@ -88,7 +92,7 @@ def main() -> None:
                     workers=args.workers, host=args.host, port=args.port, access_log=False,
                     log_config=None)
         return
-    floor = build_floor(Settings(), uuid.UUID(os.environ["BENCH_FLOOR_TENANT"]))
+    floor = floor_from_environment()
     try:
         uvicorn.run(create_app(floor), host=args.host, port=args.port, access_log=False,
                     log_config=None)

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -111,7 +112,7 @@ def _switches(pid: int) -> dict[int, int]:
     return out
 
 
-def since(before: dict[int, Any], after: dict[int, Any]) -> Any:
+def since(before: Mapping[int, float], after: Mapping[int, float]) -> float:
     """What the threads alive at ``after`` did since ``before`` (a thread started since counts
     whole). A thread that ended in between is not in ``after``: the pool's idle threads exit
     between rounds, and a sum over the process before and after would subtract their counts
@@ -177,7 +178,7 @@ class Served:
         kids_after = sum(sum(_cpu(k).values()) for k in kids)
         database = _database_cpu() - database_before
         loop = after.get(self.pid, 0) - before.get(self.pid, 0)
-        threads = sum(v - before.get(t, 0) for t, v in after.items() if t != self.pid)
+        threads = since(before, after) - loop  # every thread but the event loop's
         per = 1e6 / requests
         return {"per_second": m.per_second, "event_loop": loop * per,
                 "request_threads": threads * per,
