@@ -17,12 +17,17 @@ from storage_adapters import entropy
 
 @pytest.fixture
 def counting_source(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The kernel's generator replaced by a counter (byte i of the stream is i % 251), with
-    no block drawn yet; returns the sizes it was asked for."""
+    """The kernel's generator replaced by a counter (byte i of the stream is i % 251) for the
+    test's own thread, with no block drawn yet; returns the sizes it was asked for. Threads
+    an earlier test left running (a pool, a server) still get the kernel's bytes and are
+    not counted."""
     stream = itertools.count()
     asked: list[int] = []
+    kernel, test_thread = os.urandom, threading.get_ident()
 
     def urandom(n: int) -> bytes:
+        if threading.get_ident() != test_thread:
+            return kernel(n)
         asked.append(n)
         return bytes(next(stream) % 251 for _ in range(n))
 
@@ -38,6 +43,15 @@ def test_small_requests_share_a_block_and_never_reuse_a_byte(counting_source: li
     assert counting_source == [4096, 4096]
     assert b"".join(taken[:409]) == bytes(i % 251 for i in range(4090))
     assert taken[409] == bytes(i % 251 for i in range(4096, 4106))
+
+
+def test_another_threads_draws_are_not_counted(counting_source: list[int]) -> None:
+    theirs: list[bytes] = []
+    other = threading.Thread(target=lambda: theirs.append(os.urandom(10)))
+    other.start()
+    other.join()
+    assert len(theirs[0]) == 10
+    assert counting_source == []
 
 
 def test_a_large_request_goes_straight_to_the_kernel(counting_source: list[int]) -> None:
