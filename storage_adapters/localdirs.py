@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 from collections.abc import Iterable
 
 # How often a put makes its directory again after a concurrent delete removed it. Each
@@ -30,9 +31,18 @@ def ensure_dir(directory: str) -> None:
             os.makedirs(directory, exist_ok=True)
             return
         except (FileNotFoundError, FileExistsError):
-            if attempt == ATTEMPTS - 1 or (os.path.lexists(directory)
-                                           and not os.path.isdir(directory)):
+            if attempt == ATTEMPTS - 1 or _not_a_directory(directory):
                 raise
+
+
+def _not_a_directory(path: str) -> bool:
+    """Whether ``path`` names something that is not a directory, in one look: two looks
+    (exists, then is a directory) see a directory another put made and a prune removed
+    in between as a file."""
+    try:
+        return not stat.S_ISDIR(os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False  # gone (or under a file): makedirs says which, next attempt
 
 
 def prune(directories: Iterable[str], root: str) -> list[str]:

@@ -3,10 +3,14 @@ which name people), and a put racing those removals never fails or loses its obj
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from pathlib import Path
 
+import pytest
+
+from storage_adapters import localdirs
 from storage_adapters.local import LocalAdapter
 
 THREADS, ROUNDS = 8, 150
@@ -65,3 +69,45 @@ def test_puts_racing_deletes_in_one_directory_lose_nothing(tmp_path: Path) -> No
     for path in kept:
         assert bucket.get(path) == path.rsplit("/t", 1)[1].encode()
     assert not os.path.exists(tmp_path / "b" / "t/memories/user/bob/k0")
+
+
+def test_puts_making_a_directory_a_prune_keeps_removing_never_fail(tmp_path: Path) -> None:
+    """Eight puts make one directory while a delete keeps pruning it: each sees it made by
+    another put, then gone, then made again; none takes that for a file in the way (two
+    looks, exists then is-a-directory, once did, and a put failed)."""
+    directory = str(tmp_path / "memories" / "k0")
+    os.makedirs(os.path.dirname(directory))
+    done = threading.Event()
+    failures: list[BaseException] = []
+    made = [0] * 8
+
+    def make(n: int) -> None:
+        try:
+            for _ in range(5000):
+                localdirs.ensure_dir(directory)
+                made[n] += 1
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    def prune() -> None:  # the directory only: its parent stays, as a scope's does
+        while not done.is_set():
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)
+
+    pruner = threading.Thread(target=prune)
+    makers = [threading.Thread(target=make, args=(n,)) for n in range(8)]
+    pruner.start()
+    for thread in makers:
+        thread.start()
+    for thread in makers:
+        thread.join()
+    done.set()
+    pruner.join()
+    assert failures == []
+    assert made == [5000] * 8
+    # A file where the directory should be is still refused at once.
+    with contextlib.suppress(FileNotFoundError):
+        os.rmdir(directory)
+    Path(directory).write_bytes(b"")
+    with pytest.raises(FileExistsError):
+        localdirs.ensure_dir(directory)
