@@ -50,12 +50,11 @@ class LocalBucket(RawBucket):
     def keys(self, prefix: str = "") -> list[str]:
         if not self.root.exists():
             return []
-        found = [p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file()]
-        if not found:
-            # A listing that finds nothing in a bucket the service wrote to says why: an
-            # os.walk of the same directory, independent of rglob.
-            walked = [os.path.join(d, f) for d, _, files in os.walk(self.root) for f in files]
-            assert not walked, f"rglob found nothing under {self.root}, os.walk found {walked}"
+        # One walk: the server's background work (an audit checkpoint written, a directory
+        # a delete emptied and pruned) may change the tree meanwhile; a directory gone
+        # since its parent was read is skipped, as a bucket listing would.
+        found = [Path(d, f).relative_to(self.root).as_posix()
+                 for d, _, files in os.walk(self.root) for f in files]
         return _content(k for k in found if k.startswith(prefix) and ".memplane-tmp" not in k)
 
     def overwrite(self, key: str, data: bytes) -> None:
