@@ -108,16 +108,17 @@ def run(engine: Engine, statement: ClauseElement, params: dict[str, Any], *,
     values = _named_values(compiled, params)
     dbapi_error = engine.dialect.loaded_dbapi.Error
     raw = pooled_raw(engine)
-    from psycopg.rows import namedtuple_row  # only PostgreSQL servers get here: [postgres]
-
     driver = raw.driver_connection
     assert driver is not None
     try:
         driver.autocommit = expect is None
         try:
-            with driver.cursor(row_factory=namedtuple_row) as cursor:
-                cursor.execute(compiled.string, values)
-                rows = cursor.fetchall() if _has_rows(cursor) else []
+            cursor = _kept_cursor(raw, driver)
+            cursor.execute(compiled.string, values)
+            rows = _named_rows(compiled, cursor)
+            if len(rows) > _ROWS_KEPT:  # not kept holding a large result until its next use
+                raw.info.pop(_CURSOR, None)
+                cursor.close()
             if expect is not None:
                 if len(rows) != expect:
                     raise RuntimeError(f"expected {expect} rows, the statement answered "
@@ -130,6 +131,7 @@ def run(engine: Engine, statement: ClauseElement, params: dict[str, Any], *,
                     driver.rollback()  # anything not committed above
                 driver.autocommit = False
     except dbapi_error as exc:
+        raw.info.pop(_CURSOR, None)
         lost = engine.dialect.is_disconnect(exc, driver, None)
         if lost:
             raw.invalidate()
@@ -140,13 +142,47 @@ def run(engine: Engine, statement: ClauseElement, params: dict[str, Any], *,
         raw.close()
 
 
+# Each pooled connection keeps one cursor for ``run`` (in the pool's record of the connection,
+# emptied when the connection is replaced): a new cursor per statement cost ~10 us of CPU,
+# its adapters and loaders set up again. A cursor keeps its last result until its next
+# statement, so one that fetched more than _ROWS_KEPT rows is closed instead of kept.
+_CURSOR = "memplane.direct.cursor"
+_ROWS_KEPT = 64
+# Each statement's row type (a named tuple of its result's column names), made from its
+# first result: psycopg's ``namedtuple_row`` works the names out again for every result.
+_row_types: dict[int, Callable[[Any], Any]] = {}
+
+
+def _kept_cursor(raw: Any, driver: Any) -> Any:
+    cursor = raw.info.get(_CURSOR)
+    if cursor is None or cursor.closed or cursor.connection is not driver:
+        from psycopg.rows import tuple_row  # only PostgreSQL servers get here: [postgres]
+
+        cursor = raw.info[_CURSOR] = driver.cursor(row_factory=tuple_row)
+    return cursor
+
+
+def _named_rows(compiled: Compiled, cursor: Any) -> list[Any]:
+    """The rows of ``cursor``'s result (fetched as plain tuples) as named tuples; [] for a
+    statement that returns no rows."""
+    if not _has_rows(cursor):
+        return []
+    make = _row_types.get(id(compiled))  # compiled statements are kept for good
+    if make is None:
+        from psycopg.rows import namedtuple_row  # only PostgreSQL servers get here
+
+        make = _row_types[id(compiled)] = namedtuple_row(cursor)
+    return [make(row) for row in cursor.fetchall()]
+
+
 def _has_rows(cursor: Any) -> bool:
     """Whether the cursor's current result has rows to fetch: what ``description`` checks,
     without building a column object per column on every call (a batch's hundred results)."""
-    from psycopg.pq import ExecStatus
-
     res = cursor.pgresult
-    return res is not None and bool(res.nfields or res.status == ExecStatus.TUPLES_OK)
+    return res is not None and bool(res.nfields or res.status == _TUPLES_OK)
+
+
+_TUPLES_OK = 2  # psycopg.pq.ExecStatus.TUPLES_OK: libpq's PGRES_TUPLES_OK, fixed by its ABI
 
 
 class _SqliteStatement:

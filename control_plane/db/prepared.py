@@ -48,12 +48,17 @@ def keeping_prepared(do_rollback: Callable[[Any], None]) -> Callable[[Any], None
     """A dialect's ``do_rollback`` that first ends with COMMIT a transaction that wrote
     nothing (see the module's text)."""
 
+    from psycopg import Error  # only PostgreSQL engines get here: [postgres]
+    from psycopg.pq import TransactionStatus
+
+    idle = TransactionStatus.IDLE
+
     def rollback(connection: Any) -> None:
         # SQLAlchemy hands its pool's proxy of the connection; psycopg's is behind it
         driver = getattr(connection, "driver_connection", None) or connection
+        if driver.info.transaction_status == idle:
+            return  # no transaction open (a statement run in autocommit): nothing to end
         if wrote_nothing(driver):
-            from psycopg import Error
-
             try:
                 driver.commit()
             except Error:

@@ -125,3 +125,52 @@ def test_a_statements_values_are_what_construct_params_gives() -> None:
             compiled.construct_params({"a": 1})
     finally:
         engine.dispose()
+
+
+def test_statements_sharing_a_connection_each_answer_their_own_columns(postgres: Any) -> None:
+    """One pooled connection (a pool of one) keeps its cursor from statement to statement:
+    each statement's rows still carry its own column names and values, also after a
+    statement that failed and after one whose large result was not kept."""
+    engine = make_engine(postgres.create_database(), pool_size=1)
+    try:
+        table = _table(engine)
+        add = insert(table).values(id=bindparam("i"), name=bindparam("n")).returning(
+            table.c.id, table.c.name)
+        names = select(table.c.name.label("label"), (table.c.id * 10).label("tens")).order_by(
+            table.c.id)
+        assert [(r.id, r.name) for r in direct.run(engine, add, {"i": 1, "n": "a"})] == [
+            (1, "a")]
+        assert [(r.label, r.tens) for r in direct.run(engine, names, {})] == [("a", 10)]
+        with pytest.raises(sa_exc.IntegrityError):
+            direct.run(engine, add, {"i": 1, "n": "again"})
+        assert [(r.id, r.name) for r in direct.run(engine, add, {"i": 2, "n": "b"})] == [
+            (2, "b")]
+        many = select(func.generate_series(1, bindparam("n")).label("n"))
+        assert [r.n for r in direct.run(engine, many, {"n": direct._ROWS_KEPT + 1})] == list(
+            range(1, direct._ROWS_KEPT + 2))
+        assert [(r.label, r.tens) for r in direct.run(engine, names, {})] == [
+            ("a", 10), ("b", 20)]
+        assert [r.n for r in direct.run(engine, many, {"n": 2})] == [1, 2]
+        assert direct.run(engine, many, {"n": 0}) == []
+    finally:
+        engine.dispose()
+
+
+def test_a_connection_keeps_its_cursor_only_while_its_result_is_small(postgres: Any) -> None:
+    engine = make_engine(postgres.create_database(), pool_size=1)
+    try:
+        many = select(func.generate_series(1, bindparam("n")).label("n"))
+        direct.run(engine, many, {"n": direct._ROWS_KEPT})
+        raw = engine.raw_connection()
+        kept = raw.info[direct._CURSOR]
+        raw.close()
+        direct.run(engine, many, {"n": 3})
+        raw = engine.raw_connection()
+        assert raw.info[direct._CURSOR] is kept  # the same cursor ran the next statement
+        raw.close()
+        direct.run(engine, many, {"n": direct._ROWS_KEPT + 1})
+        raw = engine.raw_connection()
+        assert direct._CURSOR not in raw.info and kept.closed  # its large result went with it
+        raw.close()
+    finally:
+        engine.dispose()
