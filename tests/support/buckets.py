@@ -48,11 +48,10 @@ class LocalBucket(RawBucket):
         self.connection_config = {"root": str(root)}
 
     def keys(self, prefix: str = "") -> list[str]:
-        if not self.root.exists():
-            return []
         # One walk: the server's background work (an audit checkpoint written, a directory
         # a delete emptied and pruned) may change the tree meanwhile; a directory gone
-        # since its parent was read is skipped, as a bucket listing would.
+        # since its parent was read is skipped, as a bucket listing would, and a bucket not
+        # made yet lists nothing.
         found = [Path(d, f).relative_to(self.root).as_posix()
                  for d, _, files in os.walk(self.root) for f in files]
         return _content(k for k in found if k.startswith(prefix) and ".memplane-tmp" not in k)
